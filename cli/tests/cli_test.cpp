@@ -1,0 +1,77 @@
+// The ptxevo binary as a user runs it: exit codes, stdout, and FILE:LINE:COL errors.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "evaluator/subprocess.hpp"
+
+namespace {
+
+using ptxevo::evaluator::run_process;
+
+const std::string kExample = PTXEVO_SOURCE_DIR "/kernels/examples/rmsnorm_row_sm90a.ptx";
+
+std::string temp_file(const std::string& content) {
+  char tmpl[] = "/tmp/ptxevo-cli-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  close(fd);
+  std::ofstream(tmpl) << content;
+  return tmpl;
+}
+
+TEST(Cli, IrPrintIsStableOnItsOwnOutput) {
+  auto first = run_process({PTXEVO_BIN, "ir", "print", kExample});
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find(".entry"), std::string::npos);
+  const std::string f = temp_file(first.output);
+  auto second = run_process({PTXEVO_BIN, "ir", "print", f});
+  EXPECT_EQ(second.output, first.output);
+  std::remove(f.c_str());
+}
+
+TEST(Cli, ParseErrorNamesFileLineColumn) {
+  const std::string f = temp_file(".version 8.7\n.target sm_90a\n.address_size 64\n.visible .entry k()\n{\n  mov.u32 %r1 2;\n}\n");
+  auto r = run_process({PTXEVO_BIN, "ir", "print", f});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find(f + ":6:15: error:"), std::string::npos) << r.output;
+  std::remove(f.c_str());
+}
+
+TEST(Cli, VerifyReportsUndeclaredRegister) {
+  const std::string f = temp_file(".version 8.7\n.target sm_90a\n.address_size 64\n.visible .entry k()\n{\n  mov.u32 %r1, 2;\n}\n");
+  auto r = run_process({PTXEVO_BIN, "ir", "verify", f});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find(f + ":6:3: error: use of undeclared register '%r1'"), std::string::npos) << r.output;
+  std::remove(f.c_str());
+}
+
+TEST(Cli, MissingFileIsAClearError) {
+  auto r = run_process({PTXEVO_BIN, "ir", "stats", "/nonexistent/x.ptx"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("/nonexistent/x.ptx: error: cannot open file"), std::string::npos) << r.output;
+}
+
+TEST(Cli, StatsJsonIsValidAndDescribesTheKernel) {
+  auto r = run_process({PTXEVO_BIN, "ir", "stats", kExample, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  ASSERT_TRUE(j.contains("functions"));
+  ASSERT_FALSE(j["functions"].empty());
+  EXPECT_EQ(j["target"], "sm_90a");
+}
+
+TEST(Cli, StatsTextMentionsRegistersAndLoops) {
+  auto r = run_process({PTXEVO_BIN, "ir", "stats", kExample});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("register"), std::string::npos);
+  EXPECT_NE(r.output.find("loop"), std::string::npos);
+}
+
+TEST(Cli, UnknownSubcommandFails) {
+  auto r = run_process({PTXEVO_BIN, "frobnicate"});
+  EXPECT_NE(r.exit_code, 0);
+}
+
+}  // namespace

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs the test suite: the release build's unit tests, then every test (unit, PTX corpus
+# round trip, fuzzing) in a clang build with AddressSanitizer and UBSan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
+export PATH="$CUDA_HOME/bin:$PATH"
+jobs="$(nproc)"
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT="$CUDA_HOME" >/dev/null
+cmake --build build --parallel "$jobs"
+ctest --test-dir build -L unit --output-on-failure --parallel "$jobs"
+
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 \
+  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DPTXEVO_SANITIZE=ON -DPTXEVO_FUZZ=ON -DPTXEVO_BUILD_BENCH=OFF \
+  -DCUDAToolkit_ROOT="$CUDA_HOME" >/dev/null
+cmake --build build-asan --parallel "$jobs"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+ctest --test-dir build-asan --output-on-failure --parallel "$jobs"
