@@ -48,12 +48,25 @@ RegClass reg_class_of(const std::vector<std::string>& type, int* width_bits) {
     else if (t == ".pred") pred = true;
     else if (t.size() >= 3 && (t[1] == 'b' || t[1] == 'u' || t[1] == 's' || t[1] == 'f')) {
       // .b32 .u16 .s64 .f32 .f16 .f16x2 .bf16 .bf16x2 .b128
-      std::string digits;
+      // Digits are parsed with a bound: hostile input like ".b99999999999" must not overflow.
+      auto number = [&](std::size_t& i) {
+        int v = 0;
+        bool any = false;
+        while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i]))) {
+          v = std::min(v * 10 + (t[i++] - '0'), 1 << 16);
+          any = true;
+        }
+        return any ? v : -1;
+      };
       std::size_t i = (t.compare(0, 3, ".bf") == 0) ? 3 : 2;
-      while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i]))) digits += t[i++];
-      if (!digits.empty()) {
-        bits = std::stoi(digits);
-        if (i < t.size() && t[i] == 'x') bits *= std::stoi(t.substr(i + 1));
+      const int width = number(i);
+      if (width > 0) {
+        bits = width;
+        if (i < t.size() && t[i] == 'x') {
+          ++i;
+          const int lanes_in_type = number(i);
+          if (lanes_in_type > 0) bits = std::min(bits * lanes_in_type, 1 << 16);
+        }
       }
     }
   }

@@ -179,3 +179,18 @@ TEST(Parser, SymbolWithOffsetAndNegatedPredicateOperand) {
 
 }  // namespace
 }  // namespace ptxevo::ir
+
+namespace ptxevo::ir {
+namespace {
+
+// Found by the fuzzer: a register type with an absurd width overflowed std::stoi.
+TEST(Parser, HugeRegisterTypeWidthDoesNotOverflow) {
+  Module m = testing::parse_or_fail(testing::wrap_kernel(".reg .b99999999999 %w;\n.reg .f16x99999999999 %v;"));
+  const Function& f = *m.functions()[0];
+  ASSERT_EQ(f.registers.size(), 2u);
+  EXPECT_EQ(f.registers[0].cls, RegClass::B128);
+  EXPECT_EQ(f.registers[1].cls, RegClass::B128);
+}
+
+}  // namespace
+}  // namespace ptxevo::ir
