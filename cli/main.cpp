@@ -3,7 +3,9 @@
 
 #include <iostream>
 
+#include "cli/eval_command.hpp"
 #include "cli/ir_commands.hpp"
+#include "cli/worker_command.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"ptxevo: evolutionary search for fast, verified GPU kernels"};
@@ -21,7 +23,33 @@ int main(int argc, char** argv) {
   auto* verify = ir->add_subcommand("verify", "Parse and verify FILE.ptx; print problems as FILE:LINE:COL");
   verify->add_option("file", opts.file, "PTX file")->required();
 
+  ptxevo::cli::EvalOptions eval_opts;
+  auto* eval = app.add_subcommand("eval", "Build one candidate for SPEC, run the correctness gate and the timer");
+  eval->add_option("spec", eval_opts.spec, "Spec file (TOML)")->required();
+  auto* src = eval->add_option("--source", eval_opts.source, "CUDA C++ template to evaluate (default: the baseline seed)");
+  eval->add_option("--ptx", eval_opts.ptx, "PTX to evaluate instead of a CUDA source")->excludes(src);
+  eval->add_option("--knobs", eval_opts.knobs, "Knob values over the seed defaults: NAME=VALUE,...");
+  eval->add_flag("--json", eval_opts.json, "Print the result as JSON");
+  eval->add_option("--json-out", eval_opts.json_out, "Also write the JSON result to this file");
+  eval->add_option("--device", eval_opts.device, "GPU ordinal")->capture_default_str();
+  eval->add_option("--timeout", eval_opts.timeout_s, "Seconds before a hung candidate's worker is killed")->capture_default_str();
+  eval->add_option("--max-benchmark-shapes", eval_opts.max_benchmark_shapes, "Time only the first N benchmark shapes");
+  eval->add_option("--seed", eval_opts.seed, "Random seed for the inputs (default: fresh)");
+  eval->add_flag("--no-cache", eval_opts.no_cache, "Do not use the on-disk build cache");
+
+  int worker_device = 0, worker_in = 3, worker_out = 4;
+  auto* worker = app.add_subcommand("worker", "GPU worker process (started by ptxevo itself)");
+  worker->group("");  // hidden from --help
+  worker->add_option("--device", worker_device);
+  worker->add_option("--in-fd", worker_in);
+  worker->add_option("--out-fd", worker_out);
+
   CLI11_PARSE(app, argc, argv);
+  if (eval->parsed()) {
+    eval_opts.self_exe = ptxevo::cli::self_executable(argv[0]);
+    return ptxevo::cli::run_eval(eval_opts, std::cout, std::cerr);
+  }
+  if (worker->parsed()) return ptxevo::cli::run_worker(worker_device, worker_in, worker_out);
   if (print->parsed()) return ptxevo::cli::run_ir_print(opts, std::cout, std::cerr);
   if (stats->parsed()) return ptxevo::cli::run_ir_stats(opts, std::cout, std::cerr);
   if (verify->parsed()) return ptxevo::cli::run_ir_verify(opts, std::cout, std::cerr);

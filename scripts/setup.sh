@@ -10,7 +10,7 @@ die() { echo "setup: error: $*" >&2; exit 1; }
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libtbb-dev libeigen3-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
-  libsqlite3-dev libcurl4-openssl-dev libspdlog-dev libfmt-dev
+  libsqlite3-dev libcurl4-openssl-dev libssl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-19 llvm-19 lld-19 libclang-rt-19-dev
 )

@@ -1,0 +1,164 @@
+#include "cli/eval_command.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "evaluator/build_cache.hpp"
+#include "evaluator/builder.hpp"
+#include "evaluator/evaluation.hpp"
+#include "evaluator/runner.hpp"
+#include "evaluator/spec.hpp"
+#include "kernels/builtin_ops.hpp"
+
+namespace ptxevo::cli {
+
+using namespace evaluator;
+using nlohmann::json;
+
+namespace {
+
+// "VEC=8,THREADS=256,LOADER=plain": integers where they parse, strings otherwise.
+bool parse_knobs(const std::string& text, Knobs& knobs, std::string* error) {
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      *error = "--knobs: expected NAME=VALUE, got '" + item + "'";
+      return false;
+    }
+    const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+    char* end = nullptr;
+    const long long v = std::strtoll(value.c_str(), &end, 0);
+    if (!value.empty() && end && *end == '\0') knobs[name] = static_cast<std::int64_t>(v);
+    else knobs[name] = value;
+  }
+  return true;
+}
+
+std::string fmt(double v, int prec = 4) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*g", prec, v);
+  return b;
+}
+
+json build_json(const BuildResult& b) {
+  json res = json::array();
+  for (const auto& f : b.resources)
+    res.push_back({{"function", f.name}, {"registers", f.registers}, {"spill_stores", f.spill_stores},
+                   {"spill_loads", f.spill_loads}, {"stack_frame", f.stack_frame}, {"shared_bytes", f.shared_bytes}});
+  return {{"ok", b.ok}, {"stage", b.stage}, {"error", b.error}, {"key", b.key}, {"cache_hit", b.cache_hit},
+          {"seconds", b.seconds}, {"resources", res}};
+}
+
+void print_build(const std::string& what, const BuildResult& b, std::ostream& out) {
+  out << what << ": " << (b.ok ? "built" : "build failed at " + b.stage) << (b.cache_hit ? " (cache hit)" : "") << "\n";
+  for (const auto& f : b.resources)
+    out << "  " << f.name << ": " << f.registers << " registers, " << f.spill_stores << " B spill stores, "
+        << f.stack_frame << " B stack, " << f.shared_bytes << " B static shared\n";
+  if (!b.ok) out << b.error << "\n";
+}
+
+void print_report(const EvalReport& r, std::ostream& out) {
+  out << "verdict: " << r.verdict;
+  if (r.fitness) out << "   fitness (geomean speedup over baseline): " << fmt(*r.fitness);
+  out << "\n";
+  if (!r.environment.empty())
+    out << "gpu: " << r.environment.at("gpu") << ", driver " << r.environment.at("driver_version")
+        << ", copy bandwidth " << fmt(r.copy_bandwidth / 1e12, 3) << " TB/s\n";
+  out << "class        shape                 gate   rel_l2(out)  cand ms     base ms     speedup [95% CI]        of floor\n";
+  for (const auto& s : r.shapes) {
+    char line[512];
+    const double l2 = s.rel_l2.count("out") ? s.rel_l2.at("out") : (s.rel_l2.empty() ? 0 : s.rel_l2.begin()->second);
+    std::string timing;
+    if (s.candidate_ms && s.baseline_ms && s.speedup) {
+      char t[256];
+      std::snprintf(t, sizeof t, "%-11.5f %-11.5f %5.3f [%5.3f, %5.3f]    %5.1f%%", s.candidate_ms->median,
+                    s.baseline_ms->median, s.speedup->ratio, s.speedup->ci_low, s.speedup->ci_high,
+                    100.0 * s.fraction_of_floor);
+      timing = t;
+    }
+    std::snprintf(line, sizeof line, "%-12s %-21s %-6s %-12.3g %s\n", to_string(s.cls), shape_to_string(s.shape).c_str(),
+                  s.passed ? "pass" : "FAIL", l2, timing.c_str());
+    out << line;
+  }
+  for (const auto& reason : r.reasons) out << "  reason: " << reason << "\n";
+}
+
+}  // namespace
+
+int run_eval(const EvalOptions& o, std::ostream& out, std::ostream& err) {
+  const OpRegistry registry = kernels::builtin_ops();
+  SpecResult sr = load_spec(o.spec, registry);
+  if (!sr.spec) {
+    err << sr.error->format() << "\n";
+    return 1;
+  }
+  const Spec& spec = *sr.spec;
+  const Op& op = *registry.find(spec.op);
+  CandidateInput input;
+  input.source_path = o.source;
+  input.ptx_path = o.ptx;
+  std::string kerr;
+  if (!parse_knobs(o.knobs, input.knob_overrides, &kerr)) {
+    err << "error: " << kerr << "\n";
+    return 1;
+  }
+  std::optional<BuildCache> cache;
+  if (!o.no_cache) cache.emplace(BuildCache::default_dir());
+  Builder builder(cache ? &*cache : nullptr);
+  ShapeSelection sel;
+  sel.max_benchmark_shapes = o.max_benchmark_shapes;
+  const std::uint64_t seed =
+      o.seed ? o.seed : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  PreparedEvaluation p = prepare_evaluation(spec, op, builder, input, sel, seed);
+
+  json j = {{"spec", o.spec}, {"op", spec.op}, {"arch", spec.arch}, {"seed", seed},
+            {"candidate_knobs", to_json(p.request).value("candidate_knobs", json::object())},
+            {"candidate_build", build_json(p.candidate)}, {"baseline_build", build_json(p.baseline)}};
+  auto finish = [&](const EvalReport& r, int code) {
+    j["report"] = to_json(r);
+    if (!o.json_out.empty()) std::ofstream(o.json_out) << j.dump(2) << "\n";
+    if (o.json) {
+      out << j.dump(2) << "\n";
+    } else {
+      print_build("candidate", p.candidate, out);
+      print_build("baseline", p.baseline, out);
+      print_report(r, out);
+    }
+    return code;
+  };
+  EvalReport report;
+  if (!p.reasons.empty()) {
+    report.verdict = "fail";
+    report.reasons = p.reasons;
+    return finish(report, 1);
+  }
+  RunnerOptions ro;
+  ro.worker_exe = o.self_exe;
+  ro.device = o.device;
+  ro.timeout_s = o.timeout_s;
+  Runner runner(ro);
+  std::string why;
+  if (!runner.available(&why)) {
+    report.verdict = "not-run";
+    report.reasons.push_back("no-gpu: " + why + "; the candidate was built and checked statically, nothing was run");
+    return finish(report, 0);
+  }
+  report = runner.evaluate(p.request);
+  return finish(report, report.verdict == "pass" ? 0 : 1);
+}
+
+std::string self_executable(const char* argv0) {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(argv0) : p.string();
+}
+
+}  // namespace ptxevo::cli

@@ -1,0 +1,30 @@
+// `ptxevo eval SPEC`: build one candidate, run the gate and the timer, print the verdict.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+namespace ptxevo::cli {
+
+struct EvalOptions {
+  std::string spec;
+  std::string source;  // --source FILE.cu (default: the baseline seed's template)
+  std::string ptx;     // --ptx FILE.ptx
+  std::string knobs;   // --knobs k=v,...
+  bool json = false;
+  std::string json_out;  // also write the JSON result to this file
+  int device = 0;
+  double timeout_s = 600;
+  int max_benchmark_shapes = -1;  // -1: all
+  std::uint64_t seed = 0;         // 0: fresh from the clock
+  bool no_cache = false;
+  std::string self_exe;           // path of this binary, for the worker
+};
+
+int run_eval(const EvalOptions& o, std::ostream& out, std::ostream& err);
+
+// This program's path (/proc/self/exe), for starting workers; `argv0` if that fails.
+std::string self_executable(const char* argv0);
+
+}  // namespace ptxevo::cli

@@ -1,0 +1,76 @@
+// The build pipeline of one candidate: kernel template + defines + knobs -> NVRTC -> PTX IR ->
+// optional PTX pass -> canonical PTX -> nvJitLink cubin, with the link step cached by content.
+// Building is deterministic, so the final PTX (plus arch, toolchain and link options) names
+// the cubin: the same PTX never links twice, whether it comes from the cache or from a
+// duplicate in the same batch.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "evaluator/build_cache.hpp"
+#include "evaluator/nvjitlink.hpp"
+#include "evaluator/op.hpp"
+#include "ir/module.hpp"
+
+namespace ptxevo::evaluator {
+
+struct BuildRequest {
+  std::string name;                                  // for logs, e.g. "rmsnorm_fwd_seed"
+  std::string source;                                // CUDA C++ template text
+  std::string source_path;                           // for NVRTC (and, with ptx_override, parse) errors
+  std::map<std::string, std::string> defines;        // op template defines (e.g. XT=__nv_bfloat16)
+  Knobs knobs;                                       // become -DNAME=VALUE (strings as-is)
+  std::string arch = "sm_90a";
+  int opt_level = 3;                                 // nvJitLink -O
+  int max_registers = 0;                             // 0: no cap (ignored for kernels with launch bounds)
+  std::vector<std::string> nvrtc_options;            // extra, e.g. "-lineinfo"
+  std::function<std::string(ir::Module&)> ptx_pass;  // optional PTX edit hook; returns "" or an error
+  std::string ptx_override;                          // when non-empty: skip NVRTC, start from this PTX
+};
+
+struct BuildResult {
+  bool ok = false;
+  std::string stage;     // "nvrtc", "parse", "pass", "link" where it failed; "" when ok
+  std::string error;     // user-facing message (compile log, FILE:LINE:COL for PTX parse errors)
+  std::string nvrtc_log, link_log;
+  std::string ptx;       // final printed PTX (after passes); on a parse failure the PTX that failed
+  std::shared_ptr<const ir::Module> module;  // parsed final PTX
+  std::vector<std::uint8_t> cubin;
+  std::vector<FunctionResources> resources;
+  std::string key;       // cache key of the link step (set once the final PTX exists)
+  bool cache_hit = false;  // the cubin (or the link failure) came without linking
+  double seconds = 0;      // wall time of this request
+  std::string cache_warning;  // set when the cache could not be written; the build is still valid
+};
+
+class Builder {
+ public:
+  explicit Builder(BuildCache* cache /*nullable: no caching*/);
+
+  // Thread-safe; never throws for a bad request or a failing pass (the result says why).
+  BuildResult build(const BuildRequest& req) const;
+  // Results in request order. Builds in parallel over all cores (TBB); each distinct final PTX
+  // links once, and its duplicates in the batch copy that outcome with cache_hit set.
+  std::vector<BuildResult> build_all(const std::vector<BuildRequest>& reqs) const;
+
+  // "nvrtc X.Y nvJitLink X.Y": part of every cache key.
+  const std::string& toolchain() const { return toolchain_; }
+
+ private:
+  BuildResult front_end(const BuildRequest& req) const;     // up to the final PTX and key
+  void link(const BuildRequest& req, BuildResult& r) const;  // cache lookup, link, cache store
+
+  BuildCache* cache_;
+  std::string toolchain_;
+};
+
+// The -D options for a request's defines and knobs, or an error for a bad or doubly set name.
+std::vector<std::string> define_options(const BuildRequest& req, std::string* error);
+LinkOptions link_options(const BuildRequest& req);
+
+}  // namespace ptxevo::evaluator

@@ -1,0 +1,190 @@
+#include "evaluator/eval_types.hpp"
+
+#include <cmath>
+
+namespace ptxevo::evaluator {
+
+using nlohmann::json;
+
+const char* to_string(ShapeClass c) {
+  switch (c) {
+    case ShapeClass::Correctness: return "correctness";
+    case ShapeClass::Heldout: return "heldout";
+    case ShapeClass::Benchmark: return "benchmark";
+  }
+  return "?";
+}
+
+namespace {
+
+ShapeClass shape_class_from(const std::string& s) {
+  if (s == "heldout") return ShapeClass::Heldout;
+  if (s == "benchmark") return ShapeClass::Benchmark;
+  return ShapeClass::Correctness;
+}
+
+json knobs_json(const Knobs& k) {
+  json j = json::object();
+  for (const auto& [n, v] : k) {
+    if (const auto* i = std::get_if<std::int64_t>(&v)) j[n] = *i;
+    else j[n] = std::get<std::string>(v);
+  }
+  return j;
+}
+
+Knobs knobs_from(const json& j) {
+  Knobs k;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it->is_number_integer()) k[it.key()] = it->get<std::int64_t>();
+    else k[it.key()] = it->get<std::string>();
+  }
+  return k;
+}
+
+json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+SampleStats stats_from(const json& j) {
+  SampleStats s;
+  s.n = j.value("n", 0);
+  s.median = j.value("median", 0.0);
+  s.ci_low = j.value("ci_low", 0.0);
+  s.ci_high = j.value("ci_high", 0.0);
+  s.mean = j.value("mean", 0.0);
+  s.min = j.value("min", 0.0);
+  s.max = j.value("max", 0.0);
+  return s;
+}
+
+PairedRatio ratio_from(const json& j) {
+  PairedRatio p;
+  p.n = j.value("n", 0);
+  p.ratio = j.value("ratio", 1.0);
+  p.ci_low = j.value("ci_low", 1.0);
+  p.ci_high = j.value("ci_high", 1.0);
+  return p;
+}
+
+}  // namespace
+
+json to_json(const SampleStats& s) {
+  return {{"n", s.n}, {"median", s.median}, {"ci_low", s.ci_low}, {"ci_high", s.ci_high},
+          {"mean", s.mean}, {"min", s.min}, {"max", s.max}};
+}
+
+json to_json(const PairedRatio& p) {
+  return {{"n", p.n}, {"ratio", p.ratio}, {"ci_low", p.ci_low}, {"ci_high", p.ci_high}, {"significant", p.significant()}};
+}
+
+json to_json(const EvalRequest& r) {
+  json shapes = json::array();
+  for (const auto& s : r.shapes) shapes.push_back({{"shape", s.shape}, {"class", to_string(s.cls)}});
+  json tol = json::object();
+  for (const auto& [k, t] : r.tolerances) tol[k] = {{"rel_l2", t.rel_l2}, {"max_abs", t.max_abs}};
+  return {{"op", r.op},
+          {"config", r.config},
+          {"shapes", shapes},
+          {"candidate_knobs", knobs_json(r.candidate_knobs)},
+          {"baseline_knobs", knobs_json(r.baseline_knobs)},
+          {"tolerances", tol},
+          {"seed", r.seed},
+          {"gate",
+           {{"distributions_correctness", r.gate.distributions_correctness},
+            {"distributions_benchmark", r.gate.distributions_benchmark},
+            {"check_determinism", r.gate.check_determinism},
+            {"stop_at_first_failure", r.gate.stop_at_first_failure}}},
+          {"timing",
+           {{"samples", r.timing.samples},
+            {"warmup_batches", r.timing.warmup_batches},
+            {"target_batch_ms", r.timing.target_batch_ms},
+            {"pool_l2_multiple", r.timing.pool_l2_multiple},
+            {"pool_memory_fraction", r.timing.pool_memory_fraction}}},
+          {"time_benchmarks", r.time_benchmarks}};
+}
+
+EvalRequest request_from_json(const json& j) {
+  EvalRequest r;
+  r.op = j.at("op").get<std::string>();
+  r.config = j.at("config").get<OpConfig>();
+  for (const auto& s : j.at("shapes")) r.shapes.push_back({s.at("shape").get<Shape>(), shape_class_from(s.at("class"))});
+  r.candidate_knobs = knobs_from(j.at("candidate_knobs"));
+  r.baseline_knobs = knobs_from(j.at("baseline_knobs"));
+  for (auto it = j.at("tolerances").begin(); it != j.at("tolerances").end(); ++it)
+    r.tolerances[it.key()] = {it->at("rel_l2").get<double>(), it->at("max_abs").get<double>()};
+  r.seed = j.at("seed").get<std::uint64_t>();
+  const auto& g = j.at("gate");
+  r.gate.distributions_correctness = g.at("distributions_correctness");
+  r.gate.distributions_benchmark = g.at("distributions_benchmark");
+  r.gate.check_determinism = g.at("check_determinism");
+  r.gate.stop_at_first_failure = g.value("stop_at_first_failure", true);
+  const auto& t = j.at("timing");
+  r.timing.samples = t.at("samples");
+  r.timing.warmup_batches = t.at("warmup_batches");
+  r.timing.target_batch_ms = t.at("target_batch_ms");
+  r.timing.pool_l2_multiple = t.at("pool_l2_multiple");
+  r.timing.pool_memory_fraction = t.at("pool_memory_fraction");
+  r.time_benchmarks = j.at("time_benchmarks");
+  return r;
+}
+
+json to_json(const EvalReport& r) {
+  json shapes = json::array();
+  for (const auto& s : r.shapes) {
+    json js = {{"shape", s.shape}, {"class", to_string(s.cls)}, {"passed", s.passed}, {"reasons", s.reasons}};
+    json l2 = json::object(), ma = json::object();
+    for (const auto& [k, v] : s.rel_l2) l2[k] = finite_or_null(v);
+    for (const auto& [k, v] : s.max_abs) ma[k] = finite_or_null(v);
+    js["rel_l2"] = l2;
+    js["max_abs"] = ma;
+    if (s.candidate_ms) js["candidate_ms"] = to_json(*s.candidate_ms);
+    if (s.baseline_ms) js["baseline_ms"] = to_json(*s.baseline_ms);
+    if (s.speedup) js["speedup"] = to_json(*s.speedup);
+    if (s.candidate_ms) {
+      js["floor_ms"] = s.floor_ms;
+      js["fraction_of_floor"] = s.fraction_of_floor;
+      js["pool_sets"] = s.pool_sets;
+      js["launches_per_batch"] = s.launches_per_batch;
+    }
+    shapes.push_back(js);
+  }
+  json j = {{"verdict", r.verdict}, {"reasons", r.reasons}, {"shapes", shapes}, {"environment", r.environment},
+            {"copy_bandwidth", r.copy_bandwidth}, {"seconds", r.seconds}};
+  j["fitness"] = r.fitness ? json(*r.fitness) : json(nullptr);
+  return j;
+}
+
+EvalReport report_from_json(const json& j) {
+  EvalReport r;
+  r.verdict = j.at("verdict").get<std::string>();
+  r.reasons = j.at("reasons").get<std::vector<std::string>>();
+  for (const auto& js : j.at("shapes")) {
+    ShapeReport s;
+    s.shape = js.at("shape").get<Shape>();
+    s.cls = shape_class_from(js.at("class"));
+    s.passed = js.at("passed");
+    s.reasons = js.at("reasons").get<std::vector<std::string>>();
+    for (auto it = js.at("rel_l2").begin(); it != js.at("rel_l2").end(); ++it)
+      s.rel_l2[it.key()] = it->is_null() ? NAN : it->get<double>();
+    for (auto it = js.at("max_abs").begin(); it != js.at("max_abs").end(); ++it)
+      s.max_abs[it.key()] = it->is_null() ? NAN : it->get<double>();
+    if (js.contains("candidate_ms")) s.candidate_ms = stats_from(js["candidate_ms"]);
+    if (js.contains("baseline_ms")) s.baseline_ms = stats_from(js["baseline_ms"]);
+    if (js.contains("speedup")) s.speedup = ratio_from(js["speedup"]);
+    s.floor_ms = js.value("floor_ms", 0.0);
+    s.fraction_of_floor = js.value("fraction_of_floor", 0.0);
+    s.pool_sets = js.value("pool_sets", 0);
+    s.launches_per_batch = js.value("launches_per_batch", 0);
+    r.shapes.push_back(std::move(s));
+  }
+  if (!j.at("fitness").is_null()) r.fitness = j.at("fitness").get<double>();
+  r.environment = j.at("environment").get<std::map<std::string, std::string>>();
+  r.copy_bandwidth = j.value("copy_bandwidth", 0.0);
+  r.seconds = j.value("seconds", 0.0);
+  return r;
+}
+
+std::string reason_code(const std::string& reason) {
+  const auto c = reason.find(':');
+  return c == std::string::npos ? reason : reason.substr(0, c);
+}
+
+}  // namespace ptxevo::evaluator

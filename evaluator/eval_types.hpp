@@ -1,0 +1,95 @@
+// What the engine asks a GPU worker to evaluate, and what comes back. Both travel as JSON
+// between processes (cubins as separate binary blobs), so a candidate that crashes its worker
+// cannot take the engine or anything recorded with it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "evaluator/op.hpp"
+#include "evaluator/timer_stats.hpp"
+
+namespace ptxevo::evaluator {
+
+enum class ShapeClass { Correctness, Heldout, Benchmark };
+const char* to_string(ShapeClass c);
+
+struct ShapeCase {
+  Shape shape;
+  ShapeClass cls = ShapeClass::Correctness;
+};
+
+struct TimingOptions {
+  int samples = 30;              // measured batches per kernel (>= 30)
+  int warmup_batches = 3;
+  double target_batch_ms = 1.0;  // launches per batch chosen so a batch lasts about this long
+  double pool_l2_multiple = 2.0; // input sets rotate over at least this many times the L2 size
+  double pool_memory_fraction = 0.4;  // of free device memory, at most
+};
+
+struct GateOptions {
+  int distributions_correctness = 4;  // distributions per correctness / held-out shape
+  int distributions_benchmark = 2;    // per benchmark shape (inputs of 10^9 elements are slow on the CPU)
+  bool check_determinism = true;
+  bool stop_at_first_failure = true;  // a rejected candidate need not be run on every shape
+};
+
+struct EvalRequest {
+  std::string op;
+  OpConfig config;
+  std::vector<ShapeCase> shapes;
+  Knobs candidate_knobs;
+  Knobs baseline_knobs;
+  std::map<std::string, Tolerance> tolerances;  // overrides per output
+  std::uint64_t seed = 0;                       // fresh per evaluation
+  GateOptions gate;
+  TimingOptions timing;
+  bool time_benchmarks = true;
+  // Blobs (not in JSON): candidate and baseline cubins.
+  std::vector<std::uint8_t> candidate_cubin;
+  std::vector<std::uint8_t> baseline_cubin;
+};
+
+struct ShapeReport {
+  Shape shape;
+  ShapeClass cls = ShapeClass::Correctness;
+  bool passed = true;
+  std::vector<std::string> reasons;        // "tolerance: ...", each prefixed by its rule
+  std::map<std::string, double> rel_l2;    // worst over distributions, per output
+  std::map<std::string, double> max_abs;
+  // Benchmark shapes only:
+  std::optional<SampleStats> candidate_ms;
+  std::optional<SampleStats> baseline_ms;
+  std::optional<PairedRatio> speedup;      // baseline / candidate
+  double floor_ms = 0;
+  double fraction_of_floor = 0;            // floor_ms / candidate median (1.0 = at the copy bandwidth)
+  int pool_sets = 0;
+  int launches_per_batch = 0;
+};
+
+struct EvalReport {
+  std::string verdict = "not-run";  // "pass", "fail", "fault", "timeout", "not-run"
+  std::vector<std::string> reasons;  // union over shapes, plus run-level failures
+  std::vector<ShapeReport> shapes;
+  std::optional<double> fitness;     // geometric mean of benchmark speedups (pass only)
+  std::map<std::string, std::string> environment;  // gpu, driver, sm count, l2, copy bandwidth
+  double copy_bandwidth = 0;         // bytes/s measured by the worker
+  double seconds = 0;
+};
+
+nlohmann::json to_json(const EvalRequest& r);  // without blobs
+EvalRequest request_from_json(const nlohmann::json& j);
+nlohmann::json to_json(const EvalReport& r);
+EvalReport report_from_json(const nlohmann::json& j);
+nlohmann::json to_json(const SampleStats& s);
+nlohmann::json to_json(const PairedRatio& p);
+
+// "unwritten-output: 12 of 4096 ..." -> "unwritten-output"
+std::string reason_code(const std::string& reason);
+
+}  // namespace ptxevo::evaluator

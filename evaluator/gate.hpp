@@ -1,0 +1,64 @@
+// The correctness gate's pure logic: input distributions, poison, output checks against the
+// fp64 reference, determinism and fingerprints, the roofline floor. No GPU code here, so every
+// rule is tested on the CPU with synthetic outputs (evaluator/tests/gate_test.cpp).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "evaluator/op.hpp"
+#include "evaluator/tensor.hpp"
+
+namespace ptxevo::evaluator {
+
+// Draws every element of `t` from `d` (fresh per call; the caller seeds `rng`).
+//  Normal: N(0,1). LargeUniform: U(-1e3, 1e3) (bf16-representable magnitudes, stresses
+//  overflow of fp16/bf16 accumulations). SparseSpikes: N(0, 1e-2) with about 0.1% of elements
+//  set to +-1e2 (a strided subsample misses them). HeavyTail: Student-t with 2 degrees of freedom.
+void fill_distribution(Distribution d, std::mt19937_64& rng, HostTensor& t);
+
+// Two different poison patterns (quiet NaNs with different payloads for floats, 0xA5.. and
+// 0x5A.. for integers); a kernel that leaves an element unwritten shows it.
+void poison(HostTensor& t, int pattern);
+// Elements still holding poison pattern `pattern`.
+std::int64_t count_poison(const HostTensor& t, int pattern);
+
+struct OutputCheck {
+  std::string tensor;
+  bool passed = false;
+  std::string reason;          // empty when passed; otherwise the first rule that failed
+  std::int64_t nonfinite = 0;  // NaN/Inf elements in the candidate's output
+  std::int64_t unwritten = 0;  // elements still holding the poison
+  double rel_l2 = 0;           // ||out - ref||_2 / ||ref||_2
+  double max_abs = 0;          // max |out - ref| / max(1, max |ref|)
+  double out_rms = 0;
+  double ref_rms = 0;
+};
+
+// Rules, in order: every element written (no poison left); finite before any tolerance;
+// relative L2 and normalized max-abs within `tol`; not trivially small or constant when the
+// reference is not (rms below 1e-3 of the reference's, or zero variance where the reference
+// varies). `poison_pattern` is the pattern the output was filled with before the run.
+OutputCheck check_output(const HostTensor& out, const HostTensor& ref, const Tolerance& tol, int poison_pattern);
+
+// Index of the first byte-level difference, or -1 when bitwise equal (shapes must match).
+std::int64_t first_difference(const HostTensor& a, const HostTensor& b);
+
+// 64-bit content fingerprint of a tensor's bytes (FNV-1a, 4 lanes), for timed-output re-checks.
+std::uint64_t fingerprint(const HostTensor& t);
+std::uint64_t fingerprint_bytes(const void* data, std::size_t n);
+
+// Order-independent checksum of inputs before and after a run (input mutation).
+std::uint64_t checksum(const std::vector<HostTensor>& ts);
+
+struct FloorCheck {
+  bool plausible = true;
+  double floor_ms = 0;  // max(bytes / copy bandwidth, flops / peak)
+  std::string reason;
+};
+// A time below the floor is a measurement error (or a cheat), never a speedup.
+FloorCheck check_floor(double time_ms, double bytes, double flops, double copy_bytes_per_s, double peak_flops);
+
+}  // namespace ptxevo::evaluator

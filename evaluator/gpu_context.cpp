@@ -1,0 +1,248 @@
+#include "evaluator/gpu_context.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ptxevo::evaluator {
+namespace {
+
+constexpr std::uint32_t kCanary = 0xC0FFEE11u;
+
+}  // namespace
+
+bool GpuError::sticky() const {
+  switch (code_) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    case CUDA_ERROR_UNKNOWN:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string DeviceInfo::arch() const {
+  std::string a = "sm_" + std::to_string(cc_major) + std::to_string(cc_minor);
+  if (cc_major >= 9) a += "a";
+  return a;
+}
+
+DeviceBuffer::DeviceBuffer(const CudaDriver* d, std::size_t bytes) : d_(d), bytes_(bytes) {
+  // The payload is padded to 4 bytes so the trailing canary is word-aligned for cuMemsetD32.
+  const std::size_t total = ((bytes + 3) / 4) * 4 + 2 * kGuardBytes;
+  CUresult r = d_->cuMemAlloc(&base_, total);
+  if (r != CUDA_SUCCESS) throw GpuError("cuMemAlloc(" + std::to_string(total) + " bytes): " + d_->error_text(r), r);
+  fill_canaries();
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (base_) d_->cuMemFree(base_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : d_(o.d_), base_(o.base_), bytes_(o.bytes_) {
+  o.base_ = 0;
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (base_) d_->cuMemFree(base_);
+    d_ = o.d_;
+    base_ = o.base_;
+    bytes_ = o.bytes_;
+    o.base_ = 0;
+  }
+  return *this;
+}
+
+void DeviceBuffer::upload(const void* src, std::size_t n) {
+  CUresult r = d_->cuMemcpyHtoD(ptr(), src, std::min(n, bytes_));
+  if (r != CUDA_SUCCESS) throw GpuError("cuMemcpyHtoD: " + d_->error_text(r), r);
+}
+
+void DeviceBuffer::download(void* dst, std::size_t n) const {
+  CUresult r = d_->cuMemcpyDtoH(dst, ptr(), std::min(n, bytes_));
+  if (r != CUDA_SUCCESS) throw GpuError("cuMemcpyDtoH: " + d_->error_text(r), r);
+}
+
+void DeviceBuffer::fill_canaries() {
+  for (CUdeviceptr p : {base_, base_ + kGuardBytes + ((bytes_ + 3) / 4) * 4}) {
+    CUresult r = d_->cuMemsetD32(p, kCanary, kGuardBytes / 4);
+    if (r != CUDA_SUCCESS) throw GpuError("cuMemsetD32: " + d_->error_text(r), r);
+  }
+  // The bytes between the payload's end and the next 4-byte boundary.
+  const std::size_t pad = ((bytes_ + 3) / 4) * 4 - bytes_;
+  if (pad) d_->cuMemsetD8(base_ + kGuardBytes + bytes_, 0xC0, pad);
+}
+
+bool DeviceBuffer::canaries_intact() const {
+  std::vector<std::uint32_t> host(kGuardBytes / 4);
+  for (CUdeviceptr p : {base_, base_ + kGuardBytes + ((bytes_ + 3) / 4) * 4}) {
+    CUresult r = d_->cuMemcpyDtoH(host.data(), p, kGuardBytes);
+    if (r != CUDA_SUCCESS) throw GpuError("cuMemcpyDtoH: " + d_->error_text(r), r);
+    for (auto v : host)
+      if (v != kCanary) return false;
+  }
+  const std::size_t pad = ((bytes_ + 3) / 4) * 4 - bytes_;
+  if (pad) {
+    std::uint8_t tail[4];
+    d_->cuMemcpyDtoH(tail, base_ + kGuardBytes + bytes_, pad);
+    for (std::size_t i = 0; i < pad; ++i)
+      if (tail[i] != 0xC0) return false;
+  }
+  return true;
+}
+
+GpuModule::GpuModule(const CudaDriver* d, const std::vector<std::uint8_t>& cubin) : d_(d) {
+  CUresult r = d_->cuModuleLoadData(&mod_, cubin.data());
+  if (r != CUDA_SUCCESS) throw GpuError("cuModuleLoadData: " + d_->error_text(r), r);
+}
+
+GpuModule::~GpuModule() {
+  if (mod_) d_->cuModuleUnload(mod_);
+}
+
+CUfunction GpuModule::function(const std::string& entry) {
+  auto it = fns_.find(entry);
+  if (it != fns_.end()) return it->second;
+  CUfunction f = nullptr;
+  CUresult r = d_->cuModuleGetFunction(&f, mod_, entry.c_str());
+  if (r != CUDA_SUCCESS) throw GpuError("kernel '" + entry + "' not in module: " + d_->error_text(r), r);
+  fns_[entry] = f;
+  return f;
+}
+
+GpuContext::GpuContext(std::shared_ptr<const CudaDriver> d, int ordinal) : d_(std::move(d)) {
+  check(d_->cuInit(0), "cuInit");
+  int count = 0;
+  check(d_->cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (ordinal >= count)
+    throw GpuError("GPU " + std::to_string(ordinal) + " requested, " + std::to_string(count) + " present",
+                   CUDA_ERROR_INVALID_DEVICE);
+  check(d_->cuDeviceGet(&dev_, ordinal), "cuDeviceGet");
+  char name[256] = {};
+  check(d_->cuDeviceGetName(name, sizeof name, dev_), "cuDeviceGetName");
+  info_.name = name;
+  info_.ordinal = ordinal;
+  auto attr = [&](CUdevice_attribute a) {
+    int v = 0;
+    check(d_->cuDeviceGetAttribute(&v, a, dev_), "cuDeviceGetAttribute");
+    return v;
+  };
+  info_.sm_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  info_.cc_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  info_.cc_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  info_.l2_bytes = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+  info_.max_shared_per_block_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  std::size_t total = 0;
+  check(d_->cuDeviceTotalMem(&total, dev_), "cuDeviceTotalMem");
+  info_.total_mem = static_cast<std::int64_t>(total);
+  check(d_->cuDriverGetVersion(&info_.driver_version), "cuDriverGetVersion");
+  check(d_->cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain");
+  check(d_->cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
+  // Persisting-L2 carve-outs survive flushes (LOOPHOLES.md #16): keep the limit at zero.
+  d_->cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0);
+  check(d_->cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  check(d_->cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate");
+  check(d_->cuEventCreate(&stop_, CU_EVENT_DEFAULT), "cuEventCreate");
+}
+
+GpuContext::~GpuContext() {
+  if (start_) d_->cuEventDestroy(start_);
+  if (stop_) d_->cuEventDestroy(stop_);
+  if (stream_) d_->cuStreamDestroy(stream_);
+  if (ctx_) d_->cuDevicePrimaryCtxRelease(dev_);
+}
+
+void GpuContext::check(CUresult r, const char* what) const {
+  if (r != CUDA_SUCCESS) throw GpuError(std::string(what) + ": " + d_->error_text(r), r);
+}
+
+void GpuContext::synchronize() const { check(d_->cuStreamSynchronize(stream_), "kernel execution"); }
+
+void GpuContext::launch(GpuModule& m, const LaunchPlan& plan, const std::map<std::string, CUdeviceptr>& buffers) const {
+  for (const auto& k : plan.kernels) {
+    CUfunction f = m.function(k.entry);
+    // Argument storage must outlive the launch call; one slot per argument.
+    std::vector<std::uint64_t> storage(k.args.size());
+    std::vector<void*> params(k.args.size());
+    for (std::size_t i = 0; i < k.args.size(); ++i) {
+      const KernelArg& a = k.args[i];
+      void* slot = &storage[i];
+      if (const auto* t = std::get_if<ArgTensor>(&a)) {
+        CUdeviceptr p = 0;
+        if (!t->name.empty()) {
+          auto it = buffers.find(t->name);
+          if (it == buffers.end()) throw std::logic_error("launch plan names unknown tensor '" + t->name + "'");
+          p = it->second;
+        }
+        std::memcpy(slot, &p, sizeof p);
+      } else if (const auto* i32 = std::get_if<std::int32_t>(&a)) {
+        std::memcpy(slot, i32, sizeof *i32);
+      } else if (const auto* i64 = std::get_if<std::int64_t>(&a)) {
+        std::memcpy(slot, i64, sizeof *i64);
+      } else if (const auto* f32 = std::get_if<float>(&a)) {
+        std::memcpy(slot, f32, sizeof *f32);
+      } else if (const auto* f64 = std::get_if<double>(&a)) {
+        std::memcpy(slot, f64, sizeof *f64);
+      }
+      params[i] = slot;
+    }
+    if (k.shared_bytes > 48 * 1024)
+      check(d_->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(k.shared_bytes)),
+            "cuFuncSetAttribute(max dynamic shared memory)");
+    CUlaunchConfig cfg{};
+    cfg.gridDimX = k.grid.x;
+    cfg.gridDimY = k.grid.y;
+    cfg.gridDimZ = k.grid.z;
+    cfg.blockDimX = k.block.x;
+    cfg.blockDimY = k.block.y;
+    cfg.blockDimZ = k.block.z;
+    cfg.sharedMemBytes = k.shared_bytes;
+    cfg.hStream = stream_;
+    CUlaunchAttribute attr{};
+    if (k.cluster.x * k.cluster.y * k.cluster.z > 1) {
+      attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attr.value.clusterDim.x = k.cluster.x;
+      attr.value.clusterDim.y = k.cluster.y;
+      attr.value.clusterDim.z = k.cluster.z;
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+      if (k.cluster.x * k.cluster.y * k.cluster.z > 8)
+        check(d_->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+              "cuFuncSetAttribute(non-portable cluster size)");
+    }
+    check(d_->cuLaunchKernelEx(&cfg, f, params.data(), nullptr), ("launch of " + k.entry).c_str());
+  }
+}
+
+double GpuContext::measure_copy_bandwidth() {
+  const std::size_t bytes = std::max<std::size_t>(std::size_t{1} << 30, static_cast<std::size_t>(info_.l2_bytes) * 8);
+  CUdeviceptr a = 0, b = 0;
+  check(d_->cuMemAlloc(&a, bytes), "cuMemAlloc");
+  CUresult rb = d_->cuMemAlloc(&b, bytes);
+  if (rb != CUDA_SUCCESS) {
+    d_->cuMemFree(a);
+    check(rb, "cuMemAlloc");
+  }
+  check(d_->cuMemsetD32(a, 0x3f800000u, bytes / 4), "cuMemsetD32");
+  std::vector<double> rates;
+  for (int i = 0; i < 12; ++i) {
+    const double ms = time_ms([&] { check(d_->cuMemcpyDtoDAsync(b, a, bytes, stream_), "cuMemcpyDtoDAsync"); });
+    if (i >= 2) rates.push_back(2.0 * static_cast<double>(bytes) / (ms * 1e-3));
+  }
+  d_->cuMemFree(a);
+  d_->cuMemFree(b);
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
+}
+
+}  // namespace ptxevo::evaluator

@@ -1,0 +1,124 @@
+// One GPU, driven through the dynamically loaded driver: context, stream, device facts,
+// buffers with guard canaries, module loading, kernel launches and event timing. Every driver
+// error becomes a GpuError carrying the CUDA error name, so a faulting candidate is reported,
+// not fatal to the caller (the worker process then exits: a faulted context cannot be reused).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "evaluator/cuda_driver.hpp"
+#include "evaluator/op.hpp"
+
+namespace ptxevo::evaluator {
+
+class GpuError : public std::runtime_error {
+ public:
+  GpuError(const std::string& what, CUresult code) : std::runtime_error(what), code_(code) {}
+  CUresult code() const { return code_; }
+  // Errors after which the context is unusable (the kernel faulted or trapped).
+  bool sticky() const;
+
+ private:
+  CUresult code_;
+};
+
+struct DeviceInfo {
+  std::string name;
+  int ordinal = 0;
+  int sm_count = 0;
+  int cc_major = 0, cc_minor = 0;
+  std::int64_t l2_bytes = 0;
+  std::int64_t total_mem = 0;
+  int driver_version = 0;  // e.g. 13000
+  int max_shared_per_block_optin = 0;
+  std::string arch() const;  // "sm_90a" for 9.0 (the arch-specific target ptxevo builds for)
+};
+
+// Device allocation with canary regions before and after the payload: a write outside the
+// tensor lands in a canary and is caught after the run.
+class DeviceBuffer {
+ public:
+  static constexpr std::size_t kGuardBytes = 64 * 1024;
+  DeviceBuffer() = default;
+  DeviceBuffer(const CudaDriver* d, std::size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  CUdeviceptr ptr() const { return base_ ? base_ + kGuardBytes : 0; }
+  std::size_t bytes() const { return bytes_; }
+  void upload(const void* src, std::size_t n);
+  void download(void* dst, std::size_t n) const;
+  void fill_canaries();
+  bool canaries_intact() const;
+
+ private:
+  const CudaDriver* d_ = nullptr;
+  CUdeviceptr base_ = 0;
+  std::size_t bytes_ = 0;
+};
+
+class GpuModule {
+ public:
+  GpuModule(const CudaDriver* d, const std::vector<std::uint8_t>& cubin);
+  ~GpuModule();
+  GpuModule(const GpuModule&) = delete;
+  GpuModule& operator=(const GpuModule&) = delete;
+  CUfunction function(const std::string& entry);
+
+ private:
+  const CudaDriver* d_;
+  CUmodule mod_ = nullptr;
+  std::map<std::string, CUfunction> fns_;
+};
+
+class GpuContext {
+ public:
+  // Throws GpuError when no usable device exists.
+  GpuContext(std::shared_ptr<const CudaDriver> d, int ordinal);
+  ~GpuContext();
+  GpuContext(const GpuContext&) = delete;
+  GpuContext& operator=(const GpuContext&) = delete;
+
+  const CudaDriver& api() const { return *d_; }
+  const DeviceInfo& info() const { return info_; }
+  CUstream stream() const { return stream_; }
+  void check(CUresult r, const char* what) const;
+  void synchronize() const;
+
+  // Launches every kernel of `plan`, resolving ArgTensor names through `buffers`.
+  void launch(GpuModule& m, const LaunchPlan& plan, const std::map<std::string, CUdeviceptr>& buffers) const;
+
+  // Device-to-device copy bandwidth in bytes/s (read + written), median of several copies of
+  // a buffer larger than L2.
+  double measure_copy_bandwidth();
+
+  // Event pair timing of `fn` on the stream, in milliseconds.
+  template <class Fn>
+  double time_ms(Fn&& fn) {
+    check(d_->cuEventRecord(start_, stream_), "cuEventRecord");
+    fn();
+    check(d_->cuEventRecord(stop_, stream_), "cuEventRecord");
+    check(d_->cuEventSynchronize(stop_), "cuEventSynchronize");
+    float ms = 0;
+    check(d_->cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime");
+    return ms;
+  }
+
+ private:
+  std::shared_ptr<const CudaDriver> d_;
+  DeviceInfo info_;
+  CUdevice dev_ = 0;
+  CUcontext ctx_ = nullptr;
+  CUstream stream_ = nullptr;
+  CUevent start_ = nullptr, stop_ = nullptr;
+};
+
+}  // namespace ptxevo::evaluator

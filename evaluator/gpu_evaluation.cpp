@@ -1,0 +1,329 @@
+#include "evaluator/gpu_evaluation.hpp"
+
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "evaluator/gate.hpp"
+
+namespace ptxevo::evaluator {
+namespace {
+
+constexpr std::int64_t kChunk = std::int64_t{1} << 20;
+// The copy bandwidth a memcpy reaches is not a hard ceiling for a kernel: allow 10% before a
+// time below the floor is called a measurement error.
+constexpr double kFloorHeadroom = 1.10;
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+bool is_output(Role r) { return r == Role::Out || r == Role::InOut || r == Role::Scratch; }
+bool is_input(Role r) { return r == Role::In || r == Role::InOut; }
+
+const HostTensor* find_ref(const std::vector<HostTensor>& refs, const std::string& name) {
+  for (const auto& r : refs)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+std::string with_shape(const std::string& reason, const ShapeCase& sc, Distribution d) {
+  return reason + " [" + to_string(sc.cls) + " shape " + shape_to_string(sc.shape) + ", " + to_string(d) + " inputs]";
+}
+
+// Device buffers for one set of tensors.
+struct DeviceSet {
+  std::map<std::string, DeviceBuffer> buffers;
+  std::map<std::string, CUdeviceptr> pointers;
+};
+
+DeviceSet allocate(const CudaDriver* d, const std::vector<TensorDesc>& descs, const std::vector<HostTensor>& host) {
+  DeviceSet s;
+  for (std::size_t i = 0; i < descs.size(); ++i) {
+    DeviceBuffer b(d, std::max<std::size_t>(host[i].bytes(), 1));
+    s.pointers[descs[i].name] = b.ptr();
+    s.buffers.emplace(descs[i].name, std::move(b));
+  }
+  return s;
+}
+
+}  // namespace
+
+void fill_inputs(const Op& op, const std::vector<TensorDesc>& descs, Distribution d, std::uint64_t seed,
+                 std::vector<HostTensor>& tensors) {
+  for (std::size_t i = 0; i < descs.size(); ++i) {
+    const TensorDesc& desc = descs[i];
+    HostTensor& t = tensors[i];
+    if (!is_input(desc.role)) continue;
+    const std::uint64_t tseed = mix(seed ^ std::hash<std::string>{}(desc.name));
+    if (desc.fixed_distribution) {
+      std::mt19937_64 rng(tseed);
+      op.fill_fixed(desc, rng, t);
+      continue;
+    }
+    const std::int64_t n = t.numel();
+    const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+    const std::size_t esz = dtype_size(t.dtype);
+    tbb::parallel_for(std::int64_t{0}, chunks, [&](std::int64_t c) {
+      const std::int64_t begin = c * kChunk;
+      const std::int64_t len = std::min(kChunk, n - begin);
+      HostTensor part(desc.name, t.dtype, {len});
+      std::mt19937_64 rng(mix(tseed + static_cast<std::uint64_t>(c)));
+      fill_distribution(d, rng, part);
+      std::memcpy(t.data.data() + static_cast<std::size_t>(begin) * esz, part.data.data(), part.bytes());
+    });
+  }
+}
+
+double GpuEvaluator::copy_bandwidth() {
+  if (copy_bw_ <= 0) copy_bw_ = ctx_.measure_copy_bandwidth();
+  return copy_bw_;
+}
+
+EvalReport GpuEvaluator::evaluate(const Op& op, const EvalRequest& req) {
+  const auto t0 = std::chrono::steady_clock::now();
+  EvalReport report;
+  const CudaDriver& api = ctx_.api();
+  const DeviceInfo& info = ctx_.info();
+  report.copy_bandwidth = copy_bandwidth();
+  report.environment = {{"gpu", info.name},
+                        {"arch", info.arch()},
+                        {"sm_count", std::to_string(info.sm_count)},
+                        {"l2_bytes", std::to_string(info.l2_bytes)},
+                        {"driver_version", std::to_string(info.driver_version)},
+                        {"copy_bandwidth_GBps", std::to_string(report.copy_bandwidth / 1e9)}};
+  GpuModule cand(&api, req.candidate_cubin);
+  std::optional<GpuModule> base;
+  if (!req.baseline_cubin.empty()) base.emplace(&api, req.baseline_cubin);
+
+  std::uint64_t stream_seed = mix(req.seed);
+  for (const ShapeCase& sc : req.shapes) {
+    ShapeReport sr;
+    sr.shape = sc.shape;
+    sr.cls = sc.cls;
+    auto fail = [&](const std::string& reason) {
+      sr.passed = false;
+      sr.reasons.push_back(reason);
+    };
+    const std::vector<TensorDesc> descs = op.tensors(sc.shape, req.config);
+    LaunchPlan plan, base_plan;
+    try {
+      plan = op.launch_plan(sc.shape, req.config, req.candidate_knobs);
+      if (base) base_plan = op.launch_plan(sc.shape, req.config, req.baseline_knobs);
+    } catch (const std::invalid_argument& e) {
+      fail(std::string("launch-plan: ") + e.what());
+      report.shapes.push_back(std::move(sr));
+      continue;
+    }
+    std::vector<HostTensor> host;
+    for (const auto& d : descs) host.emplace_back(d.name, d.dtype, d.shape);
+    DeviceSet dev = allocate(&api, descs, host);
+    const int ndist = sc.cls == ShapeClass::Benchmark ? req.gate.distributions_benchmark : req.gate.distributions_correctness;
+    std::vector<HostTensor> verified_inputs, verified_outputs;  // distribution 0, for the timed re-check
+    for (int di = 0; di < ndist && sr.passed; ++di) {
+      const Distribution dist = all_distributions()[static_cast<std::size_t>(di) % all_distributions().size()];
+      stream_seed = mix(stream_seed);
+      fill_inputs(op, descs, dist, stream_seed, host);
+      // The reference runs first, into memory of its own.
+      std::vector<HostTensor> refs;
+      op.reference(sc.shape, req.config, host, refs);
+      std::vector<HostTensor> inputs;
+      for (std::size_t i = 0; i < descs.size(); ++i)
+        if (descs[i].role == Role::In) inputs.push_back(host[i]);
+      const std::uint64_t in_sum = checksum(inputs);
+      std::vector<std::vector<HostTensor>> runs;
+      for (int pattern = 0; pattern < (req.gate.check_determinism ? 2 : 1); ++pattern) {
+        for (std::size_t i = 0; i < descs.size(); ++i) {
+          HostTensor& t = host[i];
+          if (descs[i].role == Role::Out || descs[i].role == Role::Scratch) poison(t, pattern);
+          dev.buffers.at(descs[i].name).upload(t.data.data(), t.bytes());
+          dev.buffers.at(descs[i].name).fill_canaries();
+        }
+        ctx_.launch(cand, plan, dev.pointers);
+        ctx_.synchronize();
+        for (const auto& d : descs)
+          if (!dev.buffers.at(d.name).canaries_intact())
+            fail(with_shape("out-of-bounds-write: the kernel wrote outside tensor '" + d.name + "'", sc, dist));
+        std::vector<HostTensor> outs;
+        std::vector<HostTensor> after_inputs;
+        for (std::size_t i = 0; i < descs.size(); ++i) {
+          HostTensor t(descs[i].name, descs[i].dtype, descs[i].shape);
+          dev.buffers.at(descs[i].name).download(t.data.data(), t.bytes());
+          if (descs[i].role == Role::In) after_inputs.push_back(std::move(t));
+          else if (is_output(descs[i].role)) outs.push_back(std::move(t));
+        }
+        if (!after_inputs.empty() && checksum(after_inputs) != in_sum)
+          fail(with_shape("input-mutated: a read-only input changed during the run", sc, dist));
+        if (pattern == 0) {
+          for (const auto& out : outs) {
+            const HostTensor* ref = find_ref(refs, out.name);
+            if (!ref) continue;
+            Tolerance tol = op.tolerance(out.name, req.config);
+            if (auto it = req.tolerances.find(out.name); it != req.tolerances.end()) tol = it->second;
+            OutputCheck c = check_output(out, *ref, tol, 0);
+            sr.rel_l2[out.name] = std::max(sr.rel_l2[out.name], c.rel_l2);
+            sr.max_abs[out.name] = std::max(sr.max_abs[out.name], c.max_abs);
+            if (!c.passed) fail(with_shape(c.reason + " (output '" + out.name + "')", sc, dist));
+          }
+        } else {
+          for (std::size_t k = 0; k < outs.size(); ++k) {
+            const std::int64_t at = first_difference(outs[k], runs[0][k]);
+            if (at >= 0)
+              fail(with_shape("nondeterministic: output '" + outs[k].name + "' differs between two runs at byte " +
+                                  std::to_string(at),
+                              sc, dist));
+          }
+        }
+        runs.push_back(std::move(outs));
+        if (!sr.passed) break;
+      }
+      if (di == 0 && sc.cls == ShapeClass::Benchmark) {
+        verified_inputs = host;
+        verified_outputs = runs[0];
+      }
+    }
+
+    if (sr.passed && sc.cls == ShapeClass::Benchmark && req.time_benchmarks && base) {
+      // ---- timing: a pool of input sets larger than L2, candidate and baseline interleaved ----
+      std::size_t set_bytes = 0;
+      for (const auto& t : verified_inputs) set_bytes += t.bytes();
+      std::size_t free_mem = 0, total_mem = 0;
+      ctx_.check(api.cuMemGetInfo(&free_mem, &total_mem), "cuMemGetInfo");
+      const double want = req.timing.pool_l2_multiple * static_cast<double>(info.l2_bytes) / static_cast<double>(set_bytes);
+      const double cap = req.timing.pool_memory_fraction * static_cast<double>(free_mem) /
+                         (static_cast<double>(set_bytes) * 1.5);
+      int nsets = static_cast<int>(std::ceil(std::max(2.0, want)));
+      nsets = std::max(1, std::min(nsets, static_cast<int>(cap)));
+      std::vector<DeviceSet> cand_sets, base_sets;
+      std::vector<std::vector<HostTensor>> set_inputs;
+      for (int s = 0; s < nsets; ++s) {
+        std::vector<HostTensor> h;
+        if (s == 0) {
+          h = verified_inputs;
+        } else {
+          for (const auto& d : descs) h.emplace_back(d.name, d.dtype, d.shape);
+          stream_seed = mix(stream_seed);
+          fill_inputs(op, descs, Distribution::Normal, stream_seed, h);
+        }
+        for (std::size_t i = 0; i < descs.size(); ++i)
+          if (descs[i].role == Role::Out || descs[i].role == Role::Scratch) poison(h[i], 0);
+        DeviceSet cs = allocate(&api, descs, h);
+        DeviceSet bs;
+        for (std::size_t i = 0; i < descs.size(); ++i) {
+          cs.buffers.at(descs[i].name).upload(h[i].data.data(), h[i].bytes());
+          // The baseline reads the candidate set's inputs; only its outputs are its own.
+          if (is_output(descs[i].role)) {
+            DeviceBuffer b(&api, std::max<std::size_t>(h[i].bytes(), 1));
+            b.upload(h[i].data.data(), h[i].bytes());
+            bs.pointers[descs[i].name] = b.ptr();
+            bs.buffers.emplace(descs[i].name, std::move(b));
+          } else {
+            bs.pointers[descs[i].name] = cs.pointers[descs[i].name];
+          }
+        }
+        cand_sets.push_back(std::move(cs));
+        base_sets.push_back(std::move(bs));
+        set_inputs.push_back(std::move(h));
+      }
+      std::size_t next_c = 0, next_b = 0;
+      auto batch = [&](GpuModule& m, const LaunchPlan& p, std::vector<DeviceSet>& sets, std::size_t& next, int n) {
+        for (int i = 0; i < n; ++i) {
+          ctx_.launch(m, p, sets[next % sets.size()].pointers);
+          ++next;
+        }
+      };
+      // Launches per batch from one warm launch of the candidate.
+      batch(cand, plan, cand_sets, next_c, 1);
+      ctx_.synchronize();
+      const double one = ctx_.time_ms([&] { batch(cand, plan, cand_sets, next_c, 1); });
+      const int per_batch = static_cast<int>(std::clamp(std::ceil(req.timing.target_batch_ms / std::max(one, 1e-4)), 1.0, 2000.0));
+      for (int w = 0; w < req.timing.warmup_batches; ++w) {
+        batch(*base, base_plan, base_sets, next_b, per_batch);
+        batch(cand, plan, cand_sets, next_c, per_batch);
+      }
+      ctx_.synchronize();
+      std::vector<double> tc, tb;
+      for (int s = 0; s < req.timing.samples; ++s) {
+        // Alternate which goes first so neither always runs on a warmer GPU.
+        auto time_cand = [&] { tc.push_back(ctx_.time_ms([&] { batch(cand, plan, cand_sets, next_c, per_batch); }) / per_batch); };
+        auto time_base = [&] { tb.push_back(ctx_.time_ms([&] { batch(*base, base_plan, base_sets, next_b, per_batch); }) / per_batch); };
+        if (s % 2 == 0) {
+          time_base();
+          time_cand();
+        } else {
+          time_cand();
+          time_base();
+        }
+      }
+      ctx_.synchronize();
+      sr.candidate_ms = summarize(tc);
+      sr.baseline_ms = summarize(tb);
+      sr.speedup = paired_ratio(tb, tc);
+      sr.pool_sets = nsets;
+      sr.launches_per_batch = per_batch;
+      const double bytes = op.bytes(sc.shape, req.config);
+      const FloorCheck fc = check_floor(sr.candidate_ms->median, bytes, 0, report.copy_bandwidth * kFloorHeadroom, 0);
+      sr.floor_ms = bytes / report.copy_bandwidth * 1e3;
+      sr.fraction_of_floor = sr.floor_ms / sr.candidate_ms->median;
+      if (!fc.plausible) fail(fc.reason + " [benchmark shape " + shape_to_string(sc.shape) + "]");
+      // ---- the timed runs' outputs: set 0 must match the verified run bit for bit; set 1 is
+      // checked against a fresh reference ----
+      for (int s = 0; s < std::min(nsets, 2); ++s) {
+        std::vector<HostTensor> outs;
+        for (std::size_t i = 0; i < descs.size(); ++i) {
+          if (!is_output(descs[i].role)) continue;
+          HostTensor t(descs[i].name, descs[i].dtype, descs[i].shape);
+          cand_sets[static_cast<std::size_t>(s)].buffers.at(descs[i].name).download(t.data.data(), t.bytes());
+          outs.push_back(std::move(t));
+        }
+        if (s == 0) {
+          for (std::size_t k = 0; k < outs.size() && k < verified_outputs.size(); ++k)
+            if (fingerprint(outs[k]) != fingerprint(verified_outputs[k]))
+              fail("timed-output-mismatch: output '" + outs[k].name +
+                   "' of the timed runs differs from the verified run on the same inputs [benchmark shape " +
+                   shape_to_string(sc.shape) + "]");
+        } else {
+          std::vector<HostTensor> refs;
+          op.reference(sc.shape, req.config, set_inputs[1], refs);
+          for (const auto& out : outs) {
+            const HostTensor* ref = find_ref(refs, out.name);
+            if (!ref) continue;
+            Tolerance tol = op.tolerance(out.name, req.config);
+            if (auto it = req.tolerances.find(out.name); it != req.tolerances.end()) tol = it->second;
+            OutputCheck c = check_output(out, *ref, tol, 0);
+            if (!c.passed)
+              fail("timed-output-mismatch: timed run on input set 1 fails the gate: " + c.reason + " [benchmark shape " +
+                   shape_to_string(sc.shape) + "]");
+          }
+        }
+      }
+    }
+    const bool stop = !sr.passed && req.gate.stop_at_first_failure;
+    report.shapes.push_back(std::move(sr));
+    if (stop) break;
+  }
+
+  bool all_pass = true;
+  double log_sum = 0;
+  int nbench = 0;
+  for (const auto& s : report.shapes) {
+    all_pass &= s.passed;
+    for (const auto& r : s.reasons) report.reasons.push_back(r);
+    if (s.speedup) {
+      log_sum += std::log(s.speedup->ratio);
+      ++nbench;
+    }
+  }
+  report.verdict = all_pass ? "pass" : "fail";
+  if (all_pass && nbench > 0) report.fitness = std::exp(log_sum / nbench);
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+}  // namespace ptxevo::evaluator

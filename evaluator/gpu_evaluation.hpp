@@ -1,0 +1,30 @@
+// The worker side of an evaluation: the correctness gate on every shape and distribution,
+// then paired, interleaved timing of candidate and baseline on the benchmark shapes, with the
+// outputs of the timed runs checked again. Runs inside a worker process (see runner.hpp).
+#pragma once
+
+#include "evaluator/eval_types.hpp"
+#include "evaluator/gpu_context.hpp"
+#include "evaluator/op.hpp"
+
+namespace ptxevo::evaluator {
+
+class GpuEvaluator {
+ public:
+  explicit GpuEvaluator(GpuContext& ctx) : ctx_(ctx) {}
+  // Throws GpuError when the candidate faults (the caller records it and, for sticky errors,
+  // ends the process).
+  EvalReport evaluate(const Op& op, const EvalRequest& req);
+  double copy_bandwidth();  // measured once per process
+
+ private:
+  GpuContext& ctx_;
+  double copy_bw_ = 0;
+};
+
+// Fills the op's inputs from `d` in parallel (each chunk its own generator seeded from `seed`),
+// and its fixed-distribution inputs through the op.
+void fill_inputs(const Op& op, const std::vector<TensorDesc>& descs, Distribution d, std::uint64_t seed,
+                 std::vector<HostTensor>& tensors);
+
+}  // namespace ptxevo::evaluator

@@ -1,0 +1,371 @@
+#include "evaluator/knob_constraints.hpp"
+
+#include <cctype>
+#include <charconv>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <stdexcept>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+namespace ptxevo::evaluator {
+namespace {
+
+// ---- Lexer -------------------------------------------------------------------------------
+
+enum class Tok { Int, Ident, Str, Op, LParen, RParen, End };
+
+struct Token {
+  Tok type = Tok::End;
+  std::size_t col = 0;  // 1-based
+  std::string text;     // identifier, string contents or operator spelling
+  std::int64_t value = 0;
+};
+
+// Internal failure; the public functions turn it into ConstraintError or invalid_argument.
+struct Failure {
+  std::size_t column;
+  std::string message;
+};
+
+bool is_ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+std::string describe_char(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  if (std::isprint(u)) return std::string("'") + c + "'";
+  static constexpr char kHex[] = "0123456789abcdef";
+  return std::string("byte 0x") + kHex[u >> 4] + kHex[u & 15];
+}
+
+std::vector<Token> lex(const std::string& s) {
+  std::vector<Token> out;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const char c = s[i];
+    const std::size_t col = i + 1;
+    if (c == ' ' || c == '\t') {
+      ++i;
+    } else if (std::isdigit(static_cast<unsigned char>(c))) {
+      std::size_t j = i;
+      while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+      if (j < s.size() && is_ident_char(s[j])) throw Failure{col, "invalid integer literal"};
+      Token t{Tok::Int, col, s.substr(i, j - i), 0};
+      auto [p, ec] = std::from_chars(s.data() + i, s.data() + j, t.value);
+      if (ec != std::errc()) throw Failure{col, "integer literal " + t.text + " does not fit in 64 bits"};
+      out.push_back(std::move(t));
+      i = j;
+    } else if (is_ident_start(c)) {
+      std::size_t j = i;
+      while (j < s.size() && is_ident_char(s[j])) ++j;
+      out.push_back({Tok::Ident, col, s.substr(i, j - i), 0});
+      i = j;
+    } else if (c == '"') {
+      // No escapes: knob strings are identifier-like (they become -DNAME=VALUE).
+      const std::size_t close = s.find('"', i + 1);
+      if (close == std::string::npos) throw Failure{col, "unterminated string literal"};
+      out.push_back({Tok::Str, col, s.substr(i + 1, close - i - 1), 0});
+      i = close + 1;
+    } else if (c == '(' || c == ')') {
+      out.push_back({c == '(' ? Tok::LParen : Tok::RParen, col, std::string(1, c), 0});
+      ++i;
+    } else {
+      const std::string two = s.substr(i, 2);
+      if (two == "==" || two == "!=" || two == "<=" || two == ">=" || two == "&&" || two == "||") {
+        out.push_back({Tok::Op, col, two, 0});
+        i += 2;
+      } else if (c == '=') {
+        throw Failure{col, "'=' is not an operator; use '==' to compare"};
+      } else if (c == '&' || c == '|') {
+        throw Failure{col, std::string("expected '") + c + c + "'; there are no bitwise operators"};
+      } else if (std::string_view("+-*/%<>!").find(c) != std::string_view::npos) {
+        out.push_back({Tok::Op, col, std::string(1, c), 0});
+        ++i;
+      } else {
+        throw Failure{col, "unexpected character " + describe_char(c)};
+      }
+    }
+  }
+  out.push_back({Tok::End, s.size() + 1, "", 0});
+  return out;
+}
+
+std::string describe(const Token& t) {
+  switch (t.type) {
+    case Tok::End: return "the end of the expression";
+    case Tok::Str: return "'\"" + t.text + "\"'";
+    default: return "'" + t.text + "'";
+  }
+}
+
+// ---- Values and types --------------------------------------------------------------------
+
+// AnyKnob: a knob whose kind is unknown (check_constraint_syntax); an integer or a string.
+enum class Kind { Int, Str, Bool, AnyKnob };
+
+struct Value {
+  Kind kind = Kind::Int;
+  std::size_t col = 0;  // where the subexpression starts, for error messages
+  std::int64_t i = 0;
+  bool b = false;
+  std::string s;
+};
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::Int: return "an integer";
+    case Kind::Str: return "a string";
+    case Kind::Bool: return "a condition";
+    case Kind::AnyKnob: return "a knob";
+  }
+  return "?";
+}
+
+void require_int(const Value& v, const std::string& op) {
+  if (v.kind != Kind::Int && v.kind != Kind::AnyKnob)
+    throw Failure{v.col, "'" + op + "' expects an integer, got " + kind_name(v.kind)};
+}
+
+void require_bool(const Value& v, const std::string& op) {
+  if (v.kind != Kind::Bool) throw Failure{v.col, "'" + op + "' expects a condition, got " + kind_name(v.kind)};
+}
+
+// == and != compare integers with integers, strings with strings, conditions with conditions.
+void require_comparable(const Value& a, const Value& b, const std::string& op) {
+  const auto fits_knob = [](Kind k) { return k == Kind::Int || k == Kind::Str || k == Kind::AnyKnob; };
+  const bool ok = a.kind == b.kind || (a.kind == Kind::AnyKnob && fits_knob(b.kind)) ||
+                  (b.kind == Kind::AnyKnob && fits_knob(a.kind));
+  if (!ok) throw Failure{b.col, "'" + op + "' compares " + kind_name(a.kind) + " with " + kind_name(b.kind)};
+}
+
+Value make_bool(bool b, std::size_t col) { return Value{Kind::Bool, col, 0, b, {}}; }
+Value make_int(std::int64_t i, std::size_t col) { return Value{Kind::Int, col, i, false, {}}; }
+
+// Checked integer arithmetic: signed overflow would be UB, so it is an error instead.
+std::int64_t arith(const std::string& op, std::int64_t a, std::int64_t b, std::size_t col) {
+  std::int64_t r = 0;
+  bool overflow = false;
+  if (op == "+") {
+    overflow = __builtin_add_overflow(a, b, &r);
+  } else if (op == "-") {
+    overflow = __builtin_sub_overflow(a, b, &r);
+  } else if (op == "*") {
+    overflow = __builtin_mul_overflow(a, b, &r);
+  } else {
+    if (b == 0) throw Failure{col, op == "/" ? "division by zero" : "modulo by zero"};
+    if (a == std::numeric_limits<std::int64_t>::min() && b == -1) {
+      overflow = true;
+    } else {
+      r = op == "/" ? a / b : a % b;
+    }
+  }
+  if (overflow) throw Failure{col, "integer overflow in " + std::to_string(a) + " " + op + " " + std::to_string(b)};
+  return r;
+}
+
+bool compare(const std::string& op, const Value& a, const Value& b) {
+  if (a.kind == Kind::Str) return (a.s == b.s) == (op == "==");
+  if (a.kind == Kind::Bool) return (a.b == b.b) == (op == "==");
+  if (op == "==") return a.i == b.i;
+  if (op == "!=") return a.i != b.i;
+  if (op == "<") return a.i < b.i;
+  if (op == "<=") return a.i <= b.i;
+  if (op == ">") return a.i > b.i;
+  return a.i >= b.i;
+}
+
+// ---- Parser and evaluator ----------------------------------------------------------------
+
+// Where knobs come from. Exactly one of `names` (kinds unknown) and `knobs` is set.
+struct Env {
+  const std::vector<std::string>* names = nullptr;
+  const Knobs* knobs = nullptr;
+  bool evaluate = false;  // false: check only, values are placeholders
+};
+
+// One pass parses, type-checks and (with Env::evaluate) evaluates. `live` is false inside the
+// operand that && or || short-circuits away: it is still parsed and type-checked, but runtime
+// errors (division by zero, overflow) are not raised there, as C would not evaluate it either.
+class Parser {
+ public:
+  Parser(const std::string& expr, const Env& env) : toks_(lex(expr)), env_(env) {}
+
+  Value parse() {
+    Value v = parse_or(true);
+    if (peek().type != Tok::End) throw Failure{peek().col, "expected an operator, got " + describe(peek())};
+    if (v.kind != Kind::Bool)
+      throw Failure{
+          v.col, std::string("a constraint must be a condition (a comparison, &&, || or !), got ") + kind_name(v.kind)};
+    return v;
+  }
+
+ private:
+  const Token& peek() const { return toks_[pos_]; }
+  bool at_op(std::initializer_list<const char*> ops) const {
+    if (peek().type != Tok::Op) return false;
+    for (const char* o : ops)
+      if (peek().text == o) return true;
+    return false;
+  }
+
+  Value parse_or(bool live) {
+    Value lhs = parse_and(live);
+    while (at_op({"||"})) {
+      const std::string op = toks_[pos_++].text;
+      require_bool(lhs, op);
+      Value rhs = parse_and(live && !lhs.b);
+      require_bool(rhs, op);
+      lhs = make_bool(lhs.b || rhs.b, lhs.col);
+    }
+    return lhs;
+  }
+
+  Value parse_and(bool live) {
+    Value lhs = parse_cmp(live);
+    while (at_op({"&&"})) {
+      const std::string op = toks_[pos_++].text;
+      require_bool(lhs, op);
+      Value rhs = parse_cmp(live && lhs.b);
+      require_bool(rhs, op);
+      lhs = make_bool(lhs.b && rhs.b, lhs.col);
+    }
+    return lhs;
+  }
+
+  Value parse_cmp(bool live) {
+    Value lhs = parse_sum(live);
+    if (!at_op({"==", "!=", "<", "<=", ">", ">="})) return lhs;
+    const std::string op = toks_[pos_++].text;
+    Value rhs = parse_sum(live);
+    if (op == "==" || op == "!=") {
+      require_comparable(lhs, rhs, op);
+    } else {
+      require_int(lhs, op);
+      require_int(rhs, op);
+    }
+    if (at_op({"==", "!=", "<", "<=", ">", ">="}))
+      throw Failure{peek().col, "comparisons do not chain; combine them with && or parentheses"};
+    return make_bool(env_.evaluate && compare(op, lhs, rhs), lhs.col);
+  }
+
+  Value parse_sum(bool live) {
+    Value lhs = parse_product(live);
+    while (at_op({"+", "-"})) lhs = binary_arith(lhs, live, &Parser::parse_product);
+    return lhs;
+  }
+
+  Value parse_product(bool live) {
+    Value lhs = parse_unary(live);
+    while (at_op({"*", "/", "%"})) lhs = binary_arith(lhs, live, &Parser::parse_unary);
+    return lhs;
+  }
+
+  Value binary_arith(const Value& lhs, bool live, Value (Parser::*operand)(bool)) {
+    const Token& op_tok = toks_[pos_++];
+    Value rhs = (this->*operand)(live);
+    require_int(lhs, op_tok.text);
+    require_int(rhs, op_tok.text);
+    const bool run = env_.evaluate && live;
+    return make_int(run ? arith(op_tok.text, lhs.i, rhs.i, op_tok.col) : 0, lhs.col);
+  }
+
+  // Prefix operators and parentheses are the only recursion, so only they count as nesting.
+  Value parse_unary(bool live) {
+    const Token& t = peek();
+    const bool prefix = at_op({"!", "-"});
+    if (!prefix && t.type != Tok::LParen) return parse_primary();
+    if (++depth_ > kMaxConstraintNesting)
+      throw Failure{t.col, "nesting deeper than " + std::to_string(kMaxConstraintNesting) + " levels"};
+    ++pos_;
+    Value v;
+    if (prefix) {
+      v = parse_unary(live);
+      if (t.text == "!") {
+        require_bool(v, "!");
+        v = make_bool(!v.b, t.col);
+      } else {
+        require_int(v, "-");
+        v = make_int(env_.evaluate && live ? arith("-", 0, v.i, t.col) : 0, t.col);
+      }
+    } else {
+      v = parse_or(live);
+      if (peek().type != Tok::RParen)
+        throw Failure{peek().col,
+                      "expected ')' to close the '(' at column " + std::to_string(t.col) + ", got " + describe(peek())};
+      ++pos_;
+      v.col = t.col;
+    }
+    --depth_;
+    return v;
+  }
+
+  Value parse_primary() {
+    const Token& t = toks_[pos_];
+    switch (t.type) {
+      case Tok::Int: ++pos_; return make_int(t.value, t.col);
+      case Tok::Str: ++pos_; return Value{Kind::Str, t.col, 0, false, t.text};
+      case Tok::Ident: ++pos_; return knob(t);
+      default: throw Failure{t.col, "expected a number, a knob, a \"string\" or '(', got " + describe(t)};
+    }
+  }
+
+  Value knob(const Token& t) const {
+    if (env_.names) {
+      for (const auto& n : *env_.names)
+        if (n == t.text) return Value{Kind::AnyKnob, t.col, 0, false, {}};
+      throw Failure{t.col, unknown_knob(t.text, *env_.names)};
+    }
+    const auto it = env_.knobs->find(t.text);
+    if (it == env_.knobs->end()) {
+      std::vector<std::string> names;
+      for (const auto& kv : *env_.knobs) names.push_back(kv.first);
+      throw Failure{t.col, unknown_knob(t.text, names)};
+    }
+    if (const auto* i = std::get_if<std::int64_t>(&it->second)) return make_int(*i, t.col);
+    return Value{Kind::Str, t.col, 0, false, std::get<std::string>(it->second)};
+  }
+
+  static std::string unknown_knob(const std::string& name, const std::vector<std::string>& names) {
+    if (names.empty()) return "unknown knob '" + name + "' (there are no knobs)";
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    return "unknown knob '" + name + "'; knobs: " + list;
+  }
+
+  std::vector<Token> toks_;
+  std::size_t pos_ = 0;
+  int depth_ = 0;
+  Env env_;
+};
+
+std::optional<ConstraintError> check(const std::string& expr, const Env& env) {
+  try {
+    Parser(expr, env).parse();
+    return std::nullopt;
+  } catch (const Failure& f) {
+    return ConstraintError{f.column, f.message};
+  }
+}
+
+}  // namespace
+
+std::optional<ConstraintError> check_constraint_syntax(const std::string& expr,
+                                                       const std::vector<std::string>& knob_names) {
+  return check(expr, Env{&knob_names, nullptr, false});
+}
+
+std::optional<ConstraintError> check_constraint(const std::string& expr, const Knobs& knobs) {
+  return check(expr, Env{nullptr, &knobs, false});
+}
+
+bool constraint_holds(const std::string& expr, const Knobs& knobs) {
+  try {
+    return Parser(expr, Env{nullptr, &knobs, true}).parse().b;
+  } catch (const Failure& f) {
+    throw std::invalid_argument("constraint '" + expr + "', column " + std::to_string(f.column) + ": " + f.message);
+  }
+}
+
+}  // namespace ptxevo::evaluator

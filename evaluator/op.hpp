@@ -1,0 +1,110 @@
+// What an operation tells the engine: its tensors, how to launch a candidate for a shape and
+// knob assignment, an fp64 CPU reference, bytes and flops per shape, and default tolerances.
+// A candidate is device code only; everything here is engine-owned host code.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "evaluator/tensor.hpp"
+
+namespace ptxevo::evaluator {
+
+// Named problem dimensions, e.g. {M: 32768, N: 4096}.
+using Shape = std::map<std::string, std::int64_t>;
+std::string shape_to_string(const Shape& s);  // "M=32768,N=4096"
+
+// Knob values chosen by a genome; become -DNAME=VALUE for the template.
+using KnobValue = std::variant<std::int64_t, std::string>;
+using Knobs = std::map<std::string, KnobValue>;
+std::int64_t knob_int(const Knobs& k, const std::string& name, std::int64_t fallback);
+
+// Op options fixed by the spec for a whole campaign (dtypes, optional inputs, eps, ...).
+using OpConfig = std::map<std::string, std::string>;
+
+enum class Role { In, Out, InOut, Scratch };
+const char* to_string(Role r);
+
+// Input distributions; the gate draws every input from each of them in turn.
+enum class Distribution { Normal, LargeUniform, SparseSpikes, HeavyTail };
+const char* to_string(Distribution d);
+const std::vector<Distribution>& all_distributions();
+
+struct TensorDesc {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<std::int64_t> shape;
+  Role role = Role::In;
+  // Inputs an op wants drawn its own way (e.g. a weight near 1) say so; others follow the gate.
+  bool fixed_distribution = false;
+};
+
+struct Dim3 {
+  std::uint32_t x = 1, y = 1, z = 1;
+};
+
+// A kernel argument: a tensor's device pointer (an empty name passes a null pointer, for an
+// optional tensor that is absent), or a scalar.
+struct ArgTensor {
+  std::string name;
+};
+using KernelArg = std::variant<ArgTensor, std::int32_t, std::int64_t, float, double>;
+
+struct KernelLaunch {
+  std::string entry;
+  Dim3 grid, block;
+  std::uint32_t shared_bytes = 0;  // dynamic shared memory
+  Dim3 cluster;                    // {1,1,1}: no cluster
+  std::vector<KernelArg> args;
+};
+
+struct LaunchPlan {
+  std::vector<KernelLaunch> kernels;
+};
+
+struct Tolerance {
+  double rel_l2 = 1e-2;   // ||out - ref|| / ||ref||
+  double max_abs = 1e-1;  // max |out - ref| / max(1, max |ref|)
+};
+
+class Op {
+ public:
+  virtual ~Op() = default;
+  virtual std::string name() const = 0;
+  // Checks the spec's options; returns an error message or "" when they are valid.
+  virtual std::string validate(const OpConfig& cfg) const = 0;
+  virtual std::vector<TensorDesc> tensors(const Shape& s, const OpConfig& cfg) const = 0;
+  // Preprocessor definitions the op's templates need for this config (element types, optional
+  // features), passed to NVRTC as -DNAME=VALUE next to the knobs.
+  virtual std::map<std::string, std::string> template_defines(const OpConfig& cfg) const = 0;
+  // Throws std::invalid_argument with a user-facing message for a plan the knobs cannot make.
+  virtual LaunchPlan launch_plan(const Shape& s, const OpConfig& cfg, const Knobs& k) const = 0;
+  // Computes every Out/InOut tensor in fp64. `tensors` holds all tensors of `tensors()`, in
+  // order; the outputs are written as F64 host tensors into `reference`.
+  virtual void reference(const Shape& s, const OpConfig& cfg, const std::vector<HostTensor>& tensors,
+                         std::vector<HostTensor>& reference) const = 0;
+  virtual double bytes(const Shape& s, const OpConfig& cfg) const = 0;
+  virtual double flops(const Shape& s, const OpConfig& cfg) const = 0;
+  virtual Tolerance tolerance(const std::string& output, const OpConfig& cfg) const = 0;
+  // Fills an input drawn its own way (TensorDesc::fixed_distribution).
+  virtual void fill_fixed(const TensorDesc& d, std::mt19937_64& rng, HostTensor& t) const;
+};
+
+// Ops by name. Owned by the caller (no global registry).
+class OpRegistry {
+ public:
+  void add(std::unique_ptr<Op> op);
+  const Op* find(const std::string& name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::map<std::string, std::unique_ptr<Op>> ops_;
+};
+
+}  // namespace ptxevo::evaluator

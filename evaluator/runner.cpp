@@ -1,0 +1,175 @@
+#include "evaluator/runner.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "evaluator/worker_protocol.hpp"
+
+extern char** environ;
+
+namespace ptxevo::evaluator {
+namespace {
+
+constexpr int kWorkerInFd = 3;
+constexpr int kWorkerOutFd = 4;
+
+// Waits until `fd` is readable or `seconds` pass.
+bool wait_readable(int fd, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    const int r = poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
+    if (r > 0) return true;
+    if (r < 0 && errno != EINTR) return true;  // let the read report the error
+  }
+}
+
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status)) return std::string("killed by signal ") + strsignal(WTERMSIG(status));
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  return "ended";
+}
+
+}  // namespace
+
+Runner::~Runner() { stop(false); }
+
+bool Runner::start(std::string* reason) {
+  int req[2], resp[2];
+  if (pipe2(req, O_CLOEXEC) != 0) {
+    *reason = std::string("pipe: ") + std::strerror(errno);
+    return false;
+  }
+  if (pipe2(resp, O_CLOEXEC) != 0) {
+    close(req[0]);
+    close(req[1]);
+    *reason = std::string("pipe: ") + std::strerror(errno);
+    return false;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, req[0], kWorkerInFd);
+  posix_spawn_file_actions_adddup2(&fa, resp[1], kWorkerOutFd);
+  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  const std::string dev = std::to_string(opt_.device);
+  std::vector<std::string> args = {opt_.worker_exe, "worker", "--device", dev,
+                                   "--in-fd", std::to_string(kWorkerInFd), "--out-fd", std::to_string(kWorkerOutFd)};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const int rc = posix_spawn(&pid_, opt_.worker_exe.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(req[0]);
+  close(resp[1]);
+  if (rc != 0) {
+    close(req[1]);
+    close(resp[0]);
+    pid_ = -1;
+    *reason = "cannot start worker '" + opt_.worker_exe + "': " + std::strerror(rc);
+    return false;
+  }
+  to_worker_ = req[1];
+  from_worker_ = resp[0];
+  // Writing to a worker that died must return an error, not kill the engine.
+  signal(SIGPIPE, SIG_IGN);
+  std::string err;
+  if (!wait_readable(from_worker_, 120)) {
+    stop(true);
+    *reason = "the GPU worker did not start within 120 s";
+    return false;
+  }
+  auto hello = read_message(from_worker_, &err);
+  if (!hello || !hello->header.value("ready", false)) {
+    *reason = hello ? hello->header.value("reason", std::string("worker not ready")) : "GPU worker failed to start: " + err;
+    stop(true);
+    return false;
+  }
+  device_ = hello->header.value("device", nlohmann::json::object());
+  return true;
+}
+
+void Runner::stop(bool force) {
+  if (to_worker_ >= 0) close(to_worker_);
+  if (from_worker_ >= 0) close(from_worker_);
+  to_worker_ = from_worker_ = -1;
+  if (pid_ > 0) {
+    if (force) kill(pid_, SIGKILL);
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  pid_ = -1;
+}
+
+bool Runner::available(std::string* reason) {
+  if (pid_ > 0) return true;
+  if (!unavailable_.empty()) {
+    *reason = unavailable_;
+    return false;
+  }
+  if (start(reason)) return true;
+  unavailable_ = *reason;
+  return false;
+}
+
+EvalReport Runner::evaluate(const EvalRequest& req) {
+  EvalReport report;
+  std::string reason;
+  if (pid_ <= 0 && !start(&reason)) {
+    report.verdict = "not-run";
+    report.reasons.push_back("no-gpu: " + reason);
+    return report;
+  }
+  Message m;
+  m.header = {{"type", "evaluate"}, {"request", to_json(req)}};
+  m.blobs = {req.candidate_cubin, req.baseline_cubin};
+  if (!write_message(to_worker_, m)) {
+    stop(true);
+    ++restarts_;
+    report.verdict = "fault";
+    report.reasons.push_back("worker-crashed: the GPU worker closed its input before the request was sent");
+    return report;
+  }
+  if (!wait_readable(from_worker_, opt_.timeout_s)) {
+    stop(true);
+    ++restarts_;
+    report.verdict = "timeout";
+    report.reasons.push_back("timeout: no result within " + std::to_string(static_cast<int>(opt_.timeout_s)) +
+                             " s (a kernel hung or ran far too long); the worker was killed and will restart");
+    return report;
+  }
+  std::string err;
+  auto reply = read_message(from_worker_, &err);
+  if (!reply) {
+    int status = 0;
+    const pid_t dead = pid_;
+    close(to_worker_);
+    close(from_worker_);
+    to_worker_ = from_worker_ = -1;
+    waitpid(dead, &status, 0);
+    pid_ = -1;
+    ++restarts_;
+    report.verdict = "fault";
+    report.reasons.push_back("worker-crashed: the GPU worker " + describe_status(status) + " (" + err + ")");
+    return report;
+  }
+  report = report_from_json(reply->header.at("report"));
+  if (reply->header.value("exiting", false)) {
+    // The worker reported a sticky CUDA error and is ending: reap it, restart next time.
+    stop(false);
+    ++restarts_;
+  }
+  return report;
+}
+
+}  // namespace ptxevo::evaluator

@@ -1,0 +1,49 @@
+// The engine side of GPU evaluation: one worker process per GPU (`ptxevo worker`), fed over
+// pipes. A candidate that faults, traps or hangs takes down only its worker: the failure comes
+// back as a report (verdict "fault" or "timeout") and the next evaluation starts a fresh worker.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "evaluator/eval_types.hpp"
+
+namespace ptxevo::evaluator {
+
+struct RunnerOptions {
+  std::string worker_exe;  // the ptxevo binary (its `worker` subcommand)
+  int device = 0;
+  double timeout_s = 600;  // per evaluation; a hung kernel is killed after this
+};
+
+class Runner {
+ public:
+  explicit Runner(RunnerOptions o) : opt_(std::move(o)) {}
+  ~Runner();
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+
+  // Starts the worker if needed. False (with the worker's reason, e.g. "no CUDA driver") when
+  // no GPU can be used.
+  bool available(std::string* reason);
+  // Device facts reported by the worker at start-up (name, arch, driver, ...).
+  const nlohmann::json& device() const { return device_; }
+
+  EvalReport evaluate(const EvalRequest& req);
+  int restarts() const { return restarts_; }
+
+ private:
+  bool start(std::string* reason);
+  void stop(bool force);
+
+  RunnerOptions opt_;
+  pid_t pid_ = -1;
+  int to_worker_ = -1;
+  int from_worker_ = -1;
+  nlohmann::json device_;
+  int restarts_ = 0;
+  std::string unavailable_;
+};
+
+}  // namespace ptxevo::evaluator

@@ -1,0 +1,511 @@
+// Spec reading: toml++ parses, a Reader walks the tree and validates every value as it converts
+// it. A problem throws an internal Failure carrying the SpecError (the node's position and what
+// was expected); load_spec/parse_spec turn it into a SpecResult, so callers never see a throw.
+#include "evaluator/spec.hpp"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <sstream>
+#include <stdexcept>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+#include "evaluator/knob_constraints.hpp"
+
+namespace ptxevo::evaluator {
+
+std::string SpecError::format() const {
+  return file + ":" + std::to_string(line) + ":" + std::to_string(col) + ": error: " + message;
+}
+
+Knobs default_knobs(const SeedTemplate& seed) {
+  Knobs k;
+  for (const auto& knob : seed.knobs) k[knob.name] = knob.default_value;
+  return k;
+}
+
+namespace {
+
+struct Failure {
+  SpecError error;
+};
+
+constexpr std::array<std::string_view, 5> kArchs = {"sm_80", "sm_90", "sm_90a", "sm_100", "sm_100a"};
+constexpr std::string_view kMetric = "geomean_speedup";
+
+std::string join(const std::vector<std::string>& xs) {
+  std::string out;
+  for (const auto& x : xs) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
+const char* type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a floating-point number";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::date: return "a date";
+    case toml::node_type::time: return "a time";
+    case toml::node_type::date_time: return "a date-time";
+    default: return "nothing";
+  }
+}
+
+bool is_identifier(std::string_view s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+bool before(const toml::source_position& a, const toml::source_position& b) {
+  return a.line != b.line ? a.line < b.line : a.column < b.column;
+}
+
+std::string position(const toml::node& n) {
+  return "line " + std::to_string(n.source().begin.line) + ", column " + std::to_string(n.source().begin.column);
+}
+
+std::string number_to_string(double v) {
+  std::array<char, 64> buf{};
+  auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);
+  return std::string(buf.data(), end);
+}
+
+std::string knob_value_to_string(const KnobValue& v) {
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return std::to_string(*i);
+  return "\"" + std::get<std::string>(v) + "\"";
+}
+
+// Table entries sorted by where they appear in the file: toml++ tables are ordered by key,
+// but errors and knob lists should follow the author's order.
+std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const toml::table& t) {
+  std::vector<std::pair<const toml::key*, const toml::node*>> out;
+  for (const auto& [k, v] : t) out.emplace_back(&k, &v);
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return before(a.first->source().begin, b.first->source().begin); });
+  return out;
+}
+
+class Reader {
+ public:
+  Reader(std::string path, const OpRegistry& registry) : path_(std::move(path)), registry_(registry) {}
+
+  Spec read(const toml::table& root) {
+    check_keys(root, {"op", "arch", "options", "shapes", "tolerance", "objective", "budget", "seed"},
+               "the top-level table");
+    Spec spec;
+    spec.path = path_;
+    const toml::node& op_node = required(root, "op", "the top-level table");
+    spec.op = string_of(op_node, "'op'");
+    op_ = registry_.find(spec.op);
+    if (!op_) fail(op_node, "unknown op '" + spec.op + "'; known ops: " + join(registry_.names()));
+    if (const toml::node* n = root.get("arch")) spec.arch = read_arch(*n);
+    read_options(root, op_node, spec);
+    read_shapes(required(root, "shapes", "the top-level table"), spec);
+    if (const toml::node* n = root.get("tolerance")) read_tolerances(*n, spec);
+    read_seeds(required(root, "seed", "the top-level table"), spec);
+    read_objective(root.get("objective"), spec);
+    if (const toml::node* n = root.get("budget")) read_budget(*n, spec);
+    return spec;
+  }
+
+ private:
+  [[noreturn]] void fail(const toml::source_position& at, std::string message) const {
+    throw Failure{SpecError{path_, at.line, at.column, std::move(message)}};
+  }
+  [[noreturn]] void fail(const toml::node& n, std::string message) const { fail(n.source().begin, std::move(message)); }
+
+  // ---- Typed access ----------------------------------------------------------------------
+
+  // Rejects keys outside `allowed`, naming the first one in the file (a typo must not be ignored).
+  void check_keys(const toml::table& t, std::initializer_list<std::string_view> allowed,
+                  const std::string& where) const {
+    for (const auto& [k, v] : in_file_order(t)) {
+      if (std::find(allowed.begin(), allowed.end(), k->str()) != allowed.end()) continue;
+      std::vector<std::string> names(allowed.begin(), allowed.end());
+      fail(k->source().begin,
+           "unknown key '" + std::string(k->str()) + "' in " + where + "; expected one of: " + join(names));
+    }
+  }
+
+  const toml::node& required(const toml::table& t, std::string_view key, const std::string& where) const {
+    if (const toml::node* n = t.get(key)) return *n;
+    fail(t, "missing required key '" + std::string(key) + "' in " + where);
+  }
+
+  const toml::table& table_of(const toml::node& n, const std::string& what) const {
+    if (const auto* t = n.as_table()) return *t;
+    fail(n, what + " must be a table, got " + type_name(n));
+  }
+
+  const toml::array& array_of(const toml::node& n, const std::string& what) const {
+    if (const auto* a = n.as_array()) return *a;
+    fail(n, what + " must be an array, got " + type_name(n));
+  }
+
+  std::string string_of(const toml::node& n, const std::string& what) const {
+    if (const auto* s = n.as_string()) return s->get();
+    fail(n, what + " must be a string, got " + type_name(n));
+  }
+
+  std::string nonempty_string_of(const toml::node& n, const std::string& what) const {
+    std::string s = string_of(n, what);
+    if (s.empty()) fail(n, what + " must not be empty");
+    return s;
+  }
+
+  std::int64_t positive_int_of(const toml::node& n, const std::string& what) const {
+    const auto* i = n.as_integer();
+    if (!i) fail(n, what + " must be a positive integer, got " + type_name(n));
+    if (i->get() <= 0) fail(n, what + " must be a positive integer, got " + std::to_string(i->get()));
+    return i->get();
+  }
+
+  // Integers are accepted where a real number is expected ("minutes = 60").
+  double positive_number_of(const toml::node& n, const std::string& what) const {
+    double v = 0;
+    if (const auto* f = n.as_floating_point()) {
+      v = f->get();
+    } else if (const auto* i = n.as_integer()) {
+      v = static_cast<double>(i->get());
+    } else {
+      fail(n, what + " must be a positive number, got " + type_name(n));
+    }
+    if (!(v > 0) || !std::isfinite(v)) fail(n, what + " must be a positive finite number, got " + number_to_string(v));
+    return v;
+  }
+
+  // Runs op code that may throw; its message becomes an error at `at`.
+  template <typename F>
+  auto call_op(const toml::node& at, const std::string& context, F&& f) const {
+    try {
+      return f();
+    } catch (const std::exception& e) {
+      fail(at, context + ": " + e.what());
+    }
+  }
+
+  // ---- Sections ----------------------------------------------------------------------------
+
+  std::string read_arch(const toml::node& n) const {
+    const std::string arch = string_of(n, "'arch'");
+    // Plain sm_90/sm_100 lack the arch-specific instructions (wgmma, tcgen05) kernels want.
+    if (arch == "sm_90") return "sm_90a";
+    if (arch == "sm_100") return "sm_100a";
+    if (std::find(kArchs.begin(), kArchs.end(), arch) == kArchs.end())
+      fail(n, "unknown arch '" + arch + "'; expected one of: " + join({kArchs.begin(), kArchs.end()}));
+    return arch;
+  }
+
+  // Options are op-defined, so any key is allowed here; the op's validate() judges them.
+  void read_options(const toml::table& root, const toml::node& op_node, Spec& spec) const {
+    const toml::node* n = root.get("options");
+    if (n) {
+      for (const auto& [k, v] : in_file_order(table_of(*n, "[options]"))) {
+        const std::string what = "option '" + std::string(k->str()) + "'";
+        if (const auto* s = v->as_string()) {
+          spec.config[std::string(k->str())] = s->get();
+        } else if (const auto* i = v->as_integer()) {
+          spec.config[std::string(k->str())] = std::to_string(i->get());
+        } else if (const auto* f = v->as_floating_point()) {
+          spec.config[std::string(k->str())] = number_to_string(f->get());
+        } else if (const auto* b = v->as_boolean()) {
+          spec.config[std::string(k->str())] = b->get() ? "true" : "false";
+        } else {
+          fail(*v, what + " must be a string, number or boolean, got " + type_name(*v));
+        }
+      }
+    }
+    const toml::node& at = n ? *n : op_node;
+    const std::string problem =
+        call_op(at, "op '" + spec.op + "' rejects the options", [&] { return op_->validate(spec.config); });
+    if (!problem.empty()) fail(at, "op '" + spec.op + "' rejects the options: " + problem);
+  }
+
+  void read_shapes(const toml::node& n, Spec& spec) const {
+    const toml::table& t = table_of(n, "[shapes]");
+    check_keys(t, {"benchmark", "correctness", "heldout"}, "[shapes]");
+    std::vector<std::string> dims;  // the first benchmark shape's dimension names
+    spec.benchmark_shapes = read_shape_list(required(t, "benchmark", "[shapes]"), "benchmark", true, dims, spec);
+    spec.correctness_shapes = read_shape_list(required(t, "correctness", "[shapes]"), "correctness", true, dims, spec);
+    if (const toml::node* h = t.get("heldout")) spec.heldout_shapes = read_shape_list(*h, "heldout", false, dims, spec);
+  }
+
+  std::vector<Shape> read_shape_list(const toml::node& n, const std::string& list, bool need_one,
+                                     std::vector<std::string>& dims, const Spec& spec) const {
+    const std::string what = "shapes." + list;
+    const toml::array& a = array_of(n, what);
+    if (need_one && a.empty()) fail(n, what + " must list at least one shape");
+    std::vector<Shape> shapes;
+    std::vector<const toml::node*> nodes;
+    for (const toml::node& e : a) {
+      Shape s = read_shape(e, what, dims);
+      for (std::size_t i = 0; i < shapes.size(); ++i)
+        if (shapes[i] == s)
+          fail(e, "duplicate shape " + shape_to_string(s) + " in " + what + " (also at " + position(*nodes[i]) + ")");
+      // Ask the op too: it knows which dimensions it needs and which sizes it supports.
+      call_op(e, "op '" + spec.op + "' rejects shape " + shape_to_string(s),
+              [&] { return op_->tensors(s, spec.config); });
+      shapes.push_back(std::move(s));
+      nodes.push_back(&e);
+    }
+    return shapes;
+  }
+
+  Shape read_shape(const toml::node& n, const std::string& what, std::vector<std::string>& dims) const {
+    const toml::table& t = table_of(n, "a shape in " + what);
+    if (t.empty()) fail(n, "a shape in " + what + " must have at least one dimension, e.g. { M = 1024 }");
+    Shape s;
+    for (const auto& [k, v] : in_file_order(t)) {
+      const std::string dim(k->str());
+      if (!dims.empty() && std::find(dims.begin(), dims.end(), dim) == dims.end())
+        fail(k->source().begin, "dimension '" + dim + "' is not one of the first benchmark shape's (" + join(dims) +
+                                    "); every shape must use the same dimensions");
+      s[dim] = positive_int_of(*v, "dimension '" + dim + "'");
+    }
+    if (dims.empty()) {
+      for (const auto& [k, v] : in_file_order(t)) dims.emplace_back(k->str());
+    } else {
+      for (const auto& d : dims)
+        if (!s.count(d))
+          fail(n,
+               "shape is missing dimension '" + d + "'; every shape must use the same dimensions (" + join(dims) + ")");
+    }
+    return s;
+  }
+
+  void read_tolerances(const toml::node& n, Spec& spec) const {
+    // The op's outputs for the first benchmark shape: a tolerance must name one of them.
+    const auto descs = op_->tensors(spec.benchmark_shapes.front(), spec.config);
+    std::vector<std::string> outputs;
+    for (const auto& d : descs)
+      if (d.role == Role::Out || d.role == Role::InOut) outputs.push_back(d.name);
+    for (const auto& [k, v] : in_file_order(table_of(n, "[tolerance]"))) {
+      const std::string out(k->str());
+      if (std::find(outputs.begin(), outputs.end(), out) == outputs.end())
+        fail(k->source().begin, "op '" + spec.op + "' has no output '" + out +
+                                    "'; outputs: " + (outputs.empty() ? std::string("(none)") : join(outputs)));
+      const std::string where = "[tolerance." + out + "]";
+      const toml::table& t = table_of(*v, where);
+      check_keys(t, {"rel_l2", "max_abs"}, where);
+      Tolerance tol = call_op(*v, "op '" + spec.op + "' has no tolerance for '" + out + "'",
+                              [&] { return op_->tolerance(out, spec.config); });
+      if (const toml::node* x = t.get("rel_l2")) tol.rel_l2 = positive_number_of(*x, "rel_l2");
+      if (const toml::node* x = t.get("max_abs")) tol.max_abs = positive_number_of(*x, "max_abs");
+      spec.tolerances[out] = tol;
+    }
+  }
+
+  void read_seeds(const toml::node& n, Spec& spec) const {
+    const auto* a = n.as_array();
+    if (a && a->empty()) fail(n, "at least one [[seed]] is required");
+    if (!a || !a->is_array_of_tables())
+      fail(n, "'seed' must be an array of tables (write each as [[seed]]), got " + std::string(type_name(n)));
+    // Knob names become -DNAME=VALUE next to the op's own defines, so they must not collide.
+    const auto defines = call_op(n, "op '" + spec.op + "' cannot list its template defines",
+                                 [&] { return op_->template_defines(spec.config); });
+    std::map<std::string, const toml::node*> names;
+    for (const toml::node& e : *a) {
+      SeedTemplate seed = read_seed(*e.as_table(), defines);
+      const toml::node& name_node = *e.as_table()->get("name");
+      if (auto it = names.find(seed.name); it != names.end())
+        fail(name_node, "duplicate seed name '" + seed.name + "' (also at " + position(*it->second) + ")");
+      names[seed.name] = &name_node;
+      spec.seeds.push_back(std::move(seed));
+    }
+  }
+
+  SeedTemplate read_seed(const toml::table& t, const std::map<std::string, std::string>& defines) const {
+    check_keys(t, {"name", "source", "entry", "constraints", "knobs"}, "[[seed]]");
+    SeedTemplate seed;
+    seed.name = nonempty_string_of(required(t, "name", "[[seed]]"), "seed 'name'");
+    const std::string where = "seed '" + seed.name + "'";
+    const toml::node& source = required(t, "source", where);
+    seed.source_path = resolve_source(source, nonempty_string_of(source, "'source' of " + where));
+    const toml::node& entry = required(t, "entry", where);
+    seed.entry = string_of(entry, "'entry' of " + where);
+    if (!is_identifier(seed.entry))
+      fail(entry, "'entry' of " + where + " must be a C identifier (the kernel's extern \"C\" name), got '" +
+                      seed.entry + "'");
+    if (const toml::node* k = t.get("knobs")) {
+      for (const auto& [key, v] : in_file_order(table_of(*k, "'knobs' of " + where)))
+        seed.knobs.push_back(read_knob(*key, *v, defines));
+    }
+    if (const toml::node* c = t.get("constraints")) {
+      const Knobs defaults = default_knobs(seed);
+      for (const toml::node& e : array_of(*c, "'constraints' of " + where))
+        seed.constraints.push_back(read_constraint(e, defaults, where));
+    }
+    return seed;
+  }
+
+  // Relative to the spec file's directory, so a spec and its templates move together.
+  std::string resolve_source(const toml::node& n, const std::string& source) const {
+    const std::filesystem::path p = (std::filesystem::path(path_).parent_path() / source).lexically_normal();
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(p, ec))
+      fail(n, "seed source '" + source + "' not found (looked for " + p.string() + ")");
+    return p.string();
+  }
+
+  KnobSpace read_knob(const toml::key& key, const toml::node& n,
+                      const std::map<std::string, std::string>& defines) const {
+    KnobSpace knob;
+    knob.name = std::string(key.str());
+    if (!is_identifier(knob.name))
+      fail(key.source().begin,
+           "knob name '" + knob.name + "' must be a C identifier (it becomes -D" + knob.name + "=...)");
+    if (defines.count(knob.name))
+      fail(key.source().begin, "knob '" + knob.name + "' collides with a define the op sets for its templates");
+    const std::string what = "knob '" + knob.name + "'";
+    const toml::table& t = table_of(n, what + " (e.g. { values = [1, 2], default = 1 })");
+    check_keys(t, {"values", "default"}, what);
+    const toml::node& values_node = required(t, "values", what);
+    const toml::array& values = array_of(values_node, "'values' of " + what);
+    if (values.empty()) fail(values_node, "'values' of " + what + " must not be empty");
+    std::vector<const toml::node*> nodes;
+    for (const toml::node& v : values) {
+      KnobValue kv = knob_value(v, "a value of " + what, what, values.front());
+      for (std::size_t i = 0; i < knob.values.size(); ++i)
+        if (knob.values[i] == kv)
+          fail(v, "duplicate value " + knob_value_to_string(kv) + " in " + what + " (also at " + position(*nodes[i]) +
+                      ")");
+      knob.values.push_back(std::move(kv));
+      nodes.push_back(&v);
+    }
+    const toml::node& def = required(t, "default", what);
+    knob.default_value = knob_value(def, "the default of " + what, what, values.front());
+    if (std::find(knob.values.begin(), knob.values.end(), knob.default_value) == knob.values.end())
+      fail(def, "default " + knob_value_to_string(knob.default_value) + " of " + what + " is not one of its values");
+    return knob;
+  }
+
+  // Integer or string, of the same kind as `first` (a knob's values share one kind).
+  KnobValue knob_value(const toml::node& v, const std::string& what, const std::string& knob,
+                       const toml::node& first) const {
+    if (!first.is_integer() && !first.is_string())
+      fail(first, "the values of " + knob + " must be integers or strings, got " + type_name(first));
+    if (first.is_integer()) {
+      if (const auto* i = v.as_integer()) return i->get();
+      fail(v, what + " must be an integer like its first value, got " + type_name(v));
+    }
+    const auto* s = v.as_string();
+    if (!s) fail(v, what + " must be a string like its first value, got " + type_name(v));
+    const std::string& str = s->get();
+    // String values are pasted into -DNAME=VALUE, so only identifier characters are safe.
+    const bool ok = !str.empty() && std::all_of(str.begin(), str.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+    });
+    if (!ok) fail(v, what + " must be non-empty and use only letters, digits and '_', got \"" + str + "\"");
+    return str;
+  }
+
+  std::string read_constraint(const toml::node& n, const Knobs& defaults, const std::string& where) const {
+    const std::string expr = string_of(n, "a constraint of " + where);
+    if (auto err = check_constraint(expr, defaults)) {
+      // Point into the string when its source is the text itself plus two quotes (no escapes,
+      // one line); otherwise at the string, naming the column within it.
+      const toml::source_region& src = n.source();
+      const bool exact = src.begin.line == src.end.line && src.end.column - src.begin.column == expr.size() + 2;
+      if (exact) {
+        toml::source_position at = src.begin;
+        at.column = static_cast<toml::source_index>(at.column + err->column);
+        fail(at, "invalid constraint: " + err->message);
+      }
+      fail(n, "invalid constraint (column " + std::to_string(err->column) + " of the string): " + err->message);
+    }
+    bool holds = false;
+    try {
+      holds = constraint_holds(expr, defaults);
+    } catch (const std::invalid_argument& e) {
+      fail(n, std::string("constraint cannot be evaluated for the default knobs: ") + e.what());
+    }
+    if (!holds) {
+      std::string knobs;
+      for (const auto& [k, v] : defaults) knobs += (knobs.empty() ? "" : ", ") + k + "=" + knob_value_to_string(v);
+      fail(n, "the default knobs of " + where + " violate constraint '" + expr + "' (" + knobs + ")");
+    }
+    return expr;
+  }
+
+  void read_objective(const toml::node* n, Spec& spec) const {
+    spec.baseline = spec.seeds.front().name;  // no [objective]: the first seed is the baseline
+    if (!n) return;
+    const toml::table& t = table_of(*n, "[objective]");
+    check_keys(t, {"baseline", "metric"}, "[objective]");
+    if (const toml::node* b = t.get("baseline")) {
+      spec.baseline = string_of(*b, "'baseline'");
+      const bool found = std::any_of(spec.seeds.begin(), spec.seeds.end(),
+                                     [&](const SeedTemplate& s) { return s.name == spec.baseline; });
+      if (!found) {
+        std::vector<std::string> names;
+        for (const auto& s : spec.seeds) names.push_back(s.name);
+        fail(*b, "baseline '" + spec.baseline + "' names no seed; seeds: " + join(names));
+      }
+    }
+    if (const toml::node* m = t.get("metric")) {
+      spec.metric = string_of(*m, "'metric'");
+      if (spec.metric != kMetric)
+        fail(*m, "unknown metric '" + spec.metric + "'; expected \"" + std::string(kMetric) + "\"");
+    }
+  }
+
+  void read_budget(const toml::node& n, Spec& spec) const {
+    const toml::table& t = table_of(n, "[budget]");
+    check_keys(t, {"evaluations", "minutes"}, "[budget]");
+    if (const toml::node* e = t.get("evaluations")) spec.budget_evaluations = positive_int_of(*e, "'evaluations'");
+    if (const toml::node* m = t.get("minutes")) spec.budget_minutes = positive_number_of(*m, "'minutes'");
+  }
+
+  std::string path_;
+  const OpRegistry& registry_;
+  const Op* op_ = nullptr;
+};
+
+}  // namespace
+
+SpecResult parse_spec(const std::string& text, const std::string& path, const OpRegistry& registry) {
+  SpecResult r;
+  try {
+    const toml::table root = toml::parse(std::string_view(text), std::string_view(path));
+    r.spec = Reader(path, registry).read(root);
+  } catch (const toml::parse_error& e) {
+    const auto& at = e.source().begin;
+    r.error = SpecError{path, at.line, at.column, "invalid TOML: " + std::string(e.description())};
+  } catch (const Failure& f) {
+    r.error = f.error;
+  }
+  return r;
+}
+
+SpecResult load_spec(const std::string& path, const OpRegistry& registry) {
+  const auto unreadable = [&](const std::string& why) {
+    return SpecResult{std::nullopt, SpecError{path, 0, 0, "cannot read spec file: " + why}};
+  };
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return unreadable("no such file");
+  if (std::filesystem::is_directory(path, ec)) return unreadable("it is a directory");
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return unreadable(errno ? std::strerror(errno) : "cannot open it");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return unreadable("read error");
+  return parse_spec(text.str(), path, registry);
+}
+
+}  // namespace ptxevo::evaluator

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Copies the release binaries and the non-system libraries they need into .gpu/ (ignored by
+# git), so a GPU machine with the CUDA 13 toolkit but without Debian's -dev packages can run
+# them: LD_LIBRARY_PATH=.gpu/lib:/usr/local/cuda/lib64. Used for runs on the lent H200.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=.gpu
+rm -rf "$out" && mkdir -p "$out/lib"
+bins=(ptxevo ptxevo_gpu_tests ptxevo_evaluator_tests ptxevo_kernels_tests ptxevo_ir_tests build_bench ir_parse_bench)
+for b in "${bins[@]}"; do
+  [ -x "build/$b" ] || { echo "pack: build/$b missing: run scripts/setup.sh first" >&2; exit 1; }
+  cp "build/$b" "$out/"
+done
+# Libraries from Debian that the GPU image lacks (CUDA's own come from its toolkit there).
+for b in "${bins[@]}"; do ldd "build/$b"; done | awk '/=> \// {print $3}' | sort -u |
+  grep -E 'libtbb|libtomlplusplus|libbenchmark|libcrypto|libfmt|libspdlog' | while read -r lib; do
+    cp -L "$lib" "$out/lib/"
+  done
+du -sh "$out"
