@@ -66,6 +66,9 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 void DeviceBuffer::upload(const void* src, std::size_t n) {
   CUresult r = d_->cuMemcpyHtoD(ptr(), src, std::min(n, bytes_));
   if (r != CUDA_SUCCESS) throw GpuError("cuMemcpyHtoD: " + d_->error_text(r), r);
+  // The DMA of a pageable copy may still be in flight when cuMemcpyHtoD returns.
+  r = d_->cuCtxSynchronize();
+  if (r != CUDA_SUCCESS) throw GpuError("cuCtxSynchronize: " + d_->error_text(r), r);
 }
 
 void DeviceBuffer::download(void* dst, std::size_t n) const {
@@ -81,6 +84,9 @@ void DeviceBuffer::fill_canaries() {
   // The bytes between the payload's end and the next 4-byte boundary.
   const std::size_t pad = ((bytes_ + 3) / 4) * 4 - bytes_;
   if (pad) d_->cuMemsetD8(base_ + kGuardBytes + bytes_, 0xC0, pad);
+  // Memsets are asynchronous to the host: finish them before anything reads or launches.
+  CUresult r = d_->cuCtxSynchronize();
+  if (r != CUDA_SUCCESS) throw GpuError("cuCtxSynchronize: " + d_->error_text(r), r);
 }
 
 bool DeviceBuffer::canaries_intact() const {
@@ -150,7 +156,10 @@ GpuContext::GpuContext(std::shared_ptr<const CudaDriver> d, int ordinal) : d_(st
   check(d_->cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
   // Persisting-L2 carve-outs survive flushes (LOOPHOLES.md #16): keep the limit at zero.
   d_->cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0);
-  check(d_->cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  // A blocking stream: the synchronous copies and memsets (legacy stream) that poison and fill
+  // buffers are ordered before the kernels. A non-blocking stream raced them on the H200: a late
+  // poison upload overwrote a correct kernel's output.
+  check(d_->cuStreamCreate(&stream_, CU_STREAM_DEFAULT), "cuStreamCreate");
   check(d_->cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate");
   check(d_->cuEventCreate(&stop_, CU_EVENT_DEFAULT), "cuEventCreate");
 }
