@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <string_view>
 
 namespace ptxevo::evaluator {
 
@@ -46,10 +47,16 @@ DriverLoad load_cuda_driver() {
   }
   std::string missing;
   // cuGetProcAddress hands out the entry point matching the ABI this code was compiled for.
+  // Some entry points changed signature while cuda.h kept the old declaration: CUDA 13's
+  // cuCtxSynchronize takes a context, the header's takes none. Ask for the version matching
+  // the declaration this code calls through.
+  auto version_for = [](const char* name) {
+    return std::string_view(name) == "cuCtxSynchronize" ? 2000 : CUDA_VERSION;
+  };
   auto resolve = [&](const char* name, auto& fn) {
     void* p = nullptr;
     CUdriverProcAddressQueryResult status{};
-    if (get_proc(name, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS || !p) {
+    if (get_proc(name, &p, version_for(name), CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS || !p) {
       missing += std::string(missing.empty() ? "" : ", ") + name;
       return;
     }
