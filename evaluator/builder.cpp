@@ -76,10 +76,6 @@ BuildResult Builder::front_end(const BuildRequest& req) const {
     std::string error;
     std::vector<std::string> opts = define_options(req, &error);
     if (!error.empty()) return fail(r, "nvrtc", req.name + ": " + error);
-    // NVRTC 13 keeps a cache in the driver's compute cache where a driver is installed. Its
-    // lock serializes concurrent compiles (16 threads built slower than one on a 16-core
-    // host), and the link cache already covers repeated work, so the farm turns it off.
-    opts.push_back("--no-cache");
     opts.insert(opts.end(), req.nvrtc_options.begin(), req.nvrtc_options.end());
     NvrtcResult c = compile_to_ptx(req.source, cu_label, req.arch, opts);
     r.nvrtc_log = std::move(c.log);

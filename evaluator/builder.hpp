@@ -28,7 +28,9 @@ struct BuildRequest {
   std::string arch = "sm_90a";
   int opt_level = 3;                                 // nvJitLink -O
   int max_registers = 0;                             // 0: no cap (ignored for kernels with launch bounds)
-  std::vector<std::string> nvrtc_options;            // extra, e.g. "-lineinfo"
+  // Extra, e.g. "-lineinfo". Where a driver is installed NVRTC 13 also caches in the driver's
+  // compute cache; "--no-cache" turns that off (for timing builds).
+  std::vector<std::string> nvrtc_options;
   std::function<std::string(ir::Module&)> ptx_pass;  // optional PTX edit hook; returns "" or an error
   std::string ptx_override;                          // when non-empty: skip NVRTC, start from this PTX
 };
