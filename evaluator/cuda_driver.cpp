@@ -104,6 +104,7 @@ DriverLoad load_cuda_driver() {
   PTXEVO_RESOLVE(cuEventRecord);
   PTXEVO_RESOLVE(cuEventSynchronize);
   PTXEVO_RESOLVE(cuEventElapsedTime);
+  PTXEVO_RESOLVE(cuTensorMapEncodeTiled);
 #undef PTXEVO_RESOLVE
   if (!missing.empty()) {
     out.reason = std::string(lib) + " lacks driver entry points: " + missing;

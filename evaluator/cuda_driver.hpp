@@ -51,6 +51,7 @@ struct CudaDriver {
   PTXEVO_CU_FN(cuEventRecord);
   PTXEVO_CU_FN(cuEventSynchronize);
   PTXEVO_CU_FN(cuEventElapsedTime);
+  PTXEVO_CU_FN(cuTensorMapEncodeTiled);
 #undef PTXEVO_CU_FN
 
   // "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered"

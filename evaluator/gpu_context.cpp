@@ -1,5 +1,7 @@
 #include "evaluator/gpu_context.hpp"
 
+#include "evaluator/tensor_map.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -177,23 +179,58 @@ void GpuContext::check(CUresult r, const char* what) const {
 
 void GpuContext::synchronize() const { check(d_->cuStreamSynchronize(stream_), "kernel execution"); }
 
-void GpuContext::launch(GpuModule& m, const LaunchPlan& plan, const std::map<std::string, CUdeviceptr>& buffers) const {
+void GpuContext::launch(GpuModule& m, const LaunchPlan& plan, const std::map<std::string, CUdeviceptr>& buffers,
+                        const std::vector<TensorDesc>& descs) const {
+  // Argument storage must outlive the launch call; one slot per argument, large and aligned
+  // enough for a CUtensorMap (128 bytes, 64-byte aligned).
+  struct alignas(64) Slot {
+    std::byte bytes[128];
+  };
+  auto pointer_of = [&](const std::string& name) {
+    auto it = buffers.find(name);
+    if (it == buffers.end()) throw std::logic_error("launch plan names unknown tensor '" + name + "'");
+    return it->second;
+  };
   for (const auto& k : plan.kernels) {
     CUfunction f = m.function(k.entry);
-    // Argument storage must outlive the launch call; one slot per argument.
-    std::vector<std::uint64_t> storage(k.args.size());
+    std::vector<Slot> storage(k.args.size());
     std::vector<void*> params(k.args.size());
     for (std::size_t i = 0; i < k.args.size(); ++i) {
       const KernelArg& a = k.args[i];
       void* slot = &storage[i];
       if (const auto* t = std::get_if<ArgTensor>(&a)) {
-        CUdeviceptr p = 0;
-        if (!t->name.empty()) {
-          auto it = buffers.find(t->name);
-          if (it == buffers.end()) throw std::logic_error("launch plan names unknown tensor '" + t->name + "'");
-          p = it->second;
-        }
+        const CUdeviceptr p = t->name.empty() ? 0 : pointer_of(t->name);
         std::memcpy(slot, &p, sizeof p);
+      } else if (const auto* tm = std::get_if<ArgTensorMap>(&a)) {
+        const TensorDesc* desc = nullptr;
+        for (const auto& d : descs)
+          if (d.name == tm->tensor) desc = &d;
+        if (!desc) throw std::logic_error("tensor map over unknown tensor '" + tm->tensor + "'");
+        std::int64_t numel = 1;
+        for (auto dim : desc->shape) numel *= dim;
+        const std::string bad = validate_tensor_map(*tm, desc->dtype, numel);
+        if (!bad.empty()) throw std::invalid_argument(bad);
+        std::vector<cuuint32_t> estrides(tm->dims.size(), 1);
+        for (std::size_t e = 0; e < tm->element_strides.size(); ++e) estrides[e] = tm->element_strides[e];
+        const auto swizzle = tm->swizzle_bytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                             : tm->swizzle_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                             : tm->swizzle_bytes == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                       : CU_TENSOR_MAP_SWIZZLE_NONE;
+        const auto promo = tm->l2_promotion_bytes == 256   ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+                           : tm->l2_promotion_bytes == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                           : tm->l2_promotion_bytes == 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
+                                                           : CU_TENSOR_MAP_L2_PROMOTION_NONE;
+        CUtensorMap map;
+        check(d_->cuTensorMapEncodeTiled(
+                  &map, static_cast<CUtensorMapDataType>(tensor_map_data_type(desc->dtype)),
+                  static_cast<cuuint32_t>(tm->dims.size()), reinterpret_cast<void*>(pointer_of(tm->tensor)),
+                  reinterpret_cast<const cuuint64_t*>(tm->dims.data()),
+                  reinterpret_cast<const cuuint64_t*>(tm->strides_bytes.data()), tm->box.data(), estrides.data(),
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, promo,
+                  tm->oob_nan ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+              "cuTensorMapEncodeTiled");
+        static_assert(sizeof(map) <= sizeof(Slot));
+        std::memcpy(slot, &map, sizeof map);
       } else if (const auto* i32 = std::get_if<std::int32_t>(&a)) {
         std::memcpy(slot, i32, sizeof *i32);
       } else if (const auto* i64 = std::get_if<std::int64_t>(&a)) {

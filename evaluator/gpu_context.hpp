@@ -93,8 +93,10 @@ class GpuContext {
   void check(CUresult r, const char* what) const;
   void synchronize() const;
 
-  // Launches every kernel of `plan`, resolving ArgTensor names through `buffers`.
-  void launch(GpuModule& m, const LaunchPlan& plan, const std::map<std::string, CUdeviceptr>& buffers) const;
+  // Launches every kernel of `plan`, resolving tensor names through `buffers`; tensor maps
+  // (ArgTensorMap) also need the tensors' descriptions.
+  void launch(GpuModule& m, const LaunchPlan& plan, const std::map<std::string, CUdeviceptr>& buffers,
+              const std::vector<TensorDesc>& descs = {}) const;
 
   // Device-to-device copy bandwidth in bytes/s (read + written), median of several copies of
   // a buffer larger than L2.

@@ -145,7 +145,7 @@ EvalReport GpuEvaluator::evaluate(const Op& op, const EvalRequest& req) {
           dev.buffers.at(descs[i].name).upload(t.data.data(), t.bytes());
           dev.buffers.at(descs[i].name).fill_canaries();
         }
-        ctx_.launch(cand, plan, dev.pointers);
+        ctx_.launch(cand, plan, dev.pointers, descs);
         ctx_.synchronize();
         for (const auto& d : descs)
           if (!dev.buffers.at(d.name).canaries_intact())
@@ -234,7 +234,7 @@ EvalReport GpuEvaluator::evaluate(const Op& op, const EvalRequest& req) {
       std::size_t next_c = 0, next_b = 0;
       auto batch = [&](GpuModule& m, const LaunchPlan& p, std::vector<DeviceSet>& sets, std::size_t& next, int n) {
         for (int i = 0; i < n; ++i) {
-          ctx_.launch(m, p, sets[next % sets.size()].pointers);
+          ctx_.launch(m, p, sets[next % sets.size()].pointers, descs);
           ++next;
         }
       };

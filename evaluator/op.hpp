@@ -54,7 +54,20 @@ struct Dim3 {
 struct ArgTensor {
   std::string name;
 };
-using KernelArg = std::variant<ArgTensor, std::int32_t, std::int64_t, float, double>;
+// A TMA tensor map over a tensor's device buffer, encoded by the engine (cuTensorMapEncodeTiled)
+// and passed by value as a `const __grid_constant__ CUtensorMap` parameter. Dimensions are
+// listed innermost first, as the driver wants them; see tensor_map.hpp for the rules.
+struct ArgTensorMap {
+  std::string tensor;
+  std::vector<std::uint64_t> dims;           // elements per dimension
+  std::vector<std::uint64_t> strides_bytes;  // rank - 1 entries: byte strides of dims 1..rank-1
+  std::vector<std::uint32_t> box;            // box (tile) size per dimension
+  std::vector<std::uint32_t> element_strides;  // empty: all 1
+  int swizzle_bytes = 0;                     // 0, 32, 64 or 128
+  int l2_promotion_bytes = 0;                // 0, 64, 128 or 256
+  bool oob_nan = false;                      // out-of-bounds reads give NaN instead of zero
+};
+using KernelArg = std::variant<ArgTensor, std::int32_t, std::int64_t, float, double, ArgTensorMap>;
 
 struct KernelLaunch {
   std::string entry;

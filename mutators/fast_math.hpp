@@ -1,0 +1,17 @@
+// fast_math: f32 div/sqrt/rcp/rsqrt/ex2/lg2/sin/cos -> their .approx.ftz forms.
+#pragma once
+
+#include "mutators/pass.hpp"
+
+namespace ptxevo::mutators {
+
+class FastMathPass final : public PtxPass {
+ public:
+  std::string name() const override;
+  std::string description() const override;
+  std::string legality() const override;
+  std::map<std::string, std::string> param_defaults() const override;
+  PassResult apply(ir::Module& m, const PassParams& params) const override;
+};
+
+}  // namespace ptxevo::mutators

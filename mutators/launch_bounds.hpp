@@ -1,0 +1,17 @@
+// launch_bounds: set .maxntid X, 1, 1 and optionally .minnctapersm K on kernel entries.
+#pragma once
+
+#include "mutators/pass.hpp"
+
+namespace ptxevo::mutators {
+
+class LaunchBoundsPass final : public PtxPass {
+ public:
+  std::string name() const override;
+  std::string description() const override;
+  std::string legality() const override;
+  std::map<std::string, std::string> param_defaults() const override;
+  PassResult apply(ir::Module& m, const PassParams& params) const override;
+};
+
+}  // namespace ptxevo::mutators

@@ -1,0 +1,17 @@
+// ld_global_nc: read-only global loads -> ld.global.nc (non-coherent texture/read-only path).
+#pragma once
+
+#include "mutators/pass.hpp"
+
+namespace ptxevo::mutators {
+
+class LdGlobalNcPass final : public PtxPass {
+ public:
+  std::string name() const override;
+  std::string description() const override;
+  std::string legality() const override;
+  std::map<std::string, std::string> param_defaults() const override;
+  PassResult apply(ir::Module& m, const PassParams& params) const override;
+};
+
+}  // namespace ptxevo::mutators

@@ -1,0 +1,17 @@
+// store_streaming: st.global without a cache operator -> st.global.cs (streaming, evict-first).
+#pragma once
+
+#include "mutators/pass.hpp"
+
+namespace ptxevo::mutators {
+
+class StoreStreamingPass final : public PtxPass {
+ public:
+  std::string name() const override;
+  std::string description() const override;
+  std::string legality() const override;
+  std::map<std::string, std::string> param_defaults() const override;
+  PassResult apply(ir::Module& m, const PassParams& params) const override;
+};
+
+}  // namespace ptxevo::mutators
