@@ -162,8 +162,12 @@ PassResult LdGlobalNcPass::apply(ir::Module& m, const PassParams& params) const 
   const int ptr_bits = pointer_bits(m);
   int changes = 0, seen = 0;
   std::string refusal;
-  auto note = [&](const std::string& why) {
-    if (refusal.empty()) refusal = why;
+  bool refusal_weak = true;  // "already .nc" gives way to any reason that explains a real refusal
+  auto note = [&](const std::string& why, bool weak = false) {
+    if (refusal.empty() || (refusal_weak && !weak)) {
+      refusal = why;
+      refusal_weak = weak;
+    }
   };
   for (auto* f : m.functions()) {
     if (!f->has_body) continue;
@@ -173,7 +177,7 @@ PassResult LdGlobalNcPass::apply(ir::Module& m, const PassParams& params) const 
       if (!ins || !is_global_load(*ins) || !p.selected(*ins)) continue;
       ++seen;
       if (ins->has_modifier(".nc")) {
-        note("the load is already ld.global.nc");
+        note("the load is already ld.global.nc", true);
         continue;
       }
       if (has_ordering_qualifier(*ins) || ins->has_modifier(".weak") || ins->has_modifier(".lu") ||

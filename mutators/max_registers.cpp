@@ -1,6 +1,9 @@
 #include "mutators/max_registers.hpp"
 
 #include <charconv>
+#include <set>
+
+#include "ir/def_use.hpp"
 
 #include "mutators/pass_util.hpp"
 
@@ -9,6 +12,7 @@ namespace ptxevo::mutators {
 namespace {
 constexpr int kMinRegs = 24;   // ptxas raises anything lower to 24 (with a warning)
 constexpr int kMaxRegs = 255;  // ptxas ignores anything higher (with a warning)
+constexpr int kOperandSlack = 32;  // registers beyond one instruction's operands ptxas may need
 }  // namespace
 
 std::string MaxRegistersPass::name() const { return "max_registers"; }
@@ -18,7 +22,8 @@ std::string MaxRegistersPass::description() const {
 std::string MaxRegistersPass::legality() const {
   return "24 <= n <= 255 (ptxas raises lower values to 24 and ignores higher ones, both with a warning); "
          "only .entry functions (ptxas takes .maxnreg on kernels); .maxnreg may coexist with "
-         ".maxntid/.reqntid/.minnctapersm. Spilling that a low budget causes is the cost model's concern";
+         ".maxntid/.reqntid/.minnctapersm; n is at least the distinct registers of the widest instruction + 32 "
+         "(a wgmma with 128 accumulators cannot be assembled under 154). Spilling that a low budget causes is the cost model's concern";
 }
 std::map<std::string, std::string> MaxRegistersPass::param_defaults() const {
   return {{"n", "128"}, {"function", ""}};
@@ -35,6 +40,25 @@ PassResult MaxRegistersPass::apply(ir::Module& m, const PassParams& params) cons
     return finish(0, "n must be between " + std::to_string(kMinRegs) + " and " + std::to_string(kMaxRegs) +
                          " (got " + s + ")");
   const std::string& only = v.at("function");
+  // Register demand of the widest single instruction (wgmma accumulators, vector operands) plus
+  // ptxas's addressing overhead: below that, ptxas stops with "Insufficient registers".
+  for (const auto* f : m.functions()) {
+    if (!f->is_entry || (!only.empty() && f->name != only)) continue;
+    for (const auto& st : f->body) {
+      const auto* ins = std::get_if<ir::Instruction>(&st.node);
+      if (!ins) continue;
+      std::set<int> regs;
+      ir::for_each_leaf(*ins, [&](const ir::Operand& o) {
+        if (o.kind == ir::OperandKind::Register && o.reg >= 0) regs.insert(o.reg);
+      });
+      const int need = static_cast<int>(regs.size()) + kOperandSlack;
+      if (n < need)
+        return finish(0, "n = " + std::to_string(n) + " is below the " + std::to_string(need) + " registers that " +
+                             ins->full_opcode() + " (id " + std::to_string(ins->id) + ") in " + f->name +
+                             " needs (" + std::to_string(regs.size()) + " operands + " +
+                             std::to_string(kOperandSlack) + ")");
+    }
+  }
   int changes = 0, entries = 0;
   for (auto* f : m.functions()) {
     if (!f->is_entry || !f->has_body || (!only.empty() && f->name != only)) continue;

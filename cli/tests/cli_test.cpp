@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -67,6 +68,32 @@ TEST(Cli, StatsTextMentionsRegistersAndLoops) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("register"), std::string::npos);
   EXPECT_NE(r.output.find("loop"), std::string::npos);
+}
+
+TEST(Cli, EvalWithoutGpuBuildsAndSaysNothingRan) {
+  if (std::getenv("PTXEVO_HAS_GPU")) GTEST_SKIP() << "this machine has a GPU; tests/gpu covers the GPU path";
+  auto r = run_process({PTXEVO_BIN, "eval", PTXEVO_SOURCE_DIR "/kernels/rmsnorm/rmsnorm_fwd.spec", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_EQ(j["report"]["verdict"], "not-run");
+  EXPECT_TRUE(j["candidate_build"]["ok"].get<bool>());
+  EXPECT_FALSE(j["candidate_build"]["resources"].empty());
+  EXPECT_NE(j["report"]["reasons"][0].get<std::string>().find("nothing was run"), std::string::npos);
+}
+
+TEST(Cli, EvalRejectsAKnownBadKernelStatically) {
+  auto r = run_process({PTXEVO_BIN, "eval", PTXEVO_SOURCE_DIR "/kernels/rmsnorm/rmsnorm_fwd.spec", "--source",
+                        PTXEVO_SOURCE_DIR "/kernels/rmsnorm/known_bad/clock_stage.cu"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("clock-read"), std::string::npos) << r.output;
+}
+
+TEST(Cli, EvalReportsSpecErrorsWithPosition) {
+  const std::string f = temp_file("op = \"rmsnorm_fwd\"\narch = 90\n");
+  auto r = run_process({PTXEVO_BIN, "eval", f});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find(f + ":2:"), std::string::npos) << r.output;
+  std::remove(f.c_str());
 }
 
 TEST(Cli, UnknownSubcommandFails) {
