@@ -182,7 +182,7 @@ bool compare(const std::string& op, const Value& a, const Value& b) {
 struct Env {
   const std::vector<std::string>* names = nullptr;
   const Knobs* knobs = nullptr;
-  bool evaluate = false;  // false: check only, values are placeholders
+  bool evaluate = false;  // false: check only, the values are not used
 };
 
 // One pass parses, type-checks and (with Env::evaluate) evaluates. `live` is false inside the

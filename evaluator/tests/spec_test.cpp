@@ -16,9 +16,9 @@ namespace fs = std::filesystem;
 
 // A stand-in op: options x_dtype (bf16|f32, required when `needs_dtype`), eps, fused, groups;
 // dimensions M and N (N at most 65536); one output "out"; one template define X_T.
-class FakeOp : public Op {
+class SpecTestOp : public Op {
  public:
-  FakeOp(std::string name, bool needs_dtype) : name_(std::move(name)), needs_dtype_(needs_dtype) {}
+  SpecTestOp(std::string name, bool needs_dtype) : name_(std::move(name)), needs_dtype_(needs_dtype) {}
   std::string name() const override { return name_; }
   std::string validate(const OpConfig& cfg) const override {
     if (needs_dtype_ && !cfg.count("x_dtype")) return "x_dtype is required";
@@ -53,7 +53,7 @@ class FakeOp : public Op {
 };
 
 // Line numbers below are part of the tests: error positions are asserted exactly.
-const std::string kSpec = R"(op = "fake_norm"
+const std::string kSpec = R"(op = "test_norm"
 arch = "sm_90a"
 
 [options]
@@ -96,7 +96,7 @@ source = "sub/other.cu"
 entry = "other"
 )";
 
-const std::string kMinimal = R"(op = "fake_norm"
+const std::string kMinimal = R"(op = "test_norm"
 [shapes]
 benchmark = [ { M = 8, N = 8 } ]
 correctness = [ { M = 1, N = 1 } ]
@@ -124,8 +124,8 @@ class SpecTest : public ::testing::Test {
     fs::create_directories(dir_ / "sub");
     std::ofstream(dir_ / "kernel.cu") << "// seed\n";
     std::ofstream(dir_ / "sub" / "other.cu") << "// seed\n";
-    registry_.add(std::make_unique<FakeOp>("fake_norm", false));
-    registry_.add(std::make_unique<FakeOp>("other_op", true));
+    registry_.add(std::make_unique<SpecTestOp>("test_norm", false));
+    registry_.add(std::make_unique<SpecTestOp>("other_op", true));
   }
   void TearDown() override {
     std::error_code ec;
@@ -160,7 +160,7 @@ TEST_F(SpecTest, FullSpecRoundTripsEveryField) {
   ASSERT_TRUE(r.spec.has_value());
   const Spec& s = *r.spec;
   EXPECT_EQ(s.path, spec_path());
-  EXPECT_EQ(s.op, "fake_norm");
+  EXPECT_EQ(s.op, "test_norm");
   EXPECT_EQ(s.arch, "sm_90a");
   const OpConfig want_cfg = {{"x_dtype", "bf16"}, {"eps", "1e-06"}, {"fused", "true"}, {"groups", "4"}};
   EXPECT_EQ(s.config, want_cfg);
@@ -225,7 +225,7 @@ TEST_F(SpecTest, MinimalSpecGetsDefaults) {
 }
 
 TEST_F(SpecTest, ArrayOfTablesShapes) {
-  const SpecResult r = load(R"(op = "fake_norm"
+  const SpecResult r = load(R"(op = "test_norm"
 [[seed]]
 name = "only"
 source = "kernel.cu"
@@ -276,7 +276,7 @@ TEST_F(SpecTest, UnreadableFile) {
 }
 
 TEST_F(SpecTest, ErrorFormat) {
-  const SpecResult r = load(edit(kSpec, "op = \"fake_norm\"", "op = 3"));
+  const SpecResult r = load(edit(kSpec, "op = \"test_norm\"", "op = 3"));
   ASSERT_TRUE(r.error.has_value());
   EXPECT_EQ(r.error->format(), spec_path() + ":1:6: error: 'op' must be a string, got an integer");
 }
@@ -302,7 +302,7 @@ TEST_F(SpecTest, UnknownKeys) {
 }
 
 TEST_F(SpecTest, WrongTypes) {
-  expect_error(edit(kSpec, "op = \"fake_norm\"", "op = 3"), 1, 6, "'op' must be a string, got an integer");
+  expect_error(edit(kSpec, "op = \"test_norm\"", "op = 3"), 1, 6, "'op' must be a string, got an integer");
   expect_error(edit(kSpec, "evaluations = 2000", "evaluations = \"2000\""), 24, 15,
                "'evaluations' must be a positive integer, got a string");
   expect_error(edit(kSpec, "groups = 4", "groups = [4]"), 8, 10,
@@ -319,7 +319,7 @@ TEST_F(SpecTest, WrongTypes) {
 }
 
 TEST_F(SpecTest, MissingRequiredKeys) {
-  expect_error(edit(kSpec, "op = \"fake_norm\"\n", ""), 1, 1, "missing required key 'op' in the top-level table");
+  expect_error(edit(kSpec, "op = \"test_norm\"\n", ""), 1, 1, "missing required key 'op' in the top-level table");
   expect_error(edit(kSpec, "correctness = [ { M = 1, N = 1 } ]\n", ""), 10, 1,
                "missing required key 'correctness' in [shapes]");
   expect_error(edit(kSpec, "source = \"kernel.cu\"\n", ""), 27, 1, "missing required key 'source' in seed 'seed_a'");
@@ -330,15 +330,15 @@ TEST_F(SpecTest, MissingRequiredKeys) {
 }
 
 TEST_F(SpecTest, UnknownOpListsKnownOnes) {
-  expect_error(edit(kSpec, "op = \"fake_norm\"", "op = \"fake_nrom\""), 1, 6,
-               "unknown op 'fake_nrom'; known ops: fake_norm, other_op");
+  expect_error(edit(kSpec, "op = \"test_norm\"", "op = \"test_nrom\""), 1, 6,
+               "unknown op 'test_nrom'; known ops: test_norm, other_op");
 }
 
 TEST_F(SpecTest, OpRejectsOptions) {
   expect_error(edit(kSpec, "x_dtype = \"bf16\"", "x_dtype = \"f8\""), 4, 1,
-               "op 'fake_norm' rejects the options: unsupported x_dtype 'f8'");
+               "op 'test_norm' rejects the options: unsupported x_dtype 'f8'");
   // Without an [options] table the error points at the op's name.
-  expect_error(edit(kMinimal, "\"fake_norm\"", "\"other_op\""), 1, 6,
+  expect_error(edit(kMinimal, "\"test_norm\"", "\"other_op\""), 1, 6,
                "op 'other_op' rejects the options: x_dtype is required");
 }
 
@@ -358,7 +358,7 @@ TEST_F(SpecTest, ShapeErrors) {
   expect_error(edit(kSpec, "{ M = 32768, N = 512 }", "{ M = 32768, N = 256 }"), 11, 39,
                "duplicate shape M=32768,N=256 in shapes.benchmark (also at line 11, column 15)");
   expect_error(edit(kSpec, "{ M = 3, N = 4097 }", "{ M = 3, N = 100000 }"), 13, 13,
-               "op 'fake_norm' rejects shape M=3,N=100000: N must be at most 65536");
+               "op 'test_norm' rejects shape M=3,N=100000: N must be at most 65536");
   expect_error(edit(kSpec, "heldout = [ { M = 3, N = 4097 } ]", "heldout = [ 3 ]"), 13, 13,
                "a shape in shapes.heldout must be a table, got an integer");
 }
@@ -369,7 +369,7 @@ TEST_F(SpecTest, ToleranceErrors) {
   expect_error(edit(kSpec, "rel_l2 = 5e-3", "rel_l2 = inf"), 16, 10, "must be a positive finite number, got inf");
   expect_error(edit(kSpec, "max_abs = 1e-2", "max_abs = nan"), 17, 11, "must be a positive finite number, got nan");
   expect_error(edit(kSpec, "[tolerance.out]", "[tolerance.outt]"), 15, 12,
-               "op 'fake_norm' has no output 'outt'; outputs: out");
+               "op 'test_norm' has no output 'outt'; outputs: out");
 }
 
 TEST_F(SpecTest, KnobErrors) {

@@ -1,0 +1,137 @@
+// The campaign engine's trace database: one SQLite file (WAL mode, versioned schema) holding
+// campaigns, the candidates they proposed and built, every evaluation with its per-shape
+// results, and the environments they ran on. Running the same campaign again resumes it from
+// here; after a kill -9 at any moment it loses at most the candidates in flight.
+// See docs/trace_db.md for the schema, the durability choices and the resume rules.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "evaluator/eval_types.hpp"
+#include "search/sqlite_handle.hpp"
+
+namespace ptxevo::search {
+
+// What identifies a campaign: re-running the same spec file with the same content resumes it.
+struct CampaignKey {
+  std::string spec_path;
+  std::string spec_hash;    // sha256_hex of the spec text
+  std::string op;
+  std::string arch;         // e.g. "sm_90a"
+  std::string config_json;  // engine settings, for the record (not part of the key)
+};
+
+struct Campaign {
+  std::int64_t id = 0;
+  CampaignKey key;
+  std::string status;       // "running", "done", "stopped"
+  std::string created_at;
+  bool resumed = false;     // true when open_campaign found it already there
+};
+
+// Where evaluations ran. Identical environments share a row.
+struct Environment {
+  std::string gpu;
+  std::string driver;
+  std::string cuda;
+  std::string toolchain_json = "{}";  // nvrtc / ptxas / nvJitLink versions
+  std::string clocks_json = "{}";     // SM and memory clocks, power limit
+};
+
+enum class CandidateState { Proposed, Built, Measured, Failed };
+const char* to_string(CandidateState s);
+CandidateState candidate_state_from(const std::string& s);  // throws on an unknown name
+
+struct NewCandidate {
+  std::string genome_hash;  // identity within a campaign (see DESIGN.md, Genome and identity)
+  std::string genome_json;
+  std::optional<std::int64_t> parent_id;
+  std::string operator_name;  // mutator or agent that made it
+};
+
+struct RecordedCandidate {
+  std::int64_t id = 0;
+  bool inserted = false;  // false: the genome was already in this campaign
+  CandidateState state = CandidateState::Proposed;
+  // Measured or failed to build: the engine must not spend a GPU on it again.
+  bool done() const { return state == CandidateState::Measured || state == CandidateState::Failed; }
+};
+
+struct BuildResult {
+  bool ok = false;
+  std::string ptx_hash;         // empty when the build stopped before PTX existed
+  std::string stage;            // stage that failed ("nvrtc", "edit", "ptxas", "link"), or "done"
+  std::string log;
+  std::string resources_json = "{}";  // registers, spills, shared memory per function
+};
+
+struct CandidateRow {
+  std::int64_t id = 0;
+  std::string genome_hash;
+  std::string genome_json;
+  std::optional<std::int64_t> parent_id;
+  std::string operator_name;
+  std::string ptx_hash;
+  CandidateState state = CandidateState::Proposed;
+};
+
+struct RankedCandidate {
+  CandidateRow candidate;
+  std::int64_t evaluation_id = 0;
+  double fitness = 0;
+};
+
+class TraceDb {
+ public:
+  // The schema version this build writes; migrations bring older files up to it.
+  static int latest_version();
+
+  // Creates the file or migrates it to latest_version(); throws std::runtime_error with a
+  // message a user can act on for a file from a newer ptxevo, or sqlite::SqliteError.
+  static TraceDb open(const std::filesystem::path& path);
+
+  int schema_version();
+  const std::filesystem::path& path() const { return path_; }
+
+  // Finds the campaign by (spec_path, spec_hash) or creates it (status "running").
+  Campaign open_campaign(const CampaignKey& key);
+  std::optional<Campaign> find_campaign(const std::string& spec_path, const std::string& spec_hash);
+  void set_campaign_status(std::int64_t campaign_id, const std::string& status);
+
+  std::int64_t record_environment(const Environment& env);
+
+  // Idempotent on (campaign, genome_hash): a duplicate returns the existing row unchanged.
+  RecordedCandidate record_candidate(std::int64_t campaign_id, const NewCandidate& c);
+  // Moves a candidate to "built", or "failed" when !b.ok.
+  void record_build(std::int64_t candidate_id, const BuildResult& b);
+  // One transaction: the evaluation, one row per shape, and the candidate's state "measured".
+  std::int64_t record_evaluation(std::int64_t candidate_id, std::int64_t environment_id,
+                                 const evaluator::EvalReport& report);
+
+  // Candidates ranked by the fitness of their latest passing evaluation, best first.
+  std::vector<RankedCandidate> best_candidates(std::int64_t campaign_id, int n);
+  std::int64_t count_evaluations(std::int64_t campaign_id);
+  std::int64_t count_candidates(std::int64_t campaign_id);
+  // Proposed or built but not measured: what a resumed campaign must build and measure again.
+  std::vector<CandidateRow> pending_candidates(std::int64_t campaign_id);
+  std::optional<CandidateRow> candidate(std::int64_t candidate_id);
+
+  // PRAGMA integrity_check returned "ok".
+  bool integrity_ok();
+
+  // For tests and ad-hoc queries; the schema is documented in docs/trace_db.md.
+  sqlite::Connection& connection() { return db_; }
+
+ private:
+  TraceDb(std::filesystem::path path, sqlite::Connection db) : path_(std::move(path)), db_(std::move(db)) {}
+  void migrate();
+
+  std::filesystem::path path_;
+  sqlite::Connection db_;
+};
+
+}  // namespace ptxevo::search
