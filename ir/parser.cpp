@@ -509,6 +509,8 @@ class Parser {
     const Token& op = peek();
     if (op.kind != TokenKind::Identifier || op.text[0] == '%') fail(op, "expected an instruction opcode");
     ins.opcode = take();
+    // One allocation instead of the 1 -> 2 -> 4 growth most instructions would go through.
+    ins.modifiers.reserve(6);
     while (peek().kind == TokenKind::Dotted) ins.modifiers.push_back(take());
     if (is_punct(';')) {
       next();
@@ -534,6 +536,7 @@ class Parser {
       next();
       Operand v;
       v.kind = OperandKind::Vector;
+      v.items.reserve(4);
       if (!is_punct('}')) {
         while (true) {
           v.items.push_back(parse_leaf("in vector operand"));
