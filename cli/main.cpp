@@ -5,6 +5,7 @@
 
 #include "cli/eval_command.hpp"
 #include "cli/ir_commands.hpp"
+#include "cli/mutate_command.hpp"
 #include "cli/worker_command.hpp"
 
 int main(int argc, char** argv) {
@@ -44,7 +45,26 @@ int main(int argc, char** argv) {
   worker->add_option("--in-fd", worker_in);
   worker->add_option("--out-fd", worker_out);
 
+  std::string mutate_file, mutate_pass;
+  std::vector<std::string> mutate_params;
+  bool mutate_list = false;
+  auto* mutate = app.add_subcommand("mutate", "Apply one mutator pass to FILE.ptx and print the result (--list: the passes)");
+  auto* mlist = mutate->add_flag("--list", mutate_list, "List the passes, one name per line");
+  auto* mfile = mutate->add_option("file", mutate_file, "PTX file")->excludes(mlist);
+  auto* mpass = mutate->add_option("--pass", mutate_pass, "Pass name (see --list)")->excludes(mlist);
+  mutate->add_option("--params", mutate_params, "Pass parameters, key=value ...")->excludes(mlist);
+  mfile->needs(mpass);
+  mpass->needs(mfile);
+
   CLI11_PARSE(app, argc, argv);
+  if (mutate->parsed()) {
+    if (mutate_list) return ptxevo::cli::run_mutate_list(std::cout);
+    if (mutate_file.empty()) {
+      std::cerr << "ptxevo mutate: give --list, or FILE --pass NAME [--params k=v ...]\n";
+      return 2;
+    }
+    return ptxevo::cli::run_mutate(mutate_file, mutate_pass, mutate_params, std::cout, std::cerr);
+  }
   if (eval->parsed()) {
     eval_opts.self_exe = ptxevo::cli::self_executable(argv[0]);
     return ptxevo::cli::run_eval(eval_opts, std::cout, std::cerr);

@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "mutators/fast_math.hpp"
+#include "mutators/hoist_global_loads.hpp"
 #include "mutators/l1_no_allocate.hpp"
 #include "mutators/l2_evict_hint.hpp"
 #include "mutators/launch_bounds.hpp"
@@ -38,6 +39,7 @@ PassRegistry builtin_passes() {
   r.add(std::make_unique<MaxRegistersPass>());
   r.add(std::make_unique<LaunchBoundsPass>());
   r.add(std::make_unique<FastMathPass>());
+  r.add(std::make_unique<HoistGlobalLoadsPass>());
   return r;
 }
 

@@ -141,7 +141,7 @@ void Connection::exec(std::string_view sql) {
   char* err = nullptr;
   const int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &err);
   if (rc != SQLITE_OK) {
-    std::string msg = (err ? std::string(err) : describe(db_, rc)) + " (code " + std::to_string(rc) + ")";
+    std::string msg = err ? std::string(err) + " (code " + std::to_string(rc) + ")" : describe(db_, rc);
     sqlite3_free(err);
     throw SqliteError(rc, msg, text);
   }

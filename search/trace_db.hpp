@@ -128,6 +128,7 @@ class TraceDb {
 
  private:
   TraceDb(std::filesystem::path path, sqlite::Connection db) : path_(std::move(path)), db_(std::move(db)) {}
+  void refuse_newer(int version) const;  // throws for a file written by a newer ptxevo
   void migrate();
 
   std::filesystem::path path_;

@@ -331,7 +331,7 @@ TEST_F(SpecTest, MissingRequiredKeys) {
 
 TEST_F(SpecTest, UnknownOpListsKnownOnes) {
   expect_error(edit(kSpec, "op = \"test_norm\"", "op = \"test_nrom\""), 1, 6,
-               "unknown op 'test_nrom'; known ops: test_norm, other_op");
+               "unknown op 'test_nrom'; known ops: other_op, test_norm");
 }
 
 TEST_F(SpecTest, OpRejectsOptions) {

@@ -72,14 +72,17 @@ struct Tally {
 };
 
 // Refusal reasons name kernels, parameters and ids; fold those so equal reasons count together.
-std::string normalize(const std::string& s) {
-  static const std::regex kId(R"(id [0-9]+)"), kKernel(R"((kernel|function|named|calls|in) [A-Za-z_$%.][A-Za-z0-9_$%.]*)"),
-      kParam(R"(param:[A-Za-z0-9_$%.]+)"), kParen(R"( \([^)]*\))");
-  std::string out = std::regex_replace(s, kId, "id N");
-  out = std::regex_replace(out, kParam, "param:P");
-  out = std::regex_replace(out, kKernel, "$1 K");
-  out = std::regex_replace(out, kParen, "");
-  return out.substr(0, 140);
+std::string normalize(std::string s, const ir::Module& m) {
+  std::vector<std::string> names;
+  for (const auto* f : m.functions()) names.push_back(f->name);
+  std::sort(names.begin(), names.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  for (const auto& n : names)
+    for (std::size_t p = s.find(n); !n.empty() && p != std::string::npos; p = s.find(n, p + 1)) s.replace(p, n.size(), "K");
+  static const std::regex kId(R"(id [0-9]+)"), kParam(R"(param:[A-Za-z0-9_$%.]+)"), kParen(R"( \([^)]*\))");
+  s = std::regex_replace(s, kId, "id N");
+  s = std::regex_replace(s, kParam, "param:P");
+  s = std::regex_replace(s, kParen, "");
+  return s.substr(0, 150);
 }
 
 TEST(MutatorsCorpus, EveryPassKeepsTheCorpusValid) {
@@ -111,7 +114,7 @@ TEST(MutatorsCorpus, EveryPassKeepsTheCorpusValid) {
       if (!r.applied) {
         EXPECT_FALSE(r.refusal.empty()) << name << " on " << files[i];
         EXPECT_EQ(r.changes, 0);
-        ++t.refusals[normalize(r.refusal)];
+        ++t.refusals[normalize(r.refusal, m)];
         continue;
       }
       ++t.files_applied;
@@ -132,11 +135,11 @@ TEST(MutatorsCorpus, EveryPassKeepsTheCorpusValid) {
   table << "mutator passes over " << parsed << " corpus files (" << sampled
         << " assembled with ptxas before and after)\n";
   for (const auto& d : dirs) table << "  corpus: " << d.string() << "\n";
-  table << std::left << std::setw(18) << "pass" << std::right << std::setw(14) << "files applied" << std::setw(10)
-        << "changes" << std::setw(16) << "ptxas ok (sample)" << "\n";
+  table << std::left << std::setw(20) << "pass" << std::right << std::setw(15) << "files applied" << std::setw(10)
+        << "changes" << std::setw(20) << "ptxas ok (sample)" << "\n";
   for (const auto& [name, t] : tally)
-    table << std::left << std::setw(18) << name << std::right << std::setw(14) << t.files_applied << std::setw(10)
-          << t.changes << std::setw(16) << t.assembled << "\n";
+    table << std::left << std::setw(20) << name << std::right << std::setw(15) << t.files_applied << std::setw(10)
+          << t.changes << std::setw(20) << t.assembled << "\n";
   table << "\nmost frequent refusals per pass (files):\n";
   for (const auto& [name, t] : tally) {
     std::vector<std::pair<int, std::string>> rs;

@@ -63,8 +63,9 @@ Applied run(const std::string& pass, const std::string& ptx, const PassParams& p
 
 TEST(PassRegistry, ListsEveryBuiltinPassWithMetadata) {
   const PassRegistry reg = builtin_passes();
-  const std::vector<std::string> expected = {"fast_math",    "l1_no_allocate", "l2_evict_hint", "launch_bounds",
-                                             "ld_global_nc", "max_registers",  "store_streaming"};
+  const std::vector<std::string> expected = {"fast_math",     "hoist_global_loads", "l1_no_allocate",
+                                             "l2_evict_hint", "launch_bounds",      "ld_global_nc",
+                                             "max_registers", "store_streaming"};
   EXPECT_EQ(reg.names(), expected);
   for (const auto& n : reg.names()) {
     const PtxPass* p = reg.find(n);
@@ -339,6 +340,49 @@ TEST(FastMath, OpsAndDivFormParameters) {
   auto b = run("fast_math", kernel("sqrt.approx.ftz.f32 %f5, %f2;"));
   EXPECT_FALSE(b.r.applied);
   EXPECT_NE(b.r.refusal.find("already"), std::string::npos);
+}
+
+
+// ---- hoist_global_loads ------------------------------------------------------------------
+
+std::vector<std::string> instructions(const ir::Module& m) {
+  std::vector<std::string> out;
+  for (const auto& st : m.functions()[0]->body)
+    if (const auto* ins = std::get_if<ir::Instruction>(&st.node)) out.push_back(ir::print_instruction(*ins));
+  return out;
+}
+
+TEST(HoistGlobalLoads, MovesPastIndependentWorkUpToItsAddress) {
+  auto a = run("hoist_global_loads", kernel("mul.wide.u32 %rd5, %r1, 4;\nadd.s64 %rd6, %rd3, %rd5;\n"
+                                            "add.f32 %f5, %f6, %f7;\nmul.f32 %f8, %f5, %f5;\n"
+                                            "ld.global.f32 %f1, [%rd6];\nst.global.f32 [%rd4], %f1;"));
+  ASSERT_TRUE(a.r.applied) << a.r.refusal;
+  EXPECT_EQ(a.r.changes, 1);
+  const auto v = instructions(a.m);
+  ASSERT_EQ(v.size(), 11u);
+  EXPECT_EQ(v[5], "add.s64 %rd6, %rd3, %rd5;");
+  EXPECT_EQ(v[6], "ld.global.f32 %f1, [%rd6];");
+  EXPECT_EQ(v[7], "add.f32 %f5, %f6, %f7;");
+  EXPECT_EQ(v[8], "mul.f32 %f8, %f5, %f5;");
+}
+
+TEST(HoistGlobalLoads, DistanceLimitsTheMove) {
+  auto a = run("hoist_global_loads", kernel("add.f32 %f5, %f6, %f7;\nmul.f32 %f8, %f5, %f5;\nld.global.f32 %f1, [%rd3];"),
+               {{"distance", "1"}});
+  ASSERT_TRUE(a.r.applied);
+  const auto v = instructions(a.m);
+  EXPECT_EQ(v[4], "add.f32 %f5, %f6, %f7;");
+  EXPECT_EQ(v[5], "ld.global.f32 %f1, [%rd3];");
+}
+
+TEST(HoistGlobalLoads, RefusesAcrossStoresBarriersLabelsAndDependences) {
+  for (const std::string before : {"st.global.f32 [%rd4], %f2;", "bar.sync 0;", "fence.acq_rel.gpu;", "L1:",
+                                   "mov.f32 %f3, %f1;", "mov.f32 %f1, %f2;", "ld.acquire.gpu.global.f32 %f4, [%rd4];"}) {
+    auto a = run("hoist_global_loads", kernel("cvta.to.global.u64 %rd5, %rd1;\n" + before + "\nld.global.f32 %f1, [%rd3];"));
+    EXPECT_FALSE(a.r.applied) << before;
+    EXPECT_FALSE(a.r.refusal.empty());
+  }
+  EXPECT_FALSE(run("hoist_global_loads", kernel("ld.global.f32 %f1, [%rd3];"), {{"distance", "0"}}).r.applied);
 }
 
 }  // namespace

@@ -1,0 +1,96 @@
+#include "search/trace_schema.hpp"
+
+#include <array>
+
+namespace ptxevo::search {
+
+namespace {
+
+// v1: the first schema. Times are UTC ISO-8601 text written by SQLite itself, so no host
+// clock code is involved. JSON columns hold the evaluator's own serialisation.
+constexpr std::string_view kV1 = R"sql(
+CREATE TABLE campaigns (
+  id          INTEGER PRIMARY KEY,
+  spec_path   TEXT NOT NULL,
+  spec_hash   TEXT NOT NULL,
+  op          TEXT NOT NULL,
+  arch        TEXT NOT NULL,
+  created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  status      TEXT NOT NULL DEFAULT 'running',
+  config_json TEXT NOT NULL DEFAULT '{}',
+  UNIQUE (spec_path, spec_hash)
+);
+
+CREATE TABLE environments (
+  id             INTEGER PRIMARY KEY,
+  gpu            TEXT NOT NULL,
+  driver         TEXT NOT NULL,
+  cuda           TEXT NOT NULL,
+  toolchain_json TEXT NOT NULL,
+  clocks_json    TEXT NOT NULL,
+  created_at     TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  UNIQUE (gpu, driver, cuda, toolchain_json, clocks_json)
+);
+
+CREATE TABLE candidates (
+  id             INTEGER PRIMARY KEY,
+  campaign_id    INTEGER NOT NULL REFERENCES campaigns(id) ON DELETE CASCADE,
+  genome_hash    TEXT NOT NULL,
+  genome_json    TEXT NOT NULL,
+  parent_id      INTEGER REFERENCES candidates(id),
+  operator       TEXT NOT NULL,
+  ptx_hash       TEXT,
+  build_ok       INTEGER,
+  build_stage    TEXT,
+  build_log      TEXT,
+  resources_json TEXT,
+  created_at     TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  state          TEXT NOT NULL DEFAULT 'proposed'
+                 CHECK (state IN ('proposed', 'built', 'measured', 'failed')),
+  UNIQUE (campaign_id, genome_hash)
+);
+CREATE INDEX candidates_by_state ON candidates (campaign_id, state);
+
+CREATE TABLE evaluations (
+  id             INTEGER PRIMARY KEY,
+  candidate_id   INTEGER NOT NULL REFERENCES candidates(id) ON DELETE CASCADE,
+  environment_id INTEGER NOT NULL REFERENCES environments(id),
+  verdict        TEXT NOT NULL,
+  reasons_json   TEXT NOT NULL,
+  fitness        REAL,
+  seconds        REAL NOT NULL,
+  copy_bandwidth REAL,
+  report_json    TEXT NOT NULL,
+  shape_count    INTEGER NOT NULL,
+  created_at     TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE INDEX evaluations_by_candidate ON evaluations (candidate_id);
+
+CREATE TABLE shape_results (
+  evaluation_id   INTEGER NOT NULL REFERENCES evaluations(id) ON DELETE CASCADE,
+  shape_index     INTEGER NOT NULL,
+  shape_json      TEXT NOT NULL,
+  class           TEXT NOT NULL,
+  passed          INTEGER NOT NULL,
+  reasons_json    TEXT NOT NULL,
+  rel_l2_json     TEXT NOT NULL,
+  max_abs_json    TEXT NOT NULL,
+  cand_median     REAL,
+  cand_ci_low     REAL,
+  cand_ci_high    REAL,
+  base_median     REAL,
+  speedup         REAL,
+  speedup_ci_low  REAL,
+  speedup_ci_high REAL,
+  timing_json     TEXT,
+  PRIMARY KEY (evaluation_id, shape_index)
+) WITHOUT ROWID;
+)sql";
+
+constexpr std::array<std::string_view, 1> kMigrations = {kV1};
+
+}  // namespace
+
+std::span<const std::string_view> trace_migrations() { return kMigrations; }
+
+}  // namespace ptxevo::search
