@@ -70,7 +70,7 @@ void print_report(const EvalReport& r, std::ostream& out) {
   if (r.fitness) out << "   fitness (geomean speedup over baseline): " << fmt(*r.fitness);
   out << "\n";
   if (!r.environment.empty())
-    out << "gpu: " << r.environment.at("gpu") << ", driver " << r.environment.at("driver_version")
+    out << "gpu: " << r.environment.at("gpu") << ", CUDA driver API " << r.environment.at("driver_version")
         << ", copy bandwidth " << fmt(r.copy_bandwidth / 1e12, 3) << " TB/s\n";
   out << "class        shape                 gate   rel_l2(out)  cand ms     base ms     speedup [95% CI]        of floor\n";
   for (const auto& s : r.shapes) {
