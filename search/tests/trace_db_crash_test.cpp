@@ -135,6 +135,12 @@ TEST(TraceDbCrashTest, SurvivesKillNineAtRandomMoments) {
       _exit(0);
     }
     close(fds[1]);
+    // Every fourth trial first waits for one measured candidate, so the file makes progress
+    // however slow the machine is and some kills land in a warmed-up loop, not during open.
+    if (trial % 4 == 3) {
+      std::int64_t id = 0;
+      if (read(fds[0], &id, sizeof id) == static_cast<ssize_t>(sizeof id)) reported.insert(id);
+    }
     std::this_thread::sleep_for(std::chrono::microseconds(delay_us(rng)));
     ASSERT_EQ(kill(pid, SIGKILL), 0);
     int status = 0;
@@ -151,7 +157,7 @@ TEST(TraceDbCrashTest, SurvivesKillNineAtRandomMoments) {
     EXPECT_GE(measured, measured_before);  // nothing committed is ever lost
     measured_before = measured;
   }
-  EXPECT_GT(measured_before, 0) << "the writer never got a candidate measured; raise the delays";
+  EXPECT_GE(measured_before, kTrials / 4);
   // Shows how much the kills exercised (the moments vary with the machine's speed).
   std::cout << "[ info ] " << kTrials << " kills, " << measured_before << " candidates measured, "
             << left_in_flight << " kills left one in flight\n";
