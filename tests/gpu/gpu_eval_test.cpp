@@ -9,15 +9,19 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <iostream>
 #include <set>
 #include <sstream>
 
 #include "evaluator/build_cache.hpp"
 #include "evaluator/evaluation.hpp"
+#include "evaluator/gpu_context.hpp"
+#include "evaluator/gpu_evaluation.hpp"
 #include "evaluator/runner.hpp"
 #include "evaluator/spec.hpp"
 #include "kernels/builtin_ops.hpp"
+#include "tma/tma_copy_op.hpp"
 
 namespace ptxevo::evaluator {
 namespace {
@@ -200,6 +204,46 @@ TEST_F(GpuEval, HangingKernelIsKilledByTheWatchdog) {
   EvalReport after = short_runner.evaluate(seed.request);
   EXPECT_EQ(after.verdict, "pass") << (after.reasons.empty() ? "" : after.reasons[0]);
   (*results_)["hang"] = {{"verdict", r.verdict}, {"reasons", r.reasons}, {"seconds", s}, {"seed_after", after.verdict}};
+}
+
+// The TMA test op: builds and passes the static checks anywhere; runs where a GPU is.
+struct TmaCopyFixture {
+  OpRegistry registry;
+  std::optional<Spec> spec;
+  TmaCopyFixture() {
+    registry.add(std::make_unique<tests::TmaCopyOp>());
+    SpecResult sr = load_spec(kSourceDir + "/tests/gpu/tma/tma_copy.spec", registry);
+    if (sr.spec) spec = *sr.spec;
+    else ADD_FAILURE() << sr.error->format();
+  }
+  PreparedEvaluation prepare() const {
+    Builder builder(nullptr);
+    return prepare_evaluation(*spec, *registry.find("tma_copy_2d"), builder, {}, {}, 12345);
+  }
+};
+
+TEST(TmaCopy, BuildsAndPassesTheStaticChecks) {
+  TmaCopyFixture f;
+  ASSERT_TRUE(f.spec.has_value());
+  PreparedEvaluation p = f.prepare();
+  ASSERT_TRUE(p.reasons.empty()) << p.reasons[0];
+  EXPECT_NE(p.candidate.ptx.find("cp.async.bulk.tensor.2d"), std::string::npos);
+  EXPECT_NE(p.candidate.ptx.find(".align 64 .b8 tma_copy_2d_param_0[128]"), std::string::npos) << "tensor map parameter";
+}
+
+TEST_F(GpuEval, TensorMapLaunchArgumentRunsThroughTheGate) {
+  TmaCopyFixture f;
+  ASSERT_TRUE(f.spec.has_value());
+  PreparedEvaluation p = f.prepare();
+  ASSERT_TRUE(p.reasons.empty()) << p.reasons[0];
+  // The worker knows only the built-in ops, so this runs in-process on a context of its own.
+  DriverLoad load = load_cuda_driver();
+  ASSERT_TRUE(load.driver) << load.reason;
+  GpuContext ctx(load.driver, 0);
+  GpuEvaluator ev(ctx);
+  EvalReport r = ev.evaluate(*f.registry.find("tma_copy_2d"), p.request);
+  (*results_)["tma_copy_2d"] = to_json(r);
+  EXPECT_EQ(r.verdict, "pass") << (r.reasons.empty() ? "" : r.reasons[0]);
 }
 
 }  // namespace
