@@ -37,6 +37,12 @@ const HostTensor* find_ref(const std::vector<HostTensor>& refs, const std::strin
   return nullptr;
 }
 
+// The spec's tolerance for an output where it sets one, else the op's.
+Tolerance tolerance_for(const Op& op, const EvalRequest& req, const std::string& output) {
+  auto it = req.tolerances.find(output);
+  return it != req.tolerances.end() ? it->second : op.tolerance(output, req.config);
+}
+
 std::string with_shape(const std::string& reason, const ShapeCase& sc, Distribution d) {
   return reason + " [" + to_string(sc.cls) + " shape " + shape_to_string(sc.shape) + ", " + to_string(d) + " inputs]";
 }
@@ -168,9 +174,7 @@ EvalReport GpuEvaluator::evaluate(const Op& op, const EvalRequest& req) {
           for (const auto& out : outs) {
             const HostTensor* ref = find_ref(refs, out.name);
             if (!ref) continue;
-            Tolerance tol = op.tolerance(out.name, req.config);
-            if (auto it = req.tolerances.find(out.name); it != req.tolerances.end()) tol = it->second;
-            OutputCheck c = check_output(out, *ref, tol, 0);
+            OutputCheck c = check_output(out, *ref, tolerance_for(op, req, out.name), 0);
             sr.rel_l2[out.name] = std::max(sr.rel_l2[out.name], c.rel_l2);
             sr.max_abs[out.name] = std::max(sr.max_abs[out.name], c.max_abs);
             if (!c.passed) fail(with_shape(c.reason + " (output '" + out.name + "')", sc, dist));
@@ -298,9 +302,7 @@ EvalReport GpuEvaluator::evaluate(const Op& op, const EvalRequest& req) {
           for (const auto& out : outs) {
             const HostTensor* ref = find_ref(refs, out.name);
             if (!ref) continue;
-            Tolerance tol = op.tolerance(out.name, req.config);
-            if (auto it = req.tolerances.find(out.name); it != req.tolerances.end()) tol = it->second;
-            OutputCheck c = check_output(out, *ref, tol, 0);
+            OutputCheck c = check_output(out, *ref, tolerance_for(op, req, out.name), 0);
             if (!c.passed)
               fail("timed-output-mismatch: timed run on input set 1 fails the gate: " + c.reason + " [benchmark shape " +
                    shape_to_string(sc.shape) + "]");
