@@ -102,3 +102,22 @@ TEST(RmsNormBwd, SpecLoadsAndSeedBuildsForHopperAndBlackwell) {
 
 }  // namespace
 }  // namespace ptxevo::kernels
+
+namespace ptxevo::kernels {
+namespace {
+
+// Every spec shipped for RMSNorm (bf16, fp16, fp32 forward; backward) loads and validates.
+TEST(RmsNormSpecs, AllShippedSpecsLoad) {
+  const evaluator::OpRegistry reg = builtin_ops();
+  int n = 0;
+  for (const char* name : {"rmsnorm_fwd", "rmsnorm_fwd_fp16", "rmsnorm_fwd_fp32", "rmsnorm_bwd"}) {
+    evaluator::SpecResult sr =
+        evaluator::load_spec(std::string(PTXEVO_SOURCE_DIR "/kernels/rmsnorm/") + name + ".spec", reg);
+    EXPECT_TRUE(sr.spec.has_value()) << name << ": " << (sr.error ? sr.error->format() : "");
+    n += sr.spec.has_value();
+  }
+  EXPECT_EQ(n, 4);
+}
+
+}  // namespace
+}  // namespace ptxevo::kernels
