@@ -65,7 +65,8 @@ RegClass reg_class_of(const std::vector<std::string>& type, int* width_bits) {
         if (i < t.size() && t[i] == 'x') {
           ++i;
           const int lanes_in_type = number(i);
-          if (lanes_in_type > 0) bits = std::min(bits * lanes_in_type, 1 << 16);
+          if (lanes_in_type > 0)
+            bits = static_cast<int>(std::min<std::int64_t>(std::int64_t{bits} * lanes_in_type, 1 << 16));
         }
       }
     }

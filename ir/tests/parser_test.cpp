@@ -185,9 +185,11 @@ namespace {
 
 // Found by the fuzzer: a register type with an absurd width overflowed std::stoi.
 TEST(Parser, HugeRegisterTypeWidthDoesNotOverflow) {
-  Module m = testing::parse_or_fail(testing::wrap_kernel(".reg .b99999999999 %w;\n.reg .f16x99999999999 %v;"));
+  Module m = testing::parse_or_fail(
+      testing::wrap_kernel(".reg .b99999999999 %w;\n.reg .f16x99999999999 %v;\n.reg .b3277777777x1077777 %u;"));
   const Function& f = *m.functions()[0];
-  ASSERT_EQ(f.registers.size(), 2u);
+  ASSERT_EQ(f.registers.size(), 3u);
+  EXPECT_EQ(f.registers[2].cls, RegClass::B128);
   EXPECT_EQ(f.registers[0].cls, RegClass::B128);
   EXPECT_EQ(f.registers[1].cls, RegClass::B128);
 }
