@@ -1,4 +1,4 @@
-// HTTP POST for the chat client. An interface so unit tests can substitute a fake, plus the
+// HTTP POST for the chat client. An interface so unit tests can substitute a scripted one, plus the
 // libcurl implementation.
 //
 // libcurl requires curl_global_init(CURL_GLOBAL_DEFAULT) to run once, before any other thread

@@ -1,4 +1,4 @@
-// ChatClient tests: a fake transport with a fake clock for the retry loop, and end-to-end runs
+// ChatClient tests: a scripted transport with a manual clock for the retry loop, and end-to-end runs
 // against the loopback server (real libcurl, real sockets, 127.0.0.1 only).
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <mutex>
 
 #include "agents/chat_client.hpp"
-#include "agents/tests/fake_clock.hpp"
+#include "agents/tests/manual_clock.hpp"
 #include "agents/tests/loopback_server.hpp"
 
 namespace ptxevo::agents {
@@ -53,9 +53,9 @@ ChatRequest request() {
   return r;
 }
 
-// ---- fake transport: the retry loop under a fake clock ----
+// ---- scripted transport: the retry loop under a manual clock ----
 
-struct FakeTransport final : HttpTransport {
+struct ScriptedTransport final : HttpTransport {
   std::mutex mutex;
   std::deque<HttpResponse> script;
   std::vector<HttpRequest> seen;
@@ -76,19 +76,19 @@ HttpResponse response(int status, std::string body, std::map<std::string, std::s
   return r;
 }
 
-class FakeClient : public SetKey {
+class ScriptedClient : public SetKey {
  protected:
-  std::shared_ptr<test::FakeTime> time = std::make_shared<test::FakeTime>();
-  std::shared_ptr<FakeTransport> transport = std::make_shared<FakeTransport>();
+  std::shared_ptr<test::ManualTime> time = std::make_shared<test::ManualTime>();
+  std::shared_ptr<ScriptedTransport> transport = std::make_shared<ScriptedTransport>();
   std::shared_ptr<CircuitBreaker> breaker = std::make_shared<CircuitBreaker>(
       BreakerConfig{}, [t = time] { return t->steady; });
   ChatClient client(RetryConfig config = {}) {
     return ChatClient({ApiKind::OpenAI, "https://api.example.test/v1", "m", kKeyEnv}, transport,
-                      RetryPolicy(config, test::fake_clock(time)), breaker, logger());
+                      RetryPolicy(config, test::manual_clock(time)), breaker, logger());
   }
 };
 
-TEST_F(FakeClient, RetryAfterHonouredThenSuccess) {
+TEST_F(ScriptedClient, RetryAfterHonouredThenSuccess) {
   transport->script = {response(429, R"({"error":{"message":"slow","code":"rate_limit_exceeded"}})",
                                 {{"retry-after", "3"}}),
                        response(200, kOpenAiOk)};
@@ -100,13 +100,13 @@ TEST_F(FakeClient, RetryAfterHonouredThenSuccess) {
   expect_key_absent_everywhere(result);
 }
 
-TEST_F(FakeClient, BackoffWithoutRetryAfter) {
+TEST_F(ScriptedClient, BackoffWithoutRetryAfter) {
   transport->script = {response(503, ""), response(502, ""), response(200, kOpenAiOk)};
   ASSERT_TRUE(client().chat(request()).ok());
   EXPECT_EQ(time->sleeps, (std::vector<Millis>{Millis(375), Millis(750)}));  // jitter factor 0.75
 }
 
-TEST_F(FakeClient, FatalNotRetried) {
+TEST_F(ScriptedClient, FatalNotRetried) {
   transport->script = {response(403, R"({"error":{"message":"no"}})"), response(200, kOpenAiOk)};
   const Result result = client().chat(request());
   ASSERT_FALSE(result.ok());
@@ -116,13 +116,13 @@ TEST_F(FakeClient, FatalNotRetried) {
   EXPECT_EQ(breaker->state(), BreakerState::Open);  // wrong key/permission: stays open
 }
 
-TEST_F(FakeClient, BadRequestDoesNotOpenTheCircuit) {
+TEST_F(ScriptedClient, BadRequestDoesNotOpenTheCircuit) {
   transport->script = {response(400, R"({"error":{"message":"context too long"}})")};
   EXPECT_EQ(client().chat(request()).error().kind, ErrorKind::Fatal);
   EXPECT_EQ(breaker->state(), BreakerState::Closed);
 }
 
-TEST_F(FakeClient, DeadlineBoundsAttemptsAndWaits) {
+TEST_F(ScriptedClient, DeadlineBoundsAttemptsAndWaits) {
   RetryConfig config;
   config.deadline = seconds(10);
   config.max_attempts = 100;
@@ -137,7 +137,7 @@ TEST_F(FakeClient, DeadlineBoundsAttemptsAndWaits) {
   for (const HttpRequest& r : transport->seen) EXPECT_LE(r.timeout, seconds(10));
 }
 
-TEST_F(FakeClient, AttemptTimeoutIsTheSmallerOfCapAndRemaining) {
+TEST_F(ScriptedClient, AttemptTimeoutIsTheSmallerOfCapAndRemaining) {
   RetryConfig config;
   config.deadline = seconds(30);
   config.attempt_timeout = seconds(29);
@@ -147,7 +147,7 @@ TEST_F(FakeClient, AttemptTimeoutIsTheSmallerOfCapAndRemaining) {
   EXPECT_EQ(transport->seen[2].timeout, seconds(30) - Millis(375 + 750));
 }
 
-TEST_F(FakeClient, OverlongRetryAfterOpensCircuitWithoutSleeping) {
+TEST_F(ScriptedClient, OverlongRetryAfterOpensCircuitWithoutSleeping) {
   transport->script = {response(429, "{}", {{"retry-after", "9999"}})};
   const Result result = client().chat(request());
   EXPECT_EQ(result.error().kind, ErrorKind::Retryable);
@@ -157,26 +157,26 @@ TEST_F(FakeClient, OverlongRetryAfterOpensCircuitWithoutSleeping) {
   EXPECT_EQ(breaker->state(), BreakerState::HalfOpen);
 }
 
-TEST_F(FakeClient, OpenCircuitRefusesWithoutSending) {
+TEST_F(ScriptedClient, OpenCircuitRefusesWithoutSending) {
   breaker->record_fatal();
   const Result result = client().chat(request());
   EXPECT_TRUE(result.error().circuit_open);
   EXPECT_TRUE(transport->seen.empty());
 }
 
-TEST_F(FakeClient, QuotaIsFatal) {
+TEST_F(ScriptedClient, QuotaIsFatal) {
   transport->script = {response(429, R"({"error":{"message":"quota","code":"insufficient_quota"}})",
                                 {{"retry-after", "1"}})};
   EXPECT_EQ(client().chat(request()).error().kind, ErrorKind::OutOfQuota);
   EXPECT_EQ(transport->seen.size(), 1U);
 }
 
-TEST_F(FakeClient, ShouldRetryHeaderOverrides) {
+TEST_F(ScriptedClient, ShouldRetryHeaderOverrides) {
   transport->script = {response(400, "{}", {{"x-should-retry", "true"}}), response(200, kOpenAiOk)};
   EXPECT_TRUE(client().chat(request()).ok());
 }
 
-TEST_F(FakeClient, MissingKeyIsFatalAndNamesTheVariableOnly) {
+TEST_F(ScriptedClient, MissingKeyIsFatalAndNamesTheVariableOnly) {
   ::unsetenv(kKeyEnv);
   const Result result = client().chat(request());
   EXPECT_EQ(result.error().kind, ErrorKind::Fatal);
@@ -184,9 +184,9 @@ TEST_F(FakeClient, MissingKeyIsFatalAndNamesTheVariableOnly) {
   EXPECT_TRUE(transport->seen.empty());
 }
 
-TEST_F(FakeClient, PlainHttpToRemoteHostRefused) {
+TEST_F(ScriptedClient, PlainHttpToRemoteHostRefused) {
   ChatClient remote({ApiKind::OpenAI, "http://api.example.test/v1", "m", kKeyEnv}, transport,
-                    RetryPolicy({}, test::fake_clock(time)), breaker);
+                    RetryPolicy({}, test::manual_clock(time)), breaker);
   EXPECT_EQ(remote.chat(request()).error().kind, ErrorKind::Fatal);
   EXPECT_TRUE(transport->seen.empty());
   EXPECT_TRUE(is_loopback_url("http://127.0.0.1:8080/v1"));

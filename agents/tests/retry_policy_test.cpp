@@ -1,13 +1,13 @@
 #include <gtest/gtest.h>
 
 #include "agents/retry_policy.hpp"
-#include "agents/tests/fake_clock.hpp"
+#include "agents/tests/manual_clock.hpp"
 
 namespace ptxevo::agents {
 namespace {
 
 using std::chrono::seconds;
-using test::FakeTime;
+using test::ManualTime;
 
 ChatError retryable(std::optional<Millis> retry_after = std::nullopt) {
   ChatError error;
@@ -34,8 +34,8 @@ TEST(RetryAfter, ParsesSecondsDecimalsAndDates) {
 }
 
 TEST(RetryPolicy, BackoffIsExponentialCappedAndJittered) {
-  auto time = std::make_shared<FakeTime>();
-  RetryPolicy policy({}, test::fake_clock(time));
+  auto time = std::make_shared<ManualTime>();
+  RetryPolicy policy({}, test::manual_clock(time));
   time->jitter = 0.999999;  // factor ~1
   EXPECT_NEAR(static_cast<double>(policy.backoff(1).count()), 500, 1);
   EXPECT_NEAR(static_cast<double>(policy.backoff(2).count()), 1000, 1);
@@ -46,14 +46,14 @@ TEST(RetryPolicy, BackoffIsExponentialCappedAndJittered) {
 }
 
 TEST(RetryPolicy, HonoursRetryAfter) {
-  RetryPolicy policy({}, test::fake_clock(std::make_shared<FakeTime>()));
+  RetryPolicy policy({}, test::manual_clock(std::make_shared<ManualTime>()));
   const RetryDecision d = policy.decide(1, retryable(Millis(3'000)), seconds(60));
   EXPECT_TRUE(d.retry);
   EXPECT_EQ(d.wait, Millis(3'000));
 }
 
 TEST(RetryPolicy, NeverRetriesNonRetryableKinds) {
-  RetryPolicy policy({}, test::fake_clock(std::make_shared<FakeTime>()));
+  RetryPolicy policy({}, test::manual_clock(std::make_shared<ManualTime>()));
   for (ErrorKind kind : {ErrorKind::Fatal, ErrorKind::OutOfQuota, ErrorKind::Truncated,
                          ErrorKind::Malformed}) {
     ChatError error = retryable(Millis(0));
@@ -66,7 +66,7 @@ TEST(RetryPolicy, NeverRetriesNonRetryableKinds) {
 }
 
 TEST(RetryPolicy, StopsWhenWaitWouldPassDeadline) {
-  RetryPolicy policy({}, test::fake_clock(std::make_shared<FakeTime>()));
+  RetryPolicy policy({}, test::manual_clock(std::make_shared<ManualTime>()));
   EXPECT_FALSE(policy.decide(1, retryable(Millis(5'000)), Millis(4'999)).retry);
   EXPECT_FALSE(policy.decide(1, retryable(), Millis(100)).retry);  // backoff >= 375 ms
   EXPECT_TRUE(policy.decide(1, retryable(), Millis(10'000)).retry);
@@ -75,13 +75,13 @@ TEST(RetryPolicy, StopsWhenWaitWouldPassDeadline) {
 TEST(RetryPolicy, StopsAfterMaxAttempts) {
   RetryConfig config;
   config.max_attempts = 3;
-  RetryPolicy policy(config, test::fake_clock(std::make_shared<FakeTime>()));
+  RetryPolicy policy(config, test::manual_clock(std::make_shared<ManualTime>()));
   EXPECT_TRUE(policy.decide(2, retryable(), seconds(600)).retry);
   EXPECT_FALSE(policy.decide(3, retryable(), seconds(600)).retry);
 }
 
 TEST(RetryPolicy, OverlongRetryAfterOpensCircuitInsteadOfSleeping) {
-  RetryPolicy policy({}, test::fake_clock(std::make_shared<FakeTime>()));
+  RetryPolicy policy({}, test::manual_clock(std::make_shared<ManualTime>()));
   const RetryDecision d = policy.decide(1, retryable(seconds(9'999)), seconds(900));
   EXPECT_FALSE(d.retry);
   ASSERT_TRUE(d.open_circuit_for);

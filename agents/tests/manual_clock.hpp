@@ -9,7 +9,7 @@
 
 namespace ptxevo::agents::test {
 
-struct FakeTime {
+struct ManualTime {
   std::chrono::steady_clock::time_point steady{std::chrono::hours(1)};
   std::chrono::system_clock::time_point wall{std::chrono::seconds(1'700'000'000)};
   std::vector<Millis> sleeps;
@@ -21,8 +21,8 @@ struct FakeTime {
   }
 };
 
-// The RetryClock shares the FakeTime so the test can inspect and move it.
-inline RetryClock fake_clock(const std::shared_ptr<FakeTime>& time) {
+// The RetryClock shares the ManualTime so the test can inspect and move it.
+inline RetryClock manual_clock(const std::shared_ptr<ManualTime>& time) {
   return RetryClock{
       [time] { return time->steady; },
       [time] { return time->wall; },
