@@ -3,14 +3,49 @@
 
 #include <iostream>
 
+#include "cli/build_command.hpp"
+#include "cli/campaign_command.hpp"
 #include "cli/eval_command.hpp"
 #include "cli/ir_commands.hpp"
 #include "cli/mutate_command.hpp"
+#include "cli/report_command.hpp"
 #include "cli/worker_command.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"ptxevo: evolutionary search for fast, verified GPU kernels"};
-  app.require_subcommand(1);
+  // `ptxevo [options] SPEC` runs the campaign; everything else is a subcommand.
+  app.require_subcommand(0, 1);
+  ptxevo::cli::CampaignCliOptions camp;
+  app.add_option("spec", camp.spec, "Spec file (TOML): run or resume its campaign");
+  app.add_option("--arch", camp.arch, "Target: sm_90a or sm_100a (sm_90, sm_100 accepted); default: the spec's");
+  app.add_option("--db", camp.db, "Trace database (default: <spec dir>/<spec stem>.ptxevo.db)");
+  app.add_option("--replay", camp.replay,
+                 "Take timings from this replay data instead of a GPU (default without a GPU: <spec stem>.replay.json)");
+  app.add_option("--budget", camp.budget, "Candidate evaluations (default: the spec's [budget])");
+  app.add_option("--minutes", camp.minutes, "Wall-time limit in minutes");
+  app.add_option("--target", camp.target, "Stop once the best fitness reaches this");
+  app.add_option("--islands", camp.islands, "Islands of the population")->capture_default_str();
+  app.add_option("--island-size", camp.island_size, "Members per island")->capture_default_str();
+  app.add_option("--batch", camp.batch, "Children per batch (one GPU call)")->capture_default_str();
+  app.add_option("--initial", camp.initial, "Random genomes besides the seeds in a new campaign")->capture_default_str();
+  app.add_option("--seed", camp.seed, "Seed of the proposals (inputs are always fresh)")->capture_default_str();
+  app.add_option("--max-benchmark-shapes", camp.max_benchmark_shapes, "Time only the first N benchmark shapes");
+  app.add_option("--gpus", camp.gpus, "GPUs to measure on (one worker each)")->capture_default_str();
+  app.add_option("--timeout", camp.timeout_s, "Seconds per candidate before a hung worker is killed")->capture_default_str();
+  app.add_flag("--no-final", camp.no_final, "Skip re-measuring the winner at the end");
+  app.add_flag("--no-cache", camp.no_cache, "Do not use the on-disk build cache");
+  app.add_flag("--quiet", camp.quiet, "Progress lines to stderr");
+
+  ptxevo::cli::ReplayExportOptions rx;
+  auto* replay = app.add_subcommand("replay", "Replay data: measurements recorded on a GPU, for campaigns without one");
+  replay->require_subcommand(1);
+  auto* rexport = replay->add_subcommand("export", "Write replay data from the GPU campaign of SPEC in a trace database");
+  rexport->add_option("spec", rx.spec, "Spec file (TOML)")->required();
+  rexport->add_option("--db", rx.db, "Trace database")->required();
+  rexport->add_option("--out", rx.out, "Replay data file to write (JSON)")->required();
+  rexport->add_option("--commit", rx.commit, "Commit the measured binaries were built from (provenance)");
+  rexport->add_option("--campaign", rx.campaign, "Campaign id (default: the latest GPU campaign of SPEC)");
+  rexport->add_option("--arch", rx.arch, "Target (default: the spec's)");
   app.set_version_flag("--version", "ptxevo 0.1.0");
 
   auto* ir = app.add_subcommand("ir", "Read PTX into the IR: print it canonically or show its analyses");
@@ -38,6 +73,16 @@ int main(int argc, char** argv) {
   eval->add_option("--seed", eval_opts.seed, "Random seed for the inputs (default: fresh)");
   eval->add_flag("--no-cache", eval_opts.no_cache, "Do not use the on-disk build cache");
 
+  ptxevo::cli::BuildOptions build_opts;
+  auto* build = app.add_subcommand("build", "Build one candidate for SPEC and write its cubin, PTX and launch.json to --out");
+  build->add_option("spec", build_opts.spec, "Spec file (TOML)")->required();
+  auto* bsrc = build->add_option("--source", build_opts.source, "CUDA C++ template to build (default: the baseline seed)");
+  build->add_option("--ptx", build_opts.ptx, "PTX to build instead of a CUDA source")->excludes(bsrc);
+  build->add_option("--knobs", build_opts.knobs, "Knob values over the seed defaults: NAME=VALUE,...");
+  build->add_option("--out", build_opts.out_dir, "Directory for kernel.cubin, kernel.ptx, resources.json, launch.json")->required();
+  build->add_option("--shapes", build_opts.shapes, "Shapes in launch.json: benchmark, correctness, heldout or all")->capture_default_str();
+  build->add_flag("--no-cache", build_opts.no_cache, "Do not use the on-disk build cache");
+
   int worker_device = 0, worker_in = 3, worker_out = 4;
   auto* worker = app.add_subcommand("worker", "GPU worker process (started by ptxevo itself)");
   worker->group("");  // hidden from --help
@@ -56,7 +101,27 @@ int main(int argc, char** argv) {
   mfile->needs(mpass);
   mpass->needs(mfile);
 
+  ptxevo::cli::ReportOptions report_opts;
+  std::int64_t report_campaign = 0;
+  auto* report = app.add_subcommand("report", "Summarise a campaign from the trace database; --html writes a page with plots");
+  report->add_option("--db", report_opts.db, "Trace database (default: ptxevo.db in the current directory)");
+  auto* rcampaign = report->add_option("--campaign", report_campaign, "Campaign id (default: the most recently active)");
+  report->add_option("--html", report_opts.html, "Also write a self-contained HTML report to this file");
+
   CLI11_PARSE(app, argc, argv);
+  if (rexport->parsed()) return ptxevo::cli::run_replay_export(rx, std::cout, std::cerr);
+  if (app.get_subcommands().empty()) {
+    if (camp.spec.empty()) {
+      std::cerr << app.help() << "\nptxevo: give a spec file to run its campaign, or a subcommand\n";
+      return 2;
+    }
+    camp.self_exe = ptxevo::cli::self_executable(argv[0]);
+    return ptxevo::cli::run_campaign(camp, std::cout, std::cerr);
+  }
+  if (report->parsed()) {
+    if (rcampaign->count() > 0) report_opts.campaign = report_campaign;
+    return ptxevo::cli::run_report(report_opts, std::cout, std::cerr);
+  }
   if (mutate->parsed()) {
     if (mutate_list) return ptxevo::cli::run_mutate_list(std::cout);
     if (mutate_file.empty()) {
@@ -69,6 +134,7 @@ int main(int argc, char** argv) {
     eval_opts.self_exe = ptxevo::cli::self_executable(argv[0]);
     return ptxevo::cli::run_eval(eval_opts, std::cout, std::cerr);
   }
+  if (build->parsed()) return ptxevo::cli::run_build(build_opts, std::cout, std::cerr);
   if (worker->parsed()) return ptxevo::cli::run_worker(worker_device, worker_in, worker_out);
   if (print->parsed()) return ptxevo::cli::run_ir_print(opts, std::cout, std::cerr);
   if (stats->parsed()) return ptxevo::cli::run_ir_stats(opts, std::cout, std::cerr);

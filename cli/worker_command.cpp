@@ -42,24 +42,52 @@ int run_worker(int device, int in_fd, int out_fd) {
   GpuEvaluator evaluator(*ctx);
   std::string err;
   while (auto msg = read_message(in_fd, &err)) {
-    EvalReport report;
+    const bool batch = msg->header.value("type", std::string()) == "evaluate_batch";
+    std::vector<EvalReport> reports;
+    EvalReport failure;
     bool exiting = false;
     try {
       EvalRequest req = request_from_json(msg->header.at("request"));
-      if (msg->blobs.size() >= 1) req.candidate_cubin = std::move(msg->blobs[0]);
-      if (msg->blobs.size() >= 2) req.baseline_cubin = std::move(msg->blobs[1]);
       const Op* op = registry.find(req.op);
       if (!op) throw std::invalid_argument("unknown op '" + req.op + "'");
-      report = evaluator.evaluate(*op, req);
+      if (batch) {
+        BatchEvalRequest b;
+        b.common = std::move(req);
+        for (const auto& k : msg->header.at("candidates")) b.knobs.push_back(knobs_from_json(k));
+        if (msg->blobs.size() != b.knobs.size() + 1)
+          throw std::invalid_argument("batch: " + std::to_string(msg->blobs.size()) + " blobs for " +
+                                      std::to_string(b.knobs.size()) + " candidates and a baseline");
+        b.common.baseline_cubin = std::move(msg->blobs[0]);
+        for (std::size_t i = 1; i < msg->blobs.size(); ++i) b.cubins.push_back(std::move(msg->blobs[i]));
+        reports = evaluator.evaluate_batch(*op, b);
+      } else {
+        if (msg->blobs.size() >= 1) req.candidate_cubin = std::move(msg->blobs[0]);
+        if (msg->blobs.size() >= 2) req.baseline_cubin = std::move(msg->blobs[1]);
+        reports.push_back(evaluator.evaluate(*op, req));
+      }
     } catch (const GpuError& e) {
-      report.verdict = "fault";
-      report.reasons.push_back(std::string("launch-failed: ") + e.what());
+      failure.verdict = "fault";
+      failure.reasons.push_back(std::string("launch-failed: ") + e.what());
       exiting = e.sticky();
     } catch (const std::exception& e) {
-      report.verdict = "error";
-      report.reasons.push_back(std::string("worker-error: ") + e.what());
+      failure.verdict = "error";
+      failure.reasons.push_back(std::string("worker-error: ") + e.what());
     }
-    if (!write_message(out_fd, {{{"type", "report"}, {"report", to_json(report)}, {"exiting", exiting}}, {}})) return 1;
+    nlohmann::json header;
+    if (batch) {
+      // A batch that failed as a whole answers with the failure alone; the runner re-runs it
+      // one candidate at a time to find the culprit.
+      if (reports.empty()) {
+        header = {{"type", "batch-failed"}, {"report", to_json(failure)}, {"exiting", exiting}};
+      } else {
+        nlohmann::json arr = nlohmann::json::array();
+        for (const auto& r : reports) arr.push_back(to_json(r));
+        header = {{"type", "reports"}, {"reports", arr}, {"exiting", exiting}};
+      }
+    } else {
+      header = {{"type", "report"}, {"report", to_json(reports.empty() ? failure : reports.front())}, {"exiting", exiting}};
+    }
+    if (!write_message(out_fd, {header, {}})) return 1;
     // A faulted context cannot run anything else: end, and let the runner start a fresh worker.
     if (exiting) return 3;
   }

@@ -23,7 +23,9 @@ ShapeClass shape_class_from(const std::string& s) {
   return ShapeClass::Correctness;
 }
 
-json knobs_json(const Knobs& k) {
+}  // namespace
+
+json knobs_to_json(const Knobs& k) {
   json j = json::object();
   for (const auto& [n, v] : k) {
     if (const auto* i = std::get_if<std::int64_t>(&v)) j[n] = *i;
@@ -32,7 +34,7 @@ json knobs_json(const Knobs& k) {
   return j;
 }
 
-Knobs knobs_from(const json& j) {
+Knobs knobs_from_json(const json& j) {
   Knobs k;
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (it->is_number_integer()) k[it.key()] = it->get<std::int64_t>();
@@ -40,6 +42,8 @@ Knobs knobs_from(const json& j) {
   }
   return k;
 }
+
+namespace {
 
 json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
@@ -83,8 +87,8 @@ json to_json(const EvalRequest& r) {
   return {{"op", r.op},
           {"config", r.config},
           {"shapes", shapes},
-          {"candidate_knobs", knobs_json(r.candidate_knobs)},
-          {"baseline_knobs", knobs_json(r.baseline_knobs)},
+          {"candidate_knobs", knobs_to_json(r.candidate_knobs)},
+          {"baseline_knobs", knobs_to_json(r.baseline_knobs)},
           {"tolerances", tol},
           {"seed", r.seed},
           {"gate",
@@ -106,8 +110,8 @@ EvalRequest request_from_json(const json& j) {
   r.op = j.at("op").get<std::string>();
   r.config = j.at("config").get<OpConfig>();
   for (const auto& s : j.at("shapes")) r.shapes.push_back({s.at("shape").get<Shape>(), shape_class_from(s.at("class"))});
-  r.candidate_knobs = knobs_from(j.at("candidate_knobs"));
-  r.baseline_knobs = knobs_from(j.at("baseline_knobs"));
+  r.candidate_knobs = knobs_from_json(j.at("candidate_knobs"));
+  r.baseline_knobs = knobs_from_json(j.at("baseline_knobs"));
   for (auto it = j.at("tolerances").begin(); it != j.at("tolerances").end(); ++it)
     r.tolerances[it.key()] = {it->at("rel_l2").get<double>(), it->at("max_abs").get<double>()};
   r.seed = j.at("seed").get<std::uint64_t>();

@@ -82,6 +82,18 @@ struct EvalReport {
   double seconds = 0;
 };
 
+// Several candidates gated and timed in one worker call: inputs, references and the timing pool
+// are made once per shape and shared, which is what makes a campaign's throughput. Each
+// candidate's report is what a single evaluation of it would have said.
+struct BatchEvalRequest {
+  EvalRequest common;  // op, config, shapes, baseline, tolerances, seed, options (candidate_* unused)
+  std::vector<Knobs> knobs;                       // per candidate
+  std::vector<std::vector<std::uint8_t>> cubins;  // per candidate (blobs, not in JSON)
+};
+
+nlohmann::json knobs_to_json(const Knobs& k);
+Knobs knobs_from_json(const nlohmann::json& j);
+
 nlohmann::json to_json(const EvalRequest& r);  // without blobs
 EvalRequest request_from_json(const nlohmann::json& j);
 nlohmann::json to_json(const EvalReport& r);

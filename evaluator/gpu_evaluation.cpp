@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "evaluator/gate.hpp"
 
@@ -97,110 +98,195 @@ double GpuEvaluator::copy_bandwidth() {
 }
 
 EvalReport GpuEvaluator::evaluate(const Op& op, const EvalRequest& req) {
-  const auto t0 = std::chrono::steady_clock::now();
+  BatchEvalRequest b;
+  b.common = req;
+  b.common.candidate_cubin.clear();
+  b.knobs = {req.candidate_knobs};
+  b.cubins = {req.candidate_cubin};
+  return evaluate_batch(op, b).front();
+}
+
+namespace {
+
+// Per-candidate state of a batch.
+struct Slot {
+  std::optional<GpuModule> module;
   EvalReport report;
+  bool stopped = false;  // failed a shape with stop_at_first_failure, or faulted
+};
+
+}  // namespace
+
+std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEvalRequest& breq) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const EvalRequest& req = breq.common;
   const CudaDriver& api = ctx_.api();
   const DeviceInfo& info = ctx_.info();
-  report.copy_bandwidth = copy_bandwidth();
-  report.environment = {{"gpu", info.name},
-                        {"arch", info.arch()},
-                        {"sm_count", std::to_string(info.sm_count)},
-                        {"l2_bytes", std::to_string(info.l2_bytes)},
-                        {"driver_version", std::to_string(info.driver_version)},
-                        {"copy_bandwidth_GBps", std::to_string(report.copy_bandwidth / 1e9)}};
-  GpuModule cand(&api, req.candidate_cubin);
+  const double bw = copy_bandwidth();
+  const std::size_t n = breq.cubins.size();
+  std::vector<Slot> slots(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    EvalReport& r = slots[i].report;
+    r.copy_bandwidth = bw;
+    r.environment = {{"gpu", info.name},
+                     {"arch", info.arch()},
+                     {"sm_count", std::to_string(info.sm_count)},
+                     {"l2_bytes", std::to_string(info.l2_bytes)},
+                     {"driver_version", std::to_string(info.driver_version)},
+                     {"copy_bandwidth_GBps", std::to_string(bw / 1e9)}};
+    try {
+      slots[i].module.emplace(&api, breq.cubins[i]);
+    } catch (const GpuError& e) {
+      if (e.sticky()) throw;
+      r.verdict = "fault";
+      r.reasons.push_back(std::string("module-load: ") + e.what());
+      slots[i].stopped = true;
+    }
+  }
   std::optional<GpuModule> base;
   if (!req.baseline_cubin.empty()) base.emplace(&api, req.baseline_cubin);
+  // A candidate that faults without poisoning the context (a bad launch configuration, say)
+  // stops alone; a sticky fault ends the batch and the runner re-runs it one by one.
+  auto guarded = [&](Slot& slot, auto&& body) {
+    try {
+      body();
+      return true;
+    } catch (const GpuError& e) {
+      if (e.sticky()) throw;
+      slot.report.verdict = "fault";
+      slot.report.reasons.push_back(std::string("launch-failed: ") + e.what());
+      slot.stopped = true;
+      return false;
+    }
+  };
 
   std::uint64_t stream_seed = mix(req.seed);
   for (const ShapeCase& sc : req.shapes) {
-    ShapeReport sr;
-    sr.shape = sc.shape;
-    sr.cls = sc.cls;
-    auto fail = [&](const std::string& reason) {
-      sr.passed = false;
-      sr.reasons.push_back(reason);
-    };
+    const bool any_live = std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return !s.stopped; });
+    if (!any_live) break;
     const std::vector<TensorDesc> descs = op.tensors(sc.shape, req.config);
-    LaunchPlan plan, base_plan;
+    std::vector<ShapeReport> srs(n);
+    std::vector<LaunchPlan> plans(n);
+    std::vector<bool> in_play(n, false);  // evaluated on this shape
+    LaunchPlan base_plan;
+    bool base_ok = true;
+    std::string base_error;
     try {
-      plan = op.launch_plan(sc.shape, req.config, req.candidate_knobs);
       if (base) base_plan = op.launch_plan(sc.shape, req.config, req.baseline_knobs);
     } catch (const std::invalid_argument& e) {
-      fail(std::string("launch-plan: ") + e.what());
-      report.shapes.push_back(std::move(sr));
-      continue;
+      base_ok = false;
+      base_error = e.what();
     }
+    auto fail = [&](std::size_t i, const std::string& reason) {
+      srs[i].passed = false;
+      srs[i].reasons.push_back(reason);
+    };
+    for (std::size_t i = 0; i < n; ++i) {
+      if (slots[i].stopped) continue;
+      in_play[i] = true;
+      srs[i].shape = sc.shape;
+      srs[i].cls = sc.cls;
+      try {
+        plans[i] = op.launch_plan(sc.shape, req.config, breq.knobs[i]);
+      } catch (const std::invalid_argument& e) {
+        fail(i, std::string("launch-plan: ") + e.what());
+      }
+      if (!base_ok) fail(i, "baseline-launch-plan: the baseline cannot run this shape: " + base_error);
+    }
+    auto live = [&](std::size_t i) { return in_play[i] && srs[i].passed && !slots[i].stopped; };
+
     std::vector<HostTensor> host;
     for (const auto& d : descs) host.emplace_back(d.name, d.dtype, d.shape);
     DeviceSet dev = allocate(&api, descs, host);
     const int ndist = sc.cls == ShapeClass::Benchmark ? req.gate.distributions_benchmark : req.gate.distributions_correctness;
-    std::vector<HostTensor> verified_inputs, verified_outputs;  // distribution 0, for the timed re-check
-    for (int di = 0; di < ndist && sr.passed; ++di) {
+    std::vector<HostTensor> verified_inputs;                    // distribution 0, for the timing pool
+    std::vector<std::vector<std::uint64_t>> verified_fp(n);     // fingerprints of each candidate's verified outputs
+    for (int di = 0; di < ndist; ++di) {
+      bool any = false;
+      for (std::size_t i = 0; i < n; ++i) any |= live(i);
+      if (!any) break;
       const Distribution dist = all_distributions()[static_cast<std::size_t>(di) % all_distributions().size()];
       stream_seed = mix(stream_seed);
       fill_inputs(op, descs, dist, stream_seed, host);
-      // The reference runs first, into memory of its own.
+      // The reference runs first, into memory of its own, once for every candidate.
       std::vector<HostTensor> refs;
       op.reference(sc.shape, req.config, host, refs);
       std::vector<HostTensor> inputs;
-      for (std::size_t i = 0; i < descs.size(); ++i)
-        if (descs[i].role == Role::In) inputs.push_back(host[i]);
+      for (std::size_t k = 0; k < descs.size(); ++k)
+        if (descs[k].role == Role::In) inputs.push_back(host[k]);
       const std::uint64_t in_sum = checksum(inputs);
-      std::vector<std::vector<HostTensor>> runs;
-      for (int pattern = 0; pattern < (req.gate.check_determinism ? 2 : 1); ++pattern) {
-        for (std::size_t i = 0; i < descs.size(); ++i) {
-          HostTensor& t = host[i];
-          if (descs[i].role == Role::Out || descs[i].role == Role::Scratch) poison(t, pattern);
-          dev.buffers.at(descs[i].name).upload(t.data.data(), t.bytes());
-          dev.buffers.at(descs[i].name).fill_canaries();
-        }
-        ctx_.launch(cand, plan, dev.pointers, descs);
-        ctx_.synchronize();
-        for (const auto& d : descs)
-          if (!dev.buffers.at(d.name).canaries_intact())
-            fail(with_shape("out-of-bounds-write: the kernel wrote outside tensor '" + d.name + "'", sc, dist));
-        std::vector<HostTensor> outs;
-        std::vector<HostTensor> after_inputs;
-        for (std::size_t i = 0; i < descs.size(); ++i) {
-          HostTensor t(descs[i].name, descs[i].dtype, descs[i].shape);
-          dev.buffers.at(descs[i].name).download(t.data.data(), t.bytes());
-          if (descs[i].role == Role::In) after_inputs.push_back(std::move(t));
-          else if (is_checked_output(descs[i].role)) outs.push_back(std::move(t));
-        }
-        if (!after_inputs.empty() && checksum(after_inputs) != in_sum)
-          fail(with_shape("input-mutated: a read-only input changed during the run", sc, dist));
-        if (pattern == 0) {
-          for (const auto& out : outs) {
-            const HostTensor* ref = find_ref(refs, out.name);
-            if (!ref) continue;
-            OutputCheck c = check_output(out, *ref, tolerance_for(op, req, out.name), 0);
-            sr.rel_l2[out.name] = std::max(sr.rel_l2[out.name], c.rel_l2);
-            sr.max_abs[out.name] = std::max(sr.max_abs[out.name], c.max_abs);
-            if (!c.passed) fail(with_shape(c.reason + " (output '" + out.name + "')", sc, dist));
+      bool inputs_on_device = false;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (!live(i)) continue;
+        std::vector<std::vector<HostTensor>> runs;
+        guarded(slots[i], [&] {
+          for (int pattern = 0; pattern < (req.gate.check_determinism ? 2 : 1); ++pattern) {
+            for (std::size_t k = 0; k < descs.size(); ++k) {
+              HostTensor& t = host[k];
+              const bool out = descs[k].role == Role::Out || descs[k].role == Role::Scratch;
+              // Inputs go up once per distribution (again only after a candidate changed them);
+              // outputs and in-outs before every run.
+              if (!out && descs[k].role == Role::In && inputs_on_device) continue;
+              if (out) poison(t, pattern);
+              dev.buffers.at(descs[k].name).upload(t.data.data(), t.bytes());
+              dev.buffers.at(descs[k].name).fill_canaries();
+            }
+            inputs_on_device = true;
+            ctx_.launch(*slots[i].module, plans[i], dev.pointers, descs);
+            ctx_.synchronize();
+            for (const auto& d : descs)
+              if (!dev.buffers.at(d.name).canaries_intact()) {
+                fail(i, with_shape("out-of-bounds-write: the kernel wrote outside tensor '" + d.name + "'", sc, dist));
+                inputs_on_device = false;
+              }
+            std::vector<HostTensor> outs, after_inputs;
+            for (std::size_t k = 0; k < descs.size(); ++k) {
+              HostTensor t(descs[k].name, descs[k].dtype, descs[k].shape);
+              dev.buffers.at(descs[k].name).download(t.data.data(), t.bytes());
+              if (descs[k].role == Role::In) after_inputs.push_back(std::move(t));
+              else if (is_checked_output(descs[k].role)) outs.push_back(std::move(t));
+            }
+            if (!after_inputs.empty() && checksum(after_inputs) != in_sum) {
+              fail(i, with_shape("input-mutated: a read-only input changed during the run", sc, dist));
+              inputs_on_device = false;
+            }
+            if (pattern == 0) {
+              for (const auto& out : outs) {
+                const HostTensor* ref = find_ref(refs, out.name);
+                if (!ref) continue;
+                OutputCheck c = check_output(out, *ref, tolerance_for(op, req, out.name), 0);
+                srs[i].rel_l2[out.name] = std::max(srs[i].rel_l2[out.name], c.rel_l2);
+                srs[i].max_abs[out.name] = std::max(srs[i].max_abs[out.name], c.max_abs);
+                if (!c.passed) fail(i, with_shape(c.reason + " (output '" + out.name + "')", sc, dist));
+              }
+            } else {
+              for (std::size_t k = 0; k < outs.size(); ++k) {
+                const std::int64_t at = first_difference(outs[k], runs[0][k]);
+                if (at >= 0)
+                  fail(i, with_shape("nondeterministic: output '" + outs[k].name + "' differs between two runs at byte " +
+                                         std::to_string(at),
+                                     sc, dist));
+              }
+            }
+            runs.push_back(std::move(outs));
+            if (!srs[i].passed) break;
           }
-        } else {
-          for (std::size_t k = 0; k < outs.size(); ++k) {
-            const std::int64_t at = first_difference(outs[k], runs[0][k]);
-            if (at >= 0)
-              fail(with_shape("nondeterministic: output '" + outs[k].name + "' differs between two runs at byte " +
-                                  std::to_string(at),
-                              sc, dist));
-          }
-        }
-        runs.push_back(std::move(outs));
-        if (!sr.passed) break;
+        });
+        if (di == 0 && sc.cls == ShapeClass::Benchmark && live(i) && !runs.empty())
+          for (const auto& o : runs[0]) verified_fp[i].push_back(fingerprint(o));
       }
-      if (di == 0 && sc.cls == ShapeClass::Benchmark) {
-        verified_inputs = host;
-        verified_outputs = runs[0];
-      }
+      if (di == 0 && sc.cls == ShapeClass::Benchmark) verified_inputs = host;
     }
 
-    if (sr.passed && sc.cls == ShapeClass::Benchmark && req.time_benchmarks && base) {
-      // ---- timing: a pool of input sets larger than L2, candidate and baseline interleaved ----
+    bool any_timed = false;
+    for (std::size_t i = 0; i < n; ++i) any_timed |= live(i);
+    if (any_timed && sc.cls == ShapeClass::Benchmark && req.time_benchmarks && base) {
+      // ---- timing: one pool of input sets larger than L2 for the whole batch; each candidate
+      // interleaved with the baseline ----
       std::size_t set_bytes = 0;
-      for (const auto& t : verified_inputs) set_bytes += t.bytes();
+      for (std::size_t k = 0; k < descs.size(); ++k)
+        if (is_input(descs[k].role)) set_bytes += verified_inputs[k].bytes();
+      set_bytes = std::max<std::size_t>(set_bytes, 1);
       std::size_t free_mem = 0, total_mem = 0;
       ctx_.check(api.cuMemGetInfo(&free_mem, &total_mem), "cuMemGetInfo");
       const double want = req.timing.pool_l2_multiple * static_cast<double>(info.l2_bytes) / static_cast<double>(set_bytes);
@@ -219,117 +305,145 @@ EvalReport GpuEvaluator::evaluate(const Op& op, const EvalRequest& req) {
           stream_seed = mix(stream_seed);
           fill_inputs(op, descs, Distribution::Normal, stream_seed, h);
         }
-        for (std::size_t i = 0; i < descs.size(); ++i)
-          if (descs[i].role == Role::Out || descs[i].role == Role::Scratch) poison(h[i], 0);
+        for (std::size_t k = 0; k < descs.size(); ++k)
+          if (descs[k].role == Role::Out || descs[k].role == Role::Scratch) poison(h[k], 0);
         DeviceSet cs = allocate(&api, descs, h);
         DeviceSet bs;
-        for (std::size_t i = 0; i < descs.size(); ++i) {
-          cs.buffers.at(descs[i].name).upload(h[i].data.data(), h[i].bytes());
+        for (std::size_t k = 0; k < descs.size(); ++k) {
+          cs.buffers.at(descs[k].name).upload(h[k].data.data(), h[k].bytes());
           // The baseline reads the candidate set's inputs; only its outputs are its own.
-          if (is_output(descs[i].role)) {
-            DeviceBuffer b(&api, std::max<std::size_t>(h[i].bytes(), 1));
-            b.upload(h[i].data.data(), h[i].bytes());
-            bs.pointers[descs[i].name] = b.ptr();
-            bs.buffers.emplace(descs[i].name, std::move(b));
+          if (is_output(descs[k].role)) {
+            DeviceBuffer b(&api, std::max<std::size_t>(h[k].bytes(), 1));
+            b.upload(h[k].data.data(), h[k].bytes());
+            bs.pointers[descs[k].name] = b.ptr();
+            bs.buffers.emplace(descs[k].name, std::move(b));
           } else {
-            bs.pointers[descs[i].name] = cs.pointers[descs[i].name];
+            bs.pointers[descs[k].name] = cs.pointers[descs[k].name];
           }
         }
         cand_sets.push_back(std::move(cs));
         base_sets.push_back(std::move(bs));
         set_inputs.push_back(std::move(h));
       }
-      std::size_t next_c = 0, next_b = 0;
-      auto batch = [&](GpuModule& m, const LaunchPlan& p, std::vector<DeviceSet>& sets, std::size_t& next, int n) {
-        for (int i = 0; i < n; ++i) {
-          ctx_.launch(m, p, sets[next % sets.size()].pointers, descs);
-          ++next;
-        }
-      };
-      // Launches per batch from one warm launch of the candidate.
-      batch(cand, plan, cand_sets, next_c, 1);
-      ctx_.synchronize();
-      const double one = ctx_.time_ms([&] { batch(cand, plan, cand_sets, next_c, 1); });
-      const int per_batch = static_cast<int>(std::clamp(std::ceil(req.timing.target_batch_ms / std::max(one, 1e-4)), 1.0, 2000.0));
-      for (int w = 0; w < req.timing.warmup_batches; ++w) {
-        batch(*base, base_plan, base_sets, next_b, per_batch);
-        batch(cand, plan, cand_sets, next_c, per_batch);
-      }
-      ctx_.synchronize();
-      std::vector<double> tc, tb;
-      for (int s = 0; s < req.timing.samples; ++s) {
-        // Alternate which goes first so neither always runs on a warmer GPU.
-        auto time_cand = [&] { tc.push_back(ctx_.time_ms([&] { batch(cand, plan, cand_sets, next_c, per_batch); }) / per_batch); };
-        auto time_base = [&] { tb.push_back(ctx_.time_ms([&] { batch(*base, base_plan, base_sets, next_b, per_batch); }) / per_batch); };
-        if (s % 2 == 0) {
-          time_base();
-          time_cand();
-        } else {
-          time_cand();
-          time_base();
-        }
-      }
-      ctx_.synchronize();
-      sr.candidate_ms = summarize(tc);
-      sr.baseline_ms = summarize(tb);
-      sr.speedup = paired_ratio(tb, tc);
-      sr.pool_sets = nsets;
-      sr.launches_per_batch = per_batch;
+      std::vector<HostTensor> refs1;  // reference of input set 1, made once for the batch
+      if (nsets >= 2) op.reference(sc.shape, req.config, set_inputs[1], refs1);
       const double bytes = op.bytes(sc.shape, req.config);
-      const FloorCheck fc = check_floor(sr.candidate_ms->median, bytes, 0, report.copy_bandwidth * kFloorHeadroom, 0);
-      sr.floor_ms = bytes / report.copy_bandwidth * 1e3;
-      sr.fraction_of_floor = sr.floor_ms / sr.candidate_ms->median;
-      if (!fc.plausible) fail(fc.reason + " [benchmark shape " + shape_to_string(sc.shape) + "]");
-      // ---- the timed runs' outputs: set 0 must match the verified run bit for bit; set 1 is
-      // checked against a fresh reference ----
-      for (int s = 0; s < std::min(nsets, 2); ++s) {
-        std::vector<HostTensor> outs;
-        for (std::size_t i = 0; i < descs.size(); ++i) {
-          if (!is_checked_output(descs[i].role)) continue;
-          HostTensor t(descs[i].name, descs[i].dtype, descs[i].shape);
-          cand_sets[static_cast<std::size_t>(s)].buffers.at(descs[i].name).download(t.data.data(), t.bytes());
-          outs.push_back(std::move(t));
-        }
-        if (s == 0) {
-          for (std::size_t k = 0; k < outs.size() && k < verified_outputs.size(); ++k)
-            if (fingerprint(outs[k]) != fingerprint(verified_outputs[k]))
-              fail("timed-output-mismatch: output '" + outs[k].name +
-                   "' of the timed runs differs from the verified run on the same inputs [benchmark shape " +
-                   shape_to_string(sc.shape) + "]");
-        } else {
-          std::vector<HostTensor> refs;
-          op.reference(sc.shape, req.config, set_inputs[1], refs);
-          for (const auto& out : outs) {
-            const HostTensor* ref = find_ref(refs, out.name);
-            if (!ref) continue;
-            OutputCheck c = check_output(out, *ref, tolerance_for(op, req, out.name), 0);
-            if (!c.passed)
-              fail("timed-output-mismatch: timed run on input set 1 fails the gate: " + c.reason + " [benchmark shape " +
-                   shape_to_string(sc.shape) + "]");
+      for (std::size_t i = 0; i < n; ++i) {
+        if (!live(i)) continue;
+        ShapeReport& sr = srs[i];
+        guarded(slots[i], [&] {
+          GpuModule& cand = *slots[i].module;
+          const LaunchPlan& plan = plans[i];
+          // In-out tensors start each candidate from the same state.
+          for (int s = 0; s < nsets; ++s)
+            for (std::size_t k = 0; k < descs.size(); ++k)
+              if (is_output(descs[k].role))
+                cand_sets[static_cast<std::size_t>(s)].buffers.at(descs[k].name).upload(
+                    set_inputs[static_cast<std::size_t>(s)][k].data.data(), set_inputs[static_cast<std::size_t>(s)][k].bytes());
+          std::size_t next_c = 0, next_b = 0;
+          auto batch = [&](GpuModule& m, const LaunchPlan& p, std::vector<DeviceSet>& sets, std::size_t& next, int cnt) {
+            for (int k = 0; k < cnt; ++k) {
+              ctx_.launch(m, p, sets[next % sets.size()].pointers, descs);
+              ++next;
+            }
+          };
+          // Launches per batch from one warm launch of the candidate.
+          batch(cand, plan, cand_sets, next_c, 1);
+          ctx_.synchronize();
+          const double one = ctx_.time_ms([&] { batch(cand, plan, cand_sets, next_c, 1); });
+          const int per_batch =
+              static_cast<int>(std::clamp(std::ceil(req.timing.target_batch_ms / std::max(one, 1e-4)), 1.0, 2000.0));
+          for (int w = 0; w < req.timing.warmup_batches; ++w) {
+            batch(*base, base_plan, base_sets, next_b, per_batch);
+            batch(cand, plan, cand_sets, next_c, per_batch);
           }
-        }
+          ctx_.synchronize();
+          std::vector<double> tc, tb;
+          for (int s = 0; s < req.timing.samples; ++s) {
+            // Alternate which goes first so neither always runs on a warmer GPU.
+            auto time_cand = [&] {
+              tc.push_back(ctx_.time_ms([&] { batch(cand, plan, cand_sets, next_c, per_batch); }) / per_batch);
+            };
+            auto time_base = [&] {
+              tb.push_back(ctx_.time_ms([&] { batch(*base, base_plan, base_sets, next_b, per_batch); }) / per_batch);
+            };
+            if (s % 2 == 0) {
+              time_base();
+              time_cand();
+            } else {
+              time_cand();
+              time_base();
+            }
+          }
+          ctx_.synchronize();
+          sr.candidate_ms = summarize(tc);
+          sr.baseline_ms = summarize(tb);
+          sr.speedup = paired_ratio(tb, tc);
+          sr.pool_sets = nsets;
+          sr.launches_per_batch = per_batch;
+          const FloorCheck fc = check_floor(sr.candidate_ms->median, bytes, 0, bw * kFloorHeadroom, 0);
+          sr.floor_ms = bytes / bw * 1e3;
+          sr.fraction_of_floor = sr.floor_ms / sr.candidate_ms->median;
+          if (!fc.plausible) fail(i, fc.reason + " [benchmark shape " + shape_to_string(sc.shape) + "]");
+          // ---- the timed runs' outputs: set 0 must match the verified run bit for bit; set 1
+          // is checked against its own reference ----
+          for (int s = 0; s < std::min(nsets, 2); ++s) {
+            std::vector<HostTensor> outs;
+            for (std::size_t k = 0; k < descs.size(); ++k) {
+              if (!is_checked_output(descs[k].role)) continue;
+              HostTensor t(descs[k].name, descs[k].dtype, descs[k].shape);
+              cand_sets[static_cast<std::size_t>(s)].buffers.at(descs[k].name).download(t.data.data(), t.bytes());
+              outs.push_back(std::move(t));
+            }
+            if (s == 0) {
+              for (std::size_t k = 0; k < outs.size() && k < verified_fp[i].size(); ++k)
+                if (fingerprint(outs[k]) != verified_fp[i][k])
+                  fail(i, "timed-output-mismatch: output '" + outs[k].name +
+                              "' of the timed runs differs from the verified run on the same inputs [benchmark shape " +
+                              shape_to_string(sc.shape) + "]");
+            } else {
+              for (const auto& out : outs) {
+                const HostTensor* ref = find_ref(refs1, out.name);
+                if (!ref) continue;
+                OutputCheck c = check_output(out, *ref, tolerance_for(op, req, out.name), 0);
+                if (!c.passed)
+                  fail(i, "timed-output-mismatch: timed run on input set 1 fails the gate: " + c.reason +
+                              " [benchmark shape " + shape_to_string(sc.shape) + "]");
+              }
+            }
+          }
+        });
       }
     }
-    const bool stop = !sr.passed && req.gate.stop_at_first_failure;
-    report.shapes.push_back(std::move(sr));
-    if (stop) break;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!in_play[i]) continue;
+      if (!srs[i].passed && req.gate.stop_at_first_failure) slots[i].stopped = true;
+      slots[i].report.shapes.push_back(std::move(srs[i]));
+    }
   }
 
-  bool all_pass = true;
-  double log_sum = 0;
-  int nbench = 0;
-  for (const auto& s : report.shapes) {
-    all_pass &= s.passed;
-    for (const auto& r : s.reasons) report.reasons.push_back(r);
-    if (s.speedup) {
-      log_sum += std::log(s.speedup->ratio);
-      ++nbench;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<EvalReport> out;
+  for (auto& slot : slots) {
+    EvalReport& report = slot.report;
+    bool all_pass = report.verdict != "fault";
+    double log_sum = 0;
+    int nbench = 0;
+    for (const auto& s : report.shapes) {
+      all_pass &= s.passed;
+      for (const auto& r : s.reasons) report.reasons.push_back(r);
+      if (s.speedup) {
+        log_sum += std::log(s.speedup->ratio);
+        ++nbench;
+      }
     }
+    if (report.verdict != "fault") report.verdict = all_pass ? "pass" : "fail";
+    if (all_pass && nbench > 0) report.fitness = std::exp(log_sum / nbench);
+    // The batch's wall time is shared; each report carries its share.
+    report.seconds = seconds / static_cast<double>(std::max<std::size_t>(n, 1));
+    out.push_back(std::move(report));
   }
-  report.verdict = all_pass ? "pass" : "fail";
-  if (all_pass && nbench > 0) report.fitness = std::exp(log_sum / nbench);
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return report;
+  return out;
 }
 
 }  // namespace ptxevo::evaluator

@@ -3,6 +3,8 @@
 // outputs of the timed runs checked again. Runs inside a worker process (see runner.hpp).
 #pragma once
 
+#include <vector>
+
 #include "evaluator/eval_types.hpp"
 #include "evaluator/gpu_context.hpp"
 #include "evaluator/op.hpp"
@@ -15,6 +17,9 @@ class GpuEvaluator {
   // Throws GpuError when the candidate faults (the caller records it and, for sticky errors,
   // ends the process).
   EvalReport evaluate(const Op& op, const EvalRequest& req);
+  // Reports in candidate order. A sticky fault (the context is lost) throws for the whole batch;
+  // other launch failures fail only their candidate.
+  std::vector<EvalReport> evaluate_batch(const Op& op, const BatchEvalRequest& req);
   double copy_bandwidth();  // measured once per process
 
  private:

@@ -122,31 +122,29 @@ bool Runner::available(std::string* reason) {
   return false;
 }
 
-EvalReport Runner::evaluate(const EvalRequest& req) {
-  EvalReport report;
+// Sends one message and waits for the report(s). On a crash or timeout `failure` holds the
+// verdict and reason for every candidate of the message, and the worker is gone.
+std::optional<Message> Runner::exchange(const Message& m, double timeout_s, EvalReport* failure) {
   std::string reason;
   if (pid_ <= 0 && !start(&reason)) {
-    report.verdict = "not-run";
-    report.reasons.push_back("no-gpu: " + reason);
-    return report;
+    failure->verdict = "not-run";
+    failure->reasons.push_back("no-gpu: " + reason);
+    return std::nullopt;
   }
-  Message m;
-  m.header = {{"type", "evaluate"}, {"request", to_json(req)}};
-  m.blobs = {req.candidate_cubin, req.baseline_cubin};
   if (!write_message(to_worker_, m)) {
     stop(true);
     ++restarts_;
-    report.verdict = "fault";
-    report.reasons.push_back("worker-crashed: the GPU worker closed its input before the request was sent");
-    return report;
+    failure->verdict = "fault";
+    failure->reasons.push_back("worker-crashed: the GPU worker closed its input before the request was sent");
+    return std::nullopt;
   }
-  if (!wait_readable(from_worker_, opt_.timeout_s)) {
+  if (!wait_readable(from_worker_, timeout_s)) {
     stop(true);
     ++restarts_;
-    report.verdict = "timeout";
-    report.reasons.push_back("timeout: no result within " + std::to_string(static_cast<int>(opt_.timeout_s)) +
-                             " s (a kernel hung or ran far too long); the worker was killed and will restart");
-    return report;
+    failure->verdict = "timeout";
+    failure->reasons.push_back("timeout: no result within " + std::to_string(static_cast<int>(timeout_s)) +
+                               " s (a kernel hung or ran far too long); the worker was killed and will restart");
+    return std::nullopt;
   }
   std::string err;
   auto reply = read_message(from_worker_, &err);
@@ -159,17 +157,58 @@ EvalReport Runner::evaluate(const EvalRequest& req) {
     waitpid(dead, &status, 0);
     pid_ = -1;
     ++restarts_;
-    report.verdict = "fault";
-    report.reasons.push_back("worker-crashed: the GPU worker " + describe_status(status) + " (" + err + ")");
-    return report;
+    failure->verdict = "fault";
+    failure->reasons.push_back("worker-crashed: the GPU worker " + describe_status(status) + " (" + err + ")");
+    return std::nullopt;
   }
-  report = report_from_json(reply->header.at("report"));
   if (reply->header.value("exiting", false)) {
     // The worker reported a sticky CUDA error and is ending: reap it, restart next time.
     stop(false);
     ++restarts_;
   }
-  return report;
+  return reply;
+}
+
+EvalReport Runner::evaluate(const EvalRequest& req) {
+  Message m;
+  m.header = {{"type", "evaluate"}, {"request", to_json(req)}};
+  m.blobs = {req.candidate_cubin, req.baseline_cubin};
+  EvalReport failure;
+  auto reply = exchange(m, opt_.timeout_s, &failure);
+  if (!reply) return failure;
+  return report_from_json(reply->header.at("report"));
+}
+
+std::vector<EvalReport> Runner::evaluate_batch(const BatchEvalRequest& req) {
+  const std::size_t n = req.cubins.size();
+  if (n == 0) return {};
+  Message m;
+  nlohmann::json knobs = nlohmann::json::array();
+  for (const auto& k : req.knobs) knobs.push_back(knobs_to_json(k));
+  m.header = {{"type", "evaluate_batch"}, {"request", to_json(req.common)}, {"candidates", knobs}};
+  m.blobs.push_back(req.common.baseline_cubin);
+  for (const auto& c : req.cubins) m.blobs.push_back(c);
+  EvalReport failure;
+  // The watchdog scales with the batch: each candidate gets the single-evaluation limit.
+  auto reply = exchange(m, opt_.timeout_s * static_cast<double>(n), &failure);
+  const bool whole_batch_failed =
+      !reply || reply->header.value("type", std::string()) != "reports" || reply->header.value("exiting", false);
+  if (!whole_batch_failed) {
+    std::vector<EvalReport> out;
+    for (const auto& r : reply->header.at("reports")) out.push_back(report_from_json(r));
+    if (out.size() == n) return out;
+  }
+  if (failure.verdict == "not-run") return std::vector<EvalReport>(n, failure);
+  // A sticky fault, crash or hang of one candidate took the batch down. Run each candidate on
+  // its own so the culprit is named and the others still count.
+  std::vector<EvalReport> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    EvalRequest one = req.common;
+    one.candidate_knobs = req.knobs[i];
+    one.candidate_cubin = req.cubins[i];
+    out.push_back(evaluate(one));
+  }
+  return out;
 }
 
 }  // namespace ptxevo::evaluator

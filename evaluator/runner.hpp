@@ -5,9 +5,12 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "evaluator/eval_types.hpp"
+#include "evaluator/worker_protocol.hpp"
 
 namespace ptxevo::evaluator {
 
@@ -31,11 +34,15 @@ class Runner {
   const nlohmann::json& device() const { return device_; }
 
   EvalReport evaluate(const EvalRequest& req);
+  // Several candidates against one baseline on shared inputs (see BatchEvalRequest). When a
+  // candidate crashes or hangs the worker, the batch is re-run one candidate at a time.
+  std::vector<EvalReport> evaluate_batch(const BatchEvalRequest& req);
   int restarts() const { return restarts_; }
 
  private:
   bool start(std::string* reason);
   void stop(bool force);
+  std::optional<Message> exchange(const Message& m, double timeout_s, EvalReport* failure);
 
   RunnerOptions opt_;
   pid_t pid_ = -1;

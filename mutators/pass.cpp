@@ -3,14 +3,17 @@
 #include <cctype>
 #include <charconv>
 
+#include "mutators/async_copy.hpp"
 #include "mutators/fast_math.hpp"
 #include "mutators/hoist_global_loads.hpp"
+#include "mutators/if_convert.hpp"
 #include "mutators/l1_no_allocate.hpp"
 #include "mutators/l2_evict_hint.hpp"
 #include "mutators/launch_bounds.hpp"
 #include "mutators/ld_global_nc.hpp"
 #include "mutators/max_registers.hpp"
 #include "mutators/store_streaming.hpp"
+#include "mutators/widen_vector.hpp"
 
 namespace ptxevo::mutators {
 
@@ -40,6 +43,10 @@ PassRegistry builtin_passes() {
   r.add(std::make_unique<LaunchBoundsPass>());
   r.add(std::make_unique<FastMathPass>());
   r.add(std::make_unique<HoistGlobalLoadsPass>());
+  r.add(std::make_unique<WidenVectorPass>());
+  r.add(std::make_unique<AsyncCopyPass>());
+  r.add(std::make_unique<IfConvertPass>());
+  r.add(std::make_unique<IfUnconvertPass>());
   return r;
 }
 

@@ -13,6 +13,7 @@ PACKAGES=(
   libsqlite3-dev libcurl4-openssl-dev libssl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-19 llvm-19 lld-19 libclang-rt-19-dev
+  chromium  # headless: renders ptxevo report's HTML in search/tests/report_render_test.cpp
 )
 
 command -v dpkg-query >/dev/null || die "this script needs a Debian-based system (dpkg/apt-get); install the packages listed in scripts/setup.sh by hand"

@@ -186,13 +186,15 @@ std::int64_t TraceDb::record_environment(const Environment& env) {
 RecordedCandidate TraceDb::record_candidate(std::int64_t campaign_id, const NewCandidate& c) {
   sqlite::Transaction tx(db_);
   db_.prepare(
-         "INSERT INTO candidates (campaign_id, genome_hash, genome_json, parent_id, operator) "
-         "VALUES (?, ?, ?, ?, ?) ON CONFLICT (campaign_id, genome_hash) DO NOTHING")
+         "INSERT INTO candidates (campaign_id, genome_hash, genome_json, parent_id, operator, generation, island) "
+         "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (campaign_id, genome_hash) DO NOTHING")
       .bind(1, campaign_id)
       .bind(2, c.genome_hash)
       .bind(3, c.genome_json)
       .bind(4, c.parent_id)
       .bind(5, c.operator_name)
+      .bind(6, static_cast<std::int64_t>(c.generation))
+      .bind(7, static_cast<std::int64_t>(c.island))
       .run();
   RecordedCandidate r;
   r.inserted = db_.changes() == 1;
@@ -223,11 +225,12 @@ void TraceDb::record_build(std::int64_t candidate_id, const BuildResult& b) {
 }
 
 std::int64_t TraceDb::record_evaluation(std::int64_t candidate_id, std::int64_t environment_id,
-                                        const evaluator::EvalReport& report) {
+                                        const evaluator::EvalReport& report, const EvaluationMeta& meta) {
   sqlite::Transaction tx(db_);
   db_.prepare(
          "INSERT INTO evaluations (candidate_id, environment_id, verdict, reasons_json, fitness, seconds, "
-         "copy_bandwidth, report_json, shape_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+         "copy_bandwidth, report_json, shape_count, mode, purpose, fitness_low, fitness_high) "
+         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
       .bind(1, candidate_id)
       .bind(2, environment_id)
       .bind(3, report.verdict)
@@ -237,6 +240,10 @@ std::int64_t TraceDb::record_evaluation(std::int64_t candidate_id, std::int64_t 
       .bind(7, report.copy_bandwidth)
       .bind(8, evaluator::to_json(report).dump())
       .bind(9, static_cast<std::int64_t>(report.shapes.size()))
+      .bind(10, meta.mode)
+      .bind(11, meta.purpose)
+      .bind(12, meta.fitness_low)
+      .bind(13, meta.fitness_high)
       .run();
   const std::int64_t evaluation_id = db_.last_insert_rowid();
 
@@ -323,6 +330,69 @@ std::optional<CandidateRow> TraceDb::candidate(std::int64_t candidate_id) {
   s.bind(1, candidate_id);
   if (!s.step()) return std::nullopt;
   return candidate_from(s);
+}
+
+void TraceDb::set_build_key(std::int64_t candidate_id, const std::string& build_key) {
+  db_.prepare("UPDATE candidates SET build_key = ? WHERE id = ?").bind(1, build_key).bind(2, candidate_id).run();
+}
+
+std::optional<std::int64_t> TraceDb::measured_with_build_key(std::int64_t campaign_id, const std::string& build_key) {
+  auto s = db_.prepare(
+      "SELECT c.id FROM candidates c WHERE c.campaign_id = ? AND c.build_key = ? AND c.state = 'measured' "
+      "AND c.outcome IS NULL AND EXISTS (SELECT 1 FROM evaluations e WHERE e.candidate_id = c.id) ORDER BY c.id LIMIT 1");
+  s.bind(1, campaign_id).bind(2, build_key);
+  if (!s.step()) return std::nullopt;
+  return s.column_int(0);
+}
+
+void TraceDb::settle_candidate(std::int64_t candidate_id, const std::string& outcome,
+                               std::optional<std::int64_t> duplicate_of) {
+  db_.prepare("UPDATE candidates SET state = 'measured', outcome = ?, duplicate_of = ? WHERE id = ?")
+      .bind(1, outcome)
+      .bind(2, duplicate_of)
+      .bind(3, candidate_id)
+      .run();
+  if (db_.changes() != 1)
+    throw std::invalid_argument("trace database: no candidate with id " + std::to_string(candidate_id));
+}
+
+std::vector<MeasuredCandidate> TraceDb::measured_candidates(std::int64_t campaign_id) {
+  auto s = db_.prepare(
+      "SELECT c.id, c.genome_hash, c.genome_json, c.parent_id, c.operator, c.ptx_hash, c.state, c.generation, "
+      "c.island, e.fitness, coalesce(e.fitness_low, e.fitness), coalesce(e.fitness_high, e.fitness), "
+      "(SELECT count(*) FROM evaluations WHERE candidate_id = c.id AND verdict = 'pass') "
+      "FROM candidates c JOIN evaluations e ON e.id = (SELECT max(id) FROM evaluations WHERE candidate_id = c.id "
+      "AND verdict = 'pass' AND fitness IS NOT NULL) WHERE c.campaign_id = ? ORDER BY c.id");
+  s.bind(1, campaign_id);
+  std::vector<MeasuredCandidate> out;
+  while (s.step()) {
+    MeasuredCandidate m;
+    m.candidate = candidate_from(s);
+    m.generation = static_cast<int>(s.column_int(7));
+    m.island = static_cast<int>(s.column_int(8));
+    m.fitness = s.column_double(9);
+    m.fitness_low = s.column_double(10);
+    m.fitness_high = s.column_double(11);
+    m.measurements = static_cast<int>(s.column_int(12));
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+int TraceDb::max_generation(std::int64_t campaign_id) {
+  auto s = db_.prepare("SELECT coalesce(max(generation), -1) FROM candidates WHERE campaign_id = ?");
+  s.bind(1, campaign_id);
+  s.step();
+  return static_cast<int>(s.column_int(0));
+}
+
+std::int64_t TraceDb::count_candidate_evaluations(std::int64_t campaign_id) {
+  auto s = db_.prepare(
+      "SELECT count(*) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id WHERE c.campaign_id = ? "
+      "AND e.purpose = 'candidate'");
+  s.bind(1, campaign_id);
+  s.step();
+  return s.column_int(0);
 }
 
 bool TraceDb::integrity_ok() {

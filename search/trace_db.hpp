@@ -51,6 +51,8 @@ struct NewCandidate {
   std::string genome_json;
   std::optional<std::int64_t> parent_id;
   std::string operator_name;  // mutator or agent that made it
+  int generation = 0;
+  int island = 0;
 };
 
 struct RecordedCandidate {
@@ -77,6 +79,25 @@ struct CandidateRow {
   std::string operator_name;
   std::string ptx_hash;
   CandidateState state = CandidateState::Proposed;
+};
+
+// How an evaluation came to be (schema v2).
+struct EvaluationMeta {
+  std::string mode = "gpu";         // "gpu" or "replay"
+  std::string purpose = "candidate";  // "candidate", "remeasure", "final"
+  std::optional<double> fitness_low, fitness_high;  // geometric means of the per-shape CI bounds
+};
+
+// A candidate with its latest passing evaluation: what a resumed campaign rebuilds its
+// population from.
+struct MeasuredCandidate {
+  CandidateRow candidate;
+  int generation = 0;
+  int island = 0;
+  double fitness = 0;
+  double fitness_low = 0;
+  double fitness_high = 0;
+  int measurements = 0;  // passing evaluations of this candidate
 };
 
 struct RankedCandidate {
@@ -110,7 +131,20 @@ class TraceDb {
   void record_build(std::int64_t candidate_id, const BuildResult& b);
   // One transaction: the evaluation, one row per shape, and the candidate's state "measured".
   std::int64_t record_evaluation(std::int64_t candidate_id, std::int64_t environment_id,
-                                 const evaluator::EvalReport& report);
+                                 const evaluator::EvalReport& report, const EvaluationMeta& meta = {});
+  // The key of a built candidate's PTX and launch knobs (two genomes building the same share it).
+  void set_build_key(std::int64_t candidate_id, const std::string& build_key);
+  // A measured candidate of the campaign with this build key, if any.
+  std::optional<std::int64_t> measured_with_build_key(std::int64_t campaign_id, const std::string& build_key);
+  // Settles a candidate without an evaluation of its own: outcome "duplicate" (of duplicate_of)
+  // or "unmeasured" (replay data has nothing for it). It is never measured again.
+  void settle_candidate(std::int64_t candidate_id, const std::string& outcome,
+                        std::optional<std::int64_t> duplicate_of = std::nullopt);
+  // Every candidate with a passing evaluation, with its latest figures.
+  std::vector<MeasuredCandidate> measured_candidates(std::int64_t campaign_id);
+  int max_generation(std::int64_t campaign_id);  // -1 when the campaign has no candidates
+  // GPU (or replay) evaluations of proposed candidates: what the evaluation budget counts.
+  std::int64_t count_candidate_evaluations(std::int64_t campaign_id);
 
   // Candidates ranked by the fitness of their latest passing evaluation, best first.
   std::vector<RankedCandidate> best_candidates(std::int64_t campaign_id, int n);

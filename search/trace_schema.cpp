@@ -87,7 +87,27 @@ CREATE TABLE shape_results (
 ) WITHOUT ROWID;
 )sql";
 
-constexpr std::array<std::string_view, 1> kMigrations = {kV1};
+// v2: what the campaign loop needs. Candidates carry their generation and island (a resumed
+// campaign rebuilds its population from them), the key of their built PTX and launch knobs
+// (two genomes that build the same are measured once), and an outcome for candidates settled
+// without an evaluation of their own ('duplicate' of duplicate_of, or 'unmeasured' in a replay
+// without data for them). Evaluations say how they were obtained ('gpu' or 'replay'), why
+// ('candidate', 'remeasure' of an elite, 'final' check of the winner), and the geometric means
+// of the per-shape confidence bounds, which noise-aware selection compares.
+constexpr std::string_view kV2 = R"sql(
+ALTER TABLE candidates ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE candidates ADD COLUMN island INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE candidates ADD COLUMN build_key TEXT;
+ALTER TABLE candidates ADD COLUMN outcome TEXT;
+ALTER TABLE candidates ADD COLUMN duplicate_of INTEGER REFERENCES candidates(id);
+CREATE INDEX candidates_by_build_key ON candidates (campaign_id, build_key);
+ALTER TABLE evaluations ADD COLUMN mode TEXT NOT NULL DEFAULT 'gpu';
+ALTER TABLE evaluations ADD COLUMN purpose TEXT NOT NULL DEFAULT 'candidate';
+ALTER TABLE evaluations ADD COLUMN fitness_low REAL;
+ALTER TABLE evaluations ADD COLUMN fitness_high REAL;
+)sql";
+
+constexpr std::array<std::string_view, 2> kMigrations = {kV1, kV2};
 
 }  // namespace
 

@@ -63,9 +63,9 @@ Applied run(const std::string& pass, const std::string& ptx, const PassParams& p
 
 TEST(PassRegistry, ListsEveryBuiltinPassWithMetadata) {
   const PassRegistry reg = builtin_passes();
-  const std::vector<std::string> expected = {"fast_math",     "hoist_global_loads", "l1_no_allocate",
-                                             "l2_evict_hint", "launch_bounds",      "ld_global_nc",
-                                             "max_registers", "store_streaming"};
+  const std::vector<std::string> expected = {"async_copy",    "fast_math",       "hoist_global_loads", "if_convert",
+                                             "if_unconvert",  "l1_no_allocate",  "l2_evict_hint",      "launch_bounds",
+                                             "ld_global_nc",  "max_registers",   "store_streaming",    "widen_vector"};
   EXPECT_EQ(reg.names(), expected);
   for (const auto& n : reg.names()) {
     const PtxPass* p = reg.find(n);

@@ -1,0 +1,80 @@
+"""The markdown table of torch_bench.py, pure Python (tested without torch)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Optional, Sequence
+
+from bench_stats import geomean
+
+EAGER = "torch_eager"
+COMPILE = "torch_compile"
+
+
+def _ms(v: Optional[float]) -> str:
+    return "—" if v is None or not math.isfinite(v) else f"{v:.4f}"
+
+
+def _x(v: Optional[float]) -> str:
+    return "—" if v is None or not math.isfinite(v) else f"{v:.3f}x"
+
+
+def _pct(v: Optional[float]) -> str:
+    return "—" if v is None or not math.isfinite(v) else f"{100 * v:.1f}%"
+
+
+def _ms_ci(row: Dict[str, Any], provider: str) -> str:
+    p = row.get("providers", {}).get(provider)
+    return f"{p['median']:.4f} [{p['ci_low']:.4f}, {p['ci_high']:.4f}]" if p else "—"
+
+
+def _speedup(row: Dict[str, Any], label: str, other: str) -> Optional[float]:
+    s = row.get("speedups", {}).get(label, {}).get(other)
+    return s["ratio"] if s else None
+
+
+def markdown_table(rows: Sequence[Dict[str, Any]], labels: Sequence[str]) -> str:
+    """One line per shape: floor, the torch providers and best known (ms), then per candidate its
+    median [95% CI], fraction of the floor, and speedups (other ms / candidate ms; > 1: faster)
+    over torch.compile, eager and best known. A last line holds the speedups' geometric means."""
+    head = ["shape", "MB", "floor ms", "eager ms [95% CI]", "compile ms [95% CI]", "best known ms"]
+    for l in labels:
+        head += [f"{l} ms [95% CI]", f"{l} of floor", f"{l} vs compile", f"{l} vs eager", f"{l} vs best"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    geo: Dict[str, List[float]] = {}
+    for r in rows:
+        cells = [r["shape"], f"{r['bytes'] / 1e6:.0f}", _ms(r.get("floor_ms")), _ms_ci(r, EAGER), _ms_ci(r, COMPILE),
+                 _ms(r.get("best_known_ms"))]
+        for l in labels:
+            p = r.get("providers", {}).get(l)
+            if not p:
+                cells += ["failed" if l in r.get("failed", {}) else "—", "—", "—", "—", "—"]
+                continue
+            frac = r["floor_ms"] / p["median"] if r.get("floor_ms") else None
+            vs = {o: _speedup(r, l, o) for o in (COMPILE, EAGER, "best_known")}
+            for o, v in vs.items():
+                if v is not None:
+                    geo.setdefault(f"{l}/{o}", []).append(v)
+            cells += [_ms_ci(r, l), _pct(frac), _x(vs[COMPILE]),
+                      _x(vs[EAGER]), _x(vs["best_known"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    if rows:
+        cells = ["geomean", "", "", "", "", ""]
+        for l in labels:
+            g = {o: geomean(geo[f"{l}/{o}"]) if geo.get(f"{l}/{o}") else None for o in (COMPILE, EAGER, "best_known")}
+            cells += ["", "", _x(g[COMPILE]), _x(g[EAGER]), _x(g["best_known"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def markdown_report(env: Dict[str, Any], rows: Sequence[Dict[str, Any]], labels: Sequence[str],
+                    notes: Sequence[str]) -> str:
+    out = ["# RMSNorm: candidates against PyTorch", ""]
+    for k in ("date", "commit", "gpu", "nvidia_driver", "cuda_driver_api", "torch", "torch_cuda", "triton", "mode"):
+        out.append(f"- {k}: {env.get(k)}")
+    bw = env.get("copy_bandwidth_Bps")
+    if bw:
+        out.append(f"- device-to-device copy: {bw / 1e12:.3f} TB/s (bytes read + written); floor = bytes / that")
+    out += ["", markdown_table(rows, labels)]
+    out += [f"- {n}" for n in notes]
+    return "\n".join(out) + "\n"

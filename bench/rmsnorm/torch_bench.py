@@ -1,0 +1,596 @@
+#!/usr/bin/env python3
+"""RMSNorm forward candidates built by `ptxevo build` against PyTorch, side by side on one GPU.
+
+    python3 bench/rmsnorm/torch_bench.py --candidate seed=DIR1 --candidate best=DIR2 --out OUTDIR \
+        [--commit SHA] [--samples 30] [--graph] [--shapes M=32768,N=4096 ...]
+
+In one process, for every benchmark shape of the candidates' launch.json: draw inputs (a pool of
+sets larger than 2x the L2), load each cubin through the driver API (ctypes), check each
+candidate against an fp64 torch reference (the gate's tolerances from launch.json), then time
+every candidate, torch.nn.functional.rms_norm (eager) and torch.compile of it, interleaved
+round-robin per sample with CUDA events around batches of launches. Writes results.json and
+results.md to --out. README.md beside this says more.
+
+torch is imported inside functions, so the pure parts (statistics, launch.json, the table) can
+be imported and tested on a machine without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import struct
+import subprocess
+import sys
+import traceback
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_report import COMPILE, EAGER, markdown_report  # noqa: E402
+from bench_stats import (launches_per_batch, paired_ratio, pool_sets, round_robin_order,  # noqa: E402
+                         sets_that_fit, summarize)
+from launch_json import (BuildDir, LaunchFormatError, ShapeSpec, TensorSpec, load_build_dir,  # noqa: E402
+                         parse_candidate_arg)
+
+# Reference data: the "best known" column (ms) of shared/TARGETS.md, "RMSNorm forward, bf16 x,
+# fp32 weight, eps 1e-6, no residual": the fastest public kernel measured on an H200 (132 SMs,
+# driver 580.159, CUDA 13.0, PyTorch 2.11) on 2026-11-29 with triton.testing.do_bench, inputs
+# rotated over a pool larger than L2. Keyed by (M, N).
+BEST_KNOWN_MS = {
+    (32768, 256): 0.0131, (32768, 512): 0.0214, (32768, 1024): 0.0381, (32768, 2048): 0.0708,
+    (32768, 4096): 0.1327, (32768, 8192): 0.2593, (32768, 16384): 0.5089, (32768, 32768): 1.0288,
+    (32768, 65536): 2.1495, (16384, 131072): 2.2064, (8192, 262144): 2.3343,
+}
+
+# Options of the rmsnorm_fwd op (kernels/rmsnorm/README.md) this script's reference implements.
+# Any other option must be off ("false", "0", "none", ""): a bias or residual would need more.
+KNOWN_OPTIONS = {"x_dtype", "w_dtype", "has_weight", "store_rstd", "eps"}
+OFF_VALUES = {"false", "0", "none", ""}
+TENSOR_NAMES = {"x", "w", "out", "rstd"}
+
+
+class BenchError(RuntimeError):
+    """A problem with the inputs or a candidate that the user can act on."""
+
+
+# ---------------------------------------------------------------- the op, pure Python
+
+def float32(v: float) -> float:
+    """v rounded to float32, as the kernel receives eps."""
+    return struct.unpack("f", struct.pack("f", v))[0]
+
+
+def rmsnorm_options(b: BuildDir) -> Dict[str, Any]:
+    if b.op != "rmsnorm_fwd":
+        raise BenchError(f"{b.label}: op '{b.op}'; torch_bench.py benchmarks rmsnorm_fwd only")
+    cfg = b.config
+    for k, v in cfg.items():
+        if k not in KNOWN_OPTIONS and v.lower() not in OFF_VALUES:
+            raise BenchError(f"{b.label}: option {k} = {v} is not implemented by torch_bench.py's reference "
+                             "(extend rmsnorm_reference and the torch providers first)")
+    return {"x_dtype": cfg.get("x_dtype", "bf16"), "w_dtype": cfg.get("w_dtype", "fp32"),
+            "has_weight": cfg.get("has_weight", "true") == "true", "store_rstd": cfg.get("store_rstd", "false") == "true",
+            "eps": float32(float(cfg.get("eps", "1e-6")))}
+
+
+def best_known_ms(opts: Dict[str, Any], shape: ShapeSpec) -> Optional[float]:
+    """TARGETS.md's best known time, only for the configuration it was measured in."""
+    # Options beyond KNOWN_OPTIONS are all off here (rmsnorm_options refuses the others).
+    if (opts["x_dtype"] != "bf16" or opts["w_dtype"] != "fp32" or not opts["has_weight"] or opts["store_rstd"]
+            or abs(opts["eps"] - 1e-6) > 1e-12):
+        return None
+    return BEST_KNOWN_MS.get((shape.dims.get("M"), shape.dims.get("N")))
+
+
+def check_candidates_agree(builds: Sequence[BuildDir]) -> None:
+    first = builds[0]
+    for b in builds[1:]:
+        if b.op != first.op or b.config != first.config:
+            raise BenchError(f"{b.label} ({b.op} {b.config}) and {first.label} ({first.op} {first.config}) "
+                             "were built for different ops or options; compare candidates of one spec")
+
+
+def select_shapes(builds: Sequence[BuildDir], wanted: Sequence[str], max_shapes: int) -> List[str]:
+    """Benchmark shape keys of the first candidate (filtered by `wanted`); every candidate must
+    have each with the same tensors."""
+    keys = [s.key() for s in builds[0].shapes if s.cls == "benchmark"]
+    if not keys:
+        raise BenchError(f"{builds[0].path}/launch.json has no benchmark shapes: build with --shapes benchmark or all")
+    if wanted:
+        missing = [w for w in wanted if w not in keys]
+        if missing:
+            raise BenchError(f"shapes {missing} are not benchmark shapes of {builds[0].label} (it has {keys})")
+        keys = [k for k in keys if k in wanted]
+    if max_shapes > 0:
+        keys = keys[:max_shapes]
+    for b in builds[1:]:
+        theirs = {s.key(): s for s in b.shapes}
+        for k in keys:
+            if k not in theirs:
+                raise BenchError(f"{b.label} has no shape {k}; rebuild it from the same spec")
+            mine = [t.signature() for t in shape_of(builds[0], k).tensors]
+            if [t.signature() for t in theirs[k].tensors] != mine:
+                raise BenchError(f"{b.label} and {builds[0].label} list different tensors for shape {k}")
+    return keys
+
+
+def shape_of(b: BuildDir, key: str) -> ShapeSpec:
+    for s in b.shapes:
+        if s.key() == key:
+            return s
+    raise KeyError(key)
+
+
+def check_tensors(shape: ShapeSpec) -> None:
+    unknown = [t.name for t in shape.tensors if t.name not in TENSOR_NAMES]
+    if unknown:
+        raise BenchError(f"shape {shape.key()}: tensors {unknown} are unknown to torch_bench.py "
+                         f"(it knows {sorted(TENSOR_NAMES)})")
+
+
+def output_names(shape: ShapeSpec) -> List[str]:
+    return [t.name for t in shape.tensors if t.role in ("out", "inout", "scratch")]
+
+
+def tolerance(t: TensorSpec, args: argparse.Namespace) -> Tuple[float, float]:
+    rel = args.rel_l2 if args.rel_l2 is not None else (t.rel_l2 if t.rel_l2 is not None else 1e-2)
+    mx = args.max_abs if args.max_abs is not None else (t.max_abs if t.max_abs is not None else 1e-1)
+    return rel, mx
+
+
+# ---------------------------------------------------------------- torch: inputs, reference, checks
+
+def torch_dtype(name: str):
+    import torch
+    return {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32, "f64": torch.float64,
+            "i32": torch.int32, "i64": torch.int64, "u8": torch.uint8}[name]
+
+
+def make_inputs(shape: ShapeSpec, seed: int) -> Dict[str, Any]:
+    """Inputs of one set: x ~ N(0, 1); w ~ 1 + 0.5 N(0, 1), as the op draws it (never zeros)."""
+    import torch
+    g = torch.Generator(device="cuda")
+    g.manual_seed(seed)
+    out = {}
+    for t in shape.tensors:
+        if t.role != "in":
+            continue
+        v = torch.randn(t.shape, generator=g, device="cuda", dtype=torch.float32)
+        if t.name == "w":
+            v = 1.0 + 0.5 * v
+        out[t.name] = v.to(torch_dtype(t.dtype))
+    return out
+
+
+def poisoned_outputs(shape: ShapeSpec) -> Dict[str, Any]:
+    import torch
+    outs = {}
+    for t in shape.tensors:
+        if t.role in ("out", "inout", "scratch"):
+            v = torch.empty(t.shape, device="cuda", dtype=torch_dtype(t.dtype))
+            v.fill_(float("nan") if v.is_floating_point() else -1)
+            outs[t.name] = v
+    return outs
+
+
+def rmsnorm_reference(x, w, eps: float):
+    """fp64 out and rstd of a block of rows."""
+    import torch
+    xd = x.to(torch.float64)
+    rstd = torch.rsqrt(xd.square().mean(dim=-1, keepdim=True) + eps)
+    out = xd * rstd
+    if w is not None:
+        out = out * w.to(torch.float64)
+    return out, rstd.squeeze(-1)
+
+
+class ErrorAcc:
+    """Relative L2 error and max-abs error normalized by max(1, max |ref|), as the gate computes
+    them, accumulated over blocks of rows; non-finite outputs counted."""
+
+    def __init__(self) -> None:
+        self.diff2 = self.ref2 = self.max_diff = self.max_ref = 0.0
+        self.nonfinite = 0
+
+    def add(self, out, ref) -> None:
+        import torch
+        o = out.to(torch.float64)
+        finite = torch.isfinite(o)
+        self.nonfinite += int((~finite).sum())
+        d = torch.where(finite, o - ref, torch.zeros_like(ref))
+        self.diff2 += float(d.square().sum())
+        self.ref2 += float(ref.square().sum())
+        self.max_diff = max(self.max_diff, float(d.abs().max()) if d.numel() else 0.0)
+        self.max_ref = max(self.max_ref, float(ref.abs().max()) if ref.numel() else 0.0)
+
+    def result(self, rel_tol: float, abs_tol: float) -> Dict[str, Any]:
+        rel = math.sqrt(self.diff2) / math.sqrt(self.ref2) if self.ref2 > 0 else math.sqrt(self.diff2)
+        mx = self.max_diff / max(1.0, self.max_ref)
+        ok = self.nonfinite == 0 and rel <= rel_tol and mx <= abs_tol
+        msg = ""
+        if self.nonfinite:
+            msg = f"{self.nonfinite} non-finite elements (unwritten, NaN or inf)"
+        elif not ok:
+            msg = f"rel_l2 {rel:.3g} (tolerance {rel_tol:g}), max_abs {mx:.3g} (tolerance {abs_tol:g})"
+        return {"rel_l2": rel, "max_abs": mx, "nonfinite": self.nonfinite, "ok": ok, "message": msg}
+
+
+def compare(shape: ShapeSpec, opts: Dict[str, Any], inputs: Dict[str, Any], results: Dict[str, Dict[str, Any]],
+            args: argparse.Namespace) -> Dict[str, Dict[str, Dict[str, Any]]]:
+    """Checks several providers' outputs of one input set against one fp64 reference, computed
+    block by block (a whole fp64 copy of a 2^31-element tensor would take 17 GB)."""
+    x, w = inputs["x"], inputs.get("w")
+    rows, n = x.shape[0], x.shape[-1]
+    step = max(1, (1 << 25) // max(1, n))
+    accs = {p: {name: ErrorAcc() for name in outs} for p, outs in results.items()}
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        ref_out, ref_rstd = rmsnorm_reference(x[r0:r1], w, opts["eps"])
+        refs = {"out": ref_out, "rstd": ref_rstd}
+        for p, outs in results.items():
+            for name, t in outs.items():
+                accs[p][name].add(t[r0:r1], refs[name])
+    report: Dict[str, Dict[str, Dict[str, Any]]] = {}
+    for p, per in accs.items():
+        report[p] = {}
+        for name, acc in per.items():
+            report[p][name] = acc.result(*tolerance(shape.tensor(name), args))
+    return report
+
+
+# ---------------------------------------------------------------- providers and timing
+
+class Provider:
+    """Something timed: `step(i, stream)` runs it once on input set i on the given stream."""
+
+    def __init__(self, name: str, step: Callable[[int, int], Any], nsets: int) -> None:
+        self.name, self.step, self.nsets = name, step, nsets
+        self.next = 0
+        self.per_batch = 1
+        self.graph = None
+
+    def run(self, n: int) -> None:
+        import torch
+        stream = torch.cuda.current_stream().cuda_stream
+        for _ in range(n):
+            self.step(self.next % self.nsets, stream)
+            self.next += 1
+
+    def batch(self) -> None:
+        if self.graph is not None:
+            self.graph.replay()
+        else:
+            self.run(self.per_batch)
+
+
+def event_ms(fn: Callable[[], Any]) -> float:
+    import torch
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def calibrate(p: Provider, target_ms: float) -> None:
+    import torch
+    p.run(1)
+    torch.cuda.synchronize()
+    p.per_batch = launches_per_batch(event_ms(lambda: p.run(1)), target_ms)
+
+
+def capture(p: Provider) -> None:
+    """A CUDA graph of one batch (a whole number of passes over the pool), so replays time the
+    device work without host launch gaps."""
+    import torch
+    p.per_batch = math.ceil(p.per_batch / p.nsets) * p.nsets
+    p.next = 0
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the capture, as torch's docs ask
+        p.run(p.nsets)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        p.run(p.per_batch)
+    p.graph = g
+
+
+def time_round_robin(providers: Sequence[Provider], samples: int, warmup: int) -> Dict[str, List[float]]:
+    import torch
+    for _ in range(warmup):
+        for p in providers:
+            p.batch()
+    torch.cuda.synchronize()
+    by_name = {p.name: p for p in providers}
+    times: Dict[str, List[float]] = {p.name: [] for p in providers}
+    for s in range(samples):
+        for name in round_robin_order(list(by_name), s):
+            p = by_name[name]
+            times[name].append(event_ms(p.batch) / p.per_batch)
+    return times
+
+
+def copy_bandwidth(l2_bytes: int) -> Dict[str, float]:
+    """Device-to-device copy of max(1 GiB, 8 x L2): bytes read + written over the median time."""
+    import torch
+    nbytes = max(1 << 30, 8 * l2_bytes)
+    a = torch.empty(nbytes, dtype=torch.uint8, device="cuda").fill_(7)
+    b = torch.empty_like(a)
+    rates = []
+    for i in range(12):
+        ms = event_ms(lambda: b.copy_(a))
+        if i >= 2:
+            rates.append(2.0 * nbytes / (ms * 1e-3))
+    a = b = None  # free both before empty_cache
+    torch.cuda.empty_cache()
+    s = summarize(rates)
+    return {"bytes": nbytes, "Bps": s["median"], "ci_low": s["ci_low"], "ci_high": s["ci_high"]}
+
+
+# ---------------------------------------------------------------- one shape
+
+def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opts: Dict[str, Any],
+              env: Dict[str, Any], args: argparse.Namespace) -> Dict[str, Any]:
+    import torch
+    import torch._dynamo
+    import torch.nn.functional as F
+    from cuda_ctypes import prepare_plan, run_plan
+
+    shape = shape_of(builds[0], key)
+    check_tensors(shape)
+    n = shape.dims.get("N", shape.tensors[0].shape[-1])
+    row: Dict[str, Any] = {"shape": key, "dims": shape.dims, "bytes": shape.bytes, "flops": shape.flops,
+                           "providers": {}, "speedups": {}, "checks": {}, "failed": {}, "errors": []}
+    bw = env["copy_bandwidth_Bps"]
+    row["floor_ms"] = shape.bytes / bw * 1e3
+    row["best_known_ms"] = best_known_ms(opts, shape)
+
+    in_bytes = sum(t.nbytes for t in shape.tensors if t.role == "in")
+    out_bytes = sum(t.nbytes for t in shape.tensors if t.role != "in")
+    free, _ = torch.cuda.mem_get_info()
+    x_numel = shape.tensor("x").numel
+    # Eager's composite path keeps a few fp32 copies of x alive; torch.compile's output another.
+    reserve = 6 * 4 * x_numel
+    want = pool_sets(in_bytes + out_bytes, env["l2_bytes"], args.pool_l2_multiple)
+    fit = sets_that_fit(in_bytes + len(builds) * out_bytes, free, reserve)
+    nsets = min(want, fit)
+    if nsets < want:
+        row["errors"].append(f"pool limited by memory to {nsets} sets (wanted {want})")
+    row["pool_sets"], row["set_bytes"] = nsets, in_bytes + out_bytes
+
+    sets = [make_inputs(shape, args.seed * 1000003 + i) for i in range(nsets)]
+    outs = {b.label: [poisoned_outputs(shape) for _ in range(nsets)] for b in builds}
+    plans = {b.label: [prepare_plan(modules[b.label], shape_of(b, key).kernels,
+                                    {**{k: v.data_ptr() for k, v in sets[i].items()},
+                                     **{k: v.data_ptr() for k, v in outs[b.label][i].items()}})
+                       for i in range(nsets)] for b in builds}
+
+    # ---- correctness: every candidate on the first and the last set, before any timing
+    stream = torch.cuda.current_stream().cuda_stream
+    for b in builds:
+        run_plan(plans[b.label][0], stream)
+        run_plan(plans[b.label][nsets - 1], stream)
+    torch.cuda.synchronize()
+
+    eps = opts["eps"]
+    fn = lambda x, w: F.rms_norm(x, (n,), w, eps)  # noqa: E731
+    providers_torch: Dict[str, Callable[[int], Any]] = {EAGER: lambda i: fn(sets[i]["x"], sets[i].get("w"))}
+    if not args.skip_compile:
+        torch._dynamo.reset()  # a static compile per shape; the recompile limit would stop at 8
+        compiled = torch.compile(fn, dynamic=False)
+        providers_torch[COMPILE] = lambda i: compiled(sets[i]["x"], sets[i].get("w"))
+    torch_out = {}
+    for name, f in providers_torch.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch_out[name] = {"out": f(0)}
+        row.setdefault("torch_warnings", {})[name] = sorted({str(c.message)[:200] for c in caught})
+        row.setdefault("torch_out_dtype", {})[name] = str(torch_out[name]["out"].dtype).replace("torch.", "")
+    torch.cuda.synchronize()
+    checks = compare(shape, opts, sets[0], {**{b.label: outs[b.label][0] for b in builds}, **torch_out}, args)
+    if nsets > 1:
+        last = compare(shape, opts, sets[-1], {b.label: outs[b.label][-1] for b in builds}, args)
+        for label, per in last.items():
+            for name, r in per.items():
+                if not r["ok"] and checks[label][name]["ok"]:
+                    checks[label][name] = {**r, "message": r["message"] + " (on the last input set)"}
+    row["checks"] = checks
+    del torch_out
+    alive = []
+    for b in builds:
+        bad = [f"{name}: {r['message']}" for name, r in checks[b.label].items() if not r["ok"]]
+        if bad:
+            row["failed"][b.label] = "; ".join(bad)
+            print(f"  {key}: {b.label} FAILED the correctness check, not timed: {'; '.join(bad)}", flush=True)
+        else:
+            alive.append(b)
+
+    # ---- timing
+    providers = [Provider(b.label, (lambda plans_b: lambda i, s: run_plan(plans_b[i], s))(plans[b.label]), nsets)
+                 for b in alive]
+    providers += [Provider(name, (lambda f: lambda i, s: f(i))(f), nsets) for name, f in providers_torch.items()]
+    for p in providers:
+        calibrate(p, args.target_batch_ms)
+        if args.graph:
+            capture(p)
+    times = time_round_robin(providers, args.samples, args.warmup)
+    torch.cuda.synchronize()
+    for p in providers:
+        row["providers"][p.name] = {**summarize(times[p.name]), "per_batch": p.per_batch, "samples": times[p.name]}
+
+    # ---- the timed runs' outputs must still be right (a kernel may not tell checks from timing)
+    if alive:
+        after = compare(shape, opts, sets[0], {b.label: outs[b.label][0] for b in alive}, args)
+        for b in alive:
+            bad = [f"{name}: {r['message']}" for name, r in after[b.label].items() if not r["ok"]]
+            if bad:
+                row["failed"][b.label] = "timed outputs wrong: " + "; ".join(bad)
+                del row["providers"][b.label]
+
+    for b in alive:
+        if b.label not in row["providers"]:
+            continue
+        mine = times[b.label]
+        sp = {o: paired_ratio(times[o], mine) for o in providers_torch}
+        if row["best_known_ms"]:
+            med = row["providers"][b.label]["median"]
+            sp["best_known"] = {"ratio": row["best_known_ms"] / med}
+        row["speedups"][b.label] = sp
+    return row
+
+
+# ---------------------------------------------------------------- environment and main
+
+def nvidia_driver() -> Optional[str]:
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30)
+        return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def environment(drv, args: argparse.Namespace) -> Dict[str, Any]:
+    import torch
+    from cuda_ctypes import version_string
+    props = torch.cuda.get_device_properties(0)
+    try:
+        import triton
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "commit": args.commit, "gpu": props.name, "sm_count": props.multi_processor_count,
+        "l2_bytes": props.L2_cache_size, "memory_bytes": props.total_memory,
+        "cuda_driver_api": version_string(drv.version()), "nvidia_driver": nvidia_driver(),
+        "torch": torch.__version__, "torch_cuda": torch.version.cuda, "triton": triton_version,
+        "python": platform.python_version(), "mode": "graph" if args.graph else "stream",
+        "samples": args.samples, "warmup_batches": args.warmup, "target_batch_ms": args.target_batch_ms,
+        "pool_l2_multiple": args.pool_l2_multiple, "seed": args.seed,
+    }
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--candidate", action="append", required=True, metavar="LABEL=DIR",
+                    help="a build dir of `ptxevo build` (repeatable)")
+    ap.add_argument("--out", required=True, help="directory for results.json and results.md")
+    ap.add_argument("--commit", default="unknown", help="the commit the candidates were built from")
+    ap.add_argument("--samples", type=int, default=30, help="timed batches per provider (>= 30)")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed batches per provider first")
+    ap.add_argument("--target-batch-ms", type=float, default=1.0, help="launches per batch to last about this long")
+    ap.add_argument("--pool-l2-multiple", type=float, default=2.0, help="input pool at least this many L2 sizes")
+    ap.add_argument("--shapes", nargs="*", default=[], metavar="M=..,N=..", help="only these benchmark shapes")
+    ap.add_argument("--max-shapes", type=int, default=0, help="only the first N benchmark shapes")
+    ap.add_argument("--graph", action="store_true", help="time CUDA graph replays of each batch (no host gaps)")
+    ap.add_argument("--skip-compile", action="store_true", help="leave torch.compile out")
+    ap.add_argument("--rel-l2", type=float, help="override the relative L2 tolerance of launch.json")
+    ap.add_argument("--max-abs", type=float, help="override the normalized max-abs tolerance of launch.json")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args(argv)
+    if args.samples < 30:
+        ap.error("--samples must be at least 30")
+    return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    try:
+        cands = [parse_candidate_arg(c) for c in args.candidate]
+        labels = [l for l, _ in cands]
+        if len(set(labels)) != len(labels) or set(labels) & {EAGER, COMPILE}:
+            raise BenchError(f"candidate labels must be distinct and not {EAGER}/{COMPILE}: {labels}")
+        builds = [load_build_dir(l, p) for l, p in cands]
+        check_candidates_agree(builds)
+        opts = rmsnorm_options(builds[0])
+        keys = select_shapes(builds, args.shapes, args.max_shapes)
+    except (BenchError, LaunchFormatError, ValueError) as e:
+        print(f"torch_bench.py: error: {e}", file=sys.stderr)
+        return 2
+
+    try:
+        import torch
+    except ImportError as e:
+        print(f"torch_bench.py: error: PyTorch is needed to run the benchmark ({e})", file=sys.stderr)
+        return 2
+    from cuda_ctypes import CudaError, Driver, Module
+    if not torch.cuda.is_available():
+        print("torch_bench.py: error: torch sees no CUDA GPU", file=sys.stderr)
+        return 2
+    torch.empty(1, device="cuda")  # makes torch's primary context current for the driver calls
+    drv = Driver()
+    env = environment(drv, args)
+    bw = copy_bandwidth(env["l2_bytes"])
+    env["copy_bandwidth_Bps"], env["copy_bytes"] = bw["Bps"], bw["bytes"]
+    print(f"{env['gpu']}, driver {env['nvidia_driver']} (CUDA {env['cuda_driver_api']}), torch {env['torch']}, "
+          f"triton {env['triton']}; copy {bw['Bps'] / 1e12:.3f} TB/s; {len(keys)} shapes", flush=True)
+    modules = {}
+    for b in builds:
+        with open(b.cubin_path, "rb") as f:
+            modules[b.label] = Module(drv, f.read(), b.cubin_path)
+
+    rows: List[Dict[str, Any]] = []
+    notes: List[str] = []
+    status = 0
+    for key in keys:
+        print(f"== {key}", flush=True)
+        try:
+            row = run_shape(key, builds, modules, opts, env, args)
+        except CudaError as e:
+            # A fault leaves the context unusable: keep what was measured and stop.
+            notes.append(f"{key}: CUDA error, run stopped: {e}")
+            print(f"  {key}: CUDA error, stopping: {e}", file=sys.stderr, flush=True)
+            status = 1
+            break
+        except BenchError as e:
+            notes.append(f"{key}: {e}")
+            print(f"  {key}: error: {e}", file=sys.stderr, flush=True)
+            status = 1
+            continue
+        except Exception as e:  # noqa: BLE001 -- torch errors: record the row, and stop if CUDA is broken
+            traceback.print_exc()
+            notes.append(f"{key}: {type(e).__name__}: {str(e)[:500]}")
+            status = 1
+            if "CUDA" in str(e):
+                break
+            continue
+        finally:
+            torch.cuda.empty_cache()
+        for label, why in row["failed"].items():
+            notes.append(f"{key}: {label} failed: {why}")
+            status = 1
+        for err in row["errors"]:
+            notes.append(f"{key}: {err}")
+        rows.append(row)
+        for name, p in row["providers"].items():
+            print(f"  {name:>14}: {p['median']:.4f} ms [{p['ci_low']:.4f}, {p['ci_high']:.4f}] "
+                  f"({p['per_batch']} per batch)", flush=True)
+
+    notes.append("speedup = other provider's ms / candidate's ms over pairs timed in the same round "
+                 "(> 1: the candidate is faster); of floor = (bytes / copy bandwidth) / median")
+    for name in (EAGER, COMPILE):
+        dtypes = {r.get("torch_out_dtype", {}).get(name) for r in rows} - {None}
+        if dtypes:
+            notes.append(f"{name} output dtype: {', '.join(sorted(dtypes))}")
+    os.makedirs(args.out, exist_ok=True)
+    result = {"environment": env, "candidates": [b.summary() for b in builds], "shapes": rows, "notes": notes}
+    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2)
+    md = markdown_report(env, rows, labels, notes)
+    with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as f:
+        f.write(md)
+    print(md)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

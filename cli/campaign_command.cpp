@@ -1,0 +1,273 @@
+#include "cli/campaign_command.hpp"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "evaluator/build_cache.hpp"
+#include "evaluator/builder.hpp"
+#include "evaluator/runner.hpp"
+#include "evaluator/spec.hpp"
+#include "kernels/builtin_ops.hpp"
+#include "search/campaign.hpp"
+#include "search/measurer.hpp"
+#include "search/replay.hpp"
+#include "search/trace_db.hpp"
+
+namespace ptxevo::cli {
+
+using namespace evaluator;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Ctrl-C (SIGINT) and SIGTERM stop the campaign cleanly: no new batches, the ones in flight
+// finish and are recorded. A second signal exits at once (the database is crash-safe).
+// The signals are taken synchronously by a thread of this object, so no handler and no global.
+class StopOnSignal {
+ public:
+  explicit StopOnSignal(std::atomic<bool>& flag) : flag_(flag) {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGUSR2);  // our own "done" signal
+    pthread_sigmask(SIG_BLOCK, &set_, &old_);
+    thread_ = std::thread([this] {
+      int sig = 0;
+      while (sigwait(&set_, &sig) == 0) {
+        if (sig == SIGUSR2) return;
+        if (flag_.exchange(true)) std::_Exit(130);
+        std::fprintf(stderr, "\nstopping: finishing the batches in flight (press Ctrl-C again to quit at once)\n");
+      }
+    });
+  }
+  ~StopOnSignal() {
+    pthread_kill(thread_.native_handle(), SIGUSR2);
+    thread_.join();
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+
+ private:
+  std::atomic<bool>& flag_;
+  sigset_t set_{}, old_{};
+  std::thread thread_;
+};
+
+fs::path default_db(const std::string& spec) {
+  const fs::path p(spec);
+  return p.parent_path() / (p.stem().string() + ".ptxevo.db");
+}
+
+fs::path default_replay(const std::string& spec) {
+  const fs::path p(spec);
+  return p.parent_path() / (p.stem().string() + ".replay.json");
+}
+
+void print_final(const EvalReport& r, std::ostream& out) {
+  out << "winner re-measured against the baseline: verdict " << r.verdict;
+  if (r.fitness) out << ", fitness " << *r.fitness;
+  out << "\n";
+  out << "  shape                   cand ms     base ms     speedup [95% CI]        of floor\n";
+  for (const auto& s : r.shapes) {
+    if (!s.speedup || !s.candidate_ms || !s.baseline_ms) continue;
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-22s  %-10.5f  %-10.5f  %5.3f [%5.3f, %5.3f]    %5.1f%%\n",
+                  shape_to_string(s.shape).c_str(), s.candidate_ms->median, s.baseline_ms->median, s.speedup->ratio,
+                  s.speedup->ci_low, s.speedup->ci_high, 100 * s.fraction_of_floor);
+    out << line;
+  }
+  for (const auto& reason : r.reasons) out << "  reason: " << reason << "\n";
+}
+
+}  // namespace
+
+int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& err) {
+  const OpRegistry registry = kernels::builtin_ops();
+  SpecResult sr = load_spec(o.spec, registry);
+  if (!sr.spec) {
+    err << sr.error->format() << "\n";
+    return 1;
+  }
+  Spec spec = *sr.spec;
+  const std::string arch = search::normalize_arch(o.arch.empty() ? spec.arch : o.arch);
+  if (arch.empty()) {
+    err << "error: --arch " << (o.arch.empty() ? spec.arch : o.arch)
+        << " is not a target ptxevo knows (use sm_90a or sm_100a; sm_90 and sm_100 are accepted)\n";
+    return 2;
+  }
+  spec.arch = arch;
+  const Op& op = *registry.find(spec.op);
+
+  std::optional<BuildCache> cache;
+  if (!o.no_cache && !BuildCache::default_dir().empty()) cache.emplace(BuildCache::default_dir());
+  Builder builder(cache ? &*cache : nullptr);
+
+  // ---- where the timings come from ----
+  std::vector<std::unique_ptr<search::Measurer>> owned;
+  std::string why_no_gpu;
+  if (!o.replay_only) {
+    for (int d = 0; d < std::max(1, o.gpus); ++d) {
+      RunnerOptions ro;
+      ro.worker_exe = o.self_exe;
+      ro.device = d;
+      ro.timeout_s = o.timeout_s;
+      auto runner = std::make_unique<Runner>(ro);
+      std::string reason;
+      if (!runner->available(&reason)) {
+        if (d == 0) why_no_gpu = reason;
+        break;
+      }
+      const std::string dev_arch = runner->device().value("arch", std::string());
+      if (search::normalize_arch(dev_arch) != arch) {
+        if (d == 0) why_no_gpu = "the GPU is " + runner->device().value("name", std::string("?")) + " (" + dev_arch +
+                                 "), not " + arch;
+        break;
+      }
+      owned.push_back(std::make_unique<search::GpuMeasurer>(std::move(runner), builder.toolchain()));
+    }
+  }
+  std::string banner;
+  if (owned.empty()) {
+    const fs::path replay_path = o.replay.empty() ? default_replay(o.spec) : fs::path(o.replay);
+    const std::string no_gpu = o.replay_only ? "--replay given" : "no GPU for " + arch + " (" + why_no_gpu + ")";
+    if (fs::exists(replay_path)) {
+      search::ReplayData data;
+      try {
+        data = search::load_replay(replay_path);
+      } catch (const std::exception& e) {
+        err << "error: " << e.what() << "\n";
+        return 1;
+      }
+      const std::string mismatch = search::replay_mismatch(data, spec, arch);
+      if (!mismatch.empty()) {
+        if (!o.replay.empty()) {
+          err << "error: replay data " << replay_path.string() << " does not fit " << o.spec << ": " << mismatch << "\n";
+          return 1;
+        }
+        banner = "STATIC: " + no_gpu + ", and the replay data " + replay_path.string() + " does not fit (" + mismatch +
+                 "). Candidates are built and screened; nothing is measured and no fitness is recorded.";
+      } else {
+        banner = "REPLAY: " + no_gpu + ". Timings come from " + replay_path.string() + " (" +
+                 std::to_string(data.records.size()) + " candidates measured on " + data.gpu + ", driver " + data.driver +
+                 ", commit " + data.commit + ", " + data.recorded_at +
+                 "). Candidates are built for real here; nothing is measured on this machine, and a candidate the "
+                 "data lacks counts as unmeasured.";
+        owned.push_back(std::make_unique<search::ReplayMeasurer>(std::move(data)));
+      }
+    } else {
+      if (!o.replay.empty()) {
+        err << "error: replay data " << replay_path.string() << " does not exist\n";
+        return 1;
+      }
+      banner = "STATIC: " + no_gpu + ", and no replay data (" + replay_path.string() +
+               "). Candidates are built and screened; nothing is measured and no fitness is recorded.";
+    }
+  } else {
+    banner = "GPU: measuring on " + std::to_string(owned.size()) + " x " +
+             static_cast<search::GpuMeasurer*>(owned.front().get())->environment().gpu + ".";
+  }
+  out << banner << "\n";
+
+  const fs::path db_path = o.db.empty() ? default_db(o.spec) : fs::path(o.db);
+  std::optional<search::TraceDb> db;
+  try {
+    db.emplace(search::TraceDb::open(db_path));
+  } catch (const std::exception& e) {
+    err << "error: " << e.what() << "\n";
+    return 1;
+  }
+
+  search::CampaignOptions co;
+  co.arch = arch;
+  co.islands = o.islands;
+  co.island_size = o.island_size;
+  co.batch = o.batch;
+  co.initial = o.initial;
+  co.max_evaluations = o.budget;
+  co.max_minutes = o.minutes;
+  co.target_fitness = o.target;
+  co.seed = o.seed;
+  co.max_benchmark_shapes = o.max_benchmark_shapes;
+  co.final_check = !o.no_final;
+  std::vector<search::Measurer*> measurers;
+  for (auto& m : owned) measurers.push_back(m.get());
+
+  std::atomic<bool> stop{false};
+  search::CampaignResult res;
+  {
+    StopOnSignal signals(stop);
+    try {
+      search::CampaignEngine engine(spec, op, builder, *db, measurers, co, o.quiet ? err : out, stop);
+      res = engine.run();
+    } catch (const std::exception& e) {
+      err << "error: " << e.what() << "\n(everything recorded so far is in " << db_path.string()
+          << "; running the same command again resumes)\n";
+      return 1;
+    }
+  }
+
+  out << "\n" << banner << "\n";
+  out << "campaign " << res.campaign_id << (res.resumed ? " (resumed)" : "") << " stopped: " << res.stop_reason << "; "
+      << res.evaluations << " candidate evaluations in total, " << res.evaluations_this_run << " this run, "
+      << res.built_this_run << " built, " << res.failures_this_run << " rejected, " << res.unmeasured_this_run
+      << " unmeasured\n";
+  if (res.mode == "static") {
+    out << "nothing was measured: no fitness recorded\n";
+  } else if (res.best) {
+    out << "best: candidate " << res.best->candidate_id << ", fitness " << res.best->fitness << " [" << res.best->fitness_low
+        << ", " << res.best->fitness_high << "] (geomean speedup over the baseline"
+        << (res.mode == "replay" ? ", REPLAYED" : "") << ")\n  " << res.best->genome.describe() << "\n";
+  } else {
+    out << "no candidate passed the gate yet\n";
+  }
+  if (res.mode == "gpu") {
+    char line[200];
+    std::snprintf(line, sizeof line, "GPU busy %.0f%% of %.0f s wall time; %.0f candidates per GPU-hour\n",
+                  100 * res.gpu_busy, res.wall_s, res.candidates_per_gpu_hour);
+    out << line;
+  }
+  if (res.final_report) print_final(*res.final_report, out);
+  out << "report: ptxevo report --db " << db_path.string() << " --campaign " << res.campaign_id << " [--html FILE]\n";
+  return res.stop_reason == "measurer-failed" || res.stop_reason == "baseline-build-failed" ? 1 : 0;
+}
+
+int run_replay_export(const ReplayExportOptions& o, std::ostream& out, std::ostream& err) {
+  const OpRegistry registry = kernels::builtin_ops();
+  SpecResult sr = load_spec(o.spec, registry);
+  if (!sr.spec) {
+    err << sr.error->format() << "\n";
+    return 1;
+  }
+  Spec spec = *sr.spec;
+  const std::string arch = search::normalize_arch(o.arch.empty() ? spec.arch : o.arch);
+  spec.arch = arch;
+  try {
+    if (!fs::exists(o.db)) throw std::runtime_error("trace database " + o.db + " does not exist");
+    auto db = search::TraceDb::open(o.db);
+    std::int64_t id = o.campaign;
+    if (id == 0) {
+      auto s = db.connection().prepare("SELECT id FROM campaigns WHERE op = ? AND arch = ? AND spec_path LIKE '%#gpu' "
+                                       "ORDER BY id DESC LIMIT 1");
+      s.bind(1, spec.op).bind(2, arch);
+      if (!s.step()) throw std::runtime_error("no GPU campaign for " + spec.op + " on " + arch + " in " + o.db);
+      id = s.column_int(0);
+    }
+    const auto data = search::export_replay(db, id, spec, o.commit);
+    if (data.records.empty()) throw std::runtime_error("campaign " + std::to_string(id) + " has no GPU evaluations");
+    search::write_replay(o.out, data);
+    out << "wrote " << data.records.size() << " records of campaign " << id << " (" << data.gpu << ") to " << o.out << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    err << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace ptxevo::cli

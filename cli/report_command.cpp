@@ -1,0 +1,77 @@
+#include "cli/report_command.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+#include "search/report_data.hpp"
+#include "search/report_html.hpp"
+#include "search/report_text.hpp"
+
+namespace ptxevo::cli {
+
+namespace {
+
+constexpr const char* kDefaultDb = "ptxevo.db";
+
+// Written next to the target and renamed over it, so a reader never sees half a page.
+bool write_html(const search::ReportData& data, const std::string& path, std::ostream& err) {
+  const std::filesystem::path target(path);
+  std::filesystem::path tmp = target;
+  tmp += ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) {
+      err << "ptxevo report: cannot write " << tmp.string() << ": does its directory exist and is it writable?\n";
+      return false;
+    }
+    search::write_report_html(data, f);
+    f.flush();
+    if (!f) {
+      err << "ptxevo report: writing " << tmp.string() << " failed (disk full?)\n";
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      return false;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, target, ec);
+  if (ec) {
+    err << "ptxevo report: cannot move " << tmp.string() << " to " << path << ": " << ec.message() << "\n";
+    std::filesystem::remove(tmp, ec);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int run_report(const ReportOptions& o, std::ostream& out, std::ostream& err) {
+  std::string db = o.db;
+  if (db.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::exists(kDefaultDb, ec)) {
+      err << "ptxevo report: no " << kDefaultDb << " in the current directory ("
+          << std::filesystem::current_path(ec).string() << "); pass --db FILE with the campaign's trace database\n";
+      return 2;
+    }
+    db = kDefaultDb;
+  }
+  search::ReportData data;
+  try {
+    data = search::load_report(db, o.campaign);
+  } catch (const search::ReportError& e) {
+    err << "ptxevo report: " << e.what() << "\n";
+    return e.kind() == search::ReportError::Kind::Usage ? 2 : 1;
+  } catch (const std::exception& e) {
+    err << "ptxevo report: cannot read " << db << ": " << e.what() << "\n";
+    return 1;
+  }
+  search::write_report_text(data, out);
+  if (!o.html.empty()) {
+    if (!write_html(data, o.html, err)) return 1;
+    out << "\nwrote " << o.html << "\n";
+  }
+  return 0;
+}
+
+}  // namespace ptxevo::cli

@@ -1,0 +1,619 @@
+#include "search/campaign.hpp"
+
+#include <tbb/concurrent_queue.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "evaluator/build_cache.hpp"
+#include "evaluator/evaluation.hpp"
+#include "evaluator/ir_checks.hpp"
+
+namespace ptxevo::search {
+
+using evaluator::EvalReport;
+using nlohmann::json;
+
+std::string normalize_arch(const std::string& arch) {
+  if (arch == "sm_90" || arch == "sm_90a") return "sm_90a";
+  if (arch == "sm_100" || arch == "sm_100a") return "sm_100a";
+  return "";
+}
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Geometric means of the per-shape speedup CI bounds: what noise-aware selection compares.
+std::pair<double, double> fitness_bounds(const EvalReport& r) {
+  double lo = 0, hi = 0;
+  int n = 0;
+  for (const auto& s : r.shapes)
+    if (s.speedup) {
+      lo += std::log(std::max(s.speedup->ci_low, 1e-12));
+      hi += std::log(std::max(s.speedup->ci_high, 1e-12));
+      ++n;
+    }
+  if (n == 0) return {0, 0};
+  return {std::exp(lo / n), std::exp(hi / n)};
+}
+
+std::string resources_json(const evaluator::BuildResult& b) {
+  json res = json::array();
+  for (const auto& f : b.resources)
+    res.push_back({{"function", f.name}, {"registers", f.registers}, {"spill_stores", f.spill_stores},
+                   {"spill_loads", f.spill_loads}, {"stack_frame", f.stack_frame}, {"shared_bytes", f.shared_bytes}});
+  return res.dump();
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read seed template " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+struct CampaignEngine::Item {
+  Proposal proposal;
+  std::int64_t candidate_id = 0;
+  std::string purpose = "candidate";  // or "remeasure", "final"
+  MeasureItem measure;
+  EvalReport report;
+};
+
+struct CampaignEngine::Batch {
+  int generation = 0;
+  evaluator::EvalRequest common;
+  std::vector<Item> items;
+  double measure_s = 0;
+  std::string error;  // the measurer threw
+};
+
+CampaignEngine::CampaignEngine(const evaluator::Spec& spec, const evaluator::Op& op, const evaluator::Builder& builder,
+                               TraceDb& db, std::vector<Measurer*> measurers, CampaignOptions opt, std::ostream& log,
+                               const std::atomic<bool>& stop)
+    : spec_(spec),
+      op_(op),
+      builder_(builder),
+      db_(db),
+      measurers_(std::move(measurers)),
+      opt_(std::move(opt)),
+      log_(log),
+      stop_(stop),
+      passes_(mutators::builtin_passes()),
+      proposer_(spec_, passes_),
+      population_(PopulationOptions{opt_.islands, opt_.island_size, 3, 0.01}) {
+  if (opt_.arch.empty()) opt_.arch = spec_.arch;
+  for (const auto& s : spec_.seeds) sources_[s.name] = read_text(s.source_path);
+}
+
+std::string CampaignEngine::mode() const { return measurers_.empty() ? "static" : measurers_.front()->mode(); }
+
+evaluator::BuildRequest CampaignEngine::build_request(const Genome& g) const {
+  evaluator::BuildRequest r;
+  const auto* seed = proposer_.seed(g.seed);
+  r.name = g.seed;
+  r.source_path = seed ? seed->source_path : g.seed + ".cu";
+  r.source = g.source.empty() ? (sources_.count(g.seed) ? sources_.at(g.seed) : std::string()) : g.source;
+  r.defines = op_.template_defines(spec_.config);
+  r.knobs = g.knobs;
+  r.arch = opt_.arch;
+  if (!g.edits.empty()) {
+    const auto edits = g.edits;
+    const mutators::PassRegistry* passes = &passes_;
+    r.ptx_pass = [edits, passes](ir::Module& m) -> std::string {
+      for (const auto& e : edits) {
+        const auto* p = passes->find(e.pass);
+        if (!p) return "pass-unknown: no pass named '" + e.pass + "'";
+        const auto res = p->apply(m, e.params);
+        if (!res.applied) return "pass-refused: " + e.pass + ": " + res.refusal;
+      }
+      return "";
+    };
+  }
+  return r;
+}
+
+evaluator::EvalRequest CampaignEngine::common_request(std::uint64_t input_seed) const {
+  evaluator::EvalRequest req;
+  req.op = spec_.op;
+  req.config = spec_.config;
+  req.shapes = shapes_;
+  const auto* base = evaluator::baseline_seed(spec_);
+  req.baseline_knobs = evaluator::default_knobs(*base);
+  req.tolerances = spec_.tolerances;
+  req.seed = input_seed;
+  req.baseline_cubin = baseline_.cubin;
+  return req;
+}
+
+void CampaignEngine::rebuild_population() {
+  // The population of a resumed campaign: each island's best measured candidates.
+  auto measured = db_.measured_candidates(campaign_id_);
+  std::sort(measured.begin(), measured.end(), [](const auto& a, const auto& b) { return a.fitness > b.fitness; });
+  for (const auto& m : measured) {
+    Member mem;
+    mem.candidate_id = m.candidate.id;
+    try {
+      mem.genome = genome_from_json(json::parse(m.candidate.genome_json));
+    } catch (const std::exception&) {
+      continue;  // a row this build cannot read back is not worth breeding from
+    }
+    mem.fitness = m.fitness;
+    mem.fitness_low = m.fitness_low;
+    mem.fitness_high = m.fitness_high;
+    mem.measurements = m.measurements;
+    if (static_cast<int>(population_.members(m.island % population_.islands()).size()) < opt_.island_size)
+      population_.offer(m.island % population_.islands(), mem, std::nullopt);
+  }
+}
+
+std::vector<Proposal> CampaignEngine::propose(int generation, std::mt19937_64& rng) {
+  std::vector<Proposal> out;
+  const int islands = population_.islands();
+  if (population_.empty()) {
+    // A fresh population: the seeds at their defaults, then random valid knob assignments.
+    int k = 0;
+    for (const auto& g : proposer_.seeds()) {
+      Proposal p;
+      p.genome = g;
+      p.operator_id = "seed";
+      p.detail = "seed defaults";
+      p.island = k++ % islands;
+      out.push_back(std::move(p));
+    }
+    for (int i = 0; i < opt_.initial; ++i) {
+      const auto& seeds = spec_.seeds;
+      const auto& s = seeds[static_cast<std::size_t>(i) % seeds.size()];
+      if (auto g = proposer_.random_genome(s.name, rng)) {
+        Proposal p;
+        p.genome = *g;
+        p.operator_id = "random";
+        p.detail = "random knobs";
+        p.island = k++ % islands;
+        out.push_back(std::move(p));
+      }
+    }
+    return out;
+  }
+  for (int i = 0; i < opt_.batch; ++i) {
+    const int island = (generation * opt_.batch + i) % islands;
+    const Member* parent = population_.select(island, rng);
+    if (!parent) parent = population_.best();
+    const Member* mate = population_.select(island, rng);
+    if (mate == parent) mate = population_.select((island + 1) % islands, rng);
+    const bool has_mate = mate && mate != parent && mate->genome.seed == parent->genome.seed;
+    // A few tries: an operator may find no legal move for this parent.
+    for (int attempt = 0; attempt < 6; ++attempt) {
+      const auto ops = proposer_.applicable(parent->genome, has_mate);
+      const std::string op = policy_.choose(ops, rng);
+      if (op.empty()) break;
+      std::string detail;
+      auto child = proposer_.apply(op, parent->genome, has_mate ? &mate->genome : nullptr, rng, &detail);
+      if (!child || *child == parent->genome) continue;
+      Proposal p;
+      p.genome = std::move(*child);
+      p.parent_id = parent->candidate_id;
+      p.operator_id = op;
+      p.detail = detail;
+      p.island = island;
+      out.push_back(std::move(p));
+      break;
+    }
+  }
+  return out;
+}
+
+std::unique_ptr<CampaignEngine::Batch> CampaignEngine::prepare(int generation, std::vector<Proposal> proposals,
+                                                               bool remeasure_best, std::set<std::int64_t>& in_flight) {
+  auto batch = std::make_unique<Batch>();
+  batch->generation = generation;
+  // Fresh inputs for every batch: a candidate can never have seen them.
+  std::random_device rd;
+  batch->common = common_request((static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ static_cast<std::uint64_t>(generation));
+
+  std::vector<Item> fresh;
+  for (auto& p : proposals) {
+    NewCandidate nc;
+    nc.genome_hash = p.genome.hash();
+    nc.genome_json = p.genome.canonical();
+    nc.parent_id = p.parent_id;
+    nc.operator_name = p.operator_id;
+    nc.generation = generation;
+    nc.island = p.island;
+    const auto rc = db_.record_candidate(campaign_id_, nc);
+    if (!rc.inserted && rc.done()) continue;  // seen before: never built or measured twice
+    if (!in_flight.insert(rc.id).second) continue;  // already on its way to a measurer
+    Item it;
+    it.proposal = std::move(p);
+    it.candidate_id = rc.id;
+    fresh.push_back(std::move(it));
+  }
+  std::vector<evaluator::BuildRequest> reqs;
+  for (const auto& it : fresh) reqs.push_back(build_request(it.proposal.genome));
+  const auto built = builder_.build_all(reqs);
+  std::map<std::string, std::int64_t> keys_in_batch;
+  for (std::size_t i = 0; i < fresh.size(); ++i) {
+    Item& it = fresh[i];
+    const auto& b = built[i];
+    ++result_.built_this_run;
+    BuildResult rec;
+    rec.ok = b.ok;
+    rec.stage = b.ok ? "done" : b.stage;
+    rec.log = b.ok ? b.nvrtc_log + b.link_log : b.error;
+    rec.ptx_hash = b.ptx.empty() ? "" : evaluator::sha256_hex(b.ptx);
+    rec.resources_json = resources_json(b);
+    // Static screen: what would waste a GPU slot.
+    if (b.ok) {
+      std::int64_t spills = 0;
+      for (const auto& f : b.resources) spills += f.spill_stores;
+      std::vector<std::string> why;
+      if (spills > opt_.max_spill_bytes)
+        why.push_back("screen-spills: " + std::to_string(spills) + " B of spill stores (bound " +
+                      std::to_string(opt_.max_spill_bytes) + " B)");
+      for (const auto& sc : shapes_) {
+        evaluator::LaunchPlan plan;
+        try {
+          plan = op_.launch_plan(sc.shape, spec_.config, it.proposal.genome.knobs);
+        } catch (const std::invalid_argument& e) {
+          why.push_back(std::string("launch-plan: ") + e.what());
+          break;
+        }
+        for (const auto& v : evaluator::check_ir(*b.module, plan)) {
+          const std::string r = v.rule + ": " + v.message;
+          if (std::find(why.begin(), why.end(), r) == why.end()) why.push_back(r);
+        }
+      }
+      if (!why.empty()) {
+        rec.ok = false;
+        rec.stage = "screen";
+        for (const auto& w : why) rec.log += w + "\n";
+      }
+    }
+    db_.record_build(it.candidate_id, rec);
+    if (!rec.ok) {
+      ++result_.failures_this_run;
+      const std::string code = rec.stage == "screen" ? evaluator::reason_code(rec.log) : "build-" + rec.stage;
+      ++failure_codes_[code];
+      continue;
+    }
+    // Two genomes that build the same PTX with the same launch knobs are one measurement.
+    const std::string key =
+        evaluator::sha256_hex(rec.ptx_hash + "\n" + evaluator::knobs_to_json(it.proposal.genome.knobs).dump());
+    db_.set_build_key(it.candidate_id, key);
+    std::optional<std::int64_t> twin = db_.measured_with_build_key(campaign_id_, key);
+    if (!twin && keys_in_batch.count(key)) twin = keys_in_batch.at(key);
+    if (twin && *twin != it.candidate_id) {
+      db_.settle_candidate(it.candidate_id, "duplicate", twin);
+      continue;
+    }
+    keys_in_batch[key] = it.candidate_id;
+    if (measurers_.empty()) {
+      db_.settle_candidate(it.candidate_id, "unmeasured");
+      ++result_.unmeasured_this_run;
+      continue;
+    }
+    it.measure.genome_hash = it.proposal.genome.hash();
+    it.measure.ptx_hash = rec.ptx_hash;
+    it.measure.knobs = it.proposal.genome.knobs;
+    it.measure.cubin = b.cubin;
+    batch->items.push_back(std::move(it));
+  }
+  // Only what goes to a measurer stays in flight.
+  for (const auto& it : fresh) in_flight.erase(it.candidate_id);
+  for (const auto& it : batch->items) in_flight.insert(it.candidate_id);
+  if (remeasure_best && !measurers_.empty()) {
+    if (const Member* best = population_.best()) {
+      auto b = builder_.build(build_request(best->genome));
+      if (b.ok) {
+        Item it;
+        it.proposal.genome = best->genome;
+        it.proposal.operator_id = "remeasure";
+        it.candidate_id = best->candidate_id;
+        it.purpose = "remeasure";
+        it.measure.genome_hash = best->genome.hash();
+        it.measure.ptx_hash = evaluator::sha256_hex(b.ptx);
+        it.measure.knobs = best->genome.knobs;
+        it.measure.cubin = b.cubin;
+        batch->items.push_back(std::move(it));
+      }
+    }
+  }
+  return batch;
+}
+
+void CampaignEngine::absorb(Batch& b) {
+  for (auto& it : b.items) {
+    EvalReport& r = it.report;
+    if (r.verdict == "unmeasured") {
+      if (it.purpose == "candidate") db_.settle_candidate(it.candidate_id, "unmeasured");
+      ++result_.unmeasured_this_run;
+      continue;
+    }
+    if (r.verdict == "not-run") continue;  // stays built: a resumed campaign measures it
+    EvaluationMeta meta;
+    meta.mode = mode();
+    meta.purpose = it.purpose;
+    const auto [lo, hi] = fitness_bounds(r);
+    if (r.fitness) {
+      meta.fitness_low = lo;
+      meta.fitness_high = hi;
+    }
+    db_.record_evaluation(it.candidate_id, env_id_, r, meta);
+    if (it.purpose == "candidate") ++result_.evaluations_this_run;
+    if (r.verdict != "pass" || !r.fitness) {
+      if (it.purpose == "candidate") {
+        ++result_.failures_this_run;
+        const std::string code = r.reasons.empty() ? r.verdict : evaluator::reason_code(r.reasons.front());
+        ++failure_codes_[code];
+      }
+      continue;
+    }
+    if (it.purpose == "remeasure") {
+      population_.remeasured(it.candidate_id, *r.fitness, lo, hi);
+      continue;
+    }
+    Member m;
+    m.candidate_id = it.candidate_id;
+    m.genome = it.proposal.genome;
+    m.fitness = *r.fitness;
+    m.fitness_low = lo;
+    m.fitness_high = hi;
+    population_.offer(it.proposal.island, m, it.proposal.parent_id);
+  }
+}
+
+void CampaignEngine::progress(bool force) {
+  const double t = now_s();
+  if (!force && opt_.progress_every_s > 0 && t - last_progress_ < opt_.progress_every_s) return;
+  last_progress_ = t;
+  const double wall = t - started_;
+  const std::int64_t evals = db_.count_candidate_evaluations(campaign_id_);
+  char line[512];
+  const Member* best = population_.best();
+  std::string left;
+  if (opt_.max_minutes > 0) left = ", " + std::to_string(static_cast<int>(std::max(0.0, opt_.max_minutes * 60 - wall))) + " s left";
+  const double busy = wall > 0 && !measurers_.empty() ? result_.measure_s / (wall * static_cast<double>(measurers_.size())) : 0;
+  std::snprintf(line, sizeof line, "[%6.0f s] %s: %lld/%lld evaluations, best %s, %s busy %.0f%%, %lld failed, %lld unmeasured%s",
+                wall, mode().c_str(), static_cast<long long>(evals), static_cast<long long>(budget_),
+                best ? (std::to_string(best->fitness).substr(0, 6) + " (candidate " + std::to_string(best->candidate_id) + ")").c_str()
+                     : "none yet",
+                mode() == "replay" ? "replay" : "GPU", 100 * busy, static_cast<long long>(result_.failures_this_run),
+                static_cast<long long>(result_.unmeasured_this_run), left.c_str());
+  log_ << line << std::endl;
+}
+
+CampaignResult CampaignEngine::run() {
+  started_ = now_s();
+  result_.mode = mode();
+  // ---- the campaign row: one per (spec file name, spec content, mode) ----
+  std::ifstream in(spec_.path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  CampaignKey key;
+  key.spec_path = std::filesystem::path(spec_.path).filename().string() + "#" + opt_.arch + "#" + mode();
+  key.spec_hash = evaluator::sha256_hex(ss.str());
+  key.op = spec_.op;
+  key.arch = opt_.arch;
+  key.config_json = json{{"mode", mode()}, {"islands", opt_.islands}, {"island_size", opt_.island_size},
+                         {"batch", opt_.batch}, {"seed", opt_.seed}, {"spec", spec_.path}}
+                        .dump();
+  const Campaign c = db_.open_campaign(key);
+  campaign_id_ = c.id;
+  result_.campaign_id = c.id;
+  result_.resumed = c.resumed;
+  db_.set_campaign_status(campaign_id_, "running");
+  budget_ = opt_.max_evaluations > 0 ? opt_.max_evaluations
+                                     : (spec_.budget_evaluations > 0 ? spec_.budget_evaluations : 200);
+  evaluator::ShapeSelection sel;
+  sel.max_benchmark_shapes = opt_.max_benchmark_shapes;
+  shapes_ = evaluator::select_shapes(spec_, sel);
+  if (!measurers_.empty()) env_id_ = db_.record_environment(measurers_.front()->environment());
+
+  // ---- the baseline, built once ----
+  const auto* base_seed = evaluator::baseline_seed(spec_);
+  Genome base_genome;
+  base_genome.seed = base_seed->name;
+  base_genome.knobs = evaluator::default_knobs(*base_seed);
+  baseline_ = builder_.build(build_request(base_genome));
+  if (!baseline_.ok) {
+    result_.stop_reason = "baseline-build-failed";
+    log_ << "error: the baseline (seed '" << base_seed->name << "' at its defaults) does not build for " << opt_.arch
+         << " at stage " << baseline_.stage << ":\n"
+         << baseline_.error << "\n";
+    db_.set_campaign_status(campaign_id_, "stopped");
+    return result_;
+  }
+  if (c.resumed) {
+    rebuild_population();
+    log_ << "resuming campaign " << campaign_id_ << " from " << db_.path().string() << ": "
+         << db_.count_candidates(campaign_id_) << " candidates, " << db_.count_candidate_evaluations(campaign_id_)
+         << " evaluations, population " << population_.size() << "\n";
+  } else {
+    log_ << "campaign " << campaign_id_ << " (" << spec_.op << ", " << opt_.arch << ", " << mode() << ") in "
+         << db_.path().string() << "\n";
+  }
+
+  std::mt19937_64 rng(opt_.seed ^ static_cast<std::uint64_t>(db_.count_candidates(campaign_id_)));
+  int generation = db_.max_generation(campaign_id_) + 1;
+
+  // ---- measurement threads, one per measurer ----
+  tbb::concurrent_bounded_queue<Batch*> work, done;
+  std::vector<std::thread> threads;
+  for (Measurer* m : measurers_)
+    threads.emplace_back([m, &work, &done] {
+      while (true) {
+        Batch* b = nullptr;
+        work.pop(b);
+        if (!b) return;
+        const double t0 = now_s();
+        try {
+          std::vector<MeasureItem> items;
+          for (const auto& it : b->items) items.push_back(it.measure);
+          auto reports = m->measure(b->common, items);
+          for (std::size_t i = 0; i < b->items.size() && i < reports.size(); ++i) b->items[i].report = std::move(reports[i]);
+        } catch (const std::exception& e) {
+          b->error = e.what();
+        }
+        b->measure_s = now_s() - t0;
+        done.push(b);
+      }
+    });
+
+  // A resumed campaign first finishes what was in flight when it stopped.
+  std::vector<Proposal> pending;
+  for (const auto& row : db_.pending_candidates(campaign_id_)) {
+    Proposal p;
+    try {
+      p.genome = genome_from_json(json::parse(row.genome_json));
+    } catch (const std::exception& e) {
+      db_.record_build(row.id, BuildResult{false, "", "genome", std::string("unreadable genome: ") + e.what(), "{}"});
+      continue;
+    }
+    p.parent_id = row.parent_id;
+    p.operator_id = row.operator_name;
+    pending.push_back(std::move(p));
+  }
+
+  int in_flight = 0, batches = 0, empty_rounds = 0;
+  std::set<std::int64_t> candidates_in_flight;
+  std::int64_t queued = 0;  // candidate items handed to measurers and not yet absorbed
+  // A replayed candidate the record lacks still spends budget: on a GPU it would have cost an
+  // evaluation, and a replay campaign stands in for one of equal budget.
+  auto evaluations_done = [&] {
+    std::int64_t n = db_.count_candidate_evaluations(campaign_id_);
+    if (mode() == "replay") {
+      auto s = db_.connection().prepare("SELECT count(*) FROM candidates WHERE campaign_id = ? AND outcome = 'unmeasured'");
+      s.bind(1, campaign_id_);
+      s.step();
+      n += s.column_int(0);
+    }
+    return n;
+  };
+  auto out_of_budget = [&]() -> std::string {
+    if (stop_.load()) return "interrupted";
+    if (opt_.max_minutes > 0 && now_s() - started_ > opt_.max_minutes * 60) return "time";
+    if (opt_.target_fitness > 0 && population_.best() && population_.best()->fitness >= opt_.target_fitness) return "target";
+    if (measurers_.empty() ? result_.built_this_run >= budget_ : evaluations_done() + queued >= budget_) return "budget";
+    return "";
+  };
+  std::string stop_reason;
+  while (true) {
+    // Keep every measurer fed, plus one batch ready: the GPU never waits for the compiler.
+    while (in_flight < static_cast<int>(measurers_.size()) + 1 || measurers_.empty()) {
+      stop_reason = out_of_budget();
+      if (!stop_reason.empty()) break;
+      std::vector<Proposal> props;
+      if (!pending.empty()) {
+        props.swap(pending);
+      } else {
+        props = propose(generation, rng);
+      }
+      // Never more than the budget has left: what does not fit waits (unrecorded) for a later batch.
+      const std::int64_t left =
+          budget_ - (measurers_.empty() ? result_.built_this_run : evaluations_done() + queued);
+      if (left <= 0) {
+        stop_reason = "budget";
+        break;
+      }
+      if (static_cast<std::int64_t>(props.size()) > left) {
+        pending.assign(std::make_move_iterator(props.begin() + left), std::make_move_iterator(props.end()));
+        props.resize(static_cast<std::size_t>(left));
+      }
+      const bool remeasure = opt_.remeasure_every > 0 && batches > 0 && batches % opt_.remeasure_every == 0;
+      auto batch = prepare(generation, std::move(props), remeasure, candidates_in_flight);
+      ++generation;
+      ++batches;
+      if (opt_.migrate_every > 0 && batches % opt_.migrate_every == 0) population_.migrate();
+      if (batch->items.empty()) {
+        // Everything was a duplicate, failed to build or was screened out.
+        if (++empty_rounds > 50) {
+          stop_reason = "no-proposals";
+          break;
+        }
+        if (measurers_.empty()) progress(false);
+        continue;
+      }
+      empty_rounds = 0;
+      for (const auto& it : batch->items) queued += it.purpose == "candidate" ? 1 : 0;
+      work.push(batch.release());
+      ++in_flight;
+    }
+    if (in_flight == 0) break;
+    Batch* raw = nullptr;
+    done.pop(raw);
+    std::unique_ptr<Batch> b(raw);
+    --in_flight;
+    for (const auto& it : b->items) {
+      queued -= it.purpose == "candidate" ? 1 : 0;
+      if (it.purpose == "candidate") candidates_in_flight.erase(it.candidate_id);
+    }
+    result_.measure_s += b->measure_s;
+    if (!b->error.empty()) {
+      log_ << "error: the measurer failed on a batch: " << b->error << "\n";
+      stop_reason = "measurer-failed";
+      // What was in flight stays built; a resumed campaign measures it.
+      continue;
+    }
+    absorb(*b);
+    progress(false);
+    if (stop_reason == "measurer-failed") break;
+  }
+  for (std::size_t i = 0; i < threads.size(); ++i) work.push(nullptr);
+  for (auto& t : threads) t.join();
+
+  // ---- the winner, re-measured against the baseline ----
+  if (const Member* best = population_.best()) {
+    result_.best = *best;
+    if (opt_.final_check && mode() == "gpu" && stop_reason != "measurer-failed" && !stop_.load()) {
+      auto b = builder_.build(build_request(best->genome));
+      if (b.ok) {
+        MeasureItem mi;
+        mi.genome_hash = best->genome.hash();
+        mi.ptx_hash = evaluator::sha256_hex(b.ptx);
+        mi.knobs = best->genome.knobs;
+        mi.cubin = b.cubin;
+        std::random_device rd;
+        const double t0 = now_s();
+        auto reports = measurers_.front()->measure(common_request((static_cast<std::uint64_t>(rd()) << 32) ^ rd()), {mi});
+        result_.measure_s += now_s() - t0;
+        if (!reports.empty()) {
+          EvaluationMeta meta;
+          meta.mode = mode();
+          meta.purpose = "final";
+          const auto [lo, hi] = fitness_bounds(reports.front());
+          if (reports.front().fitness) {
+            meta.fitness_low = lo;
+            meta.fitness_high = hi;
+          }
+          db_.record_evaluation(best->candidate_id, env_id_, reports.front(), meta);
+          result_.final_report = reports.front();
+        }
+      }
+    }
+  }
+  result_.stop_reason = stop_reason.empty() ? "budget" : stop_reason;
+  result_.evaluations = db_.count_candidate_evaluations(campaign_id_);
+  result_.wall_s = now_s() - started_;
+  if (!measurers_.empty() && result_.wall_s > 0) {
+    result_.gpu_busy = result_.measure_s / (result_.wall_s * static_cast<double>(measurers_.size()));
+    result_.candidates_per_gpu_hour =
+        static_cast<double>(result_.evaluations_this_run) / (result_.wall_s * static_cast<double>(measurers_.size()) / 3600.0);
+  }
+  db_.set_campaign_status(campaign_id_, result_.stop_reason == "interrupted" ? "stopped" : "done");
+  progress(true);
+  return result_;
+}
+
+}  // namespace ptxevo::search

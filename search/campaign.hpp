@@ -1,0 +1,115 @@
+// The campaign loop: proposals -> parallel builds (TBB, all cores) -> static screen -> one
+// measurement queue per GPU (or a replay) -> gate -> timer -> trace database -> population.
+// Builds of the next batch overlap the measurement of the current one, so the GPU does not wait
+// for the compiler; the loop reports how much of the wall time the GPUs were busy.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "evaluator/builder.hpp"
+#include "evaluator/spec.hpp"
+#include "mutators/pass.hpp"
+#include "search/measurer.hpp"
+#include "search/population.hpp"
+#include "search/proposer.hpp"
+#include "search/trace_db.hpp"
+
+namespace ptxevo::search {
+
+struct CampaignOptions {
+  std::string arch;  // target, e.g. "sm_90a" (the spec's when empty)
+  int islands = 4;
+  int island_size = 6;
+  int batch = 8;            // children per batch (one generation)
+  int initial = 12;         // random genomes besides the seeds in a fresh campaign
+  std::int64_t max_evaluations = 0;  // candidate evaluations; 0: the spec's budget (200 without one)
+  double max_minutes = 0;            // 0: no wall-time limit
+  double target_fitness = 0;         // stop once the best reaches it; 0: none
+  int migrate_every = 4;             // batches between migrations
+  int remeasure_every = 5;           // batches between re-measurements of the best
+  std::uint64_t seed = 1;            // proposals (inputs are always fresh)
+  int max_benchmark_shapes = -1;     // -1: every benchmark shape of the spec
+  std::int64_t max_spill_bytes = 0;  // screen: more spill stores than this never reach the GPU
+  bool final_check = true;           // re-measure the winner against the baseline at the end
+  double progress_every_s = 0;       // 0: a progress line after every batch
+};
+
+struct CampaignResult {
+  std::int64_t campaign_id = 0;
+  bool resumed = false;
+  std::string mode;           // "gpu", "replay" or "static"
+  std::string stop_reason;    // "budget", "time", "target", "interrupted", "no-proposals", "measurer-failed"
+  std::int64_t evaluations = 0;       // candidate evaluations in the database after the run
+  std::int64_t evaluations_this_run = 0;
+  std::int64_t built_this_run = 0;
+  std::int64_t failures_this_run = 0;
+  std::int64_t unmeasured_this_run = 0;
+  std::optional<Member> best;
+  std::optional<evaluator::EvalReport> final_report;  // the winner re-measured
+  double wall_s = 0;
+  double measure_s = 0;    // summed over measurers
+  double gpu_busy = 0;     // measure_s / (wall_s * measurers)
+  double candidates_per_gpu_hour = 0;
+};
+
+class CampaignEngine {
+ public:
+  // `measurers` empty: static mode (build and screen only, nothing measured). The engine does not
+  // own them; one measurement thread runs per measurer.
+  CampaignEngine(const evaluator::Spec& spec, const evaluator::Op& op, const evaluator::Builder& builder, TraceDb& db,
+                 std::vector<Measurer*> measurers, CampaignOptions opt, std::ostream& log, const std::atomic<bool>& stop);
+
+  CampaignResult run();
+
+ private:
+  struct Item;
+  struct Batch;
+
+  std::string mode() const;
+  evaluator::BuildRequest build_request(const Genome& g) const;
+  evaluator::EvalRequest common_request(std::uint64_t input_seed) const;
+  std::vector<Proposal> propose(int generation, std::mt19937_64& rng);
+  // Records, builds and screens proposals; returns the batch of what must be measured.
+  // Ids in `in_flight` are on their way to a measurer and are not proposed again.
+  std::unique_ptr<Batch> prepare(int generation, std::vector<Proposal> proposals, bool remeasure_best,
+                                 std::set<std::int64_t>& in_flight);
+  void absorb(Batch& b);  // records the reports and updates the population
+  void rebuild_population();
+  void progress(bool force);
+
+  const evaluator::Spec& spec_;
+  const evaluator::Op& op_;
+  const evaluator::Builder& builder_;
+  TraceDb& db_;
+  std::vector<Measurer*> measurers_;
+  CampaignOptions opt_;
+  std::ostream& log_;
+  const std::atomic<bool>& stop_;
+
+  mutators::PassRegistry passes_;
+  Proposer proposer_;
+  UniformPolicy policy_;
+  Population population_;
+  std::map<std::string, std::string> sources_;  // seed name -> template text
+  evaluator::BuildResult baseline_;
+  std::vector<evaluator::ShapeCase> shapes_;
+  std::int64_t campaign_id_ = 0;
+  std::int64_t env_id_ = 0;
+  std::int64_t budget_ = 0;
+  CampaignResult result_;
+  std::map<std::string, int> failure_codes_;
+  double started_ = 0, last_progress_ = 0;
+};
+
+// "sm_90" -> "sm_90a", "sm_100" -> "sm_100a"; sm_90a and sm_100a as given; "" for others.
+std::string normalize_arch(const std::string& arch);
+
+}  // namespace ptxevo::search

@@ -1,0 +1,62 @@
+// Where a campaign's timings come from: a GPU worker (real builds, real gate, real timing) or a
+// replay of measurements recorded earlier on a real GPU. Both take the same batch and answer one
+// report per candidate; a replay answers "unmeasured" for a candidate it has no record of.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "evaluator/eval_types.hpp"
+#include "evaluator/runner.hpp"
+#include "search/replay.hpp"
+#include "search/trace_db.hpp"
+
+namespace ptxevo::search {
+
+struct MeasureItem {
+  std::string genome_hash;
+  std::string ptx_hash;
+  evaluator::Knobs knobs;
+  std::vector<std::uint8_t> cubin;
+};
+
+class Measurer {
+ public:
+  virtual ~Measurer() = default;
+  virtual std::string mode() const = 0;  // "gpu" or "replay"
+  virtual Environment environment() const = 0;
+  // One report per item, in order. `common` holds the op, shapes, baseline and gate options.
+  virtual std::vector<evaluator::EvalReport> measure(const evaluator::EvalRequest& common,
+                                                     const std::vector<MeasureItem>& items) = 0;
+};
+
+class GpuMeasurer : public Measurer {
+ public:
+  // `runner` must be available(); `toolchain` goes into the environment row.
+  GpuMeasurer(std::unique_ptr<evaluator::Runner> runner, std::string toolchain);
+  std::string mode() const override { return "gpu"; }
+  Environment environment() const override;
+  std::vector<evaluator::EvalReport> measure(const evaluator::EvalRequest& common,
+                                             const std::vector<MeasureItem>& items) override;
+  int restarts() const { return runner_->restarts(); }
+
+ private:
+  std::unique_ptr<evaluator::Runner> runner_;
+  std::string toolchain_;
+};
+
+class ReplayMeasurer : public Measurer {
+ public:
+  explicit ReplayMeasurer(ReplayData data) : data_(std::move(data)) {}
+  std::string mode() const override { return "replay"; }
+  Environment environment() const override;
+  std::vector<evaluator::EvalReport> measure(const evaluator::EvalRequest& common,
+                                             const std::vector<MeasureItem>& items) override;
+  const ReplayData& data() const { return data_; }
+
+ private:
+  ReplayData data_;
+};
+
+}  // namespace ptxevo::search

@@ -1,0 +1,66 @@
+// The rule agents: operators that turn parents into child genomes. Knob moves (step, reset,
+// crossover) come from mutators/knob_moves; PTX moves append one mutator pass (with sampled
+// parameters) to the parent's edit list or drop one. Every operator has an id, which the trace
+// database records and the operator policy (uniform here; the learned prior later) chooses by.
+#pragma once
+
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "evaluator/spec.hpp"
+#include "mutators/pass.hpp"
+#include "search/genome.hpp"
+
+namespace ptxevo::search {
+
+struct Proposal {
+  Genome genome;
+  std::optional<std::int64_t> parent_id;
+  std::string operator_id;  // "knob_step", "knob_reset", "knob_crossover", "ptx:<pass>", "ptx_drop", "seed", "random"
+  std::string detail;
+  int island = 0;
+};
+
+// Chooses which operator to try next; the uniform policy is the cold default.
+class OperatorPolicy {
+ public:
+  virtual ~OperatorPolicy() = default;
+  virtual std::string choose(const std::vector<std::string>& applicable, std::mt19937_64& rng) = 0;
+};
+
+class UniformPolicy : public OperatorPolicy {
+ public:
+  std::string choose(const std::vector<std::string>& applicable, std::mt19937_64& rng) override;
+};
+
+class Proposer {
+ public:
+  // `block_threads` is the CTA size of the baseline's launch (launch-bound edits must match it).
+  Proposer(const evaluator::Spec& spec, const mutators::PassRegistry& passes);
+
+  // Every operator id this proposer can use.
+  std::vector<std::string> operators() const;
+  // Operators that can apply to `parent` (crossover needs a mate; ptx_drop needs an edit).
+  std::vector<std::string> applicable(const Genome& parent, bool has_mate) const;
+
+  // The seed templates at their default knobs (the baseline first).
+  std::vector<Genome> seeds() const;
+  // A random valid knob assignment of a seed; nullopt when none is found.
+  std::optional<Genome> random_genome(const std::string& seed_name, std::mt19937_64& rng) const;
+  // Applies one operator; nullopt with *why set when it produced nothing legal.
+  std::optional<Genome> apply(const std::string& op, const Genome& parent, const Genome* mate, std::mt19937_64& rng,
+                              std::string* detail) const;
+
+  const evaluator::SeedTemplate* seed(const std::string& name) const;
+
+ private:
+  mutators::PassParams sample_params(const std::string& pass, std::mt19937_64& rng, const Genome& parent) const;
+
+  const evaluator::Spec& spec_;
+  const mutators::PassRegistry& passes_;
+  std::vector<std::string> ptx_passes_;  // passes the campaign may use
+};
+
+}  // namespace ptxevo::search

@@ -1,0 +1,243 @@
+#include "search/campaign.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <random>
+#include <sstream>
+
+#include "campaign_fixture.hpp"
+#include "search/replay.hpp"
+
+namespace ptxevo::search {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::KnobModelMeasurer;
+
+class CampaignTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("ptxevo_campaign_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    registry_.add(std::make_unique<testing::ScaleOp>());
+    spec_ = testing::write_scale_spec(dir_, registry_);
+    cache_.emplace(dir_ / "cache");
+    builder_.emplace(&*cache_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  CampaignResult run(TraceDb& db, std::vector<Measurer*> m, CampaignOptions o, const std::atomic<bool>* stop = nullptr) {
+    std::ostringstream log;
+    std::atomic<bool> never{false};
+    CampaignEngine e(spec_, *registry_.find("test_scale"), *builder_, db, std::move(m), o, log, stop ? *stop : never);
+    auto r = e.run();
+    log_ = log.str();
+    return r;
+  }
+
+  fs::path dir_;
+  evaluator::OpRegistry registry_;
+  evaluator::Spec spec_;
+  std::optional<evaluator::BuildCache> cache_;
+  std::optional<evaluator::Builder> builder_;
+  std::string log_;
+};
+
+CampaignOptions small() {
+  CampaignOptions o;
+  o.islands = 2;
+  o.island_size = 4;
+  o.batch = 4;
+  o.initial = 4;
+  o.max_evaluations = 30;
+  o.final_check = true;
+  return o;
+}
+
+TEST_F(CampaignTest, ImprovesOverTheSeedAndNeverMeasuresAGenomeTwice) {
+  auto db = TraceDb::open(dir_ / "c.db");
+  KnobModelMeasurer m;
+  auto r = run(db, {&m}, small());
+  EXPECT_EQ(r.mode, "gpu");
+  EXPECT_EQ(r.stop_reason, "budget");
+  EXPECT_EQ(r.evaluations, 30);
+  ASSERT_TRUE(r.best.has_value());
+  // The seed (BLOCK=64, UNROLL=1, PAD=0) has fitness 1.0; the model's optimum is 1.2 * 1.16.
+  EXPECT_GT(r.best->fitness, 1.1);
+  EXPECT_DOUBLE_EQ(r.best->fitness, KnobModelMeasurer::speedup_of(r.best->genome.knobs));
+  ASSERT_TRUE(r.final_report.has_value());
+  EXPECT_EQ(r.final_report->verdict, "pass");
+  // Re-measurements of elites and the final check aside, every candidate was measured once.
+  {
+    auto q = db.connection().prepare(
+        "SELECT max(n) FROM (SELECT count(*) AS n FROM evaluations WHERE purpose = 'candidate' GROUP BY candidate_id)");
+    q.step();
+    EXPECT_EQ(q.column_int(0), 1);
+    auto e = db.connection().prepare("SELECT count(*) FROM evaluations");
+    e.step();
+    int remeasures = 0;
+    for (const auto& [hash, n] : m.all_calls()) remeasures += n - 1;
+    EXPECT_EQ(e.column_int(0), 30 + remeasures);
+  }
+  EXPECT_TRUE(db.integrity_ok());
+  // Failures are recorded with their reason, and the failing genomes never enter the population.
+  auto s = db.connection().prepare(
+      "SELECT count(*), sum(e.verdict = 'pass') FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
+      "WHERE c.genome_json LIKE '%\"UNROLL\":3%'");
+  ASSERT_TRUE(s.step());
+  EXPECT_EQ(s.column_int(1), 0);
+  EXPECT_NE(log_.find("evaluations"), std::string::npos);
+}
+
+TEST_F(CampaignTest, ResumesWhereItStopped) {
+  KnobModelMeasurer m1, m2;
+  std::int64_t id = 0;
+  {
+    auto db = TraceDb::open(dir_ / "c.db");
+    auto o = small();
+    o.max_evaluations = 12;
+    auto r = run(db, {&m1}, o);
+    EXPECT_FALSE(r.resumed);
+    EXPECT_EQ(r.evaluations, 12);
+    id = r.campaign_id;
+  }
+  // Moved away and back: the campaign is found by the spec, not by the file's location.
+  fs::rename(dir_ / "c.db", dir_ / "moved.db");
+  fs::rename(dir_ / "moved.db", dir_ / "c.db");
+  auto db = TraceDb::open(dir_ / "c.db");
+  auto o = small();
+  o.max_evaluations = 30;
+  auto r = run(db, {&m2}, o);
+  EXPECT_TRUE(r.resumed);
+  EXPECT_EQ(r.campaign_id, id);
+  EXPECT_EQ(r.evaluations, 30);
+  EXPECT_EQ(r.evaluations_this_run, 18);
+  EXPECT_NE(log_.find("resuming campaign"), std::string::npos);
+  // Nothing measured in the first run was evaluated as a candidate again.
+  auto q = db.connection().prepare(
+      "SELECT max(n) FROM (SELECT count(*) AS n FROM evaluations WHERE purpose = 'candidate' GROUP BY candidate_id)");
+  q.step();
+  EXPECT_EQ(q.column_int(0), 1);
+}
+
+TEST_F(CampaignTest, StopsWhenAskedAndKeepsWhatWasMeasured) {
+  auto db = TraceDb::open(dir_ / "c.db");
+  std::atomic<bool> stop{true};
+  KnobModelMeasurer m;
+  auto r = run(db, {&m}, small(), &stop);
+  EXPECT_EQ(r.stop_reason, "interrupted");
+  EXPECT_EQ(r.evaluations, 0);
+  auto s = db.connection().prepare("SELECT status FROM campaigns");
+  ASSERT_TRUE(s.step());
+  EXPECT_EQ(s.column_text(0), "stopped");
+}
+
+TEST_F(CampaignTest, StaticModeBuildsAndRecordsNoFitness) {
+  auto db = TraceDb::open(dir_ / "c.db");
+  auto o = small();
+  o.max_evaluations = 6;
+  auto r = run(db, {}, o);
+  EXPECT_EQ(r.mode, "static");
+  EXPECT_EQ(r.evaluations, 0);
+  EXPECT_GE(r.built_this_run, 6);
+  EXPECT_FALSE(r.final_report.has_value());
+  auto s = db.connection().prepare("SELECT count(*) FROM evaluations");
+  s.step();
+  EXPECT_EQ(s.column_int(0), 0);
+}
+
+TEST_F(CampaignTest, ReplayReproducesRecordedFitnessAndMarksTheRestUnmeasured) {
+  ReplayData data;
+  {
+    auto db = TraceDb::open(dir_ / "gpu.db");
+    KnobModelMeasurer m;
+    auto o = small();
+    o.max_evaluations = 16;
+    auto r = run(db, {&m}, o);
+    data = export_replay(db, r.campaign_id, spec_, "test");
+  }
+  ASSERT_GE(data.records.size(), 16u);
+  EXPECT_EQ(replay_mismatch(data, spec_, "sm_90a"), "");
+  EXPECT_NE(replay_mismatch(data, spec_, "sm_100a"), "");
+  write_replay(dir_ / "scale.replay.json", data);
+  auto loaded = load_replay(dir_ / "scale.replay.json");
+  EXPECT_EQ(loaded.records.size(), data.records.size());
+
+  auto db = TraceDb::open(dir_ / "replay.db");
+  ReplayMeasurer rm(std::move(loaded));
+  auto o = small();
+  o.max_evaluations = 16;
+  o.seed = 7;  // another search path: some genomes are not in the record
+  auto r = run(db, {&rm}, o);
+  EXPECT_EQ(r.mode, "replay");
+  EXPECT_EQ(r.stop_reason, "budget");
+  EXPECT_EQ(r.evaluations_this_run + r.unmeasured_this_run, 16);
+  ASSERT_TRUE(r.best.has_value());
+  EXPECT_DOUBLE_EQ(r.best->fitness, KnobModelMeasurer::speedup_of(r.best->genome.knobs));
+  auto s = db.connection().prepare("SELECT count(*) FROM evaluations WHERE mode != 'replay'");
+  s.step();
+  EXPECT_EQ(s.column_int(0), 0);
+  EXPECT_FALSE(r.final_report.has_value());  // nothing is re-measured from a record
+}
+
+TEST_F(CampaignTest, ReplayRefusesAMalformedFile) {
+  std::ofstream(dir_ / "bad.json") << "{\"format\": \"something-else\"}";
+  try {
+    load_replay(dir_ / "bad.json");
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.json"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("ptxevo-replay-1"), std::string::npos);
+  }
+}
+
+// kill -9 at a random moment of a running campaign: the database stays sound, and resuming
+// reaches the budget with no genome measured twice across the runs.
+TEST_F(CampaignTest, SurvivesKillNineAndResumes) {
+  const fs::path db_path = dir_ / "kill.db";
+  std::mt19937 rng(12345);
+  for (int round = 0; round < 3; ++round) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      try {
+        auto db = TraceDb::open(db_path);
+        KnobModelMeasurer m(30);
+        auto o = small();
+        o.max_evaluations = 40;
+        std::ostringstream log;
+        std::atomic<bool> never{false};
+        CampaignEngine e(spec_, *registry_.find("test_scale"), *builder_, db, {&m}, o, log, never);
+        e.run();
+      } catch (...) {
+        _exit(2);
+      }
+      _exit(0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(300, 1500)(rng)));
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    auto db = TraceDb::open(db_path);
+    EXPECT_TRUE(db.integrity_ok()) << "round " << round;
+  }
+  auto db = TraceDb::open(db_path);
+  KnobModelMeasurer m;
+  auto o = small();
+  o.max_evaluations = 40;
+  auto r = run(db, {&m}, o);
+  EXPECT_TRUE(r.resumed);
+  EXPECT_EQ(r.evaluations, 40);
+  EXPECT_TRUE(db.integrity_ok());
+  // One candidate evaluation per candidate: nothing measured twice across the killed runs.
+  auto s = db.connection().prepare(
+      "SELECT max(n) FROM (SELECT count(*) AS n FROM evaluations WHERE purpose = 'candidate' GROUP BY candidate_id)");
+  s.step();
+  EXPECT_EQ(s.column_int(0), 1);
+}
+
+}  // namespace
+}  // namespace ptxevo::search
