@@ -11,6 +11,8 @@
 #include "evaluator/evaluation.hpp"
 #include "evaluator/spec.hpp"
 #include "kernels/builtin_ops.hpp"
+#include "mutators/pass.hpp"
+#include "search/genome_build.hpp"
 
 namespace ptxevo::cli {
 
@@ -189,6 +191,24 @@ int run_build(const BuildOptions& o, std::ostream& out, std::ostream& err) {
   if (!parse_knob_list(o.knobs, input.knob_overrides, &kerr)) {
     err << "error: " << kerr << "\n";
     return 1;
+  }
+  if (o.candidate > 0) {
+    // A campaign's candidate: the seed, knobs and PTX edits it was measured with.
+    try {
+      const search::Genome g = search::load_candidate_genome(o.db.empty() ? "ptxevo.db" : o.db, o.candidate);
+      const SeedTemplate* base = baseline_seed(spec);
+      if (!g.source.empty() || !base || g.seed != base->name) {
+        err << "error: candidate " << o.candidate << " is not built from the baseline seed's template; only such "
+            << "candidates can be taken by id\n";
+        return 1;
+      }
+      for (const auto& [k, v] : g.knobs) input.knob_overrides[k] = v;
+      if (!g.edits.empty())
+        input.ptx_pass = search::edit_pass(g.edits, std::make_shared<const mutators::PassRegistry>(mutators::builtin_passes()));
+    } catch (const std::exception& e) {
+      err << "error: " << e.what() << "\n";
+      return 1;
+    }
   }
   std::optional<BuildCache> cache;
   if (!o.no_cache) cache.emplace(BuildCache::default_dir());

@@ -3,6 +3,7 @@
 // and launch.json (tensors and launch plans per shape). bench/rmsnorm/torch_bench.py reads it.
 #pragma once
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 
@@ -17,6 +18,8 @@ struct BuildOptions {
   std::string source;  // --source FILE.cu (default: the baseline seed's template)
   std::string ptx;     // --ptx FILE.ptx
   std::string knobs;   // --knobs k=v,...
+  std::string db;                 // with `candidate`: a campaign's trace database
+  std::int64_t candidate = 0;     // a campaign candidate (its knobs and PTX edits) instead of --knobs
   std::string out_dir;
   std::string shapes = "benchmark";  // benchmark, correctness, heldout or all
   bool no_cache = false;

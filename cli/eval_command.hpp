@@ -12,6 +12,8 @@ struct EvalOptions {
   std::string source;  // --source FILE.cu (default: the baseline seed's template)
   std::string ptx;     // --ptx FILE.ptx
   std::string knobs;   // --knobs k=v,...
+  std::string db;                 // with `candidate`: a campaign's trace database
+  std::int64_t candidate = 0;     // a campaign candidate (its knobs and PTX edits) instead of --knobs
   bool json = false;
   std::string json_out;  // also write the JSON result to this file
   int device = 0;

@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
   auto* src = eval->add_option("--source", eval_opts.source, "CUDA C++ template to evaluate (default: the baseline seed)");
   eval->add_option("--ptx", eval_opts.ptx, "PTX to evaluate instead of a CUDA source")->excludes(src);
   eval->add_option("--knobs", eval_opts.knobs, "Knob values over the seed defaults: NAME=VALUE,...");
+  eval->add_option("--candidate", eval_opts.candidate, "A campaign candidate by id (its knobs and PTX edits; needs --db)");
+  eval->add_option("--db", eval_opts.db, "Trace database holding --candidate");
   eval->add_flag("--json", eval_opts.json, "Print the result as JSON");
   eval->add_option("--json-out", eval_opts.json_out, "Also write the JSON result to this file");
   eval->add_option("--device", eval_opts.device, "GPU ordinal")->capture_default_str();
@@ -79,6 +81,8 @@ int main(int argc, char** argv) {
   auto* bsrc = build->add_option("--source", build_opts.source, "CUDA C++ template to build (default: the baseline seed)");
   build->add_option("--ptx", build_opts.ptx, "PTX to build instead of a CUDA source")->excludes(bsrc);
   build->add_option("--knobs", build_opts.knobs, "Knob values over the seed defaults: NAME=VALUE,...");
+  build->add_option("--candidate", build_opts.candidate, "A campaign candidate by id (its knobs and PTX edits; needs --db)");
+  build->add_option("--db", build_opts.db, "Trace database holding --candidate");
   build->add_option("--out", build_opts.out_dir, "Directory for kernel.cubin, kernel.ptx, resources.json, launch.json")->required();
   build->add_option("--shapes", build_opts.shapes, "Shapes in launch.json: benchmark, correctness, heldout or all")->capture_default_str();
   build->add_flag("--no-cache", build_opts.no_cache, "Do not use the on-disk build cache");

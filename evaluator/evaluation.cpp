@@ -104,6 +104,7 @@ PreparedEvaluation prepare_evaluation(const Spec& spec, const Op& op, const Buil
     cand_req = request_for(input.ptx_path, "", p.candidate_knobs);
     cand_req.ptx_override = *text;
   }
+  cand_req.ptx_pass = input.ptx_pass;
   auto built = builder.build_all({cand_req, request_for(base_seed->source_path, *base_text, p.baseline_knobs)});
   p.candidate = std::move(built[0]);
   p.baseline = std::move(built[1]);

@@ -3,6 +3,7 @@
 // will make, and prepare the worker request.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +18,8 @@ struct CandidateInput {
   std::string source_path;  // CUDA template; empty: the baseline seed's
   std::string ptx_path;     // PTX instead of a template
   Knobs knob_overrides;     // over the seed's defaults
+  // PTX edits of a campaign genome, applied after NVRTC (see search/genome_build.hpp).
+  std::function<std::string(ir::Module&)> ptx_pass;
 };
 
 struct ShapeSelection {

@@ -115,20 +115,6 @@ double dtype_epsilon(DType t) {
 
 // Quiet NaNs with payloads no arithmetic produces (GPUs return canonical NaNs), so a written NaN
 // is never mistaken for poison; for integers, byte patterns unlikely as results.
-std::uint64_t poison_bits(DType t, int pattern) {
-  if (pattern != 0 && pattern != 1) throw std::invalid_argument("poison pattern must be 0 or 1");
-  const bool p0 = pattern == 0;
-  switch (t) {
-    case DType::F64: return p0 ? 0x7FF8DEADDEADDEADull : 0x7FF8BEEFBEEFBEEFull;
-    case DType::F32: return p0 ? 0x7FC0DEADu : 0x7FC0BEEFu;
-    case DType::F16: return p0 ? 0x7E5Au : 0x7EA5u;
-    case DType::BF16: return p0 ? 0x7FDAu : 0x7FE5u;
-    case DType::I64: return p0 ? 0xA5A5A5A5A5A5A5A5ull : 0x5A5A5A5A5A5A5A5Aull;
-    case DType::I32: return p0 ? 0xA5A5A5A5u : 0x5A5A5A5Au;
-    case DType::U8: return p0 ? 0xA5u : 0x5Au;
-  }
-  return 0;
-}
 
 // Element ranges are cut at a fixed grain with simple_partitioner and reduced with
 // parallel_deterministic_reduce: the floating-point sums then do not depend on thread timing.
@@ -366,6 +352,21 @@ std::uint64_t hash_string(const std::string& s) {
 
 }  // namespace
 
+std::uint64_t poison_bits(DType t, int pattern) {
+  if (pattern != 0 && pattern != 1) throw std::invalid_argument("poison pattern must be 0 or 1");
+  const bool p0 = pattern == 0;
+  switch (t) {
+    case DType::F64: return p0 ? 0x7FF8DEADDEADDEADull : 0x7FF8BEEFBEEFBEEFull;
+    case DType::F32: return p0 ? 0x7FC0DEADu : 0x7FC0BEEFu;
+    case DType::F16: return p0 ? 0x7E5Au : 0x7EA5u;
+    case DType::BF16: return p0 ? 0x7FDAu : 0x7FE5u;
+    case DType::I64: return p0 ? 0xA5A5A5A5A5A5A5A5ull : 0x5A5A5A5A5A5A5A5Aull;
+    case DType::I32: return p0 ? 0xA5A5A5A5u : 0x5A5A5A5Au;
+    case DType::U8: return p0 ? 0xA5u : 0x5Au;
+  }
+  return 0;
+}
+
 void fill_distribution(Distribution d, std::mt19937_64& rng, HostTensor& t) {
   const std::int64_t n = t.numel();
   // Chunk seeds derive from one draw of the caller's generator: the data depends only on its
@@ -425,6 +426,27 @@ OutputCheck check_output(const HostTensor& out, const HostTensor& ref, const Tol
     return r;
   }
   const Acc a = with_elem(out.dtype, [&](auto e) { return accumulate<decltype(e)>(out, ref, poison_pattern); });
+  OutputStats st;
+  st.unwritten = a.unwritten;
+  st.nonfinite = a.nonfinite;
+  st.ref_nonfinite = a.ref_nonfinite;
+  st.counted = a.counted;
+  st.sum_d2 = static_cast<double>(a.sum_d2);
+  st.sum_r2 = static_cast<double>(a.sum_r2);
+  st.sum_o2 = static_cast<double>(a.sum_o2);
+  st.max_d = a.max_d;
+  st.max_r = a.max_r;
+  st.out_min = a.out_min;
+  st.out_max = a.out_max;
+  st.ref_min = a.ref_min;
+  st.ref_max = a.ref_max;
+  return judge_output(out.name, out.dtype, n, st, tol);
+}
+
+OutputCheck judge_output(const std::string& tensor, DType out_dtype, std::int64_t n, const OutputStats& a,
+                         const Tolerance& tol) {
+  OutputCheck r;
+  r.tensor = tensor;
   r.unwritten = a.unwritten;
   r.nonfinite = a.nonfinite;
   const double diff_norm = std::sqrt(static_cast<double>(a.sum_d2));
@@ -465,8 +487,8 @@ OutputCheck check_output(const HostTensor& out, const HostTensor& ref, const Tol
   // Exact constancy (min == max) rather than a computed variance, which rounding makes nonzero.
   // The reference counts as varying only beyond what the output dtype resolves: an honest bf16
   // output of a reference spread over less than an ulp is legitimately constant.
-  const double resolution = is_float(out.dtype)
-                                ? 2 * dtype_epsilon(out.dtype) * std::max(std::abs(a.ref_min), std::abs(a.ref_max))
+  const double resolution = is_float(out_dtype)
+                                ? 2 * dtype_epsilon(out_dtype) * std::max(std::abs(a.ref_min), std::abs(a.ref_max))
                                 : 1.0;
   if (a.counted > 1 && a.out_min == a.out_max && a.ref_max - a.ref_min > resolution) {
     r.reason = fmt("trivial-output: constant output %.6g where the reference varies over [%.4g, %.4g]", a.out_min,

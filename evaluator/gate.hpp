@@ -22,6 +22,8 @@ void fill_distribution(Distribution d, std::mt19937_64& rng, HostTensor& t);
 // Two different poison patterns (quiet NaNs with different payloads for floats, 0xA5.. and
 // 0x5A.. for integers); a kernel that leaves an element unwritten shows it.
 void poison(HostTensor& t, int pattern);
+// The bit pattern of poison `pattern` (0 or 1) for one element of dtype `t`.
+std::uint64_t poison_bits(DType t, int pattern);
 // Elements still holding poison pattern `pattern`.
 std::int64_t count_poison(const HostTensor& t, int pattern);
 
@@ -36,6 +38,18 @@ struct OutputCheck {
   double out_rms = 0;
   double ref_rms = 0;
 };
+
+// The figures the rules below are decided on; computed on the host by check_output, or on the
+// GPU by the worker's trusted checking kernels (device_checks.hpp) for large outputs.
+struct OutputStats {
+  std::int64_t unwritten = 0, nonfinite = 0, ref_nonfinite = 0, counted = 0;
+  double sum_d2 = 0, sum_r2 = 0, sum_o2 = 0;
+  double max_d = 0, max_r = 0;
+  double out_min = 0, out_max = 0, ref_min = 0, ref_max = 0;
+};
+// Applies the rules of check_output to figures already accumulated.
+OutputCheck judge_output(const std::string& tensor, DType out_dtype, std::int64_t numel, const OutputStats& a,
+                         const Tolerance& tol);
 
 // Rules, in order: every element written (no poison left); finite before any tolerance;
 // relative L2 and normalized max-abs within `tol`; not trivially small or constant when the

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <optional>
 
+#include "evaluator/device_checks.hpp"
 #include "evaluator/gate.hpp"
 
 namespace ptxevo::evaluator {
@@ -123,6 +124,10 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
   const CudaDriver& api = ctx_.api();
   const DeviceInfo& info = ctx_.info();
   const double bw = copy_bandwidth();
+  if (!checks_tried_) {
+    checks_tried_ = true;
+    checks_ = DeviceChecks::create(ctx_, &checks_unavailable_);
+  }
   const std::size_t n = breq.cubins.size();
   std::vector<Slot> slots(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -133,7 +138,8 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
                      {"sm_count", std::to_string(info.sm_count)},
                      {"l2_bytes", std::to_string(info.l2_bytes)},
                      {"driver_version", std::to_string(info.driver_version)},
-                     {"copy_bandwidth_GBps", std::to_string(bw / 1e9)}};
+                     {"copy_bandwidth_GBps", std::to_string(bw / 1e9)},
+                     {"gate_checks", checks_ ? "device" : "host (" + checks_unavailable_ + ")"}};
     try {
       slots[i].module.emplace(&api, breq.cubins[i]);
     } catch (const GpuError& e) {
@@ -194,6 +200,9 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
       if (!base_ok) fail(i, "baseline-launch-plan: the baseline cannot run this shape: " + base_error);
     }
     auto live = [&](std::size_t i) { return in_play[i] && srs[i].passed && !slots[i].stopped; };
+    bool use_dev = checks_ != nullptr;
+    for (const auto& d : descs)
+      if (is_checked_output(d.role) && !DeviceChecks::supports(d.dtype)) use_dev = false;
 
     std::vector<HostTensor> host;
     for (const auto& d : descs) host.emplace_back(d.name, d.dtype, d.shape);
@@ -216,9 +225,27 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
         if (descs[k].role == Role::In) inputs.push_back(host[k]);
       const std::uint64_t in_sum = checksum(inputs);
       bool inputs_on_device = false;
+      // Device checks: the reference goes up once per distribution and every candidate's
+      // outputs are judged where they are.
+      std::map<std::string, DeviceBuffer> ref_dev;
+      std::uint64_t in_fp = 0;
+      auto device_input_fp = [&] {
+        std::uint64_t h = 0;
+        for (std::size_t k = 0; k < descs.size(); ++k)
+          if (descs[k].role == Role::In) h += mix(checks_->fingerprint(dev.pointers.at(descs[k].name), host[k].bytes()) + k);
+        return h;
+      };
+      if (use_dev) {
+        for (const auto& r : refs) {
+          DeviceBuffer b(&api, std::max<std::size_t>(r.bytes(), 1));
+          b.upload(r.data.data(), r.bytes());
+          ref_dev.emplace(r.name, std::move(b));
+        }
+      }
       for (std::size_t i = 0; i < n; ++i) {
         if (!live(i)) continue;
         std::vector<std::vector<HostTensor>> runs;
+        std::vector<std::uint64_t> dev_fp0;  // device fingerprints of the pattern-0 outputs
         guarded(slots[i], [&] {
           for (int pattern = 0; pattern < (req.gate.check_determinism ? 2 : 1); ++pattern) {
             for (std::size_t k = 0; k < descs.size(); ++k) {
@@ -227,10 +254,15 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
               // Inputs go up once per distribution (again only after a candidate changed them);
               // outputs and in-outs before every run.
               if (!out && descs[k].role == Role::In && inputs_on_device) continue;
-              if (out) poison(t, pattern);
-              dev.buffers.at(descs[k].name).upload(t.data.data(), t.bytes());
+              if (out && use_dev) {
+                checks_->fill(dev.pointers.at(descs[k].name), t.dtype, t.numel(), poison_bits(t.dtype, pattern));
+              } else {
+                if (out) poison(t, pattern);
+                dev.buffers.at(descs[k].name).upload(t.data.data(), t.bytes());
+              }
               dev.buffers.at(descs[k].name).fill_canaries();
             }
+            if (use_dev && !inputs_on_device) in_fp = device_input_fp();
             inputs_on_device = true;
             ctx_.launch(*slots[i].module, plans[i], dev.pointers, descs);
             ctx_.synchronize();
@@ -239,6 +271,44 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
                 fail(i, with_shape("out-of-bounds-write: the kernel wrote outside tensor '" + d.name + "'", sc, dist));
                 inputs_on_device = false;
               }
+            if (use_dev) {
+              if (device_input_fp() != in_fp) {
+                fail(i, with_shape("input-mutated: a read-only input changed during the run", sc, dist));
+                inputs_on_device = false;
+              }
+              std::vector<std::uint64_t> fps;
+              for (std::size_t k = 0; k < descs.size(); ++k) {
+                if (!is_checked_output(descs[k].role)) continue;
+                const std::string& name = descs[k].name;
+                const CUdeviceptr p = dev.pointers.at(name);
+                fps.push_back(checks_->fingerprint(p, host[k].bytes()));
+                if (pattern == 0) {
+                  auto rd = ref_dev.find(name);
+                  if (rd == ref_dev.end()) continue;
+                  const OutputStats st = checks_->stats(p, descs[k].dtype, rd->second.ptr(), host[k].numel(),
+                                                        poison_bits(descs[k].dtype, 0), nullptr);
+                  const OutputCheck c = judge_output(name, descs[k].dtype, host[k].numel(), st, tolerance_for(op, req, name));
+                  srs[i].rel_l2[name] = std::max(srs[i].rel_l2[name], c.rel_l2);
+                  srs[i].max_abs[name] = std::max(srs[i].max_abs[name], c.max_abs);
+                  if (!c.passed) fail(i, with_shape(c.reason + " (output '" + name + "')", sc, dist));
+                }
+              }
+              if (pattern == 0) {
+                dev_fp0 = fps;
+              } else {
+                std::size_t j = 0;
+                for (std::size_t k = 0; k < descs.size(); ++k) {
+                  if (!is_checked_output(descs[k].role)) continue;
+                  if (fps[j] != dev_fp0[j])
+                    fail(i, with_shape("nondeterministic: output '" + descs[k].name +
+                                           "' differs between two runs (content fingerprints differ)",
+                                       sc, dist));
+                  ++j;
+                }
+              }
+              if (!srs[i].passed) break;
+              continue;
+            }
             std::vector<HostTensor> outs, after_inputs;
             for (std::size_t k = 0; k < descs.size(); ++k) {
               HostTensor t(descs[k].name, descs[k].dtype, descs[k].shape);
@@ -272,8 +342,11 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
             if (!srs[i].passed) break;
           }
         });
-        if (di == 0 && sc.cls == ShapeClass::Benchmark && live(i) && !runs.empty())
-          for (const auto& o : runs[0]) verified_fp[i].push_back(fingerprint(o));
+        if (di == 0 && sc.cls == ShapeClass::Benchmark && live(i)) {
+          if (use_dev) verified_fp[i] = dev_fp0;
+          else if (!runs.empty())
+            for (const auto& o : runs[0]) verified_fp[i].push_back(fingerprint(o));
+        }
       }
       if (di == 0 && sc.cls == ShapeClass::Benchmark) verified_inputs = host;
     }
@@ -327,6 +400,13 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
       }
       std::vector<HostTensor> refs1;  // reference of input set 1, made once for the batch
       if (nsets >= 2) op.reference(sc.shape, req.config, set_inputs[1], refs1);
+      std::map<std::string, DeviceBuffer> refs1_dev;
+      if (use_dev)
+        for (const auto& r : refs1) {
+          DeviceBuffer b(&api, std::max<std::size_t>(r.bytes(), 1));
+          b.upload(r.data.data(), r.bytes());
+          refs1_dev.emplace(r.name, std::move(b));
+        }
       const double bytes = op.bytes(sc.shape, req.config);
       for (std::size_t i = 0; i < n; ++i) {
         if (!live(i)) continue;
@@ -387,6 +467,31 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
           if (!fc.plausible) fail(i, fc.reason + " [benchmark shape " + shape_to_string(sc.shape) + "]");
           // ---- the timed runs' outputs: set 0 must match the verified run bit for bit; set 1
           // is checked against its own reference ----
+          if (use_dev) {
+            std::size_t j = 0;
+            for (std::size_t k = 0; k < descs.size(); ++k) {
+              if (!is_checked_output(descs[k].role)) continue;
+              const std::string& name = descs[k].name;
+              const std::int64_t numel = set_inputs[0][k].numel();
+              const std::size_t nbytes = set_inputs[0][k].bytes();
+              if (j < verified_fp[i].size() &&
+                  checks_->fingerprint(cand_sets[0].pointers.at(name), nbytes) != verified_fp[i][j])
+                fail(i, "timed-output-mismatch: output '" + name +
+                            "' of the timed runs differs from the verified run on the same inputs [benchmark shape " +
+                            shape_to_string(sc.shape) + "]");
+              ++j;
+              auto rd = refs1_dev.find(name);
+              if (nsets < 2 || rd == refs1_dev.end()) continue;
+              const OutputStats st =
+                  checks_->stats(cand_sets[1].pointers.at(name), descs[k].dtype, rd->second.ptr(), numel,
+                                 poison_bits(descs[k].dtype, 0), nullptr);
+              const OutputCheck c = judge_output(name, descs[k].dtype, numel, st, tolerance_for(op, req, name));
+              if (!c.passed)
+                fail(i, "timed-output-mismatch: timed run on input set 1 fails the gate: " + c.reason +
+                            " [benchmark shape " + shape_to_string(sc.shape) + "]");
+            }
+            return;
+          }
           for (int s = 0; s < std::min(nsets, 2); ++s) {
             std::vector<HostTensor> outs;
             for (std::size_t k = 0; k < descs.size(); ++k) {

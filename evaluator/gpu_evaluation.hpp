@@ -5,6 +5,10 @@
 
 #include <vector>
 
+#include <memory>
+#include <string>
+
+#include "evaluator/device_checks.hpp"
 #include "evaluator/eval_types.hpp"
 #include "evaluator/gpu_context.hpp"
 #include "evaluator/op.hpp"
@@ -25,6 +29,10 @@ class GpuEvaluator {
  private:
   GpuContext& ctx_;
   double copy_bw_ = 0;
+  // The trusted checking kernels, built on first use; without them outputs are checked on the host.
+  std::unique_ptr<DeviceChecks> checks_;
+  bool checks_tried_ = false;
+  std::string checks_unavailable_;
 };
 
 // Fills the op's inputs from `d` in parallel (each chunk its own generator seeded from `seed`),

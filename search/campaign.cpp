@@ -14,6 +14,7 @@
 #include "evaluator/build_cache.hpp"
 #include "evaluator/evaluation.hpp"
 #include "evaluator/ir_checks.hpp"
+#include "search/genome_build.hpp"
 
 namespace ptxevo::search {
 
@@ -91,8 +92,8 @@ CampaignEngine::CampaignEngine(const evaluator::Spec& spec, const evaluator::Op&
       opt_(std::move(opt)),
       log_(log),
       stop_(stop),
-      passes_(mutators::builtin_passes()),
-      proposer_(spec_, passes_),
+      passes_(std::make_shared<const mutators::PassRegistry>(mutators::builtin_passes())),
+      proposer_(spec_, *passes_),
       population_(PopulationOptions{opt_.islands, opt_.island_size, 3, 0.01}) {
   if (opt_.arch.empty()) opt_.arch = spec_.arch;
   for (const auto& s : spec_.seeds) sources_[s.name] = read_text(s.source_path);
@@ -109,19 +110,7 @@ evaluator::BuildRequest CampaignEngine::build_request(const Genome& g) const {
   r.defines = op_.template_defines(spec_.config);
   r.knobs = g.knobs;
   r.arch = opt_.arch;
-  if (!g.edits.empty()) {
-    const auto edits = g.edits;
-    const mutators::PassRegistry* passes = &passes_;
-    r.ptx_pass = [edits, passes](ir::Module& m) -> std::string {
-      for (const auto& e : edits) {
-        const auto* p = passes->find(e.pass);
-        if (!p) return "pass-unknown: no pass named '" + e.pass + "'";
-        const auto res = p->apply(m, e.params);
-        if (!res.applied) return "pass-refused: " + e.pass + ": " + res.refusal;
-      }
-      return "";
-    };
-  }
+  if (!g.edits.empty()) r.ptx_pass = edit_pass(g.edits, passes_);
   return r;
 }
 

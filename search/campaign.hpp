@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <ostream>
@@ -94,7 +95,7 @@ class CampaignEngine {
   std::ostream& log_;
   const std::atomic<bool>& stop_;
 
-  mutators::PassRegistry passes_;
+  std::shared_ptr<const mutators::PassRegistry> passes_;
   Proposer proposer_;
   UniformPolicy policy_;
   Population population_;

@@ -102,3 +102,42 @@ TEST(Cli, UnknownSubcommandFails) {
 }
 
 }  // namespace
+
+namespace {
+
+// Without a GPU of the target arch the campaign says which mode it runs in (replay when replay
+// data fits the spec, static otherwise) and never claims a measurement.
+TEST(CliCampaign, SaysWhichModeItRunsIn) {
+  const std::string db = temp_file("");
+  std::remove(db.c_str());
+  auto r = run_process({PTXEVO_BIN, "--arch", "sm_100", PTXEVO_SOURCE_DIR "/kernels/rmsnorm/rmsnorm_fwd.spec", "--db", db,
+                        "--budget", "2", "--initial", "1"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  // sm_100 (mapped to sm_100a) has neither a GPU here nor replay data.
+  EXPECT_NE(r.output.find("STATIC: no GPU for sm_100a"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("nothing was measured: no fitness recorded"), std::string::npos) << r.output;
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((db + suffix).c_str());
+}
+
+TEST(CliCampaign, RejectsAnUnknownArchAndABadSpec) {
+  auto r = run_process({PTXEVO_BIN, "--arch", "sm_75", PTXEVO_SOURCE_DIR "/kernels/rmsnorm/rmsnorm_fwd.spec"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("sm_75 is not a target"), std::string::npos) << r.output;
+  const std::string spec = temp_file("op = \"rmsnorm_fwd\"\narch = 90\n");
+  auto bad = run_process({PTXEVO_BIN, spec});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.output.find(spec + ":2:"), std::string::npos) << bad.output;
+  std::remove(spec.c_str());
+  auto none = run_process({PTXEVO_BIN});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.output.find("give a spec file"), std::string::npos) << none.output;
+}
+
+TEST(CliCampaign, ReplayFileMustExistAndFit) {
+  auto r = run_process({PTXEVO_BIN, PTXEVO_SOURCE_DIR "/kernels/rmsnorm/rmsnorm_fwd.spec", "--replay", "/nonexistent/r.json",
+                        "--db", "/tmp/ptxevo-cli-never.db"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("/nonexistent/r.json does not exist"), std::string::npos) << r.output;
+}
+
+}  // namespace

@@ -93,7 +93,7 @@ class GpuEval : public ::testing::Test {
     ShapeSelection sel;
     sel.max_benchmark_shapes = max_bench;
     const auto seed = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    return prepare_evaluation(*spec_, *registry_->find(spec_->op), builder, {source, "", {}}, sel, seed);
+    return prepare_evaluation(*spec_, *registry_->find(spec_->op), builder, {source, "", {}, {}}, sel, seed);
   }
 
   EvalReport run_seed() {

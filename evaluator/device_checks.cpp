@@ -1,0 +1,289 @@
+#include "evaluator/device_checks.hpp"
+
+#include <cstring>
+#include <limits>
+
+#include "evaluator/builder.hpp"
+
+namespace ptxevo::evaluator {
+namespace {
+
+// One statistics block; doubles first so every field is naturally aligned.
+struct RawStats {
+  double sum_d2, sum_r2, sum_o2, max_d, max_r, out_min, out_max, ref_min, ref_max;
+  unsigned long long unwritten, nonfinite, ref_nonfinite, counted, fp;
+};
+
+constexpr const char* kSource = R"cu(
+// ptxevo's trusted gate kernels. Sums go through per-block shared-memory trees and one atomic
+// per block; max and min of doubles through compare-and-swap. Element kinds: 0 f64, 1 f32,
+// 2 f16, 3 bf16.
+struct RawStats {
+  double sum_d2, sum_r2, sum_o2, max_d, max_r, out_min, out_max, ref_min, ref_max;
+  unsigned long long unwritten, nonfinite, ref_nonfinite, counted, fp;
+};
+
+__device__ __forceinline__ unsigned long long mix64(unsigned long long z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+__device__ __forceinline__ bool finite(double v) { return !isnan(v) && !isinf(v); }
+__device__ __forceinline__ double half_to_double(unsigned int h) {
+  const unsigned int sign = h >> 15, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  double v;
+  if (exp == 0) v = ldexp((double)man, -24);
+  else if (exp == 31) v = man ? __longlong_as_double(0x7ff8000000000000ll) : __longlong_as_double(0x7ff0000000000000ll);
+  else v = ldexp((double)(man | 0x400), (int)exp - 25);
+  return sign ? -v : v;
+}
+template <int K> __device__ __forceinline__ unsigned long long load_bits(const void* p, long long i) {
+  if (K == 0) return ((const unsigned long long*)p)[i];
+  if (K == 1) return ((const unsigned int*)p)[i];
+  return ((const unsigned short*)p)[i];
+}
+template <int K> __device__ __forceinline__ double value(unsigned long long b) {
+  if (K == 0) return __longlong_as_double((long long)b);
+  if (K == 1) return (double)__uint_as_float((unsigned int)b);
+  if (K == 2) return half_to_double((unsigned int)b);
+  return (double)__uint_as_float((unsigned int)b << 16);
+}
+__device__ void atomic_max_d(double* a, double v) {
+  unsigned long long* p = (unsigned long long*)a;
+  unsigned long long old = *p;
+  while (v > __longlong_as_double((long long)old)) {
+    const unsigned long long prev = atomicCAS(p, old, (unsigned long long)__double_as_longlong(v));
+    if (prev == old) break;
+    old = prev;
+  }
+}
+__device__ void atomic_min_d(double* a, double v) {
+  unsigned long long* p = (unsigned long long*)a;
+  unsigned long long old = *p;
+  while (v < __longlong_as_double((long long)old)) {
+    const unsigned long long prev = atomicCAS(p, old, (unsigned long long)__double_as_longlong(v));
+    if (prev == old) break;
+    old = prev;
+  }
+}
+
+#define THREADS 256
+template <int K>
+__device__ void stats_body(const void* out, const double* ref, long long n, unsigned long long poison, RawStats* s) {
+  const double inf = __longlong_as_double(0x7ff0000000000000ll);
+  const double pv = value<K>(poison);
+  double sd2 = 0, sr2 = 0, so2 = 0, md = 0, mr = 0, omin = inf, omax = -inf, rmin = inf, rmax = -inf;
+  unsigned long long uw = 0, onf = 0, rnf = 0, cnt = 0, fp = 0;
+  for (long long i = (long long)blockIdx.x * THREADS + threadIdx.x; i < n; i += (long long)gridDim.x * THREADS) {
+    const unsigned long long b = load_bits<K>(out, i);
+    const double rv = ref[i];
+    const double ov = value<K>(b);
+    fp += mix64((unsigned long long)i * 0x9E3779B97F4A7C15ull ^ b);
+    const bool is_uw = (b == poison) && !(rv == pv);
+    const bool is_rnf = !is_uw && !finite(rv);
+    const bool is_onf = !is_uw && !is_rnf && !finite(ov);
+    const bool ok = !is_uw && !is_rnf && !is_onf;
+    uw += is_uw;
+    rnf += is_rnf;
+    onf += is_onf;
+    cnt += ok;
+    const double x = ok ? ov : 0.0, y = ok ? rv : 0.0, d = x - y;
+    sd2 += d * d;
+    sr2 += y * y;
+    so2 += x * x;
+    md = fmax(md, fabs(d));
+    mr = fmax(mr, fabs(y));
+    if (ok) {
+      omin = fmin(omin, x);
+      omax = fmax(omax, x);
+      rmin = fmin(rmin, y);
+      rmax = fmax(rmax, y);
+    }
+  }
+  __shared__ double sh[9][THREADS];
+  __shared__ unsigned long long su[5][THREADS];
+  const int t = threadIdx.x;
+  sh[0][t] = sd2; sh[1][t] = sr2; sh[2][t] = so2; sh[3][t] = md; sh[4][t] = mr;
+  sh[5][t] = omin; sh[6][t] = omax; sh[7][t] = rmin; sh[8][t] = rmax;
+  su[0][t] = uw; su[1][t] = onf; su[2][t] = rnf; su[3][t] = cnt; su[4][t] = fp;
+  __syncthreads();
+  for (int o = THREADS / 2; o > 0; o >>= 1) {
+    if (t < o) {
+      sh[0][t] += sh[0][t + o]; sh[1][t] += sh[1][t + o]; sh[2][t] += sh[2][t + o];
+      sh[3][t] = fmax(sh[3][t], sh[3][t + o]); sh[4][t] = fmax(sh[4][t], sh[4][t + o]);
+      sh[5][t] = fmin(sh[5][t], sh[5][t + o]); sh[6][t] = fmax(sh[6][t], sh[6][t + o]);
+      sh[7][t] = fmin(sh[7][t], sh[7][t + o]); sh[8][t] = fmax(sh[8][t], sh[8][t + o]);
+      for (int k = 0; k < 5; ++k) su[k][t] += su[k][t + o];
+    }
+    __syncthreads();
+  }
+  if (t == 0) {
+    atomicAdd(&s->sum_d2, sh[0][0]);
+    atomicAdd(&s->sum_r2, sh[1][0]);
+    atomicAdd(&s->sum_o2, sh[2][0]);
+    atomic_max_d(&s->max_d, sh[3][0]);
+    atomic_max_d(&s->max_r, sh[4][0]);
+    atomic_min_d(&s->out_min, sh[5][0]);
+    atomic_max_d(&s->out_max, sh[6][0]);
+    atomic_min_d(&s->ref_min, sh[7][0]);
+    atomic_max_d(&s->ref_max, sh[8][0]);
+    atomicAdd(&s->unwritten, su[0][0]);
+    atomicAdd(&s->nonfinite, su[1][0]);
+    atomicAdd(&s->ref_nonfinite, su[2][0]);
+    atomicAdd(&s->counted, su[3][0]);
+    atomicAdd(&s->fp, su[4][0]);
+  }
+}
+extern "C" __global__ void __launch_bounds__(THREADS) ptxevo_stats_f64(const void* o, const double* r, long long n, unsigned long long p, RawStats* s) { stats_body<0>(o, r, n, p, s); }
+extern "C" __global__ void __launch_bounds__(THREADS) ptxevo_stats_f32(const void* o, const double* r, long long n, unsigned long long p, RawStats* s) { stats_body<1>(o, r, n, p, s); }
+extern "C" __global__ void __launch_bounds__(THREADS) ptxevo_stats_f16(const void* o, const double* r, long long n, unsigned long long p, RawStats* s) { stats_body<2>(o, r, n, p, s); }
+extern "C" __global__ void __launch_bounds__(THREADS) ptxevo_stats_bf16(const void* o, const double* r, long long n, unsigned long long p, RawStats* s) { stats_body<3>(o, r, n, p, s); }
+
+// Position-dependent, order-independent hash of a byte range: 4-byte words, then the tail.
+extern "C" __global__ void __launch_bounds__(THREADS) ptxevo_fingerprint(const unsigned char* p, long long bytes, unsigned long long* out) {
+  unsigned long long h = 0;
+  const long long words = bytes / 4;
+  const unsigned int* w = (const unsigned int*)p;
+  for (long long i = (long long)blockIdx.x * THREADS + threadIdx.x; i < words; i += (long long)gridDim.x * THREADS)
+    h += mix64((unsigned long long)i * 0x9E3779B97F4A7C15ull ^ w[i]);
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    for (long long i = words * 4; i < bytes; ++i) h += mix64(0xD1B54A32D192ED03ull ^ ((unsigned long long)i << 8) ^ p[i]);
+  __shared__ unsigned long long sh[THREADS];
+  sh[threadIdx.x] = h;
+  __syncthreads();
+  for (int o = THREADS / 2; o > 0; o >>= 1) {
+    if (threadIdx.x < o) sh[threadIdx.x] += sh[threadIdx.x + o];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(out, sh[0]);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS) ptxevo_fill(void* p, long long n, int elem_bytes, unsigned long long bits) {
+  for (long long i = (long long)blockIdx.x * THREADS + threadIdx.x; i < n; i += (long long)gridDim.x * THREADS) {
+    if (elem_bytes == 8) ((unsigned long long*)p)[i] = bits;
+    else if (elem_bytes == 4) ((unsigned int*)p)[i] = (unsigned int)bits;
+    else if (elem_bytes == 2) ((unsigned short*)p)[i] = (unsigned short)bits;
+    else ((unsigned char*)p)[i] = (unsigned char)bits;
+  }
+}
+)cu";
+
+constexpr unsigned kThreads = 256;
+
+LaunchPlan plan_for(const std::string& entry, const DeviceInfo& info, std::int64_t n, std::vector<KernelArg> args) {
+  KernelLaunch l;
+  l.entry = entry;
+  const std::int64_t want = (n + kThreads - 1) / kThreads;
+  const std::int64_t cap = static_cast<std::int64_t>(info.sm_count) * 8;
+  l.grid = {static_cast<std::uint32_t>(std::max<std::int64_t>(1, std::min(want, cap))), 1, 1};
+  l.block = {kThreads, 1, 1};
+  l.args = std::move(args);
+  return {{l}};
+}
+
+const char* stats_entry(DType t) {
+  switch (t) {
+    case DType::F64: return "ptxevo_stats_f64";
+    case DType::F32: return "ptxevo_stats_f32";
+    case DType::F16: return "ptxevo_stats_f16";
+    case DType::BF16: return "ptxevo_stats_bf16";
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+const char* device_checks_source() { return kSource; }
+
+bool DeviceChecks::supports(DType t) { return stats_entry(t) != nullptr; }
+
+std::unique_ptr<DeviceChecks> DeviceChecks::create(GpuContext& ctx, std::string* why) {
+  Builder builder(nullptr);
+  BuildRequest req;
+  req.name = "ptxevo_device_checks";
+  req.source = kSource;
+  req.source_path = "ptxevo_device_checks.cu";
+  req.arch = ctx.info().arch();
+  const BuildResult b = builder.build(req);
+  if (!b.ok) {
+    *why = "device checks did not build (" + b.stage + "): " + b.error;
+    return nullptr;
+  }
+  try {
+    return std::make_unique<DeviceChecks>(ctx, std::make_unique<GpuModule>(&ctx.api(), b.cubin));
+  } catch (const std::exception& e) {
+    *why = std::string("device checks did not load: ") + e.what();
+    return nullptr;
+  }
+}
+
+DeviceChecks::DeviceChecks(GpuContext& ctx, std::unique_ptr<GpuModule> m) : ctx_(ctx), module_(std::move(m)) {
+  ctx_.check(ctx_.api().cuMemAlloc(&scratch_, sizeof(RawStats)), "cuMemAlloc (device checks)");
+}
+
+DeviceChecks::~DeviceChecks() {
+  if (scratch_) ctx_.api().cuMemFree(scratch_);
+}
+
+void DeviceChecks::fill(CUdeviceptr p, DType t, std::int64_t n, std::uint64_t bits) {
+  if (n <= 0) return;
+  ctx_.launch(*module_,
+              plan_for("ptxevo_fill", ctx_.info(), n,
+                       {ArgTensor{"p"}, static_cast<std::int64_t>(n), static_cast<std::int32_t>(dtype_size(t)),
+                        static_cast<std::int64_t>(bits)}),
+              {{"p", p}});
+}
+
+OutputStats DeviceChecks::stats(CUdeviceptr out, DType t, CUdeviceptr ref, std::int64_t n, std::uint64_t poison,
+                                std::uint64_t* fingerprint) {
+  const char* entry = stats_entry(t);
+  if (!entry) throw std::invalid_argument("device checks: no statistics kernel for this dtype");
+  RawStats init{};
+  const double inf = std::numeric_limits<double>::infinity();
+  init.out_min = init.ref_min = inf;
+  init.out_max = init.ref_max = -inf;
+  ctx_.synchronize();
+  ctx_.check(ctx_.api().cuMemcpyHtoD(scratch_, &init, sizeof init), "cuMemcpyHtoD (device checks)");
+  if (n > 0)
+    ctx_.launch(*module_,
+                plan_for(entry, ctx_.info(), n,
+                         {ArgTensor{"out"}, ArgTensor{"ref"}, static_cast<std::int64_t>(n),
+                          static_cast<std::int64_t>(poison), ArgTensor{"stats"}}),
+                {{"out", out}, {"ref", ref}, {"stats", scratch_}});
+  ctx_.synchronize();
+  RawStats r{};
+  ctx_.check(ctx_.api().cuMemcpyDtoH(&r, scratch_, sizeof r), "cuMemcpyDtoH (device checks)");
+  OutputStats s;
+  s.sum_d2 = r.sum_d2;
+  s.sum_r2 = r.sum_r2;
+  s.sum_o2 = r.sum_o2;
+  s.max_d = r.max_d;
+  s.max_r = r.max_r;
+  s.out_min = r.out_min;
+  s.out_max = r.out_max;
+  s.ref_min = r.ref_min;
+  s.ref_max = r.ref_max;
+  s.unwritten = static_cast<std::int64_t>(r.unwritten);
+  s.nonfinite = static_cast<std::int64_t>(r.nonfinite);
+  s.ref_nonfinite = static_cast<std::int64_t>(r.ref_nonfinite);
+  s.counted = static_cast<std::int64_t>(r.counted);
+  if (fingerprint) *fingerprint = r.fp;
+  return s;
+}
+
+std::uint64_t DeviceChecks::fingerprint(CUdeviceptr p, std::size_t bytes) {
+  const unsigned long long zero = 0;
+  ctx_.synchronize();
+  ctx_.check(ctx_.api().cuMemcpyHtoD(scratch_, &zero, sizeof zero), "cuMemcpyHtoD (device checks)");
+  if (bytes > 0)
+    ctx_.launch(*module_,
+                plan_for("ptxevo_fingerprint", ctx_.info(), static_cast<std::int64_t>(bytes / 4 + 1),
+                         {ArgTensor{"p"}, static_cast<std::int64_t>(bytes), ArgTensor{"out"}}),
+                {{"p", p}, {"out", scratch_}});
+  ctx_.synchronize();
+  unsigned long long h = 0;
+  ctx_.check(ctx_.api().cuMemcpyDtoH(&h, scratch_, sizeof h), "cuMemcpyDtoH (device checks)");
+  return h;
+}
+
+}  // namespace ptxevo::evaluator

@@ -1,0 +1,79 @@
+// The GPU-side gate kernels are trusted code: they must build for every arch the engine targets,
+// with the entries the evaluator launches, and their rules must agree with the host's. The GPU
+// results themselves are compared with check_output in tests/gpu (GpuEval.DeviceChecks*).
+#include "evaluator/device_checks.hpp"
+
+#include <gtest/gtest.h>
+
+#include "evaluator/builder.hpp"
+#include "evaluator/eval_types.hpp"
+#include "evaluator/gate.hpp"
+
+namespace ptxevo::evaluator {
+namespace {
+
+class DeviceChecksBuild : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DeviceChecksBuild, BuildsWithEveryEntry) {
+  Builder builder(nullptr);
+  BuildRequest req;
+  req.name = "device_checks";
+  req.source = device_checks_source();
+  req.source_path = "device_checks.cu";
+  req.arch = GetParam();
+  const BuildResult b = builder.build(req);
+  ASSERT_TRUE(b.ok) << b.stage << ": " << b.error;
+  for (const char* e : {"ptxevo_stats_f64", "ptxevo_stats_f32", "ptxevo_stats_f16", "ptxevo_stats_bf16",
+                        "ptxevo_fingerprint", "ptxevo_fill"})
+    EXPECT_NE(b.ptx.find(std::string(".entry ") + e), std::string::npos) << e;
+  for (const auto& f : b.resources) EXPECT_EQ(f.spill_stores, 0) << f.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, DeviceChecksBuild, ::testing::Values("sm_90a", "sm_100a"));
+
+TEST(DeviceChecks, SupportsFloatingPointOutputsOnly) {
+  EXPECT_TRUE(DeviceChecks::supports(DType::BF16));
+  EXPECT_TRUE(DeviceChecks::supports(DType::F16));
+  EXPECT_TRUE(DeviceChecks::supports(DType::F32));
+  EXPECT_TRUE(DeviceChecks::supports(DType::F64));
+  EXPECT_FALSE(DeviceChecks::supports(DType::I32));
+}
+
+// judge_output is the rule book both paths share: the host's check_output must equal it on the
+// figures it accumulated.
+TEST(DeviceChecks, JudgeMatchesHostRulesOnSyntheticFigures) {
+  OutputStats s;
+  s.counted = 100;
+  s.sum_r2 = 100;
+  s.sum_o2 = 100;
+  s.sum_d2 = 1e-6;
+  s.max_d = 1e-3;
+  s.max_r = 3;
+  s.out_min = -3;
+  s.out_max = 3;
+  s.ref_min = -3;
+  s.ref_max = 3;
+  EXPECT_TRUE(judge_output("out", DType::BF16, 100, s, {1e-2, 1e-1}).passed);
+  OutputStats uw = s;
+  uw.unwritten = 4;
+  EXPECT_EQ(reason_code(judge_output("out", DType::BF16, 100, uw, {1e-2, 1e-1}).reason), "unwritten-output");
+  OutputStats far = s;
+  far.sum_d2 = 4;  // rel_l2 0.2
+  EXPECT_EQ(reason_code(judge_output("out", DType::BF16, 100, far, {1e-2, 1e-1}).reason), "tolerance");
+  OutputStats flat = s;
+  flat.out_min = flat.out_max = 0.5;
+  EXPECT_EQ(reason_code(judge_output("out", DType::BF16, 100, flat, {1e-2, 1e-1}).reason), "trivial-output");
+
+  HostTensor out("out", DType::F32, {3}), ref("out", DType::F64, {3});
+  for (int i = 0; i < 3; ++i) {
+    out.set(i, i + 1.0);
+    ref.set(i, i + 1.0);
+  }
+  poison(out, 0);
+  const auto host = check_output(out, ref, {1e-2, 1e-1}, 0);
+  EXPECT_EQ(reason_code(host.reason), "unwritten-output");
+  EXPECT_EQ(host.unwritten, 3);
+}
+
+}  // namespace
+}  // namespace ptxevo::evaluator
