@@ -26,6 +26,7 @@ struct CampaignCliOptions {
   std::uint64_t seed = 1;
   int max_benchmark_shapes = -1;
   int gpus = 1;
+  int workers_per_gpu = 2;
   double timeout_s = 300;
   bool no_final = false;
   bool no_cache = false;

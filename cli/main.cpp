@@ -30,7 +30,10 @@ int main(int argc, char** argv) {
   app.add_option("--initial", camp.initial, "Random genomes besides the seeds in a new campaign")->capture_default_str();
   app.add_option("--seed", camp.seed, "Seed of the proposals (inputs are always fresh)")->capture_default_str();
   app.add_option("--max-benchmark-shapes", camp.max_benchmark_shapes, "Time only the first N benchmark shapes");
-  app.add_option("--gpus", camp.gpus, "GPUs to measure on (one worker each)")->capture_default_str();
+  app.add_option("--gpus", camp.gpus, "GPUs to measure on")->capture_default_str();
+  app.add_option("--workers-per-gpu", camp.workers_per_gpu,
+                 "Worker processes per GPU (they take turns on it: one prepares inputs while another measures)")
+      ->capture_default_str();
   app.add_option("--timeout", camp.timeout_s, "Seconds per candidate before a hung worker is killed")->capture_default_str();
   app.add_flag("--no-final", camp.no_final, "Skip re-measuring the winner at the end");
   app.add_flag("--no-cache", camp.no_cache, "Do not use the on-disk build cache");

@@ -151,7 +151,7 @@ json to_json(const EvalReport& r) {
     shapes.push_back(js);
   }
   json j = {{"verdict", r.verdict}, {"reasons", r.reasons}, {"shapes", shapes}, {"environment", r.environment},
-            {"copy_bandwidth", r.copy_bandwidth}, {"seconds", r.seconds}};
+            {"copy_bandwidth", r.copy_bandwidth}, {"seconds", r.seconds}, {"prep_seconds", r.prep_seconds}, {"gpu_seconds", r.gpu_seconds}};
   j["fitness"] = r.fitness ? json(*r.fitness) : json(nullptr);
   return j;
 }
@@ -183,6 +183,8 @@ EvalReport report_from_json(const json& j) {
   r.environment = j.at("environment").get<std::map<std::string, std::string>>();
   r.copy_bandwidth = j.value("copy_bandwidth", 0.0);
   r.seconds = j.value("seconds", 0.0);
+  r.prep_seconds = j.value("prep_seconds", 0.0);
+  r.gpu_seconds = j.value("gpu_seconds", 0.0);
   return r;
 }
 

@@ -80,6 +80,11 @@ struct EvalReport {
   std::map<std::string, std::string> environment;  // gpu, driver, sm count, l2, copy bandwidth
   double copy_bandwidth = 0;         // bytes/s measured by the worker
   double seconds = 0;
+  // Of `seconds`, the host-side work a batch shares (inputs, fp64 references, uploads), with
+  // the GPU idle: what separates time in the worker from time the GPU was busy.
+  double prep_seconds = 0;
+  // Of `seconds`, the time the worker held the GPU (gate runs, timing), its share of the batch.
+  double gpu_seconds = 0;
 };
 
 // Several candidates gated and timed in one worker call: inputs, references and the timing pool

@@ -94,7 +94,10 @@ void fill_inputs(const Op& op, const std::vector<TensorDesc>& descs, Distributio
 }
 
 double GpuEvaluator::copy_bandwidth() {
-  if (copy_bw_ <= 0) copy_bw_ = ctx_.measure_copy_bandwidth();
+  if (copy_bw_ <= 0) {
+    GpuLock::Guard g(lock_);
+    copy_bw_ = ctx_.measure_copy_bandwidth();
+  }
   return copy_bw_;
 }
 
@@ -167,6 +170,8 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
   };
 
   std::uint64_t stream_seed = mix(req.seed);
+  double prep_s = 0;
+  const double held0 = lock_.held_seconds();
   for (const ShapeCase& sc : req.shapes) {
     const bool any_live = std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return !s.stopped; });
     if (!any_live) break;
@@ -216,10 +221,14 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
       if (!any) break;
       const Distribution dist = all_distributions()[static_cast<std::size_t>(di) % all_distributions().size()];
       stream_seed = mix(stream_seed);
+      const auto p0 = std::chrono::steady_clock::now();
       fill_inputs(op, descs, dist, stream_seed, host);
       // The reference runs first, into memory of its own, once for every candidate.
       std::vector<HostTensor> refs;
       op.reference(sc.shape, req.config, host, refs);
+      prep_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
+      // The GPU is ours from here to the end of this distribution's candidates.
+      GpuLock::Guard gpu(lock_);
       std::vector<HostTensor> inputs;
       for (std::size_t k = 0; k < descs.size(); ++k)
         if (descs[k].role == Role::In) inputs.push_back(host[k]);
@@ -369,6 +378,9 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
       nsets = std::max(1, std::min(nsets, static_cast<int>(cap)));
       std::vector<DeviceSet> cand_sets, base_sets;
       std::vector<std::vector<HostTensor>> set_inputs;
+      // Host side first (the GPU lock is not held): the pool's input sets and the reference of
+      // set 1; then the GPU part under the lock.
+      const auto p1 = std::chrono::steady_clock::now();
       for (int s = 0; s < nsets; ++s) {
         std::vector<HostTensor> h;
         if (s == 0) {
@@ -380,6 +392,14 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
         }
         for (std::size_t k = 0; k < descs.size(); ++k)
           if (descs[k].role == Role::Out || descs[k].role == Role::Scratch) poison(h[k], 0);
+        set_inputs.push_back(std::move(h));
+      }
+      std::vector<HostTensor> refs1;  // reference of input set 1, made once for the batch
+      if (nsets >= 2) op.reference(sc.shape, req.config, set_inputs[1], refs1);
+      prep_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - p1).count();
+      GpuLock::Guard gpu(lock_);
+      for (int s = 0; s < nsets; ++s) {
+        const std::vector<HostTensor>& h = set_inputs[static_cast<std::size_t>(s)];
         DeviceSet cs = allocate(&api, descs, h);
         DeviceSet bs;
         for (std::size_t k = 0; k < descs.size(); ++k) {
@@ -396,10 +416,7 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
         }
         cand_sets.push_back(std::move(cs));
         base_sets.push_back(std::move(bs));
-        set_inputs.push_back(std::move(h));
       }
-      std::vector<HostTensor> refs1;  // reference of input set 1, made once for the batch
-      if (nsets >= 2) op.reference(sc.shape, req.config, set_inputs[1], refs1);
       std::map<std::string, DeviceBuffer> refs1_dev;
       if (use_dev)
         for (const auto& r : refs1) {
@@ -546,6 +563,8 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
     if (all_pass && nbench > 0) report.fitness = std::exp(log_sum / nbench);
     // The batch's wall time is shared; each report carries its share.
     report.seconds = seconds / static_cast<double>(std::max<std::size_t>(n, 1));
+    report.prep_seconds = prep_s / static_cast<double>(std::max<std::size_t>(n, 1));
+    report.gpu_seconds = (lock_.held_seconds() - held0) / static_cast<double>(std::max<std::size_t>(n, 1));
     out.push_back(std::move(report));
   }
   return out;

@@ -10,6 +10,7 @@
 
 #include "evaluator/device_checks.hpp"
 #include "evaluator/eval_types.hpp"
+#include "evaluator/gpu_lock.hpp"
 #include "evaluator/gpu_context.hpp"
 #include "evaluator/op.hpp"
 
@@ -17,7 +18,7 @@ namespace ptxevo::evaluator {
 
 class GpuEvaluator {
  public:
-  explicit GpuEvaluator(GpuContext& ctx) : ctx_(ctx) {}
+  explicit GpuEvaluator(GpuContext& ctx) : ctx_(ctx), lock_(ctx.info().ordinal) {}
   // Throws GpuError when the candidate faults (the caller records it and, for sticky errors,
   // ends the process).
   EvalReport evaluate(const Op& op, const EvalRequest& req);
@@ -28,6 +29,7 @@ class GpuEvaluator {
 
  private:
   GpuContext& ctx_;
+  GpuLock lock_;  // held while the GPU works for this worker (see gpu_lock.hpp)
   double copy_bw_ = 0;
   // The trusted checking kernels, built on first use; without them outputs are checked on the host.
   std::unique_ptr<DeviceChecks> checks_;

@@ -78,6 +78,8 @@ struct CampaignEngine::Batch {
   evaluator::EvalRequest common;
   std::vector<Item> items;
   double measure_s = 0;
+  double prep_s = 0;  // of measure_s, the worker's shared host-side work (GPU idle)
+  double gpu_s = 0;   // of measure_s, time the worker held its GPU
   std::string error;  // the measurer threw
 };
 
@@ -97,6 +99,12 @@ CampaignEngine::CampaignEngine(const evaluator::Spec& spec, const evaluator::Op&
       population_(PopulationOptions{opt_.islands, opt_.island_size, 3, 0.01}) {
   if (opt_.arch.empty()) opt_.arch = spec_.arch;
   for (const auto& s : spec_.seeds) sources_[s.name] = read_text(s.source_path);
+}
+
+int CampaignEngine::gpu_count() const {
+  std::set<int> devices;
+  for (const auto* m : measurers_) devices.insert(m->device());
+  return std::max<int>(1, static_cast<int>(devices.size()));
 }
 
 std::string CampaignEngine::mode() const { return measurers_.empty() ? "static" : measurers_.front()->mode(); }
@@ -124,6 +132,10 @@ evaluator::EvalRequest CampaignEngine::common_request(std::uint64_t input_seed) 
   req.tolerances = spec_.tolerances;
   req.seed = input_seed;
   req.baseline_cubin = baseline_.cubin;
+  // Candidates see one input distribution per benchmark shape (four on every correctness and
+  // held-out shape): the host-side fp64 references of the largest shapes dominate a batch's
+  // cost. The winner's final check and `ptxevo eval` use the evaluator's defaults (two).
+  req.gate.distributions_benchmark = opt_.benchmark_distributions;
   return req;
 }
 
@@ -373,7 +385,7 @@ void CampaignEngine::progress(bool force) {
   const Member* best = population_.best();
   std::string left;
   if (opt_.max_minutes > 0) left = ", " + std::to_string(static_cast<int>(std::max(0.0, opt_.max_minutes * 60 - wall))) + " s left";
-  const double busy = wall > 0 && !measurers_.empty() ? result_.measure_s / (wall * static_cast<double>(measurers_.size())) : 0;
+  const double busy = wall > 0 && !measurers_.empty() ? result_.gpu_s / (wall * static_cast<double>(gpu_count())) : 0;
   std::snprintf(line, sizeof line, "[%6.0f s] %s: %lld/%lld evaluations, best %s, %s busy %.0f%%, %lld failed, %lld unmeasured%s",
                 wall, mode().c_str(), static_cast<long long>(evals), static_cast<long long>(budget_),
                 best ? (std::to_string(best->fitness).substr(0, 6) + " (candidate " + std::to_string(best->candidate_id) + ")").c_str()
@@ -405,6 +417,9 @@ CampaignResult CampaignEngine::run() {
   db_.set_campaign_status(campaign_id_, "running");
   budget_ = opt_.max_evaluations > 0 ? opt_.max_evaluations
                                      : (spec_.budget_evaluations > 0 ? spec_.budget_evaluations : 200);
+  // A replay can measure no more than it recorded: its default budget is that.
+  if (opt_.max_evaluations == 0 && !measurers_.empty() && measurers_.front()->capacity() > 0)
+    budget_ = std::min(budget_, measurers_.front()->capacity());
   evaluator::ShapeSelection sel;
   sel.max_benchmark_shapes = opt_.max_benchmark_shapes;
   shapes_ = evaluator::select_shapes(spec_, sel);
@@ -456,6 +471,10 @@ CampaignResult CampaignEngine::run() {
           b->error = e.what();
         }
         b->measure_s = now_s() - t0;
+        for (const auto& it : b->items) {
+          b->prep_s += it.report.prep_seconds;
+          b->gpu_s += it.report.gpu_seconds;
+        }
         done.push(b);
       }
     });
@@ -549,6 +568,8 @@ CampaignResult CampaignEngine::run() {
       if (it.purpose == "candidate") candidates_in_flight.erase(it.candidate_id);
     }
     result_.measure_s += b->measure_s;
+    result_.prep_s += b->prep_s;
+    result_.gpu_s += b->gpu_s;
     if (!b->error.empty()) {
       log_ << "error: the measurer failed on a batch: " << b->error << "\n";
       stop_reason = "measurer-failed";
@@ -575,7 +596,9 @@ CampaignResult CampaignEngine::run() {
         mi.cubin = b.cubin;
         std::random_device rd;
         const double t0 = now_s();
-        auto reports = measurers_.front()->measure(common_request((static_cast<std::uint64_t>(rd()) << 32) ^ rd()), {mi});
+        auto final_req = common_request((static_cast<std::uint64_t>(rd()) << 32) ^ rd());
+        final_req.gate = evaluator::GateOptions{};
+        auto reports = measurers_.front()->measure(final_req, {mi});
         result_.measure_s += now_s() - t0;
         if (!reports.empty()) {
           EvaluationMeta meta;
@@ -596,9 +619,11 @@ CampaignResult CampaignEngine::run() {
   result_.evaluations = db_.count_candidate_evaluations(campaign_id_);
   result_.wall_s = now_s() - started_;
   if (!measurers_.empty() && result_.wall_s > 0) {
-    result_.gpu_busy = result_.measure_s / (result_.wall_s * static_cast<double>(measurers_.size()));
+    const double gpus = static_cast<double>(gpu_count());
+    result_.gpu_busy = result_.gpu_s / (result_.wall_s * gpus);
+    result_.worker_busy = result_.measure_s / (result_.wall_s * static_cast<double>(measurers_.size()));
     result_.candidates_per_gpu_hour =
-        static_cast<double>(result_.evaluations_this_run) / (result_.wall_s * static_cast<double>(measurers_.size()) / 3600.0);
+        static_cast<double>(result_.evaluations_this_run) / (result_.wall_s * gpus / 3600.0);
   }
   db_.set_campaign_status(campaign_id_, result_.stop_reason == "interrupted" ? "stopped" : "done");
   progress(true);

@@ -40,6 +40,7 @@ struct CampaignOptions {
   int max_benchmark_shapes = -1;     // -1: every benchmark shape of the spec
   std::int64_t max_spill_bytes = 0;  // screen: more spill stores than this never reach the GPU
   bool final_check = true;           // re-measure the winner against the baseline at the end
+  int benchmark_distributions = 1;   // input distributions per benchmark shape for candidates
   double progress_every_s = 0;       // 0: a progress line after every batch
 };
 
@@ -56,8 +57,11 @@ struct CampaignResult {
   std::optional<Member> best;
   std::optional<evaluator::EvalReport> final_report;  // the winner re-measured
   double wall_s = 0;
-  double measure_s = 0;    // summed over measurers
-  double gpu_busy = 0;     // measure_s / (wall_s * measurers)
+  double measure_s = 0;    // time inside measurers, summed over them
+  double prep_s = 0;       // of measure_s, the workers' shared host-side work (inputs, references)
+  double gpu_s = 0;        // of measure_s, time the workers held their GPU (gate runs, timing)
+  double gpu_busy = 0;     // gpu_s / (wall_s * GPUs)
+  double worker_busy = 0;  // measure_s / (wall_s * measurers)
   double candidates_per_gpu_hour = 0;
 };
 
@@ -75,6 +79,7 @@ class CampaignEngine {
   struct Batch;
 
   std::string mode() const;
+  int gpu_count() const;  // distinct devices among the measurers
   evaluator::BuildRequest build_request(const Genome& g) const;
   evaluator::EvalRequest common_request(std::uint64_t input_seed) const;
   std::vector<Proposal> propose(int generation, std::mt19937_64& rng);

@@ -2,8 +2,8 @@
 
 namespace ptxevo::search {
 
-GpuMeasurer::GpuMeasurer(std::unique_ptr<evaluator::Runner> runner, std::string toolchain)
-    : runner_(std::move(runner)), toolchain_(std::move(toolchain)) {}
+GpuMeasurer::GpuMeasurer(std::unique_ptr<evaluator::Runner> runner, std::string toolchain, int device)
+    : runner_(std::move(runner)), toolchain_(std::move(toolchain)), device_(device) {}
 
 Environment GpuMeasurer::environment() const {
   const auto& d = runner_->device();

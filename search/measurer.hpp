@@ -26,6 +26,10 @@ class Measurer {
   virtual ~Measurer() = default;
   virtual std::string mode() const = 0;  // "gpu" or "replay"
   virtual Environment environment() const = 0;
+  // How many distinct candidates it can measure at most (0: no limit). A replay knows only its record.
+  virtual std::int64_t capacity() const { return 0; }
+  // The GPU it measures on (-1 for a replay); several measurers may share one.
+  virtual int device() const { return -1; }
   // One report per item, in order. `common` holds the op, shapes, baseline and gate options.
   virtual std::vector<evaluator::EvalReport> measure(const evaluator::EvalRequest& common,
                                                      const std::vector<MeasureItem>& items) = 0;
@@ -34,9 +38,10 @@ class Measurer {
 class GpuMeasurer : public Measurer {
  public:
   // `runner` must be available(); `toolchain` goes into the environment row.
-  GpuMeasurer(std::unique_ptr<evaluator::Runner> runner, std::string toolchain);
+  GpuMeasurer(std::unique_ptr<evaluator::Runner> runner, std::string toolchain, int device);
   std::string mode() const override { return "gpu"; }
   Environment environment() const override;
+  int device() const override { return device_; }
   std::vector<evaluator::EvalReport> measure(const evaluator::EvalRequest& common,
                                              const std::vector<MeasureItem>& items) override;
   int restarts() const { return runner_->restarts(); }
@@ -44,6 +49,7 @@ class GpuMeasurer : public Measurer {
  private:
   std::unique_ptr<evaluator::Runner> runner_;
   std::string toolchain_;
+  int device_ = 0;
 };
 
 class ReplayMeasurer : public Measurer {
@@ -51,6 +57,7 @@ class ReplayMeasurer : public Measurer {
   explicit ReplayMeasurer(ReplayData data) : data_(std::move(data)) {}
   std::string mode() const override { return "replay"; }
   Environment environment() const override;
+  std::int64_t capacity() const override { return static_cast<std::int64_t>(data_.records.size()); }
   std::vector<evaluator::EvalReport> measure(const evaluator::EvalRequest& common,
                                              const std::vector<MeasureItem>& items) override;
   const ReplayData& data() const { return data_; }
