@@ -185,7 +185,7 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
              static_cast<search::GpuMeasurer*>(owned.front().get())->environment().gpu + " (" +
              std::to_string(owned.size()) + " workers).";
   }
-  out << banner << "\n";
+  out << banner << std::endl;
 
   const fs::path db_path = o.db.empty() ? default_db(o.spec) : fs::path(o.db);
   std::optional<search::TraceDb> db;

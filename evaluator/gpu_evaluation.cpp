@@ -431,12 +431,19 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
         guarded(slots[i], [&] {
           GpuModule& cand = *slots[i].module;
           const LaunchPlan& plan = plans[i];
-          // In-out tensors start each candidate from the same state.
+          // Every candidate starts from the same state: in-out tensors as generated, outputs
+          // poisoned again (on the device when it can: re-uploading gigabytes per candidate
+          // was most of a batch's time), so nothing the previous candidate wrote can pass as this one's.
           for (int s = 0; s < nsets; ++s)
-            for (std::size_t k = 0; k < descs.size(); ++k)
-              if (is_output(descs[k].role))
-                cand_sets[static_cast<std::size_t>(s)].buffers.at(descs[k].name).upload(
-                    set_inputs[static_cast<std::size_t>(s)][k].data.data(), set_inputs[static_cast<std::size_t>(s)][k].bytes());
+            for (std::size_t k = 0; k < descs.size(); ++k) {
+              if (!is_output(descs[k].role)) continue;
+              const HostTensor& h = set_inputs[static_cast<std::size_t>(s)][k];
+              DeviceBuffer& b = cand_sets[static_cast<std::size_t>(s)].buffers.at(descs[k].name);
+              if (use_dev && descs[k].role != Role::InOut)
+                checks_->fill(b.ptr(), h.dtype, h.numel(), poison_bits(h.dtype, 0));
+              else
+                b.upload(h.data.data(), h.bytes());
+            }
           std::size_t next_c = 0, next_b = 0;
           auto batch = [&](GpuModule& m, const LaunchPlan& p, std::vector<DeviceSet>& sets, std::size_t& next, int cnt) {
             for (int k = 0; k < cnt; ++k) {

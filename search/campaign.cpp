@@ -443,10 +443,10 @@ CampaignResult CampaignEngine::run() {
     rebuild_population();
     log_ << "resuming campaign " << campaign_id_ << " from " << db_.path().string() << ": "
          << db_.count_candidates(campaign_id_) << " candidates, " << db_.count_candidate_evaluations(campaign_id_)
-         << " evaluations, population " << population_.size() << "\n";
+         << " evaluations, population " << population_.size() << std::endl;
   } else {
     log_ << "campaign " << campaign_id_ << " (" << spec_.op << ", " << opt_.arch << ", " << mode() << ") in "
-         << db_.path().string() << "\n";
+         << db_.path().string() << std::endl;
   }
 
   std::mt19937_64 rng(opt_.seed ^ static_cast<std::uint64_t>(db_.count_candidates(campaign_id_)));
@@ -524,7 +524,10 @@ CampaignResult CampaignEngine::run() {
       if (!stop_reason.empty()) break;
       std::vector<Proposal> props;
       if (!pending.empty()) {
-        props.swap(pending);
+        // What was in flight when the last run stopped, a batch at a time.
+        const std::size_t take = std::min<std::size_t>(pending.size(), static_cast<std::size_t>(std::max(1, opt_.batch)));
+        props.assign(std::make_move_iterator(pending.begin()), std::make_move_iterator(pending.begin() + static_cast<std::ptrdiff_t>(take)));
+        pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(take));
       } else {
         props = propose(generation, rng);
       }

@@ -1,28 +1,45 @@
-// rmsnorm_fwd seed template: out[m, :] = x[m, :] * rsqrt(mean(x[m, :]^2) + eps) * w
+// rmsnorm_fwd seed template:
+//   h = x (+ residual);  residual_out = h;  out = h * rsqrt(mean(h^2) + eps) * w (+ b)
 //
-// Compiled by NVRTC (device code only) with -DXT=... -DWT=... -DHAS_WEIGHT=0|1 -DSTORE_RSTD=0|1
-// and the knobs below; launched by RmsNormFwdOp::launch_plan (kernels/rmsnorm/rmsnorm_fwd_op.cpp):
-//   grid.x = ceil(M / (THREADS / TPR)) (grid.y > 1 only when that exceeds 2^31 - 1), block.x =
-//   THREADS, no dynamic shared memory.
+// Compiled by NVRTC (device code only) with the op's defines (XT, WT, BT, RT, HAS_WEIGHT,
+// HAS_BIAS, HAS_RESIDUAL, STORE_RSTD) and the knobs below. One module holds several entries, all
+// instances of one template; RmsNormFwdOp::launch_plan (kernels/rmsnorm/rmsnorm_fwd_op.cpp) picks
+// one per shape, so a single knob assignment suits every row length:
+//   rmsnorm_fwd_tpr<T>    T threads per row, THREADS / T rows per CTA, for T = TPR, 2 TPR, ...,
+//                         THREADS; grid.x = ceil(M / (THREADS / T))
+//   rmsnorm_fwd_cluster   one row per CTA group: the row is split into equal slices over the c
+//                         CTAs of a cluster (c = 2 ... CLUSTER, from the launch), which exchange
+//                         partial sums through distributed shared memory; grid.x = M * c
+// block.x = THREADS for all. Only when grid.x would exceed 2^31 - 1 is it split over grid.y (in
+// whole clusters); the CTA index is blockIdx.y * gridDim.x + blockIdx.x, and CTAs past the last
+// row do nothing (but still take part in every barrier).
 //
 // Knobs (each has a default here that matches the op's):
 //   VEC         elements per vector access (1, 2, 4, 8; VEC * sizeof(XT) <= 16)
-//   THREADS     threads per CTA (a multiple of 32, at most 1024)
-//   TPR         threads per row (a power of two dividing THREADS); THREADS / TPR rows per CTA
-//   ITEMS       vectors per thread kept in registers: a row of at most ITEMS * TPR * VEC elements
-//               is read from global memory once; longer rows are re-read for the output pass
+//   THREADS     threads per CTA (a power of two in [32, 1024])
+//   TPR         the fewest threads per row (a power of two <= THREADS): the plan takes the smallest
+//               power of two >= TPR whose threads hold the row in registers, at most THREADS
+//   ITEMS       vectors per thread kept in registers, so a CTA holds THREADS * ITEMS * VEC
+//               elements of a row (of a cluster slice) and reads them from global memory once
+//   CLUSTER     the largest cluster the plan may split a row over (1: never); needs sm_90+
+//   STAGE_KB    dynamic shared memory (KB) the plan may give a CTA for the part of its row (slice)
+//               that does not fit the registers; that part is read once and kept there. The
+//               kernel reads the size from %dynamic_smem_size; what still does not fit is re-read
+//               from global memory for the output.
 //   MIN_BLOCKS  second __launch_bounds__ argument (0: none)
-//   LOAD_HINT   x loads: 0 ld.global.nc, 1 ld.global.cg, 2 ld.global.nc.L1::no_allocate,
+//   LOAD_HINT   x and residual loads: 0 ld.global.nc, 1 ld.global.cg, 2 ld.global.nc.L1::no_allocate,
 //               3 ld.global.nc.L2::256B
-//   STORE_HINT  out stores: 0 st.global, 1 st.global.cs (streaming)
+//   STORE_HINT  out and residual_out stores: 0 st.global, 1 st.global.cs (streaming)
 //
-// Layout: thread t of a row (t = threadIdx.x % TPR) owns vectors t, t + TPR, t + 2 TPR, ... of
-// its row, so every warp-wide access is contiguous. The vector path needs N % VEC == 0 and
-// VEC-aligned base pointers (otherwise row starts are misaligned); the scalar path handles any N
-// with the same ownership pattern per element. Sums of squares are accumulated in fp32 with
-// fmaf, reduced with a shfl.sync.bfly butterfly over the row's lanes and, when TPR > 32, through
-// shared memory (one barrier; every lane ends with the bitwise-identical sum, so the result is
-// deterministic). Row and column offsets are 64-bit.
+// Layout: a row (or a cluster slice) is a run of units: VEC-element vectors when N % VEC == 0 and
+// every base pointer is aligned for them, else single elements (the scalar path, for any N). Thread
+// t of a row owns units t, t + T, t + 2 T, ... of its run, so every warp-wide access is contiguous.
+// Its first ITEMS * VEC elements stay in registers (raw words of XT; fp32 h with a residual), the
+// next ones go to the stage in shared memory, the rest are re-read. Sums of squares are
+// accumulated in fp32 with fmaf, reduced with a shfl.sync.bfly butterfly over the row's lanes,
+// then (T > 32) once through shared memory (one barrier), then (cluster) over the CTAs' partials in
+// rank order: every thread ends with the bitwise-identical sum, so results are deterministic. Row
+// and column offsets are 64-bit.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -32,8 +49,20 @@
 #ifndef WT
 #define WT float
 #endif
+#ifndef BT
+#define BT float
+#endif
+#ifndef RT
+#define RT XT
+#endif
 #ifndef HAS_WEIGHT
 #define HAS_WEIGHT 1
+#endif
+#ifndef HAS_BIAS
+#define HAS_BIAS 0
+#endif
+#ifndef HAS_RESIDUAL
+#define HAS_RESIDUAL 0
 #endif
 #ifndef STORE_RSTD
 #define STORE_RSTD 0
@@ -42,22 +71,32 @@
 #define VEC (16 / (int)sizeof(XT))
 #endif
 #ifndef THREADS
-#define THREADS 256
+#define THREADS 512
 #endif
 #ifndef TPR
-#define TPR 256
+#define TPR 8
 #endif
 #ifndef ITEMS
-#define ITEMS 2
+#define ITEMS 4
+#endif
+#ifndef CLUSTER
+#define CLUSTER 16
+#endif
+#ifndef STAGE_KB
+#define STAGE_KB 0
 #endif
 #ifndef MIN_BLOCKS
-#define MIN_BLOCKS 0
+#define MIN_BLOCKS 2
 #endif
 #ifndef LOAD_HINT
 #define LOAD_HINT 0
 #endif
 #ifndef STORE_HINT
 #define STORE_HINT 0
+#endif
+
+#if CLUSTER > 1 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "CLUSTER > 1 needs thread-block clusters (sm_90 or later); use CLUSTER=1 for this arch"
 #endif
 
 #if LOAD_HINT == 0
@@ -93,22 +132,26 @@ namespace rmsnorm_seed {
 enum : int {
   kVec = VEC,
   kThreads = THREADS,
-  kTpr = TPR,
+  kMinTpr = TPR,
   kItems = ITEMS,
-  kRows = kThreads / kTpr,
-  kLanes = kTpr < 32 ? kTpr : 32,  // lanes of one row inside a warp
-  kWarpsPerRow = kTpr > 32 ? kTpr / 32 : 1,
+  kCluster = CLUSTER,
   kXBytes = kVec * (int)sizeof(XT),  // bytes per x / out vector
-  kWBytes = kVec * (int)sizeof(WT),  // bytes per weight vector
-  kXWords = kXBytes >= 4 ? kXBytes / 4 : 1,
-  kWWords = kWBytes >= 4 ? kWBytes / 4 : 1,
-  kWAlign = kWBytes < 16 ? kWBytes : 16,  // weight vectors load in <= 16-byte pieces
 };
 
-static_assert(kThreads % 32 == 0 && kThreads >= 32 && kThreads <= 1024, "THREADS: a multiple of 32 in [32, 1024]");
-static_assert(kTpr >= 1 && (kTpr & (kTpr - 1)) == 0 && kThreads % kTpr == 0, "TPR: a power of two dividing THREADS");
+static_assert(kThreads >= 32 && kThreads <= 1024 && (kThreads & (kThreads - 1)) == 0,
+              "THREADS: a power of two in [32, 1024]");
+static_assert(kMinTpr >= 1 && (kMinTpr & (kMinTpr - 1)) == 0 && kMinTpr <= kThreads,
+              "TPR: a power of two <= THREADS");
 static_assert(kVec >= 1 && (kVec & (kVec - 1)) == 0 && kXBytes <= 16, "VEC: a power of two with VEC * sizeof(XT) <= 16");
 static_assert(kItems >= 1, "ITEMS >= 1");
+static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4 || kCluster == 8 || kCluster == 16,
+              "CLUSTER: 1, 2, 4, 8 or 16");
+
+// Words of 32 bits that hold B bytes (a 2-byte value sits in the low half of one word).
+template <int B>
+struct Words {
+  enum : int { value = B >= 4 ? B / 4 : 1 };
+};
 
 // ---- element conversions (raw bits held in 32-bit words, little-endian halves) ----
 template <typename T>
@@ -156,7 +199,7 @@ __device__ __forceinline__ void pack(const float* y, unsigned int* w) {
   }
 }
 
-// ---- global memory access through inline PTX; B is the byte count (2, 4, 8, 16, or 32) ----
+// ---- global memory access through inline PTX; B is the byte count (2, 4, 8, 16 or 32) ----
 #define PTXEVO_DEFINE_LOAD(NAME, OP)                                                                   \
   template <int B>                                                                                     \
   __device__ __forceinline__ void NAME(unsigned int* w, const void* p) {                               \
@@ -182,7 +225,10 @@ PTXEVO_DEFINE_LOAD(load_w, "ld.global.nc")
 
 template <int B>
 __device__ __forceinline__ void store_out(void* p, const unsigned int* w) {
-  if constexpr (B == 16) {
+  if constexpr (B > 16) {
+    store_out<16>(p, w);
+    store_out<B - 16>(static_cast<char*>(p) + 16, w + 4);
+  } else if constexpr (B == 16) {
     asm volatile(PTXEVO_STO ".v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
                  : "memory");
   } else if constexpr (B == 8) {
@@ -190,8 +236,50 @@ __device__ __forceinline__ void store_out(void* p, const unsigned int* w) {
   } else if constexpr (B == 4) {
     asm volatile(PTXEVO_STO ".u32 [%0], %1;" ::"l"(p), "r"(w[0]) : "memory");
   } else {
-    static_assert(B == 2, "store of 2, 4, 8 or 16 bytes");
+    static_assert(B == 2, "store of 2, 4, 8, 16 or 32 bytes");
     asm volatile(PTXEVO_STO ".u16 [%0], %1;" ::"l"(p), "h"((unsigned short)w[0]) : "memory");
+  }
+}
+
+// ---- the stage: dynamic shared memory, one B-byte slot per (overflow unit, thread) ----
+extern __shared__ __align__(16) unsigned char stage[];
+
+template <int B>
+__device__ __forceinline__ void stage_put(unsigned char* p, const unsigned int* w) {
+  if constexpr (B >= 16) {
+#pragma unroll
+    for (int i = 0; i < B / 16; ++i)
+      reinterpret_cast<uint4*>(p)[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+  } else if constexpr (B == 8) {
+    *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+  } else if constexpr (B == 4) {
+    *reinterpret_cast<unsigned int*>(p) = w[0];
+  } else {
+    static_assert(B == 2, "stage slots of 2, 4, 8, 16 or 32 bytes");
+    *reinterpret_cast<unsigned short*>(p) = (unsigned short)w[0];
+  }
+}
+
+template <int B>
+__device__ __forceinline__ void stage_get(unsigned int* w, const unsigned char* p) {
+  if constexpr (B >= 16) {
+#pragma unroll
+    for (int i = 0; i < B / 16; ++i) {
+      const uint4 v = reinterpret_cast<const uint4*>(p)[i];
+      w[4 * i] = v.x;
+      w[4 * i + 1] = v.y;
+      w[4 * i + 2] = v.z;
+      w[4 * i + 3] = v.w;
+    }
+  } else if constexpr (B == 8) {
+    const uint2 v = *reinterpret_cast<const uint2*>(p);
+    w[0] = v.x;
+    w[1] = v.y;
+  } else if constexpr (B == 4) {
+    w[0] = *reinterpret_cast<const unsigned int*>(p);
+  } else {
+    static_assert(B == 2, "stage slots of 2, 4, 8, 16 or 32 bytes");
+    w[0] = *reinterpret_cast<const unsigned short*>(p);
   }
 }
 
@@ -207,8 +295,11 @@ __device__ __forceinline__ float rsqrt_approx(float v) {
   return r;
 }
 
-// Sum over the TPR threads of a row; every thread of the CTA must call it (it may hold a barrier).
+// Sum over the kTpr threads of a row; every thread of the CTA must call it (it may hold a barrier).
+template <int kTpr>
 __device__ __forceinline__ float row_sum(float v) {
+  constexpr int kLanes = kTpr < 32 ? kTpr : 32;  // lanes of one row inside a warp
+  constexpr int kWarpsPerRow = kTpr > 32 ? kTpr / 32 : 1;
 #pragma unroll
   for (int o = kLanes / 2; o > 0; o >>= 1) v += shfl_bfly(v, o);
   if constexpr (kTpr > 32) {
@@ -223,138 +314,391 @@ __device__ __forceinline__ float row_sum(float v) {
   return v;
 }
 
-}  // namespace rmsnorm_seed
-using namespace rmsnorm_seed;
+// Sum of the CTA sums `v` of a cluster (every thread of every CTA calls it with its CTA's sum).
+// The barrier.cluster.arrive.relaxed at kernel start pairs with the first wait here: after it
+// every CTA of the cluster runs, so its shared memory may be written. CTA i's sum goes to slot i
+// of every CTA; after the second (release / acquire) barrier each CTA adds the slots in rank
+// order, so all CTAs get the bitwise-same total. Nothing touches another CTA's shared memory
+// after that barrier, so CTAs may exit at once.
+__device__ __forceinline__ float cluster_sum(float v, unsigned int rank, unsigned int nranks) {
+  __shared__ float slots[16];
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  if (threadIdx.x < nranks) {
+    const unsigned int local = (unsigned int)__cvta_generic_to_shared(&slots[rank]);
+    unsigned int remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"((unsigned int)threadIdx.x));
+    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
+  }
+  asm volatile("barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+  float total = 0.f;
+  for (unsigned int i = 0; i < nranks; ++i) total += slots[i];
+  return total;
+}
 
-extern "C" __global__ void PTXEVO_BOUNDS rmsnorm_fwd(const XT* __restrict__ x, const WT* __restrict__ w,
-                                                     XT* __restrict__ out, float* __restrict__ rstd, long long M,
-                                                     long long N, float eps) {
+struct Args {
+  const XT* __restrict__ x;
+  const WT* __restrict__ w;
+  const BT* __restrict__ b;
+  const XT* __restrict__ res;
+  XT* __restrict__ out;
+  RT* __restrict__ res_out;
+  float* __restrict__ rstd;
+  long long M, N;
+  float eps;
+};
+
+// The register tile: ITEMS slots of VEC elements as raw words of XT, for x and (with a residual)
+// for the residual; h = x + residual is recomputed in fp32 from them, bitwise the same each time.
+// Unit j of kU elements holds elements j * kU ... j * kU + kU - 1, i.e. slot (j * kU + e) / VEC,
+// position (j * kU + e) % VEC.
+struct Tile {
+  unsigned int x[kItems][Words<kXBytes>::value];
+#if HAS_RESIDUAL
+  unsigned int r[kItems][Words<kXBytes>::value];
+#endif
+};
+
+// Unit `u` of x (and the residual) at element offset `off`: h in fp32, plus the raw x words that
+// the tile and the stage keep when there is no residual. With a residual, residual_out = h.
+template <int kU>
+__device__ __forceinline__ void load_unit(const Args& a, long long off, float* h, unsigned int* xw) {
+  load_x<kU * (int)sizeof(XT)>(xw, a.x + off);
+#pragma unroll
+  for (int e = 0; e < kU; ++e) h[e] = Elem<XT>::get(xw, e);
+#if HAS_RESIDUAL
+  unsigned int rw[Words<kU * (int)sizeof(XT)>::value];
+  load_x<kU * (int)sizeof(XT)>(rw, a.res + off);
+#pragma unroll
+  for (int e = 0; e < kU; ++e) h[e] += Elem<XT>::get(rw, e);
+#endif
+}
+
+template <int kU>
+__device__ __forceinline__ void store_residual(const Args& a, long long off, const float* h) {
+#if HAS_RESIDUAL
+  unsigned int o[Words<kU * (int)sizeof(RT)>::value];
+  pack<RT, kU>(h, o);
+  store_out<kU * (int)sizeof(RT)>(a.res_out + off, o);
+#endif
+}
+
+// out at element offset `off` (column `col`) from h and the row's rstd r.
+template <int kU>
+__device__ __forceinline__ void emit(const Args& a, long long off, long long col, const float* h, float r) {
+  float y[kU];
+#pragma unroll
+  for (int e = 0; e < kU; ++e) y[e] = h[e] * r;
+#if HAS_WEIGHT
+  unsigned int wr[Words<kU * (int)sizeof(WT)>::value];
+  load_w<kU * (int)sizeof(WT)>(wr, a.w + col);
+#pragma unroll
+  for (int e = 0; e < kU; ++e) y[e] *= Elem<WT>::get(wr, e);
+#endif
+#if HAS_BIAS
+  unsigned int br[Words<kU * (int)sizeof(BT)>::value];
+  load_w<kU * (int)sizeof(BT)>(br, a.b + col);
+#pragma unroll
+  for (int e = 0; e < kU; ++e) y[e] += Elem<BT>::get(br, e);
+#endif
+  unsigned int o[Words<kU * (int)sizeof(XT)>::value];
+  pack<XT, kU>(y, o);
+  store_out<kU * (int)sizeof(XT)>(a.out + off, o);
+}
+
+template <int kU>
+__device__ __forceinline__ void tile_get(const Tile& tl, int j, float* h) {
+#pragma unroll
+  for (int e = 0; e < kU; ++e) {
+    const int s = (j * kU + e) / kVec, p = (j * kU + e) % kVec;
+    h[e] = Elem<XT>::get(tl.x[s], p);
+#if HAS_RESIDUAL
+    h[e] += Elem<XT>::get(tl.r[s], p);
+#endif
+  }
+}
+
+// A row (or, clustered, this CTA's slice of it) in units of kU elements: kU = VEC on the vector
+// path, 1 on the scalar path. Thread t owns units t, t + kTpr, ... of the run [u0, u0 + len).
+template <int kTpr, bool kClustered, int kU>
+struct Run {
+  enum : int {
+    kR = kItems * kVec / kU,  // units per thread in registers
+    kXB = kU * (int)sizeof(XT),
+    kSlot = HAS_RESIDUAL ? kU * 4 : kXB,  // stage bytes per unit: fp32 h with a residual, raw x without
+  };
+  long long u0, len, rbase;
+  __device__ __forceinline__ Run(const Args& a, long long row, bool active, unsigned int rank, unsigned int nranks) {
+    const long long nu = a.N / kU;
+    u0 = 0;
+    len = nu;
+    if constexpr (kClustered) {  // slices of ceil(nu / nranks) units (nranks is a power of two)
+      const long long s = (nu + nranks - 1) >> (__ffs(nranks) - 1);
+      u0 = min(nu, (long long)rank * s);
+      len = min(nu - u0, s);
+    }
+    rbase = (active ? row : 0) * a.N;  // the row's first element
+  }
+};
+
+#if STAGE_KB > 0
+// Stage slots per thread: the plan sizes the dynamic shared memory; the kernel reads it back.
+template <int kSlot>
+__device__ __forceinline__ long long stage_slots() {
+  unsigned int dyn;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+  return dyn / (unsigned int)(kThreads * kSlot);
+}
+// Slot s of this thread.
+template <int kSlot>
+__device__ __forceinline__ unsigned char* stage_slot(long long s) {
+  return stage + (s * kThreads + threadIdx.x) * kSlot;
+}
+#endif
+
+// Loads the register units of the run into the tile. Every load is issued before any value is
+// used: a use between two loads would wait for the first, serialising their latencies, while
+// this way ITEMS loads per thread are in flight at once.
+template <int kTpr, bool kClustered, int kU>
+__device__ __forceinline__ void tile_load(const Args& a, const Run<kTpr, kClustered, kU>& run, Tile& tl) {
   const int t = threadIdx.x % kTpr;
-  const long long block = (long long)blockIdx.y * gridDim.x + blockIdx.x;
-  const long long row = block * kRows + threadIdx.x / kTpr;
-  const bool active = row < M;
-  const long long base = (active ? row : 0) * N;
-  const XT* xr = x + base;
-  XT* orow = out + base;
-
-  const unsigned long long xaddr = (unsigned long long)x | (unsigned long long)out;
-  bool vec_ok = N % kVec == 0 && (xaddr & (unsigned long long)(kXBytes - 1)) == 0;
-  if constexpr (HAS_WEIGHT) vec_ok = vec_ok && ((unsigned long long)w & (unsigned long long)(kWAlign - 1)) == 0;
-
-  // The row's first ITEMS vectors stay in registers as raw words of XT (element (it, e) in
-  // raw[it]), for the vector and the scalar path alike.
-  unsigned int raw[kItems][kXWords];
-  float ss = 0.f;
-  if (vec_ok) {
-    const long long nv = N / kVec;
-    if (active) {
+  if constexpr (kU == kVec) {  // unit j is slot j
 #pragma unroll
-      for (int it = 0; it < kItems; ++it) {
-        const long long k = (long long)it * kTpr + t;
-        if (k < nv) {
-          load_x<kXBytes>(raw[it], xr + k * kVec);
-#pragma unroll
-          for (int e = 0; e < kVec; ++e) {
-            const float f = Elem<XT>::get(raw[it], e);
-            ss = fmaf(f, f, ss);
-          }
-        }
-      }
-      for (long long k = (long long)kItems * kTpr + t; k < nv; k += kTpr) {
-        unsigned int tmp[kXWords];
-        load_x<kXBytes>(tmp, xr + k * kVec);
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          const float f = Elem<XT>::get(tmp, e);
-          ss = fmaf(f, f, ss);
-        }
+    for (int j = 0; j < kItems; ++j) {
+      const long long k = t + (long long)j * kTpr;
+      if (k < run.len) {
+        const long long off = run.rbase + (run.u0 + k) * kU;
+        load_x<kXBytes>(tl.x[j], a.x + off);
+#if HAS_RESIDUAL
+        load_x<kXBytes>(tl.r[j], a.res + off);
+#endif
       }
     }
-  } else if (active) {
-    // Scalar path: element (it, e) of this thread is column (it * VEC + e) * TPR + t.
+  } else {  // single elements, slot by slot: VEC loads in flight, then packed into the slot
 #pragma unroll
-    for (int it = 0; it < kItems; ++it) {
+    for (int s = 0; s < kItems; ++s) {
+      unsigned int xe[kVec];
+#if HAS_RESIDUAL
+      unsigned int re[kVec];
+#endif
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
-        const long long c = (long long)(it * kVec + e) * kTpr + t;
-        if (c < N) {
-          unsigned int s1[1];
-          load_x<(int)sizeof(XT)>(s1, xr + c);
+        const long long k = t + (long long)(s * kVec + e) * kTpr;
+        if (k < run.len) {
+          const long long off = run.rbase + run.u0 + k;
+          load_x<(int)sizeof(XT)>(&xe[e], a.x + off);
+#if HAS_RESIDUAL
+          load_x<(int)sizeof(XT)>(&re[e], a.res + off);
+#endif
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        if (t + (long long)(s * kVec + e) * kTpr < run.len) {
           if constexpr (sizeof(XT) == 4) {
-            raw[it][e] = s1[0];
-          } else {  // columns grow with e, so the even half is always set before the odd one
-            raw[it][e >> 1] = (e & 1) ? (raw[it][e >> 1] | (s1[0] << 16)) : s1[0];
+            tl.x[s][e] = xe[e];
+#if HAS_RESIDUAL
+            tl.r[s][e] = re[e];
+#endif
+          } else {  // validity falls with e, so an even half is always set before its odd neighbour
+            tl.x[s][e >> 1] = (e & 1) ? (tl.x[s][e >> 1] | (xe[e] << 16)) : xe[e];
+#if HAS_RESIDUAL
+            tl.r[s][e >> 1] = (e & 1) ? (tl.r[s][e >> 1] | (re[e] << 16)) : re[e];
+#endif
           }
-          const float f = Elem<XT>::get(s1, 0);
-          ss = fmaf(f, f, ss);
         }
       }
-    }
-    for (long long c = (long long)kItems * kVec * kTpr + t; c < N; c += kTpr) {
-      unsigned int s1[1];
-      load_x<(int)sizeof(XT)>(s1, xr + c);
-      const float f = Elem<XT>::get(s1, 0);
-      ss = fmaf(f, f, ss);
-    }
-  }
-
-  ss = row_sum(ss);
-  const float r = rsqrt_approx(ss / (float)N + eps);
-  if (!active) return;  // after the only barrier
-  if constexpr (STORE_RSTD) {
-    if (t == 0) rstd[row] = r;
-  }
-
-  if (vec_ok) {
-    const long long nv = N / kVec;
-    auto emit = [&](long long k, const unsigned int* xv) {
-      float y[kVec];
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) y[e] = Elem<XT>::get(xv, e) * r;
-      if constexpr (HAS_WEIGHT) {
-        unsigned int wr[kWWords];
-        load_w<kWBytes>(wr, w + k * kVec);
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) y[e] *= Elem<WT>::get(wr, e);
-      }
-      unsigned int o[kXWords];
-      pack<XT, kVec>(y, o);
-      store_out<kXBytes>(orow + k * kVec, o);
-    };
-#pragma unroll
-    for (int it = 0; it < kItems; ++it) {
-      const long long k = (long long)it * kTpr + t;
-      if (k < nv) emit(k, raw[it]);
-    }
-    for (long long k = (long long)kItems * kTpr + t; k < nv; k += kTpr) {
-      unsigned int tmp[kXWords];
-      load_x<kXBytes>(tmp, xr + k * kVec);
-      emit(k, tmp);
-    }
-  } else {
-    auto emit1 = [&](long long c, float xv) {
-      float y = xv * r;
-      if constexpr (HAS_WEIGHT) {
-        unsigned int wr[1];
-        load_w<(int)sizeof(WT)>(wr, w + c);
-        y *= Elem<WT>::get(wr, 0);
-      }
-      unsigned int o[1];
-      pack<XT, 1>(&y, o);
-      store_out<(int)sizeof(XT)>(orow + c, o);
-    };
-#pragma unroll
-    for (int it = 0; it < kItems; ++it) {
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        const long long c = (long long)(it * kVec + e) * kTpr + t;
-        if (c < N) emit1(c, Elem<XT>::get(raw[it], e));
-      }
-    }
-    for (long long c = (long long)kItems * kVec * kTpr + t; c < N; c += kTpr) {
-      unsigned int s1[1];
-      load_x<(int)sizeof(XT)>(s1, xr + c);
-      emit1(c, Elem<XT>::get(s1, 0));
     }
   }
 }
+
+// First pass (active rows only): loads the run, stores residual_out, keeps the tile (and the
+// stage), returns this thread's sum of squares.
+template <int kTpr, bool kClustered, int kU>
+__device__ __forceinline__ float pass1(const Args& a, const Run<kTpr, kClustered, kU>& run, Tile& tl) {
+  using R = Run<kTpr, kClustered, kU>;
+  const int t = threadIdx.x % kTpr;
+  tile_load<kTpr, kClustered, kU>(a, run, tl);
+  float ss = 0.f;
+#pragma unroll
+  for (int j = 0; j < R::kR; ++j) {
+    const long long k = t + (long long)j * kTpr;
+    if (k < run.len) {
+      float h[kU];
+      tile_get<kU>(tl, j, h);
+      store_residual<kU>(a, run.rbase + (run.u0 + k) * kU, h);
+#pragma unroll
+      for (int e = 0; e < kU; ++e) ss = fmaf(h[e], h[e], ss);
+    }
+  }
+#if STAGE_KB > 0
+  const long long slots = stage_slots<R::kSlot>();
+  long long s = 0;
+#endif
+  for (long long k = t + (long long)R::kR * kTpr; k < run.len; k += kTpr) {
+    const long long col = (run.u0 + k) * kU;
+    float h[kU];
+    unsigned int xw[Words<R::kXB>::value];
+    load_unit<kU>(a, run.rbase + col, h, xw);
+    store_residual<kU>(a, run.rbase + col, h);
+#if STAGE_KB > 0
+    if (s < slots) {
+#if HAS_RESIDUAL
+      unsigned int hw[kU];
+#pragma unroll
+      for (int e = 0; e < kU; ++e) hw[e] = __float_as_uint(h[e]);
+      stage_put<R::kSlot>(stage_slot<R::kSlot>(s), hw);
+#else
+      stage_put<R::kSlot>(stage_slot<R::kSlot>(s), xw);
+#endif
+    }
+    ++s;
+#endif
+#pragma unroll
+    for (int e = 0; e < kU; ++e) ss = fmaf(h[e], h[e], ss);
+  }
+  return ss;
+}
+
+// Second pass (active rows only): out from the tile, the stage, and re-reads of the rest.
+template <int kTpr, bool kClustered, int kU>
+__device__ __forceinline__ void pass2(const Args& a, const Run<kTpr, kClustered, kU>& run, const Tile& tl, float r) {
+  using R = Run<kTpr, kClustered, kU>;
+  const int t = threadIdx.x % kTpr;
+#pragma unroll
+  for (int j = 0; j < R::kR; ++j) {
+    const long long k = t + (long long)j * kTpr;
+    if (k < run.len) {
+      const long long col = (run.u0 + k) * kU;
+      float h[kU];
+      tile_get<kU>(tl, j, h);
+      emit<kU>(a, run.rbase + col, col, h, r);
+    }
+  }
+#if STAGE_KB > 0
+  const long long slots = stage_slots<R::kSlot>();
+  long long s = 0;
+#endif
+  for (long long k = t + (long long)R::kR * kTpr; k < run.len; k += kTpr) {
+    const long long col = (run.u0 + k) * kU;
+    float h[kU];
+#if STAGE_KB > 0
+    if (s < slots) {
+#if HAS_RESIDUAL
+      unsigned int hw[kU];
+      stage_get<R::kSlot>(hw, stage_slot<R::kSlot>(s));
+#pragma unroll
+      for (int e = 0; e < kU; ++e) h[e] = __uint_as_float(hw[e]);
+#else
+      unsigned int xw[Words<R::kSlot>::value];
+      stage_get<R::kSlot>(xw, stage_slot<R::kSlot>(s));
+#pragma unroll
+      for (int e = 0; e < kU; ++e) h[e] = Elem<XT>::get(xw, e);
+#endif
+    } else
+#endif
+    {  // re-read: x + residual in fp32 gives the bitwise-same h
+      unsigned int xw[Words<R::kXB>::value];
+      load_unit<kU>(a, run.rbase + col, h, xw);
+    }
+#if STAGE_KB > 0
+    ++s;
+#endif
+    emit<kU>(a, run.rbase + col, col, h, r);
+  }
+}
+
+template <typename T, int kElems>
+__device__ __forceinline__ bool aligned_for(const T* p) {
+  constexpr int b = kElems * (int)sizeof(T);
+  constexpr int need = b < 16 ? b : 16;  // vectors wider than 16 bytes move in 16-byte pieces
+  return ((unsigned long long)p & (unsigned long long)(need - 1)) == 0;
+}
+
+template <int kTpr, bool kClustered>
+__device__ __forceinline__ void rmsnorm_fwd_body(const Args& a) {
+  unsigned int rank = 0, nranks = 1;
+  if constexpr (kClustered) {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(nranks));
+    // The plan launches clusters of 2, 4, 8 or 16 CTAs along x: shifts instead of 64-bit divisions
+    // (a call that would spill).
+    if (nranks & (nranks - 1)) __trap();
+  }
+  const long long cta = (long long)blockIdx.y * gridDim.x + blockIdx.x;
+  const long long row =
+      kClustered ? cta >> (__ffs(nranks) - 1) : cta * (kThreads / kTpr) + threadIdx.x / kTpr;
+  const bool active = row < a.M;
+  // Null (absent) pointers count as aligned.
+  bool vec_ok = a.N % kVec == 0 && aligned_for<XT, kVec>(a.x) && aligned_for<XT, kVec>(a.out);
+  if constexpr (HAS_WEIGHT) vec_ok = vec_ok && aligned_for<WT, kVec>(a.w);
+  if constexpr (HAS_BIAS) vec_ok = vec_ok && aligned_for<BT, kVec>(a.b);
+  if constexpr (HAS_RESIDUAL) vec_ok = vec_ok && aligned_for<XT, kVec>(a.res) && aligned_for<RT, kVec>(a.res_out);
+  const Run<kTpr, kClustered, kVec> vrun(a, row, active, rank, nranks);
+  const Run<kTpr, kClustered, 1> srun(a, row, active, rank, nranks);
+
+  // One tile and one reduction for both paths (separate copies would cost registers).
+  Tile tl;
+  float ss = 0.f;
+  if (active) ss = vec_ok ? pass1<kTpr, kClustered, kVec>(a, vrun, tl) : pass1<kTpr, kClustered, 1>(a, srun, tl);
+  ss = row_sum<kTpr>(ss);
+  if constexpr (kClustered) ss = cluster_sum(ss, rank, nranks);
+  const float r = rsqrt_approx(ss / (float)a.N + a.eps);
+  if (!active) return;  // after the last barrier
+  if constexpr (STORE_RSTD) {
+    if (threadIdx.x % kTpr == 0 && rank == 0) a.rstd[row] = r;
+  }
+  if (vec_ok) {
+    pass2<kTpr, kClustered, kVec>(a, vrun, tl, r);
+  } else {
+    pass2<kTpr, kClustered, 1>(a, srun, tl, r);
+  }
+}
+
+}  // namespace rmsnorm_seed
+
+#define PTXEVO_PARAMS                                                                                       \
+  const XT *__restrict__ x, const WT *__restrict__ w, const BT *__restrict__ b, const XT *__restrict__ res, \
+      XT *__restrict__ out, RT *__restrict__ res_out, float *__restrict__ rstd, long long M, long long N, float eps
+#define PTXEVO_ENTRY(NAME, T, CLUSTERED)                                                         \
+  extern "C" __global__ void PTXEVO_BOUNDS NAME(PTXEVO_PARAMS) {                                 \
+    rmsnorm_seed::rmsnorm_fwd_body<T, CLUSTERED>({x, w, b, res, out, res_out, rstd, M, N, eps}); \
+  }
+
+// The entries the launch plan can name for these knobs: TPR <= T <= THREADS, plus the cluster one.
+#if TPR <= 1
+PTXEVO_ENTRY(rmsnorm_fwd_tpr1, 1, false)
+#endif
+#if TPR <= 2
+PTXEVO_ENTRY(rmsnorm_fwd_tpr2, 2, false)
+#endif
+#if TPR <= 4
+PTXEVO_ENTRY(rmsnorm_fwd_tpr4, 4, false)
+#endif
+#if TPR <= 8
+PTXEVO_ENTRY(rmsnorm_fwd_tpr8, 8, false)
+#endif
+#if TPR <= 16
+PTXEVO_ENTRY(rmsnorm_fwd_tpr16, 16, false)
+#endif
+#if TPR <= 32
+PTXEVO_ENTRY(rmsnorm_fwd_tpr32, 32, false)
+#endif
+#if TPR <= 64 && THREADS >= 64
+PTXEVO_ENTRY(rmsnorm_fwd_tpr64, 64, false)
+#endif
+#if TPR <= 128 && THREADS >= 128
+PTXEVO_ENTRY(rmsnorm_fwd_tpr128, 128, false)
+#endif
+#if TPR <= 256 && THREADS >= 256
+PTXEVO_ENTRY(rmsnorm_fwd_tpr256, 256, false)
+#endif
+#if TPR <= 512 && THREADS >= 512
+PTXEVO_ENTRY(rmsnorm_fwd_tpr512, 512, false)
+#endif
+#if THREADS >= 1024
+PTXEVO_ENTRY(rmsnorm_fwd_tpr1024, 1024, false)
+#endif
+#if CLUSTER > 1
+PTXEVO_ENTRY(rmsnorm_fwd_cluster, THREADS, true)
+#endif

@@ -3,6 +3,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -69,7 +70,10 @@ const HostTensor& find_tensor(const std::vector<HostTensor>& ts, const std::stri
     if (t.name != name) continue;
     if (t.dtype != dtype || t.numel() != numel ||
         t.data.size() != static_cast<std::size_t>(numel) * evaluator::dtype_size(dtype))
-      throw std::invalid_argument("rmsnorm_fwd reference: tensor '" + name + "' has the wrong dtype or size");
+      throw std::invalid_argument("rmsnorm_fwd reference: tensor '" + name + "' is " + evaluator::to_string(t.dtype) +
+                                  " with " + std::to_string(t.numel()) + " elements (" +
+                                  std::to_string(t.data.size()) + " bytes); the shape and options want " +
+                                  evaluator::to_string(dtype) + " with " + std::to_string(numel));
     return t;
   }
   throw std::invalid_argument("rmsnorm_fwd reference: no input tensor named '" + name + "'");
@@ -99,22 +103,51 @@ double load_elem(const std::byte* data, DType t, std::int64_t i) {
 }
 
 const std::vector<std::string>& knob_names() {
-  static const std::vector<std::string> k = {"VEC", "THREADS", "TPR", "ITEMS", "MIN_BLOCKS", "LOAD_HINT", "STORE_HINT"};
+  static const std::vector<std::string> k = {"VEC",      "THREADS",    "TPR",       "ITEMS",     "CLUSTER",
+                                             "STAGE_KB", "MIN_BLOCKS", "LOAD_HINT", "STORE_HINT"};
   return k;
 }
 
 bool is_pow2(std::int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
+// The smallest power of two >= v (v >= 1, v <= 2^62).
+std::int64_t next_pow2(std::int64_t v) {
+  std::int64_t p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// "fp32" or "same" (x's dtype), for the weight and the bias.
+DType param_dtype(const OpConfig& cfg, const std::string& key, DType x) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->second == "fp32") return DType::F32;
+  if (it->second == "same") return x;
+  throw std::invalid_argument("rmsnorm_fwd: " + key + " must be fp32 or same (x's dtype), got '" + it->second + "'");
+}
+
+// Tolerances of an output rounded once to `t` (see RmsNormFwdOp::tolerance).
+evaluator::Tolerance rounding_tolerance(DType t) {
+  switch (t) {
+    case DType::BF16: return {5e-3, 1e-2};
+    case DType::F16: return {2e-3, 4e-3};
+    default: return {1e-5, 1e-4};
+  }
+}
+
 }  // namespace
 
 RmsNormFwdOp::Config RmsNormFwdOp::parse(const OpConfig& cfg) {
-  static const char* kKeys[] = {"x_dtype", "w_dtype", "has_weight", "store_rstd", "eps"};
+  static const char* kKeys[] = {"x_dtype",      "w_dtype",            "has_weight", "has_bias", "b_dtype",
+                                "has_residual", "residual_out_dtype", "store_rstd", "eps"};
   for (const auto& [k, v] : cfg) {
     bool known = false;
     for (const char* key : kKeys) known = known || k == key;
     if (!known)
       throw std::invalid_argument("rmsnorm_fwd: unknown option '" + k +
-                                  "' (options: x_dtype, w_dtype, has_weight, store_rstd, eps)");
+                                  "' (options: x_dtype, w_dtype, has_weight, has_bias, b_dtype, has_residual, "
+                                  "residual_out_dtype, store_rstd, eps)");
   }
   Config c;
   if (auto it = cfg.find("x_dtype"); it != cfg.end()) {
@@ -123,13 +156,24 @@ RmsNormFwdOp::Config RmsNormFwdOp::parse(const OpConfig& cfg) {
     else if (it->second == "fp32") c.x = DType::F32;
     else throw std::invalid_argument("rmsnorm_fwd: x_dtype must be bf16, fp16 or fp32, got '" + it->second + "'");
   }
-  c.w = DType::F32;
-  if (auto it = cfg.find("w_dtype"); it != cfg.end()) {
-    if (it->second == "same") c.w = c.x;
-    else if (it->second != "fp32")
-      throw std::invalid_argument("rmsnorm_fwd: w_dtype must be fp32 or same (x's dtype), got '" + it->second + "'");
-  }
+  c.w = param_dtype(cfg, "w_dtype", c.x);
   c.has_weight = parse_bool(cfg, "has_weight", true);
+  c.has_bias = parse_bool(cfg, "has_bias", false);
+  c.b = param_dtype(cfg, "b_dtype", c.x);
+  if (!c.has_bias && cfg.count("b_dtype"))
+    throw std::invalid_argument("rmsnorm_fwd: b_dtype is set but has_bias is false (there is no bias to type)");
+  c.has_residual = parse_bool(cfg, "has_residual", false);
+  c.residual_out = c.x;
+  if (auto it = cfg.find("residual_out_dtype"); it != cfg.end()) {
+    if (!c.has_residual)
+      throw std::invalid_argument(
+          "rmsnorm_fwd: residual_out_dtype is set but has_residual is false (residual_out exists only with a "
+          "residual)");
+    if (it->second == "fp32") c.residual_out = DType::F32;
+    else if (it->second != "x")
+      throw std::invalid_argument("rmsnorm_fwd: residual_out_dtype must be x (x's dtype) or fp32, got '" + it->second +
+                                  "'");
+  }
   c.store_rstd = parse_bool(cfg, "store_rstd", false);
   if (auto it = cfg.find("eps"); it != cfg.end()) {
     const std::string& s = it->second;
@@ -149,6 +193,8 @@ Knobs RmsNormFwdOp::knob_defaults(DType x) {
           {"THREADS", g.threads},
           {"TPR", g.tpr},
           {"ITEMS", g.items},
+          {"CLUSTER", g.cluster},
+          {"STAGE_KB", g.stage_kb},
           {"MIN_BLOCKS", g.min_blocks},
           {"LOAD_HINT", g.load_hint},
           {"STORE_HINT", g.store_hint}};
@@ -159,8 +205,9 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
     bool known = false;
     for (const auto& n : knob_names()) known = known || n == name;
     if (!known)
-      throw std::invalid_argument("rmsnorm_fwd: unknown knob '" + name +
-                                  "' (knobs: VEC, THREADS, TPR, ITEMS, MIN_BLOCKS, LOAD_HINT, STORE_HINT)");
+      throw std::invalid_argument(
+          "rmsnorm_fwd: unknown knob '" + name +
+          "' (knobs: VEC, THREADS, TPR, ITEMS, CLUSTER, STAGE_KB, MIN_BLOCKS, LOAD_HINT, STORE_HINT)");
   }
   const Knobs d = knob_defaults(c.x);
   auto get = [&](const char* n) { return evaluator::knob_int(k, n, std::get<std::int64_t>(d.at(n))); };
@@ -169,6 +216,8 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
   g.threads = get("THREADS");
   g.tpr = get("TPR");
   g.items = get("ITEMS");
+  g.cluster = get("CLUSTER");
+  g.stage_kb = get("STAGE_KB");
   g.min_blocks = get("MIN_BLOCKS");
   g.load_hint = get("LOAD_HINT");
   g.store_hint = get("STORE_HINT");
@@ -177,18 +226,62 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
   if (!is_pow2(g.vec) || g.vec * xs > 16)
     fail("VEC=" + std::to_string(g.vec) + " must be a power of two with VEC * sizeof(x) <= 16 bytes (x is " +
          std::to_string(xs) + " bytes)");
-  if (g.threads < 32 || g.threads > 1024 || g.threads % 32 != 0)
-    fail("THREADS=" + std::to_string(g.threads) + " must be a multiple of 32 in [32, 1024]");
-  if (!is_pow2(g.tpr) || g.tpr > g.threads || g.threads % g.tpr != 0)
-    fail("TPR=" + std::to_string(g.tpr) + " must be a power of two that divides THREADS=" + std::to_string(g.threads));
+  if (!is_pow2(g.threads) || g.threads < 32 || g.threads > 1024)
+    fail("THREADS=" + std::to_string(g.threads) + " must be a power of two in [32, 1024]");
+  if (!is_pow2(g.tpr) || g.tpr > g.threads)
+    fail("TPR=" + std::to_string(g.tpr) + " (the fewest threads per row) must be a power of two <= THREADS=" +
+         std::to_string(g.threads));
   if (g.items < 1 || g.items > 32 || g.items * g.vec * xs > 256)
     fail("ITEMS=" + std::to_string(g.items) + " must be in [1, 32] with ITEMS * VEC * sizeof(x) <= 256 bytes (got " +
          std::to_string(g.items * g.vec * xs) + ")");
+  if (g.cluster != 1 && g.cluster != 2 && g.cluster != 4 && g.cluster != 8 && g.cluster != 16)
+    fail("CLUSTER=" + std::to_string(g.cluster) + " must be 1, 2, 4, 8 or 16 (CTAs per cluster)");
+  if (g.stage_kb < 0 || g.stage_kb > kMaxStageKb)
+    fail("STAGE_KB=" + std::to_string(g.stage_kb) + " must be in [0, " + std::to_string(kMaxStageKb) +
+         "]: a CTA may have 227 KB of shared memory on sm_90a and sm_100a, and the kernel keeps up to 1 KB "
+         "for its own");
   if (g.min_blocks < 0 || g.min_blocks > 32 || g.threads * g.min_blocks > 2048)
     fail("MIN_BLOCKS=" + std::to_string(g.min_blocks) + " must be in [0, 32] with THREADS * MIN_BLOCKS <= 2048");
   if (g.load_hint < 0 || g.load_hint > 3) fail("LOAD_HINT=" + std::to_string(g.load_hint) + " must be 0, 1, 2 or 3");
   if (g.store_hint < 0 || g.store_hint > 1) fail("STORE_HINT=" + std::to_string(g.store_hint) + " must be 0 or 1");
   return g;
+}
+
+// A row of N elements wants need = ceil(N / (ITEMS * VEC)) threads to sit in registers. Rows that
+// fit one CTA take the smallest power-of-two thread count >= need, at least TPR, several rows per
+// CTA; longer rows take a whole CTA (tpr = THREADS) and, with CLUSTER > 1, the smallest
+// power-of-two cluster (at most CLUSTER) whose CTAs hold the row. What still does not fit a CTA's
+// registers goes to the stage (up to STAGE_KB) and is otherwise re-read.
+RmsNormFwdOp::Dispatch RmsNormFwdOp::dispatch(const Config& c, const Geometry& g, std::int64_t n) {
+  Dispatch d;
+  const std::int64_t need = ceil_div(n, g.items * g.vec);
+  d.tpr = need >= g.threads ? g.threads : std::max(g.tpr, next_pow2(need));
+  d.rows_per_cta = g.threads / d.tpr;
+  if (need > g.threads && g.cluster > 1) {
+    d.cluster = std::min(g.cluster, next_pow2(ceil_div(need, g.threads)));
+    d.entry = "rmsnorm_fwd_cluster";
+  } else {
+    d.entry = "rmsnorm_fwd_tpr" + std::to_string(d.tpr);
+  }
+  if (d.tpr == g.threads && g.stage_kb > 0) {
+    // Units as the kernel sees them (vectors when N % VEC == 0, else elements); the kernel takes
+    // the slot count from the size it is given, so a scalar-path launch is still correct.
+    const std::int64_t unit = n % g.vec == 0 ? g.vec : 1;
+    const std::int64_t slot =
+        unit * (c.has_residual ? 4 : static_cast<std::int64_t>(evaluator::dtype_size(c.x)));  // bytes per unit
+    const std::int64_t slice = ceil_div(n / unit, d.cluster);
+    const std::int64_t over = std::max<std::int64_t>(0, ceil_div(slice, g.threads) - g.items * g.vec / unit);
+    const std::int64_t fit = g.stage_kb * 1024 / (g.threads * slot);
+    d.shared_bytes = std::min(over, fit) * g.threads * slot;
+  }
+  return d;
+}
+
+std::vector<std::string> RmsNormFwdOp::entries(const Geometry& g) {
+  std::vector<std::string> e;
+  for (std::int64_t t = g.tpr; t <= g.threads; t *= 2) e.push_back("rmsnorm_fwd_tpr" + std::to_string(t));
+  if (g.cluster > 1) e.push_back("rmsnorm_fwd_cluster");
+  return e;
 }
 
 std::string RmsNormFwdOp::validate(const OpConfig& cfg) const {
@@ -206,7 +299,10 @@ std::vector<TensorDesc> RmsNormFwdOp::tensors(const Shape& s, const OpConfig& cf
   std::vector<TensorDesc> out;
   out.push_back({"x", c.x, {d.m, d.n}, Role::In, false});
   if (c.has_weight) out.push_back({"w", c.w, {d.n}, Role::In, true});
+  if (c.has_bias) out.push_back({"b", c.b, {d.n}, Role::In, true});
+  if (c.has_residual) out.push_back({"residual", c.x, {d.m, d.n}, Role::In, false});
   out.push_back({"out", c.x, {d.m, d.n}, Role::Out, false});
+  if (c.has_residual) out.push_back({"residual_out", c.residual_out, {d.m, d.n}, Role::Out, false});
   if (c.store_rstd) out.push_back({"rstd", DType::F32, {d.m}, Role::Out, false});
   return out;
 }
@@ -215,7 +311,11 @@ std::map<std::string, std::string> RmsNormFwdOp::template_defines(const OpConfig
   const Config c = parse(cfg);
   return {{"XT", c_type(c.x)},
           {"WT", c_type(c.w)},
+          {"BT", c_type(c.b)},
+          {"RT", c_type(c.residual_out)},
           {"HAS_WEIGHT", c.has_weight ? "1" : "0"},
+          {"HAS_BIAS", c.has_bias ? "1" : "0"},
+          {"HAS_RESIDUAL", c.has_residual ? "1" : "0"},
           {"STORE_RSTD", c.store_rstd ? "1" : "0"}};
 }
 
@@ -223,24 +323,31 @@ evaluator::LaunchPlan RmsNormFwdOp::launch_plan(const Shape& s, const OpConfig& 
   const Config c = parse(cfg);
   const Dims d = dims(s);
   const Geometry g = geometry(c, k);
-  const std::int64_t rows = g.rows_per_cta();
-  const std::int64_t blocks = (d.m + rows - 1) / rows;
-  constexpr std::int64_t kMaxX = (std::int64_t{1} << 31) - 1;
-  std::int64_t gx = blocks, gy = 1;
-  if (blocks > kMaxX) {  // the kernel's CTA index is blockIdx.y * gridDim.x + blockIdx.x
-    gy = (blocks + kMaxX - 1) / kMaxX;
+  const Dispatch dp = dispatch(c, g, d.n);
+  if (dp.shared_bytes > kMaxStageKb * 1024)  // dispatch() caps the stage at STAGE_KB; kept as a guard
+    throw std::invalid_argument("rmsnorm_fwd: the plan needs " + std::to_string(dp.shared_bytes) +
+                                " bytes of dynamic shared memory, more than a CTA may have");
+  // Groups of CTAs that share rows: one CTA (rows_per_cta rows) or one cluster (one row).
+  const std::int64_t groups = dp.cluster > 1 ? d.m : ceil_div(d.m, dp.rows_per_cta);
+  const std::int64_t max_x = ((std::int64_t{1} << 31) - 1) / dp.cluster;  // groups along grid.x
+  std::int64_t gx = groups, gy = 1;
+  if (groups > max_x) {  // the kernel's CTA index is blockIdx.y * gridDim.x + blockIdx.x
+    gy = ceil_div(groups, max_x);
     if (gy > 65535) throw std::invalid_argument("rmsnorm_fwd: M=" + std::to_string(d.m) + " needs too many CTAs");
-    gx = (blocks + gy - 1) / gy;
+    gx = ceil_div(groups, gy);
   }
   evaluator::KernelLaunch l;
-  l.entry = "rmsnorm_fwd";
-  l.grid = {static_cast<std::uint32_t>(gx), static_cast<std::uint32_t>(gy), 1};
+  l.entry = dp.entry;
+  l.grid = {static_cast<std::uint32_t>(gx * dp.cluster), static_cast<std::uint32_t>(gy), 1};
   l.block = {static_cast<std::uint32_t>(g.threads), 1, 1};
-  l.shared_bytes = 0;
-  l.cluster = {1, 1, 1};
+  l.shared_bytes = static_cast<std::uint32_t>(dp.shared_bytes);
+  l.cluster = {static_cast<std::uint32_t>(dp.cluster), 1, 1};
   l.args = {evaluator::ArgTensor{"x"},
             evaluator::ArgTensor{c.has_weight ? "w" : ""},
+            evaluator::ArgTensor{c.has_bias ? "b" : ""},
+            evaluator::ArgTensor{c.has_residual ? "residual" : ""},
             evaluator::ArgTensor{"out"},
+            evaluator::ArgTensor{c.has_residual ? "residual_out" : ""},
             evaluator::ArgTensor{c.store_rstd ? "rstd" : ""},
             std::int64_t{d.m},
             std::int64_t{d.n},
@@ -256,39 +363,51 @@ void RmsNormFwdOp::reference(const Shape& s, const OpConfig& cfg, const std::vec
   const Dims d = dims(s);
   const HostTensor& x = find_tensor(tensors, "x", c.x, d.m * d.n);
   const HostTensor* w = c.has_weight ? &find_tensor(tensors, "w", c.w, d.n) : nullptr;
+  const HostTensor* b = c.has_bias ? &find_tensor(tensors, "b", c.b, d.n) : nullptr;
+  const HostTensor* res = c.has_residual ? &find_tensor(tensors, "residual", c.x, d.m * d.n) : nullptr;
   // The kernel receives eps as a float; the reference uses the same value.
   const double eps = static_cast<float>(c.eps);
 
+  const auto mn = static_cast<std::size_t>(d.m * d.n);
   HostTensor out("out", DType::F64, {d.m, d.n});
-  out.data.resize(static_cast<std::size_t>(d.m * d.n) * sizeof(double));
+  out.data.resize(mn * sizeof(double));
+  HostTensor res_out("residual_out", DType::F64, {d.m, d.n});
+  if (res) res_out.data.resize(mn * sizeof(double));
   HostTensor rstd("rstd", DType::F64, {d.m});
   rstd.data.resize(static_cast<std::size_t>(d.m) * sizeof(double));
 
-  std::vector<double> wd(static_cast<std::size_t>(d.n), 1.0);
-  if (w)
-    for (std::int64_t j = 0; j < d.n; ++j) wd[static_cast<std::size_t>(j)] = load_elem(w->data.data(), c.w, j);
+  std::vector<double> wd(static_cast<std::size_t>(d.n), 1.0), bd(static_cast<std::size_t>(d.n), 0.0);
+  for (std::int64_t j = 0; j < d.n; ++j) {
+    if (w) wd[static_cast<std::size_t>(j)] = load_elem(w->data.data(), c.w, j);
+    if (b) bd[static_cast<std::size_t>(j)] = load_elem(b->data.data(), c.b, j);
+  }
 
+  auto put = [](HostTensor& t, std::int64_t i, double v) {
+    std::memcpy(t.data.data() + i * static_cast<std::int64_t>(sizeof(double)), &v, sizeof(double));
+  };
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, d.m), [&](const tbb::blocked_range<std::int64_t>& range) {
     std::vector<double> h(static_cast<std::size_t>(d.n));
     for (std::int64_t m = range.begin(); m != range.end(); ++m) {
       double ss = 0;
       for (std::int64_t j = 0; j < d.n; ++j) {
-        const double v = load_elem(x.data.data(), c.x, m * d.n + j);
+        double v = load_elem(x.data.data(), c.x, m * d.n + j);
+        if (res) v += load_elem(res->data.data(), c.x, m * d.n + j);
         h[static_cast<std::size_t>(j)] = v;
         ss += v * v;
       }
       const double r = 1.0 / std::sqrt(ss / static_cast<double>(d.n) + eps);
-      std::memcpy(rstd.data.data() + m * sizeof(double), &r, sizeof(double));
-      std::byte* orow = out.data.data() + m * d.n * static_cast<std::int64_t>(sizeof(double));
+      put(rstd, m, r);
       for (std::int64_t j = 0; j < d.n; ++j) {
-        const double y = h[static_cast<std::size_t>(j)] * r * wd[static_cast<std::size_t>(j)];
-        std::memcpy(orow + j * static_cast<std::int64_t>(sizeof(double)), &y, sizeof(double));
+        const auto jj = static_cast<std::size_t>(j);
+        put(out, m * d.n + j, h[jj] * r * wd[jj] + bd[jj]);
+        if (res) put(res_out, m * d.n + j, h[jj]);
       }
     }
   });
 
   reference.clear();
   reference.push_back(std::move(out));
+  if (res) reference.push_back(std::move(res_out));
   if (c.store_rstd) reference.push_back(std::move(rstd));
 }
 
@@ -299,6 +418,9 @@ double RmsNormFwdOp::bytes(const Shape& s, const OpConfig& cfg) const {
   const double xs = static_cast<double>(evaluator::dtype_size(c.x));
   double b = mn * xs /* read x */ + mn * xs /* write out */;
   if (c.has_weight) b += static_cast<double>(d.n) * static_cast<double>(evaluator::dtype_size(c.w));
+  if (c.has_bias) b += static_cast<double>(d.n) * static_cast<double>(evaluator::dtype_size(c.b));
+  if (c.has_residual)
+    b += mn * xs /* read residual */ + mn * static_cast<double>(evaluator::dtype_size(c.residual_out)) /* write */;
   if (c.store_rstd) b += 4.0 * static_cast<double>(d.m);
   return b;
 }
@@ -330,24 +452,24 @@ double RmsNormFwdOp::flops(const Shape& s, const OpConfig& cfg) const {
 // - fp32 x: fp32 rounding plus the fp32 reduction stay near 1e-6 relative; 1e-5 / 1e-4 leave room
 //   for long rows while rejecting any 16-bit shortcut (>= 1e-4).
 // - rstd is fp32 in every configuration: 1e-5 / 1e-4.
+// - residual_out is h = x + residual in fp32 (exact for 16-bit inputs unless their exponents
+//   differ by more than 16) rounded once to its dtype: the same per-dtype limits.
 evaluator::Tolerance RmsNormFwdOp::tolerance(const std::string& output, const OpConfig& cfg) const {
   const Config c = parse(cfg);
   if (output == "rstd") return {1e-5, 1e-4};
+  if (output == "residual_out" && c.has_residual) return rounding_tolerance(c.residual_out);
   if (output != "out") throw std::invalid_argument("rmsnorm_fwd: no output named '" + output + "'");
-  switch (c.x) {
-    case DType::BF16: return {5e-3, 1e-2};
-    case DType::F16: return {2e-3, 4e-3};
-    default: return {1e-5, 1e-4};
-  }
+  return rounding_tolerance(c.x);
 }
 
 void RmsNormFwdOp::fill_fixed(const TensorDesc& d, std::mt19937_64& rng, HostTensor& t) const {
-  if (d.name != "w") {
+  if (d.name != "w" && d.name != "b") {
     Op::fill_fixed(d, rng, t);
     return;
   }
+  const double center = d.name == "w" ? 1.0 : 0.0;
   std::normal_distribution<double> nd(0.0, 1.0);
-  for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, 1.0 + 0.5 * nd(rng));
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, center + 0.5 * nd(rng));
 }
 
 }  // namespace ptxevo::kernels
