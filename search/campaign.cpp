@@ -386,11 +386,12 @@ void CampaignEngine::progress(bool force) {
   std::string left;
   if (opt_.max_minutes > 0) left = ", " + std::to_string(static_cast<int>(std::max(0.0, opt_.max_minutes * 60 - wall))) + " s left";
   const double busy = wall > 0 && !measurers_.empty() ? result_.gpu_s / (wall * static_cast<double>(gpu_count())) : 0;
-  std::snprintf(line, sizeof line, "[%6.0f s] %s: %lld/%lld evaluations, best %s, %s busy %.0f%%, %lld failed, %lld unmeasured%s",
+  const std::string busy_text = mode() == "gpu" ? ", GPU busy " + std::to_string(static_cast<int>(100 * busy)) + "%" : "";
+  std::snprintf(line, sizeof line, "[%6.0f s] %s: %lld/%lld evaluations, best %s%s, %lld failed, %lld unmeasured%s",
                 wall, mode().c_str(), static_cast<long long>(evals), static_cast<long long>(budget_),
                 best ? (std::to_string(best->fitness).substr(0, 6) + " (candidate " + std::to_string(best->candidate_id) + ")").c_str()
                      : "none yet",
-                mode() == "replay" ? "replay" : "GPU", 100 * busy, static_cast<long long>(result_.failures_this_run),
+                busy_text.c_str(), static_cast<long long>(result_.failures_this_run),
                 static_cast<long long>(result_.unmeasured_this_run), left.c_str());
   log_ << line << std::endl;
 }
@@ -471,10 +472,12 @@ CampaignResult CampaignEngine::run() {
           b->error = e.what();
         }
         b->measure_s = now_s() - t0;
-        for (const auto& it : b->items) {
-          b->prep_s += it.report.prep_seconds;
-          b->gpu_s += it.report.gpu_seconds;
-        }
+        // A replay's reports carry the recording's GPU times: they are not this run's.
+        if (m->mode() == "gpu")
+          for (const auto& it : b->items) {
+            b->prep_s += it.report.prep_seconds;
+            b->gpu_s += it.report.gpu_seconds;
+          }
         done.push(b);
       }
     });
