@@ -96,8 +96,10 @@ CampaignEngine::CampaignEngine(const evaluator::Spec& spec, const evaluator::Op&
       stop_(stop),
       passes_(std::make_shared<const mutators::PassRegistry>(mutators::builtin_passes())),
       proposer_(spec_, *passes_),
+      policy_(op_family(spec.op), opt_.arch.empty() ? spec.arch : opt_.arch),
       population_(PopulationOptions{opt_.islands, opt_.island_size, 3, 0.01}) {
   if (opt_.arch.empty()) opt_.arch = spec_.arch;
+  for (const auto& o : proposer_.operators()) policy_ops_.insert(o);
   for (const auto& s : spec_.seeds) sources_[s.name] = read_text(s.source_path);
 }
 
@@ -155,6 +157,7 @@ void CampaignEngine::rebuild_population() {
     mem.fitness_low = m.fitness_low;
     mem.fitness_high = m.fitness_high;
     mem.measurements = m.measurements;
+    measured_[mem.candidate_id] = mem;
     if (static_cast<int>(population_.members(m.island % population_.islands()).size()) < opt_.island_size)
       population_.offer(m.island % population_.islands(), mem, std::nullopt);
   }
@@ -202,7 +205,10 @@ std::vector<Proposal> CampaignEngine::propose(int generation, std::mt19937_64& r
       if (op.empty()) break;
       std::string detail;
       auto child = proposer_.apply(op, parent->genome, has_mate ? &mate->genome : nullptr, rng, &detail);
-      if (!child || *child == parent->genome) continue;
+      if (!child || *child == parent->genome) {
+        policy_.release(op);  // no legal move: the operator did not apply, nothing to charge
+        continue;
+      }
       Proposal p;
       p.genome = std::move(*child);
       p.parent_id = parent->candidate_id;
@@ -234,8 +240,11 @@ std::unique_ptr<CampaignEngine::Batch> CampaignEngine::prepare(int generation, s
     nc.generation = generation;
     nc.island = p.island;
     const auto rc = db_.record_candidate(campaign_id_, nc);
-    if (!rc.inserted && rc.done()) continue;  // seen before: never built or measured twice
-    if (!in_flight.insert(rc.id).second) continue;  // already on its way to a measurer
+    if ((!rc.inserted && rc.done()) || !in_flight.insert(rc.id).second) {
+      // Seen before, or already on its way to a measurer: never built or measured twice.
+      if (is_policy_op(p.operator_id)) policy_.release(p.operator_id);
+      continue;
+    }
     Item it;
     it.proposal = std::move(p);
     it.candidate_id = rc.id;
@@ -283,6 +292,12 @@ std::unique_ptr<CampaignEngine::Batch> CampaignEngine::prepare(int generation, s
       }
     }
     db_.record_build(it.candidate_id, rec);
+    const std::string& op_id = it.proposal.operator_id;
+    if (!rec.ok && is_policy_op(op_id)) {
+      // A pass that refused this parent could not apply: not charged. Anything else failed.
+      if (rec.stage == "pass" && rec.log.rfind("pass-refused", 0) == 0) policy_.release(op_id);
+      else policy_.credit(op_id, Outcome::Failed);
+    }
     if (!rec.ok) {
       ++result_.failures_this_run;
       const std::string code = rec.stage == "screen" ? evaluator::reason_code(rec.log) : "build-" + rec.stage;
@@ -297,10 +312,12 @@ std::unique_ptr<CampaignEngine::Batch> CampaignEngine::prepare(int generation, s
     if (!twin && keys_in_batch.count(key)) twin = keys_in_batch.at(key);
     if (twin && *twin != it.candidate_id) {
       db_.settle_candidate(it.candidate_id, "duplicate", twin);
+      if (is_policy_op(op_id)) policy_.release(op_id);
       continue;
     }
     keys_in_batch[key] = it.candidate_id;
     if (measurers_.empty()) {
+      if (is_policy_op(op_id)) policy_.release(op_id);
       db_.settle_candidate(it.candidate_id, "unmeasured");
       ++result_.unmeasured_this_run;
       continue;
@@ -337,6 +354,29 @@ std::unique_ptr<CampaignEngine::Batch> CampaignEngine::prepare(int generation, s
 void CampaignEngine::absorb(Batch& b) {
   for (auto& it : b.items) {
     EvalReport& r = it.report;
+    const std::string& op_id = it.proposal.operator_id;
+    const bool credited = it.purpose == "candidate" && is_policy_op(op_id);
+    if (credited && (r.verdict == "unmeasured" || r.verdict == "not-run")) policy_.release(op_id);
+    if (credited && r.verdict != "unmeasured" && r.verdict != "not-run") {
+      if (r.verdict != "pass" || !r.fitness) {
+        policy_.credit(op_id, Outcome::Failed);
+      } else {
+        // The paired comparison with the parent, through their fitness bounds.
+        const auto [lo, hi] = fitness_bounds(r);
+        Member child;
+        child.fitness = *r.fitness;
+        child.fitness_low = lo;
+        child.fitness_high = hi;
+        const Member* best = population_.best();
+        auto parent = it.proposal.parent_id ? measured_.find(*it.proposal.parent_id) : measured_.end();
+        if (best && significantly_better(child, *best, 0.01))
+          policy_.credit(op_id, Outcome::NewBest);
+        else if (parent != measured_.end() && significantly_better(child, parent->second, 0.01))
+          policy_.credit(op_id, Outcome::Faster, child.fitness / parent->second.fitness);
+        else
+          policy_.credit(op_id, Outcome::NotFaster);
+      }
+    }
     if (r.verdict == "unmeasured") {
       if (it.purpose == "candidate") db_.settle_candidate(it.candidate_id, "unmeasured");
       ++result_.unmeasured_this_run;
@@ -371,6 +411,7 @@ void CampaignEngine::absorb(Batch& b) {
     m.fitness = *r.fitness;
     m.fitness_low = lo;
     m.fitness_high = hi;
+    measured_[m.candidate_id] = m;
     population_.offer(it.proposal.island, m, it.proposal.parent_id);
   }
 }
@@ -440,6 +481,8 @@ CampaignResult CampaignEngine::run() {
     db_.set_campaign_status(campaign_id_, "stopped");
     return result_;
   }
+  // What earlier campaigns in this database learned about the operators (capped per key).
+  policy_.load(db_);
   if (c.resumed) {
     rebuild_population();
     log_ << "resuming campaign " << campaign_id_ << " from " << db_.path().string() << ": "
@@ -583,6 +626,7 @@ CampaignResult CampaignEngine::run() {
       continue;
     }
     absorb(*b);
+    policy_.save(db_);
     progress(false);
     if (stop_reason == "measurer-failed") break;
   }

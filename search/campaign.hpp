@@ -19,6 +19,7 @@
 #include "evaluator/spec.hpp"
 #include "mutators/pass.hpp"
 #include "search/measurer.hpp"
+#include "search/operator_posterior.hpp"
 #include "search/population.hpp"
 #include "search/proposer.hpp"
 #include "search/trace_db.hpp"
@@ -102,7 +103,10 @@ class CampaignEngine {
 
   std::shared_ptr<const mutators::PassRegistry> passes_;
   Proposer proposer_;
-  UniformPolicy policy_;
+  OperatorPosterior policy_;
+  std::set<std::string> policy_ops_;                  // operators the posterior chooses among
+  std::map<std::int64_t, Member> measured_;           // candidate -> its latest figures (for credit)
+  bool is_policy_op(const std::string& op) const { return policy_ops_.count(op) > 0; }
   Population population_;
   std::map<std::string, std::string> sources_;  // seed name -> template text
   evaluator::BuildResult baseline_;

@@ -107,7 +107,18 @@ ALTER TABLE evaluations ADD COLUMN fitness_low REAL;
 ALTER TABLE evaluations ADD COLUMN fitness_high REAL;
 )sql";
 
-constexpr std::array<std::string_view, 2> kMigrations = {kV1, kV2};
+// v3: the operator posterior (search/operator_posterior.hpp), shared by every campaign of the
+// file: keys "family|arch|operator" with "*" for the wider fallbacks.
+constexpr std::string_view kV3 = R"sql(
+CREATE TABLE operator_stats (
+  key        TEXT PRIMARY KEY,
+  hits       REAL NOT NULL,
+  misses     REAL NOT NULL,
+  updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+)sql";
+
+constexpr std::array<std::string_view, 3> kMigrations = {kV1, kV2, kV3};
 
 }  // namespace
 
