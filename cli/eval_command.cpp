@@ -1,5 +1,7 @@
 #include "cli/eval_command.hpp"
 
+#include "cli/build_command.hpp"
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -24,25 +26,6 @@ using nlohmann::json;
 
 namespace {
 
-// "VEC=8,THREADS=256,LOADER=plain": integers where they parse, strings otherwise.
-bool parse_knobs(const std::string& text, Knobs& knobs, std::string* error) {
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
-    const auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      *error = "--knobs: expected NAME=VALUE, got '" + item + "'";
-      return false;
-    }
-    const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
-    char* end = nullptr;
-    const long long v = std::strtoll(value.c_str(), &end, 0);
-    if (!value.empty() && end && *end == '\0') knobs[name] = static_cast<std::int64_t>(v);
-    else knobs[name] = value;
-  }
-  return true;
-}
 
 std::string fmt(double v, int prec = 4) {
   char b[64];
@@ -108,7 +91,7 @@ int run_eval(const EvalOptions& o, std::ostream& out, std::ostream& err) {
   input.source_path = o.source;
   input.ptx_path = o.ptx;
   std::string kerr;
-  if (!parse_knobs(o.knobs, input.knob_overrides, &kerr)) {
+  if (!parse_knob_list(o.knobs, input.knob_overrides, &kerr)) {
     err << "error: " << kerr << "\n";
     return 1;
   }

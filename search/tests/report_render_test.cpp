@@ -102,8 +102,9 @@ void write_campaign(const std::filesystem::path& path) {
 
 TEST(ReportRenderTest, ChromiumDrawsTheFourPlots) {
   const auto chromium = find_chromium();
-  if (!chromium) GTEST_SKIP() << "Chromium is not installed (no chromium or chromium-browser on PATH); "
-                                 "install the Debian package 'chromium' to run this test";
+  // scripts/setup.sh installs Chromium: its absence is a setup failure, not a reason to skip.
+  ASSERT_TRUE(chromium) << "Chromium is not installed (no chromium or chromium-browser on PATH); "
+                           "run scripts/setup.sh or install the Debian package 'chromium'";
   TempDbPath tmp;
   write_campaign(tmp.db());
   const auto dir = tmp.db().parent_path();

@@ -389,8 +389,8 @@ TEST(ReportDataTest, UsesVersionTwoColumnsWhenPresent) {
   auto& c = db.connection();
   const auto columns = c.query_int(
       "SELECT count(*) FROM pragma_table_info('evaluations') WHERE name IN ('mode', 'fitness_low', 'fitness_high')");
-  if (columns != 3 || c.query_int("SELECT count(*) FROM pragma_table_info('candidates') WHERE name = 'outcome'") != 1)
-    GTEST_SKIP() << "this build's schema has no evaluations.mode / fitness bounds / candidates.outcome";
+  ASSERT_EQ(columns, 3) << "schema v2 adds evaluations.mode and the fitness bounds";
+  ASSERT_EQ(c.query_int("SELECT count(*) FROM pragma_table_info('candidates') WHERE name = 'outcome'"), 1);
   EXPECT_FALSE(load_report(tmp.db()).campaign.replay);
   c.prepare("UPDATE evaluations SET mode = 'replay' WHERE id = ?").bind(1, ids.evaluations[0]).run();
   c.prepare("UPDATE evaluations SET fitness_low = 1.15, fitness_high = 1.25 WHERE id = ?")
