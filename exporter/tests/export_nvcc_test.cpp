@@ -1,0 +1,220 @@
+// The export, verified with the real nvcc (/usr/local/cuda/bin/nvcc): the exported .cu compiles
+// for the spec's arch and its PTX is the candidate's instruction for instruction, for the seed and
+// for genomes with PTX edits; the host launcher's plan equals RmsNormFwdOp::launch_plan; a
+// campaign's winner exports with its provenance from the trace database.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "evaluator/build_cache.hpp"
+#include "evaluator/subprocess.hpp"
+#include "exporter/export_files.hpp"
+#include "kernels/builtin_ops.hpp"
+#include "search/trace_db.hpp"
+
+namespace ptxevo::exporter {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kSpec = std::string(PTXEVO_SOURCE_DIR) + "/kernels/rmsnorm/rmsnorm_fwd.spec";
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("ptxevo_export_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Exports with nvcc verification on; returns what was written.
+ExportOutcome export_verified(ExportRequest r, const std::string& name) {
+  r.out_dir = temp_dir(name).string();
+  r.verify = true;
+  const ResolvedCandidate c = resolve_candidate(r);
+  return write_export(r, c);
+}
+
+TEST(ExportNvcc, SeedCompilesToTheCandidatesPtx) {
+  ASSERT_FALSE(find_nvcc().empty()) << "the export tests need nvcc at $CUDA_HOME or /usr/local/cuda";
+  ExportRequest r;
+  r.spec = kSpec;
+  const ExportOutcome o = export_verified(r, "seed");
+  ASSERT_TRUE(o.check.has_value());
+  EXPECT_TRUE(o.check->comparison.same) << o.check->comparison.difference;
+  EXPECT_TRUE(o.inline_ptx);  // the candidate's own PTX; the template is there under PTXEVO_FROM_TEMPLATE
+  EXPECT_EQ(o.check->comparison.entries, 8u);  // tpr8 ... tpr512 and the cluster entry
+  const std::string cu = read(o.files.at(0));
+  EXPECT_NE(cu.find("#define THREADS 512"), std::string::npos);
+  EXPECT_NE(cu.find("#ifdef PTXEVO_FROM_TEMPLATE"), std::string::npos);
+  EXPECT_NE(cu.find("ptxevo_rmsnorm_fwd_launch("), std::string::npos);
+}
+
+TEST(ExportNvcc, EditedGenomesBecomeInlinePtxWithTheSameInstructions) {
+  ExportRequest r;
+  r.spec = kSpec;
+  r.edits = "store_streaming,l2_evict_hint";
+  ExportOutcome o = export_verified(r, "edited");
+  ASSERT_TRUE(o.check.has_value());
+  EXPECT_TRUE(o.inline_ptx);
+  EXPECT_TRUE(o.check->comparison.same) << o.check->comparison.difference;
+  const std::string cu = read(o.files.at(0));
+  EXPECT_NE(cu.find("st.global.cs"), std::string::npos);  // the edit is in the file
+  EXPECT_NE(cu.find("asm volatile("), std::string::npos);
+
+  // A stage in dynamic shared memory and a smaller CTA: the extern shared array and other entries.
+  r.knobs = "STAGE_KB=64,THREADS=256,TPR=16,CLUSTER=4";
+  r.edits = "l2_evict_hint:priority=evict_first";
+  o = export_verified(r, "edited_stage");
+  ASSERT_TRUE(o.check.has_value());
+  EXPECT_TRUE(o.check->comparison.same) << o.check->comparison.difference;
+  EXPECT_NE(read(o.files.at(0)).find("extern __shared__ __align__(16) unsigned char ptxevo_dynamic_smem[];"),
+            std::string::npos);
+}
+
+TEST(ExportNvcc, UnknownPassesAndKnobsAreRefusedWithTheirNames) {
+  ExportRequest r;
+  r.spec = kSpec;
+  r.edits = "no_such_pass";
+  try {
+    resolve_candidate(r);
+    FAIL();
+  } catch (const ExportError& e) {
+    EXPECT_NE(std::string(e.what()).find("no_such_pass"), std::string::npos) << e.what();
+  }
+  r.edits = "";
+  r.knobs = "NOPE=3";
+  try {
+    resolve_candidate(r);
+    FAIL();
+  } catch (const ExportError& e) {
+    EXPECT_NE(std::string(e.what()).find("NOPE"), std::string::npos) << e.what();
+  }
+}
+
+// The launcher's plan, compiled by nvcc into a host program (PTX only for the device side, so no
+// ptxas run) and printed for many shapes, against RmsNormFwdOp::launch_plan.
+TEST(ExportNvcc, LauncherPlanMatchesTheOpsLaunchPlan) {
+  ExportRequest r;
+  r.spec = kSpec;
+  r.knobs = "STAGE_KB=112,THREADS=256,TPR=16,CLUSTER=8,ITEMS=2";
+  r.verify = false;
+  r.out_dir = temp_dir("plan").string();
+  const ResolvedCandidate c = resolve_candidate(r);
+  const ExportOutcome o = write_export(r, c);
+  const fs::path dir = r.out_dir;
+  const std::vector<std::pair<long long, long long>> shapes = {
+      {1, 1},      {3, 7},      {5, 1000},   {7, 4097},    {64, 4096},    {33, 8192},         {1000, 256},
+      {32768, 256}, {8192, 262144}, {16384, 131072}, {3, 131071}, {129, 12288}, {2, 65536}, {6, 40000},
+      {1LL << 27, 8}, {(1LL << 31) + 5, 64}};
+  std::string main_cu = "#include \"" + fs::path(o.files.at(0)).filename().string() + "\"\n#include <cstdio>\nint main() {\n";
+  main_cu += "  const long long s[][2] = {";
+  for (const auto& [m, n] : shapes) main_cu += "{" + std::to_string(m) + "LL, " + std::to_string(n) + "LL}, ";
+  main_cu += "};\n  for (const auto& x : s) {\n    ptxevo_rmsnorm_fwd_plan_t p;\n    const char* why = 0;\n"
+             "    if (ptxevo_rmsnorm_fwd_plan(x[0], x[1], &p, &why)) { std::printf(\"error %s\\n\", why); continue; }\n"
+             "    std::printf(\"%s %u %u %u %u %u %u\\n\", ptxevo_rmsnorm_fwd_entries[p.entry], p.grid[0], p.grid[1], "
+             "p.block[0], p.shared_bytes, p.cluster[0], p.grid[2]);\n  }\n"
+             "  const char* why = 0;\n  int dummy = 0;\n"
+             "  const int rc = (int)ptxevo_rmsnorm_fwd_launch(&dummy, 0, 0, 0, &dummy, 0, 0, 4, 4, 1e-6f, 0, &why);\n"
+             "  std::printf(\"%d %s\\n\", rc, why);\n"
+             "  return 0;\n}\n";
+  { std::ofstream(dir / "plan_main.cu") << main_cu; }
+  // The template path (PTXEVO_FROM_TEMPLATE) compiles too; the plan is the same host code.
+  const auto build = evaluator::run_process({find_nvcc(), "-DPTXEVO_FROM_TEMPLATE", "-gencode", "arch=compute_90a,code=compute_90a", "-o",
+                                             (dir / "plan_main").string(), (dir / "plan_main.cu").string()});
+  ASSERT_EQ(build.exit_code, 0) << build.output;
+  const auto run = evaluator::run_process({(dir / "plan_main").string()});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+
+  const evaluator::OpRegistry ops = kernels::builtin_ops();
+  const evaluator::Op& op = *ops.find("rmsnorm_fwd");
+  std::string expected;
+  for (const auto& [m, n] : shapes) {
+    try {
+      const auto plan = op.launch_plan({{"M", m}, {"N", n}}, c.spec.config, c.build.knobs);
+      const auto& k = plan.kernels.at(0);
+      expected += k.entry + " " + std::to_string(k.grid.x) + " " + std::to_string(k.grid.y) + " " +
+                  std::to_string(k.block.x) + " " + std::to_string(k.shared_bytes) + " " + std::to_string(k.cluster.x) +
+                  " " + std::to_string(k.grid.z) + "\n";
+    } catch (const std::invalid_argument&) {
+      expected += "error\n";
+    }
+  }
+  // The argument check: a kernel built with a weight refuses w = NULL before touching the GPU.
+  std::string got = run.output.substr(0, run.output.rfind('\n', run.output.size() - 2) + 1);
+  for (auto at = got.find("error "); at != std::string::npos; at = got.find("error ", at + 5))
+    got.erase(at + 5, got.find('\n', at) - at - 5);  // keep the word, drop the message
+  EXPECT_EQ(got, expected);
+  EXPECT_NE(run.output.find("built with a weight; pass w"), std::string::npos) << run.output;
+}
+
+// A campaign in a trace database: the seed and an edited child that passed the gate. The winner
+// exports with its lineage, gate evidence, times and environment in the header.
+TEST(ExportNvcc, CampaignWinnerCarriesItsProvenance) {
+  const fs::path dir = temp_dir("db");
+  const fs::path db_path = dir / "t.ptxevo.db";
+  {
+    auto db = search::TraceDb::open(db_path);
+    std::ifstream in(kSpec);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    const auto camp = db.open_campaign({kSpec, evaluator::sha256_hex(ss.str()), "rmsnorm_fwd", "sm_90a", "{}"});
+    search::Genome seed;
+    seed.seed = "rmsnorm_fwd_seed";
+    search::Genome child = seed;
+    child.edits.push_back({"store_streaming", {}});
+    const auto a = db.record_candidate(camp.id, {seed.hash(), seed.canonical(), std::nullopt, "seed", 0, 0});
+    const auto b = db.record_candidate(camp.id, {child.hash(), child.canonical(), a.id, "store_streaming", 1, 0});
+    const auto env = db.record_environment({"NVIDIA H200", "580.65", "13.0", "{\"nvrtc\":\"13.0\"}", "{}"});
+    for (auto [id, fitness] : {std::pair{a.id, 1.0}, std::pair{b.id, 1.07}}) {
+      evaluator::EvalReport rep;
+      rep.verdict = "pass";
+      rep.fitness = fitness;
+      evaluator::ShapeReport s;
+      s.shape = {{"M", 32768}, {"N", 4096}};
+      s.cls = evaluator::ShapeClass::Benchmark;
+      s.rel_l2 = {{"out", 1.7e-3}};
+      s.max_abs = {{"out", 3.9e-3}};
+      s.candidate_ms = evaluator::SampleStats{30, 0.1 / fitness, 0.099 / fitness, 0.101 / fitness, 0.1, 0.09, 0.11};
+      s.baseline_ms = evaluator::SampleStats{30, 0.1, 0.099, 0.101, 0.1, 0.09, 0.11};
+      s.speedup = evaluator::PairedRatio{30, fitness, fitness - 0.01, fitness + 0.01};
+      rep.shapes.push_back(s);
+      db.record_evaluation(id, env, rep);
+    }
+  }
+  ExportRequest r;
+  r.db = db_path.string();
+  r.format = "torch";
+  r.verify = false;  // the same genome as EditedGenomesBecomeInlinePtx...; here the provenance counts
+  r.out_dir = (dir / "out").string();
+  const ResolvedCandidate c = resolve_candidate(r);
+  ASSERT_EQ(c.genome.edits.size(), 1u);
+  const ExportOutcome o = write_export(r, c);
+  ASSERT_EQ(o.files.size(), 4u);  // .cu, binding, Python module, export.json
+  const std::string cu = read(o.files.at(0));
+  EXPECT_NE(cu.find("Lineage (candidate first, operator that made it): #2 store_streaming <- #1 seed"), std::string::npos)
+      << cu.substr(0, 3000);
+  EXPECT_NE(cu.find("NVIDIA H200, driver 580.65"), std::string::npos);
+  EXPECT_NE(cu.find("fitness (geomean speedup over the baseline) 1.07"), std::string::npos);
+  EXPECT_NE(cu.find("M=32768,N=4096"), std::string::npos);
+  const std::string py = read(o.files.at(2));
+  for (const char* name : {"def rmsnorm_fwd(", "def rmsnorm_bwd(", "def rmsnorm(", "torch.utils.cpp_extension"})
+    EXPECT_NE(py.find(name), std::string::npos) << name;
+  EXPECT_NE(read(o.files.at(1)).find("getCurrentCUDAStream"), std::string::npos);
+
+  r.campaign = 99;
+  EXPECT_THROW(resolve_candidate(r), ExportError);
+  r.campaign.reset();
+  r.candidate = 12345;
+  EXPECT_THROW(resolve_candidate(r), ExportError);
+}
+
+}  // namespace
+}  // namespace ptxevo::exporter

@@ -1,0 +1,25 @@
+// A candidate as a PyTorch extension: the exported .cu (cuda_export.hpp), a C++ binding that
+// validates its inputs against the options the kernel was built for and launches on the current
+// stream, and a Python module with QuACK's names (rmsnorm_fwd, rmsnorm_bwd, rmsnorm) that builds
+// the extension with torch.utils.cpp_extension.load on first use. Only rmsnorm_fwd so far: the
+// backward of that module is PyTorch eager (fp32 math), since the campaign evolved the forward.
+#pragma once
+
+#include <string>
+
+#include "evaluator/op.hpp"
+#include "evaluator/spec.hpp"
+
+namespace ptxevo::exporter {
+
+struct TorchFiles {
+  std::string binding_name, binding;  // "ptxevo_<op>_binding.cpp"
+  std::string module_name, module;    // "ptxevo_<op>.py"
+};
+
+// `cu_name` is the exported .cu beside them; `tag` makes the extension's name unique per export
+// (torch caches builds by name). Throws ExportError for an op without a torch binding.
+TorchFiles torch_export(const evaluator::Spec& spec, const std::string& cu_name, const std::string& tag,
+                        const std::string& launcher_prototype, const std::string& description);
+
+}  // namespace ptxevo::exporter
