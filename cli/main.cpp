@@ -6,6 +6,7 @@
 #include "cli/build_command.hpp"
 #include "cli/campaign_command.hpp"
 #include "cli/eval_command.hpp"
+#include "cli/export_command.hpp"
 #include "cli/ir_commands.hpp"
 #include "cli/mutate_command.hpp"
 #include "cli/report_command.hpp"
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
   rexport->add_option("--campaign", rx.campaign, "Campaign id (default: the latest GPU campaign of SPEC)");
   rexport->add_option("--arch", rx.arch, "Target (default: the spec's)");
   app.set_version_flag("--version", "ptxevo 0.1.0");
+  ptxevo::cli::register_export_command(app);
 
   auto* ir = app.add_subcommand("ir", "Read PTX into the IR: print it canonically or show its analyses");
   ir->require_subcommand(1);
