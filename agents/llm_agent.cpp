@@ -81,9 +81,10 @@ LlmAgent::Sent LlmAgent::send(const ChatRequest& request_in, Role role, int turn
     }
     if (result.ok() || rec.status == "truncated") rec.http_status = 200;
   }
-  // Sent but failed: the server may still have billed it, so the worst case stays charged
-  // unless the request never left (circuit open).
-  if (rec.status == "circuit-open") {
+  // An error response (4xx/5xx) is not billed, and an open circuit sent nothing. A call with no
+  // response at all (timeout, reset) may have been billed: its worst case stays charged.
+  const bool unbilled = rec.status == "circuit-open" || (rec.status == "error" && rec.http_status != 0);
+  if (unbilled) {
     budget_.settle(reserved, std::int64_t{0}, std::int64_t{0});
     rec.input_tokens = 0;
     rec.output_tokens = 0;
@@ -143,7 +144,7 @@ void LlmAgent::converse(ChatRequest request, Role role, int fix_turns, const Pro
       attempt.conversation = Conversation{std::move(request), fix_turns};
       return;
     }
-    attempt.rejections.push_back(*rejection);
+    attempt.rejections.push_back({*rejection, std::string(to_string(role)), attempt.call_ids.back()});
     attempt.rejection = rejection;
     if (log_) log_("llm " + std::string(to_string(role)) + ": rejected " + rejection->code + ": " + rejection->detail);
     if (sent.handed_back) {
@@ -166,7 +167,7 @@ AgentAttempt LlmAgent::propose(const PromptContext& context, std::string_view fo
     Sent sent = send(planner_request(context, options_.planner_max_tokens), Role::Planner, 0, attempt.call_ids);
     if (sent.handed_back) {
       attempt.rejection = sent.error;
-      attempt.rejections.push_back(*sent.error);
+      attempt.rejections.push_back({*sent.error, "planner", attempt.call_ids.back()});
       attempt.handed_back = true;
       return attempt;
     }
@@ -175,10 +176,11 @@ AgentAttempt LlmAgent::propose(const PromptContext& context, std::string_view fo
       if (auto* p = std::get_if<Plan>(&plan)) {
         attempt.strategy = p->strategy + (p->hypothesis.empty() ? "" : " (expected: " + p->hypothesis + ")");
       } else {
-        attempt.rejections.push_back(std::get<ReplyError>(plan));  // recorded; the focus line stands in
+        // Recorded; the focus line stands in for the plan.
+        attempt.rejections.push_back({std::get<ReplyError>(plan), "planner", attempt.call_ids.back()});
       }
     } else if (sent.error) {
-      attempt.rejections.push_back(*sent.error);
+      attempt.rejections.push_back({*sent.error, "planner", attempt.call_ids.back()});
     }
   }
   converse(coder_request(context, attempt.strategy, options_.max_tokens), Role::Coder, 0, context, attempt);

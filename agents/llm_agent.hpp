@@ -61,10 +61,17 @@ struct Conversation {
   int fix_turns = 0;
 };
 
+// One rejected answer (or call), tied to the call that produced it.
+struct Rejection {
+  ReplyError error;
+  std::string role;
+  std::optional<std::int64_t> call_id;
+};
+
 struct AgentAttempt {
   std::optional<ParsedReply> reply;     // accepted by the envelope parser and the lexical screen
   std::optional<ReplyError> rejection;  // the last rejection when no reply was accepted
-  std::vector<ReplyError> rejections;   // every rejection on the way (fixed ones included)
+  std::vector<Rejection> rejections;    // every rejection on the way (fixed ones included)
   std::optional<Conversation> conversation;
   std::vector<std::int64_t> call_ids;
   std::string strategy;        // the planner's (or the focus line)

@@ -14,7 +14,9 @@
 #include "evaluator/build_cache.hpp"
 #include "evaluator/evaluation.hpp"
 #include "evaluator/ir_checks.hpp"
+#include "search/entry_abi_check.hpp"
 #include "search/genome_build.hpp"
+#include "search/llm_evidence.hpp"
 
 namespace ptxevo::search {
 
@@ -120,8 +122,16 @@ evaluator::BuildRequest CampaignEngine::build_request(const Genome& g) const {
   r.defines = op_.template_defines(spec_.config);
   r.knobs = g.knobs;
   r.arch = opt_.arch;
+  // Agent-written source goes to NVRTC with the engine's options only: nothing that admits
+  // host code (-default-device) and nothing taken from a reply.
+  if (!g.source.empty()) r.nvrtc_options.clear();
   if (!g.edits.empty()) r.ptx_pass = edit_pass(g.edits, passes_);
   return r;
+}
+
+std::string CampaignEngine::instruction_mix_of(const Genome& g) const {
+  const auto b = builder_.build(build_request(g));
+  return b.ok && b.module ? instruction_mix(*b.module) : std::string();
 }
 
 evaluator::EvalRequest CampaignEngine::common_request(std::uint64_t input_seed) const {
@@ -199,10 +209,30 @@ std::vector<Proposal> CampaignEngine::propose(int generation, std::mt19937_64& r
     if (mate == parent) mate = population_.select((island + 1) % islands, rng);
     const bool has_mate = mate && mate != parent && mate->genome.seed == parent->genome.seed;
     // A few tries: an operator may find no legal move for this parent.
+    bool llm_tried = false;  // one LLM attempt per slot; after that the rule agents fill it
     for (int attempt = 0; attempt < 6; ++attempt) {
-      const auto ops = proposer_.applicable(parent->genome, has_mate);
-      const std::string op = policy_.choose(ops, rng);
+      auto ops = proposer_.applicable(parent->genome, has_mate);
+      const bool llm_open = llm_ && !llm_tried && llm_->available();
+      if (llm_open) ops.push_back(LlmProposer::kOperator);
+      std::string op;
+      if (llm_open && std::uniform_real_distribution<double>(0, 1)(rng) < llm_->share()) {
+        op = LlmProposer::kOperator;  // the configured minimum share, outside the posterior's draw
+      } else {
+        op = policy_.choose(ops, rng);
+      }
       if (op.empty()) break;
+      if (op == LlmProposer::kOperator) {
+        llm_tried = true;
+        auto r = llm_->propose(*parent, island);
+        if (!r.proposal) {
+          // Down or out of budget is not the operator's fault; a rejected answer is a miss.
+          if (r.handed_back) policy_.release(op);
+          else policy_.credit(op, Outcome::Failed);
+          continue;
+        }
+        out.push_back(std::move(*r.proposal));
+        break;
+      }
       std::string detail;
       auto child = proposer_.apply(op, parent->genome, has_mate ? &mate->genome : nullptr, rng, &detail);
       if (!child || *child == parent->genome) {
@@ -280,7 +310,10 @@ std::unique_ptr<CampaignEngine::Batch> CampaignEngine::prepare(int generation, s
           why.push_back(std::string("launch-plan: ") + e.what());
           break;
         }
-        for (const auto& v : evaluator::check_ir(*b.module, plan)) {
+        auto violations = evaluator::check_ir(*b.module, plan);
+        if (!it.proposal.genome.source.empty())
+          for (auto& v : check_entry_params(*b.module, plan)) violations.push_back(std::move(v));
+        for (const auto& v : violations) {
           const std::string r = v.rule + ": " + v.message;
           if (std::find(why.begin(), why.end(), r) == why.end()) why.push_back(r);
         }
@@ -298,6 +331,7 @@ std::unique_ptr<CampaignEngine::Batch> CampaignEngine::prepare(int generation, s
       if (rec.stage == "pass" && rec.log.rfind("pass-refused", 0) == 0) policy_.release(op_id);
       else policy_.credit(op_id, Outcome::Failed);
     }
+    if (!rec.ok && is_llm(it.proposal)) llm_->failed(it.proposal.genome, it.candidate_id, rec.stage, rec.log);
     if (!rec.ok) {
       ++result_.failures_this_run;
       const std::string code = rec.stage == "screen" ? evaluator::reason_code(rec.log) : "build-" + rec.stage;
@@ -393,6 +427,15 @@ void CampaignEngine::absorb(Batch& b) {
     }
     db_.record_evaluation(it.candidate_id, env_id_, r, meta);
     if (it.purpose == "candidate") ++result_.evaluations_this_run;
+    if (it.purpose == "candidate" && is_llm(it.proposal)) {
+      if (r.verdict == "pass" && r.fitness) {
+        llm_->measured(it.proposal.genome);
+      } else {
+        std::string reasons;
+        for (const auto& x : r.reasons) reasons += (reasons.empty() ? "" : "; ") + x;
+        llm_->failed(it.proposal.genome, it.candidate_id, "gate", r.verdict + (reasons.empty() ? "" : ": " + reasons));
+      }
+    }
     if (r.verdict != "pass" || !r.fitness) {
       if (it.purpose == "candidate") {
         ++result_.failures_this_run;
@@ -434,7 +477,14 @@ void CampaignEngine::progress(bool force) {
                      : "none yet",
                 busy_text.c_str(), static_cast<long long>(result_.failures_this_run),
                 static_cast<long long>(result_.unmeasured_this_run), left.c_str());
-  log_ << line << std::endl;
+  log_ << line;
+  if (llm_) {
+    const LlmSpend s = db_.llm_spend(campaign_id_);
+    log_ << "; LLM " << s.calls << " calls, " << s.input_tokens << "+" << s.output_tokens << " tokens, $" << s.usd
+         << (s.unpriced_calls > 0 ? " + " + std::to_string(s.unpriced_calls) + " unpriced calls" : std::string())
+         << (llm_->available() ? "" : " (endpoint down: rule agents only)");
+  }
+  log_ << std::endl;
 }
 
 CampaignResult CampaignEngine::run() {
@@ -483,6 +533,13 @@ CampaignResult CampaignEngine::run() {
   }
   // What earlier campaigns in this database learned about the operators (capped per key).
   policy_.load(db_);
+  if (llm_agents_) {
+    llm_ = std::make_unique<LlmProposer>(
+        *llm_agents_, db_, campaign_id_, spec_, op_, opt_.arch,
+        [this](const Genome& g) { return build_request(g).source; },
+        [this](const Genome& g) { return instruction_mix_of(g); }, log_);
+    policy_ops_.insert(LlmProposer::kOperator);
+  }
   if (c.resumed) {
     rebuild_population();
     log_ << "resuming campaign " << campaign_id_ << " from " << db_.path().string() << ": "

@@ -18,6 +18,7 @@
 #include "evaluator/builder.hpp"
 #include "evaluator/spec.hpp"
 #include "mutators/pass.hpp"
+#include "search/llm_proposer.hpp"
 #include "search/measurer.hpp"
 #include "search/operator_posterior.hpp"
 #include "search/population.hpp"
@@ -73,6 +74,9 @@ class CampaignEngine {
   CampaignEngine(const evaluator::Spec& spec, const evaluator::Op& op, const evaluator::Builder& builder, TraceDb& db,
                  std::vector<Measurer*> measurers, CampaignOptions opt, std::ostream& log, const std::atomic<bool>& stop);
 
+  // Turns the LLM agents on as the operator "llm" beside the rule agents (before run()).
+  void use_llm(LlmAgents agents) { llm_agents_ = agents; }
+
   CampaignResult run();
 
  private:
@@ -117,6 +121,10 @@ class CampaignEngine {
   CampaignResult result_;
   std::map<std::string, int> failure_codes_;
   double started_ = 0, last_progress_ = 0;
+  std::optional<LlmAgents> llm_agents_;
+  std::unique_ptr<LlmProposer> llm_;
+  bool is_llm(const Proposal& p) const { return llm_ && p.operator_id == LlmProposer::kOperator; }
+  std::string instruction_mix_of(const Genome& g) const;
 };
 
 // "sm_90" -> "sm_90a", "sm_100" -> "sm_100a"; sm_90a and sm_100a as given; "" for others.

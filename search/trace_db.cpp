@@ -401,4 +401,37 @@ bool TraceDb::integrity_ok() {
   return s.step() && s.column_text(0) == "ok" && !s.step();
 }
 
+std::int64_t TraceDb::record_llm_call(std::int64_t campaign_id, const LlmCallRow& c) {
+  auto s = db_.prepare(
+      "INSERT INTO llm_calls (campaign_id, role, turn, model, endpoint, status, error, stop_reason, http_status, "
+      "request_bytes, reserved_input_tokens, reserved_output_tokens, input_tokens, output_tokens, cost_usd, latency_ms) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  s.bind(1, campaign_id).bind(2, c.role).bind(3, c.turn).bind(4, c.model).bind(5, c.endpoint).bind(6, c.status);
+  s.bind(7, c.error).bind(8, c.stop_reason).bind(9, c.http_status).bind(10, c.request_bytes);
+  s.bind(11, c.reserved_input_tokens).bind(12, c.reserved_output_tokens).bind(13, c.input_tokens);
+  s.bind(14, c.output_tokens).bind(15, c.cost_usd).bind(16, c.latency_ms);
+  s.run();
+  return db_.last_insert_rowid();
+}
+
+std::int64_t TraceDb::record_agent_rejection(std::int64_t campaign_id, const AgentRejection& r) {
+  auto s = db_.prepare(
+      "INSERT INTO agent_rejections (campaign_id, parent_id, candidate_id, call_id, role, stage, code, reason) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+  s.bind(1, campaign_id).bind(2, r.parent_id).bind(3, r.candidate_id).bind(4, r.call_id).bind(5, r.role);
+  s.bind(6, r.stage).bind(7, r.code).bind(8, r.reason);
+  s.run();
+  return db_.last_insert_rowid();
+}
+
+LlmSpend TraceDb::llm_spend(std::int64_t campaign_id) {
+  auto s = db_.prepare(
+      "SELECT count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), coalesce(sum(cost_usd), 0), "
+      "coalesce(sum(cost_usd IS NULL), 0) FROM llm_calls WHERE campaign_id = ? "
+      "AND status NOT IN ('budget-refused', 'circuit-open')");
+  s.bind(1, campaign_id);
+  s.step();
+  return LlmSpend{s.column_int(0), s.column_int(1), s.column_int(2), s.column_double(3), s.column_int(4)};
+}
+
 }  // namespace ptxevo::search

@@ -106,6 +106,44 @@ struct RankedCandidate {
   double fitness = 0;
 };
 
+// One LLM chat call (schema v4); see agents::CallRecord.
+struct LlmCallRow {
+  std::string role;
+  int turn = 0;
+  std::string model;
+  std::string endpoint;
+  std::string status;
+  std::string error;
+  std::string stop_reason;
+  int http_status = 0;
+  std::int64_t request_bytes = 0;
+  std::int64_t reserved_input_tokens = 0;
+  std::int64_t reserved_output_tokens = 0;
+  std::optional<std::int64_t> input_tokens, output_tokens;
+  std::optional<double> cost_usd;
+  std::int64_t latency_ms = 0;
+};
+
+// An LLM answer that did not become a measured candidate, and why (schema v4).
+struct AgentRejection {
+  std::optional<std::int64_t> parent_id;
+  std::optional<std::int64_t> candidate_id;  // set when a built candidate failed
+  std::optional<std::int64_t> call_id;       // the call whose answer was rejected
+  std::string role;
+  std::string stage;  // "reply", "screen", "endpoint", "budget", "build", "gate"
+  std::string code;
+  std::string reason;
+};
+
+// What a campaign's LLM calls spent, summed over llm_calls.
+struct LlmSpend {
+  std::int64_t calls = 0;
+  std::int64_t input_tokens = 0;
+  std::int64_t output_tokens = 0;
+  double usd = 0;
+  std::int64_t unpriced_calls = 0;
+};
+
 class TraceDb {
  public:
   // The schema version this build writes; migrations bring older files up to it.
@@ -153,6 +191,12 @@ class TraceDb {
   // Proposed or built but not measured: what a resumed campaign must build and measure again.
   std::vector<CandidateRow> pending_candidates(std::int64_t campaign_id);
   std::optional<CandidateRow> candidate(std::int64_t candidate_id);
+
+  // The LLM agents' record (schema v4).
+  std::int64_t record_llm_call(std::int64_t campaign_id, const LlmCallRow& call);
+  std::int64_t record_agent_rejection(std::int64_t campaign_id, const AgentRejection& rejection);
+  // Calls that reached the endpoint (sent, whatever came back): what the budget counts.
+  LlmSpend llm_spend(std::int64_t campaign_id);
 
   // PRAGMA integrity_check returned "ok".
   bool integrity_ok();

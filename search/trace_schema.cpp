@@ -118,7 +118,50 @@ CREATE TABLE operator_stats (
 );
 )sql";
 
-constexpr std::array<std::string_view, 3> kMigrations = {kV1, kV2, kV3};
+// v4: the LLM agents (agents/, docs/agents.md). llm_calls: one row per logical chat call with
+// its tokens and cost (NULL cost: unpriced, never silently $0), so a resumed campaign restores
+// its budget by summing them; the endpoint is stored as its base URL, never with headers or
+// keys. agent_rejections: every LLM answer that did not become a measured candidate, with a
+// stable code and the reason (reply envelope, lexical screen, budget, endpoint, or the build,
+// IR checks and gate of the candidate it became).
+constexpr std::string_view kV4 = R"sql(
+CREATE TABLE llm_calls (
+  id                     INTEGER PRIMARY KEY,
+  campaign_id            INTEGER NOT NULL REFERENCES campaigns(id) ON DELETE CASCADE,
+  role                   TEXT NOT NULL,
+  turn                   INTEGER NOT NULL,
+  model                  TEXT NOT NULL,
+  endpoint               TEXT NOT NULL,
+  status                 TEXT NOT NULL,
+  error                  TEXT,
+  stop_reason            TEXT,
+  http_status            INTEGER,
+  request_bytes          INTEGER NOT NULL,
+  reserved_input_tokens  INTEGER NOT NULL,
+  reserved_output_tokens INTEGER NOT NULL,
+  input_tokens           INTEGER,
+  output_tokens          INTEGER,
+  cost_usd               REAL,
+  latency_ms             INTEGER NOT NULL,
+  created_at             TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE INDEX llm_calls_by_campaign ON llm_calls (campaign_id);
+CREATE TABLE agent_rejections (
+  id           INTEGER PRIMARY KEY,
+  campaign_id  INTEGER NOT NULL REFERENCES campaigns(id) ON DELETE CASCADE,
+  parent_id    INTEGER REFERENCES candidates(id),
+  candidate_id INTEGER REFERENCES candidates(id),
+  call_id      INTEGER REFERENCES llm_calls(id),
+  role         TEXT NOT NULL,
+  stage        TEXT NOT NULL,
+  code         TEXT NOT NULL,
+  reason       TEXT NOT NULL,
+  created_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE INDEX agent_rejections_by_campaign ON agent_rejections (campaign_id);
+)sql";
+
+constexpr std::array<std::string_view, 4> kMigrations = {kV1, kV2, kV3, kV4};
 
 }  // namespace
 

@@ -101,7 +101,7 @@ TEST_F(AgentTest, MalformedReplyGoesToTheFixer) {
   EXPECT_EQ(a.reply->kind, PatchKind::Edits);
   EXPECT_NE(a.reply->source.find("x[i] + x[i]"), std::string::npos);
   ASSERT_EQ(a.rejections.size(), 1U);
-  EXPECT_EQ(a.rejections[0].code, "E_NO_ENVELOPE");
+  EXPECT_EQ(a.rejections[0].error.code, "E_NO_ENVELOPE");
   ASSERT_EQ(recorder.calls.size(), 2U);
   EXPECT_EQ(recorder.calls[1].role, "fixer");
   EXPECT_EQ(recorder.calls[1].turn, 1);
@@ -117,11 +117,11 @@ TEST_F(AgentTest, HostileRepliesAreRejectedAfterTwoFixerTurns) {
   const AgentAttempt a = agent->propose(context(), "focus");
   EXPECT_FALSE(a.reply);
   ASSERT_EQ(a.rejections.size(), 3U);
-  for (const auto& r : a.rejections) EXPECT_EQ(r.code, "E_SCREEN");
-  EXPECT_NE(a.rejections[0].detail.find("host-function"), std::string::npos) << a.rejections[0].detail;
-  EXPECT_NE(a.rejections[0].detail.find("include"), std::string::npos);
-  EXPECT_NE(a.rejections[1].detail.find("clock-read"), std::string::npos);
-  EXPECT_NE(a.rejections[2].detail.find("persistent-global"), std::string::npos);
+  for (const auto& r : a.rejections) EXPECT_EQ(r.error.code, "E_SCREEN");
+  EXPECT_NE(a.rejections[0].error.detail.find("host-function"), std::string::npos) << a.rejections[0].error.detail;
+  EXPECT_NE(a.rejections[0].error.detail.find("include"), std::string::npos);
+  EXPECT_NE(a.rejections[1].error.detail.find("clock-read"), std::string::npos);
+  EXPECT_NE(a.rejections[2].error.detail.find("persistent-global"), std::string::npos);
   EXPECT_EQ(recorder.calls.size(), 3U);  // coder + at most two fixer turns
   EXPECT_FALSE(a.handed_back);
 }

@@ -1,0 +1,196 @@
+#include "search/llm_evidence.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "evaluator/eval_types.hpp"
+
+namespace ptxevo::search {
+
+using nlohmann::json;
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string clip_text(const std::string& s, std::size_t n) { return s.size() <= n ? s : s.substr(0, n) + " ..."; }
+
+// The launch contract of every seed entry at the parent's knobs on the first benchmark shape.
+std::string abi_text(const evaluator::Spec& spec, const evaluator::Op& op, const Genome& parent) {
+  std::string out;
+  if (spec.benchmark_shapes.empty()) return out;
+  const auto& shape = spec.benchmark_shapes.front();
+  try {
+    const auto plan = op.launch_plan(shape, spec.config, parent.knobs);
+    for (const auto& l : plan.kernels) {
+      out += "- entry " + l.entry + " (extern \"C\" __global__), launched by the engine for " +
+             evaluator::shape_to_string(shape) + " with grid (" + std::to_string(l.grid.x) + "," +
+             std::to_string(l.grid.y) + "," + std::to_string(l.grid.z) + ") block (" + std::to_string(l.block.x) + "," +
+             std::to_string(l.block.y) + "," + std::to_string(l.block.z) + "), " + std::to_string(l.shared_bytes) +
+             " B dynamic shared memory, " + std::to_string(l.args.size()) + " arguments in this order:";
+      for (const auto& a : l.args) {
+        if (const auto* t = std::get_if<evaluator::ArgTensor>(&a)) out += " " + t->name + " (pointer)";
+        else if (std::holds_alternative<std::int32_t>(a)) out += " int32";
+        else if (std::holds_alternative<std::int64_t>(a)) out += " int64";
+        else if (std::holds_alternative<float>(a)) out += " float";
+        else if (std::holds_alternative<double>(a)) out += " double";
+        else out += " CUtensorMap";
+      }
+      out += "\n";
+    }
+  } catch (const std::exception& e) {
+    out += std::string("n/a (") + e.what() + ")\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string knob_text(const evaluator::KnobValue& v) {
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return std::to_string(*i);
+  return std::get<std::string>(v);
+}
+
+agents::KnobDomains knob_domains(const evaluator::SeedTemplate& seed) {
+  agents::KnobDomains d;
+  for (const auto& k : seed.knobs)
+    for (const auto& v : k.values) d[k.name].push_back(knob_text(v));
+  return d;
+}
+
+std::string instruction_mix(const ir::Module& m, std::size_t max_entries) {
+  std::map<std::string, int> counts;
+  for (const ir::Function* f : m.functions())
+    for (const auto& st : f->body)
+      if (const auto* i = std::get_if<ir::Instruction>(&st.node)) {
+        std::string key = i->opcode;
+        if (!i->modifiers.empty() && (i->opcode == "ld" || i->opcode == "st" || i->opcode == "cp" || i->opcode == "atom"))
+          key += i->modifiers.front();
+        ++counts[key];
+      }
+  std::vector<std::pair<std::string, int>> sorted(counts.begin(), counts.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string out;
+  for (std::size_t i = 0; i < sorted.size() && i < max_entries; ++i)
+    out += (out.empty() ? "" : ", ") + sorted[i].first + " " + std::to_string(sorted[i].second);
+  return out;
+}
+
+agents::PromptContext gather_evidence(TraceDb& db, const evaluator::Spec& spec, const evaluator::Op& op,
+                                      const EvidenceInput& in) {
+  agents::PromptContext c;
+  c.arch = in.arch;
+  c.op = spec.op;
+  c.spec_text = read_file(spec.path);
+  const Member& parent = *in.parent;
+  c.abi = abi_text(spec, op, parent.genome);
+  c.parent_label = "candidate " + std::to_string(parent.candidate_id) + (parent.genome.source.empty() ? " (seed template " + parent.genome.seed + ")" : " (agent-written source)");
+  c.parent_source = in.parent_source;
+  for (const auto& [k, v] : parent.genome.knobs) c.parent_knobs[k] = knob_text(v);
+  for (const auto& s : spec.seeds)
+    if (s.name == parent.genome.seed && parent.genome.source.empty()) c.knob_domains = knob_domains(s);
+  c.parent_fitness = parent.fitness;
+  c.instruction_mix = in.instruction_mix;
+
+  auto& conn = db.connection();
+  {
+    auto s = conn.prepare("SELECT report_json FROM evaluations WHERE candidate_id = ? AND verdict = 'pass' ORDER BY id DESC LIMIT 1");
+    s.bind(1, parent.candidate_id);
+    if (s.step()) {
+      try {
+        const auto report = evaluator::report_from_json(json::parse(s.column_text(0)));
+        for (const auto& sh : report.shapes) {
+          if (sh.cls != evaluator::ShapeClass::Benchmark) continue;
+          agents::ShapeFigure f;
+          f.shape = evaluator::shape_to_string(sh.shape);
+          if (sh.speedup) f.speedup = sh.speedup->ratio;
+          if (sh.candidate_ms) {
+            f.candidate_ms = sh.candidate_ms->median;
+            f.fraction_of_floor = sh.fraction_of_floor;
+          }
+          c.shapes.push_back(f);
+        }
+      } catch (const std::exception&) {
+        // An unreadable report leaves the section at n/a rather than failing the proposal.
+      }
+    }
+  }
+  {
+    auto s = conn.prepare("SELECT resources_json FROM candidates WHERE id = ?");
+    s.bind(1, parent.candidate_id);
+    if (s.step()) {
+      const auto res = json::parse(s.column_text(0), nullptr, false);
+      if (res.is_array())
+        for (const auto& f : res)
+          c.resources.push_back({f.value("function", std::string()), f.value("registers", std::int64_t{0}),
+                                 f.value("spill_stores", std::int64_t{0}), f.value("spill_loads", std::int64_t{0}),
+                                 f.value("shared_bytes", std::int64_t{0})});
+    }
+  }
+  {
+    // Recent build and screen failures, then gate failures.
+    auto s = conn.prepare(
+        "SELECT operator, build_stage, build_log FROM candidates WHERE campaign_id = ? AND build_ok = 0 ORDER BY id DESC LIMIT 3");
+    s.bind(1, in.campaign_id);
+    while (s.step()) c.failures.push_back(s.column_text(0) + " child, " + s.column_text(1) + " failed:\n" + clip_text(s.column_text(2), 800));
+    auto g = conn.prepare(
+        "SELECT c.operator, e.reasons_json FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
+        "WHERE c.campaign_id = ? AND e.verdict != 'pass' ORDER BY e.id DESC LIMIT 2");
+    g.bind(1, in.campaign_id);
+    while (g.step()) c.failures.push_back(g.column_text(0) + " child failed the gate: " + clip_text(g.column_text(1), 600));
+  }
+  {
+    auto s = conn.prepare(
+        "SELECT c.id, c.operator, c.genome_json, c.state, c.build_stage, c.outcome, "
+        "(SELECT fitness FROM evaluations e WHERE e.candidate_id = c.id ORDER BY e.id DESC LIMIT 1) "
+        "FROM candidates c WHERE c.campaign_id = ? ORDER BY c.id DESC LIMIT 6");
+    s.bind(1, in.campaign_id);
+    while (s.step()) {
+      std::string what = "candidate " + std::to_string(s.column_int(0)) + " by " + s.column_text(1);
+      try {
+        what += " (" + genome_from_json(json::parse(s.column_text(2))).describe() + ")";
+      } catch (const std::exception&) {
+      }
+      std::string outcome = s.column_text(3);
+      if (outcome == "failed") outcome = "failed at " + s.column_text(4);
+      if (!s.column_text(5).empty()) outcome += " (" + s.column_text(5) + ")";
+      if (auto fit = s.column_opt_double(6)) {
+        char buf[48];
+        std::snprintf(buf, sizeof buf, ", fitness %.3f", *fit);
+        outcome += buf;
+      }
+      c.attempts.push_back({what, outcome});
+    }
+  }
+  {
+    // Lessons: how each operator's children fared in this campaign.
+    auto s = conn.prepare(
+        "SELECT c.operator, count(*), sum(c.build_ok = 0), "
+        "sum(EXISTS (SELECT 1 FROM evaluations e WHERE e.candidate_id = c.id AND e.verdict = 'pass')), "
+        "max((SELECT max(fitness) FROM evaluations e WHERE e.candidate_id = c.id)) "
+        "FROM candidates c WHERE c.campaign_id = ? AND c.operator NOT IN ('seed', 'random') "
+        "GROUP BY c.operator ORDER BY count(*) DESC LIMIT 8");
+    s.bind(1, in.campaign_id);
+    while (s.step()) {
+      std::string line = s.column_text(0) + ": " + std::to_string(s.column_int(1)) + " children, " +
+                         std::to_string(s.column_int(2)) + " failed to build, " + std::to_string(s.column_int(3)) +
+                         " passed the gate";
+      if (auto best = s.column_opt_double(4)) {
+        char buf[48];
+        std::snprintf(buf, sizeof buf, ", best fitness %.3f", *best);
+        line += buf;
+      }
+      c.lessons.push_back(line);
+    }
+  }
+  return c;
+}
+
+}  // namespace ptxevo::search

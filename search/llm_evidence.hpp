@@ -1,0 +1,37 @@
+// What the LLM agents are shown, gathered from the trace database and the spec: the spec and
+// the ABI the engine owns, the parent's source and knobs, its measured per-shape speedups and
+// fraction of the roofline floor, its PTX resources and instruction mix, the campaign's recent
+// build and gate failures, recent attempts with their outcomes, and lessons (which operators
+// paid off on this op). Read-only; the result is plain data (agents::PromptContext).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "agents/prompt_context.hpp"
+#include "evaluator/spec.hpp"
+#include "ir/module.hpp"
+#include "search/population.hpp"
+#include "search/trace_db.hpp"
+
+namespace ptxevo::search {
+
+struct EvidenceInput {
+  std::int64_t campaign_id = 0;
+  std::string arch;
+  const Member* parent = nullptr;
+  std::string parent_source;
+  std::string instruction_mix;  // from the parent's PTX; "" when it could not be built
+};
+
+agents::PromptContext gather_evidence(TraceDb& db, const evaluator::Spec& spec, const evaluator::Op& op,
+                                      const EvidenceInput& in);
+
+// "ld.global 12, fma.rn 96, st.global 4, ..." over every function, most frequent first.
+std::string instruction_mix(const ir::Module& m, std::size_t max_entries = 12);
+
+// The allowed values of a seed's knobs as text (what a <KNOBS> reply may choose).
+agents::KnobDomains knob_domains(const evaluator::SeedTemplate& seed);
+std::string knob_text(const evaluator::KnobValue& v);
+
+}  // namespace ptxevo::search

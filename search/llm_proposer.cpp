@@ -1,0 +1,170 @@
+#include "search/llm_proposer.hpp"
+
+#include "search/llm_evidence.hpp"
+
+namespace ptxevo::search {
+
+namespace {
+
+constexpr std::size_t kMaxLineages = 64;  // conversations kept for fixes; the oldest go first
+
+std::string stage_of(const std::string& code) {
+  if (code == "E_SCREEN") return "screen";
+  if (code == "E_BUDGET") return "budget";
+  if (code == "E_ENDPOINT" || code == "E_ENDPOINT_DOWN") return "endpoint";
+  return "reply";
+}
+
+// The rule-made focus line used when there is no plan: the shape furthest from its floor.
+std::string focus_of(const agents::PromptContext& c) {
+  const agents::ShapeFigure* worst = nullptr;
+  for (const auto& s : c.shapes)
+    if (s.fraction_of_floor && (!worst || *s.fraction_of_floor < *worst->fraction_of_floor)) worst = &s;
+  if (!worst) return "make the kernel faster on every benchmark shape without changing its results";
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "the parent reaches %.0f%% of the roofline floor on %s; make it faster there without changing results",
+                100 * *worst->fraction_of_floor, worst->shape.c_str());
+  return buf;
+}
+
+}  // namespace
+
+std::int64_t TraceCallRecorder::record_call(const agents::CallRecord& c) {
+  LlmCallRow row;
+  row.role = c.role;
+  row.turn = c.turn;
+  row.model = c.model;
+  row.endpoint = c.endpoint;
+  row.status = c.status;
+  row.error = c.error;
+  row.stop_reason = c.stop_reason;
+  row.http_status = c.http_status;
+  row.request_bytes = c.request_bytes;
+  row.reserved_input_tokens = c.reserved_input_tokens;
+  row.reserved_output_tokens = c.reserved_output_tokens;
+  row.input_tokens = c.input_tokens;
+  row.output_tokens = c.output_tokens;
+  row.cost_usd = c.cost_usd;
+  row.latency_ms = c.latency_ms;
+  return db_.record_llm_call(campaign_id_, row);
+}
+
+LlmProposer::LlmProposer(LlmAgents agents, TraceDb& db, std::int64_t campaign_id, const evaluator::Spec& spec,
+                         const evaluator::Op& op, std::string arch, SourceOf source_of, MixOf mix_of, std::ostream& log)
+    : agents_(agents),
+      db_(db),
+      campaign_id_(campaign_id),
+      spec_(spec),
+      op_(op),
+      arch_(std::move(arch)),
+      source_of_(std::move(source_of)),
+      mix_of_(std::move(mix_of)),
+      log_(log) {
+  agents_.recorder->set_campaign(campaign_id_);
+  // A resumed campaign spent what its recorded calls say.
+  const LlmSpend s = db_.llm_spend(campaign_id_);
+  agents_.budget->restore({s.calls, s.input_tokens, s.output_tokens, s.usd, s.unpriced_calls});
+}
+
+bool LlmProposer::available() const { return agents_.agent->available(); }
+
+void LlmProposer::reject(const agents::Rejection& r, std::optional<std::int64_t> parent_id) {
+  AgentRejection row;
+  row.parent_id = parent_id;
+  row.call_id = r.call_id;
+  row.role = r.role;
+  row.stage = stage_of(r.error.code);
+  row.code = r.error.code;
+  row.reason = r.error.detail;
+  db_.record_agent_rejection(campaign_id_, row);
+}
+
+LlmProposal LlmProposer::finish(const agents::AgentAttempt& attempt, const Member& parent, int island,
+                                const std::string& role, const agents::Conversation* fallback) {
+  for (const auto& r : attempt.rejections) reject(r, parent.candidate_id);
+  LlmProposal out;
+  out.handed_back = attempt.handed_back;
+  if (!attempt.reply) {
+    if (attempt.rejections.empty() && attempt.rejection) {
+      reject({*attempt.rejection, role, std::nullopt}, parent.candidate_id);
+    }
+    log_ << "llm " << role << ": no usable answer for candidate " << parent.candidate_id << " ("
+         << (attempt.rejection ? attempt.rejection->code : "none") << ")"
+         << (attempt.handed_back ? "; the slot goes to the rule agents" : "") << std::endl;
+    return out;
+  }
+  const agents::ParsedReply& reply = *attempt.reply;
+  Genome child = parent.genome;
+  if (reply.kind == agents::PatchKind::Knobs) {
+    for (const auto& [name, value] : reply.knobs) {
+      auto it = child.knobs.find(name);
+      const bool numeric = it != child.knobs.end() && std::holds_alternative<std::int64_t>(it->second);
+      child.knobs[name] = numeric ? evaluator::KnobValue(std::stoll(value)) : evaluator::KnobValue(value);
+    }
+  } else {
+    child.source = reply.source;
+    child.edits.clear();  // PTX edits were made for the parent's PTX, not this source's
+    if (child.source == source_of_(Genome{parent.genome.seed, {}, {}, ""})) child.source.clear();
+  }
+  if (child == parent.genome) {
+    reject({{"E_NO_CHANGE", "the answer leaves the parent unchanged"}, role,
+            attempt.call_ids.empty() ? std::nullopt : std::optional<std::int64_t>(attempt.call_ids.back())},
+           parent.candidate_id);
+    return out;
+  }
+  Proposal p;
+  p.genome = child;
+  p.parent_id = parent.candidate_id;
+  p.operator_id = kOperator;
+  p.detail = role + ": " + (reply.name.empty() ? std::string("unnamed") : reply.name) + " (" +
+             std::string(agents::to_string(reply.kind)) + ")";
+  p.island = island;
+  if (attempt.conversation || fallback) {
+    if (lineages_.size() >= kMaxLineages) lineages_.erase(lineages_.begin());
+    lineages_[child.hash()] = Lineage{parent, attempt.conversation ? *attempt.conversation : *fallback};
+  }
+  log_ << "llm " << role << ": proposes " << p.detail << " from candidate " << parent.candidate_id << std::endl;
+  out.proposal = std::move(p);
+  return out;
+}
+
+LlmProposal LlmProposer::propose(const Member& parent, int island) {
+  if (!fixes_.empty()) {
+    PendingFix fix = std::move(fixes_.front());
+    fixes_.pop_front();
+    EvidenceInput in{campaign_id_, arch_, &fix.lineage.parent, source_of_(fix.lineage.parent.genome),
+                     mix_of_(fix.lineage.parent.genome)};
+    const auto context = gather_evidence(db_, spec_, op_, in);
+    const auto attempt = agents_.agent->fix(fix.lineage.conversation, fix.error, context);
+    return finish(attempt, fix.lineage.parent, island, "fixer", nullptr);
+  }
+  EvidenceInput in{campaign_id_, arch_, &parent, source_of_(parent.genome), mix_of_(parent.genome)};
+  const auto context = gather_evidence(db_, spec_, op_, in);
+  const auto attempt = agents_.agent->propose(context, focus_of(context));
+  return finish(attempt, parent, island, "coder", nullptr);
+}
+
+void LlmProposer::failed(const Genome& child, std::int64_t candidate_id, const std::string& stage,
+                         const std::string& error) {
+  AgentRejection row;
+  row.candidate_id = candidate_id;
+  row.role = "coder";
+  row.stage = stage;
+  row.code = stage == "gate" ? "E_GATE" : (stage == "screen" ? "E_IR_CHECK" : "E_BUILD");
+  row.reason = error.empty() ? "(no message)" : error;
+  auto it = lineages_.find(child.hash());
+  if (it != lineages_.end()) row.parent_id = it->second.parent.candidate_id;
+  db_.record_agent_rejection(campaign_id_, row);
+  if (it == lineages_.end()) return;
+  if (it->second.conversation.fix_turns < agents_.agent->options().max_fix_turns) {
+    fixes_.push_back({std::move(it->second), candidate_id, stage + " failed: " + error});
+  } else {
+    log_ << "llm: candidate " << candidate_id << " failed (" << stage << ") with no fixer turns left; lineage abandoned"
+         << std::endl;
+  }
+  lineages_.erase(it);
+}
+
+void LlmProposer::measured(const Genome& child) { lineages_.erase(child.hash()); }
+
+}  // namespace ptxevo::search
