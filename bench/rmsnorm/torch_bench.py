@@ -383,6 +383,8 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
     eps = opts["eps"]
     fn = lambda x, w: F.rms_norm(x, (n,), w, eps)  # noqa: E731
     providers_torch: Dict[str, Callable[[int], Any]] = {EAGER: lambda i: fn(sets[i]["x"], sets[i].get("w"))}
+    for label, mod in getattr(args, "export_modules", {}).items():  # exported torch extensions
+        providers_torch[label] = (lambda m: lambda i: m.rmsnorm_fwd(sets[i]["x"], sets[i].get("w"), eps=eps)[0])(mod)
     if not args.skip_compile:
         torch._dynamo.reset()  # a static compile per shape; the recompile limit would stop at 8
         compiled = torch.compile(fn, dynamic=False)
@@ -479,6 +481,25 @@ def environment(drv, args: argparse.Namespace) -> Dict[str, Any]:
     }
 
 
+def load_exports(specs: Sequence[str], taken: set) -> Dict[str, Any]:
+    """LABEL=DIR of `ptxevo export --format torch` -> its Python module, extension built (torch caches it)."""
+    import importlib.util
+    mods: Dict[str, Any] = {}
+    for spec in specs:
+        label, sep, path = spec.partition("=")
+        if not sep or not label or label in taken or label in mods or label in (EAGER, COMPILE):
+            raise BenchError(f"--export wants a new LABEL=DIR, got '{spec}'")
+        files = [f for f in os.listdir(path) if f.startswith("ptxevo_") and f.endswith(".py")] if os.path.isdir(path) else []
+        if len(files) != 1:
+            raise BenchError(f"--export {spec}: {path} holds no single ptxevo_*.py module (ptxevo export --format torch)")
+        loader = importlib.util.spec_from_file_location(f"ptxevo_export_{label}", os.path.join(path, files[0]))
+        mod = importlib.util.module_from_spec(loader)
+        loader.loader.exec_module(mod)
+        mod.load()
+        mods[label] = mod
+    return mods
+
+
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--candidate", action="append", required=True, metavar="LABEL=DIR",
@@ -493,6 +514,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ap.add_argument("--max-shapes", type=int, default=0, help="only the first N benchmark shapes")
     ap.add_argument("--graph", action="store_true", help="time CUDA graph replays of each batch (no host gaps)")
     ap.add_argument("--skip-compile", action="store_true", help="leave torch.compile out")
+    ap.add_argument("--export", action="append", default=[], metavar="LABEL=DIR",
+                    help="also time a `ptxevo export --format torch` module (its rmsnorm_fwd) in this process")
     ap.add_argument("--rel-l2", type=float, help="override the relative L2 tolerance of launch.json")
     ap.add_argument("--max-abs", type=float, help="override the normalized max-abs tolerance of launch.json")
     ap.add_argument("--seed", type=int, default=1)
@@ -527,6 +550,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("torch_bench.py: error: torch sees no CUDA GPU", file=sys.stderr)
         return 2
     torch.empty(1, device="cuda")  # makes torch's primary context current for the driver calls
+    try:
+        args.export_modules = load_exports(args.export, set(labels))
+    except BenchError as e:
+        print(f"torch_bench.py: error: {e}", file=sys.stderr)
+        return 2
     drv = Driver()
     env = environment(drv, args)
     bw = copy_bandwidth(env["l2_bytes"])
