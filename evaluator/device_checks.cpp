@@ -166,6 +166,46 @@ extern "C" __global__ void __launch_bounds__(THREADS) ptxevo_fill(void* p, long 
     else ((unsigned char*)p)[i] = (unsigned char)bits;
   }
 }
+// Gate inputs drawn on the device: the same four distributions as the host's fill_distribution
+// (gate.cpp), from a counter-based generator so every element is independent of the launch
+// geometry. Used for shapes where drawing and uploading gigabytes on the host would dominate.
+__device__ __forceinline__ double unit(unsigned long long seed, long long i, int k) {
+  const unsigned long long b = mix64(seed ^ mix64((unsigned long long)i * 4ull + (unsigned long long)k + 0x632BE59BD9B4E019ull));
+  return ((double)(b >> 12) + 0.5) * 0x1p-52;  // strictly inside (0, 1)
+}
+__device__ __forceinline__ double normal01(unsigned long long seed, long long i, int k) {
+  return sqrt(-2.0 * log(unit(seed, i, k))) * cospi(2.0 * unit(seed, i, k + 1));
+}
+extern "C" __global__ void __launch_bounds__(THREADS) ptxevo_random(void* p, long long n, int kind, int dist,
+                                                                    unsigned long long seed, double clamp) {
+  for (long long i = (long long)blockIdx.x * THREADS + threadIdx.x; i < n; i += (long long)gridDim.x * THREADS) {
+    double v;
+    if (dist == 0) {
+      v = normal01(seed, i, 0);
+    } else if (dist == 1) {
+      v = -1e3 + 2e3 * unit(seed, i, 0);
+    } else if (dist == 2) {
+      // At least one spike (element seed % n), as the host fill guarantees.
+      const bool forced = i == (long long)(seed % (unsigned long long)n);
+      if (forced || unit(seed, i, 0) < 1e-3) v = unit(seed, i, 1) < 0.5 ? -1e2 : 1e2;
+      else v = 1e-2 * normal01(seed, i, 2);
+    } else {
+      const double u = unit(seed, i, 0);
+      v = fmin(fmax((2.0 * u - 1.0) / sqrt(2.0 * u * (1.0 - u)), -clamp), clamp);
+    }
+    if (kind == 0) {
+      ((double*)p)[i] = v;
+    } else if (kind == 1) {
+      ((float*)p)[i] = (float)v;
+    } else {
+      unsigned short h;
+      const float f = (float)v;
+      if (kind == 2) asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+      else asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+      ((unsigned short*)p)[i] = h;
+    }
+  }
+}
 )cu";
 
 constexpr unsigned kThreads = 256;
@@ -179,6 +219,16 @@ LaunchPlan plan_for(const std::string& entry, const DeviceInfo& info, std::int64
   l.block = {kThreads, 1, 1};
   l.args = std::move(args);
   return {{l}};
+}
+
+// The largest finite value of a floating dtype: the heavy-tail clamp, as in the host's fill.
+double largest_finite(DType t) {
+  switch (t) {
+    case DType::F16: return 65504.0;
+    case DType::BF16: return 3.3895313892515355e38;
+    case DType::F32: return static_cast<double>(std::numeric_limits<float>::max());
+    default: return std::numeric_limits<double>::max();
+  }
 }
 
 const char* stats_entry(DType t) {
@@ -269,6 +319,24 @@ OutputStats DeviceChecks::stats(CUdeviceptr out, DType t, CUdeviceptr ref, std::
   s.counted = static_cast<std::int64_t>(r.counted);
   if (fingerprint) *fingerprint = r.fp;
   return s;
+}
+
+void DeviceChecks::random_fill(CUdeviceptr p, DType t, std::int64_t n, Distribution d, std::uint64_t seed) {
+  if (n <= 0) return;
+  int kind;
+  switch (t) {
+    case DType::F64: kind = 0; break;
+    case DType::F32: kind = 1; break;
+    case DType::F16: kind = 2; break;
+    case DType::BF16: kind = 3; break;
+    default: throw std::invalid_argument(std::string("device inputs: no random fill for dtype ") + to_string(t));
+  }
+  ctx_.launch(*module_,
+              plan_for("ptxevo_random", ctx_.info(), n,
+                       {ArgTensor{"p"}, static_cast<std::int64_t>(n), static_cast<std::int32_t>(kind),
+                        static_cast<std::int32_t>(static_cast<int>(d)), static_cast<std::int64_t>(seed),
+                        largest_finite(t)}),
+              {{"p", p}});
 }
 
 std::uint64_t DeviceChecks::fingerprint(CUdeviceptr p, std::size_t bytes) {

@@ -31,6 +31,10 @@ class DeviceChecks {
   // pattern the output held before the run. Also returns the output's fingerprint.
   OutputStats stats(CUdeviceptr out, DType t, CUdeviceptr ref, std::int64_t n, std::uint64_t poison,
                     std::uint64_t* fingerprint);
+  // n elements of dtype t (floating point) drawn from distribution d on the device; the same
+  // (seed, d) always gives the same data. Throws std::invalid_argument for other dtypes.
+  void random_fill(CUdeviceptr p, DType t, std::int64_t n, Distribution d, std::uint64_t seed);
+  static bool can_random_fill(DType t) { return supports(t); }
   // Order-independent, position-dependent hash of `bytes` bytes.
   std::uint64_t fingerprint(CUdeviceptr p, std::size_t bytes);
 

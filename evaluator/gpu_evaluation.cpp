@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "evaluator/device_checks.hpp"
+#include "evaluator/device_reference.hpp"
 #include "evaluator/gate.hpp"
 
 namespace ptxevo::evaluator {
@@ -55,10 +56,17 @@ struct DeviceSet {
   std::map<std::string, CUdeviceptr> pointers;
 };
 
-DeviceSet allocate(const CudaDriver* d, const std::vector<TensorDesc>& descs, const std::vector<HostTensor>& host) {
+std::int64_t numel_of(const TensorDesc& d) {
+  std::int64_t n = 1;
+  for (auto x : d.shape) n *= x;
+  return n;
+}
+std::size_t bytes_of(const TensorDesc& d) { return static_cast<std::size_t>(numel_of(d)) * dtype_size(d.dtype); }
+
+DeviceSet allocate(const CudaDriver* d, const std::vector<TensorDesc>& descs) {
   DeviceSet s;
   for (std::size_t i = 0; i < descs.size(); ++i) {
-    DeviceBuffer b(d, std::max<std::size_t>(host[i].bytes(), 1));
+    DeviceBuffer b(d, std::max<std::size_t>(bytes_of(descs[i]), 1));
     s.pointers[descs[i].name] = b.ptr();
     s.buffers.emplace(descs[i].name, std::move(b));
   }
@@ -110,6 +118,38 @@ EvalReport GpuEvaluator::evaluate(const Op& op, const EvalRequest& req) {
   return evaluate_batch(op, b).front();
 }
 
+DeviceReference* GpuEvaluator::device_reference(const Op& op, const EvalRequest& req, std::string* why) {
+  std::string key = op.name();
+  for (const auto& [k, v] : req.config) key += "|" + k + "=" + v;
+  auto it = devrefs_.find(key);
+  if (it != devrefs_.end()) {
+    *why = devref_why_[key];
+    return it->second.get();
+  }
+  std::unique_ptr<DeviceReference> ref;
+  std::string reason;
+  if (checks_) {
+    ref = DeviceReference::create(ctx_, op, req.config, &reason);
+    if (ref) {
+      // Trusted only after it agrees with the host's fp64 reference on the spec's small shapes.
+      std::vector<Shape> small;
+      for (const auto& sc : req.shapes)
+        if (sc.cls != ShapeClass::Benchmark) small.push_back(sc.shape);
+      GpuLock::Guard g(lock_);
+      if (small.empty()) reason = "no correctness shapes to verify the device reference on";
+      else reason = ref->verify(small, *checks_, mix(req.seed ^ 0xD5A61266F0C9392Cull));
+      if (!reason.empty()) ref.reset();
+    }
+  } else {
+    reason = "no device checks";
+  }
+  *why = ref ? "device (agrees with the host's fp64 reference on " + std::to_string(ref->verified_shapes()) +
+                   " shapes x " + std::to_string(all_distributions().size()) + " distributions)"
+             : "host (" + reason + ")";
+  devref_why_[key] = *why;
+  return devrefs_.emplace(key, std::move(ref)).first->second.get();
+}
+
 namespace {
 
 // Per-candidate state of a batch.
@@ -131,6 +171,8 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
     checks_tried_ = true;
     checks_ = DeviceChecks::create(ctx_, &checks_unavailable_);
   }
+  std::string devref_status;
+  DeviceReference* devref = device_reference(op, req, &devref_status);
   const std::size_t n = breq.cubins.size();
   std::vector<Slot> slots(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -142,7 +184,8 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
                      {"l2_bytes", std::to_string(info.l2_bytes)},
                      {"driver_version", std::to_string(info.driver_version)},
                      {"copy_bandwidth_GBps", std::to_string(bw / 1e9)},
-                     {"gate_checks", checks_ ? "device" : "host (" + checks_unavailable_ + ")"}};
+                     {"gate_checks", checks_ ? "device" : "host (" + checks_unavailable_ + ")"},
+                     {"benchmark_reference", devref_status}};
     try {
       slots[i].module.emplace(&api, breq.cubins[i]);
     } catch (const GpuError& e) {
@@ -209,9 +252,15 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
     for (const auto& d : descs)
       if (is_checked_output(d.role) && !DeviceChecks::supports(d.dtype)) use_dev = false;
 
+    // Benchmark shapes draw their inputs and compute the reference on the device (nothing of
+    // their size crosses PCIe); the others use the host's fp64 reference directly.
+    const bool dev_prep = use_dev && devref && sc.cls == ShapeClass::Benchmark && inputs_drawable_on_device(descs);
     std::vector<HostTensor> host;
-    for (const auto& d : descs) host.emplace_back(d.name, d.dtype, d.shape);
-    DeviceSet dev = allocate(&api, descs, host);
+    if (!dev_prep)
+      for (const auto& d : descs) host.emplace_back(d.name, d.dtype, d.shape);
+    DeviceSet dev = allocate(&api, descs);
+    std::uint64_t seed0 = 0;  // distribution 0's seed: the timing pool's set 0 is drawn again from it
+    Distribution dist0 = Distribution::Normal;
     const int ndist = sc.cls == ShapeClass::Benchmark ? req.gate.distributions_benchmark : req.gate.distributions_correctness;
     std::vector<HostTensor> verified_inputs;                    // distribution 0, for the timing pool
     std::vector<std::vector<std::uint64_t>> verified_fp(n);     // fingerprints of each candidate's verified outputs
@@ -221,18 +270,28 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
       if (!any) break;
       const Distribution dist = all_distributions()[static_cast<std::size_t>(di) % all_distributions().size()];
       stream_seed = mix(stream_seed);
+      const std::uint64_t dist_seed = stream_seed;
+      if (di == 0) {
+        seed0 = dist_seed;
+        dist0 = dist;
+      }
       const auto p0 = std::chrono::steady_clock::now();
-      fill_inputs(op, descs, dist, stream_seed, host);
       // The reference runs first, into memory of its own, once for every candidate.
       std::vector<HostTensor> refs;
-      op.reference(sc.shape, req.config, host, refs);
+      if (!dev_prep) {
+        fill_inputs(op, descs, dist, dist_seed, host);
+        op.reference(sc.shape, req.config, host, refs);
+      }
       prep_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
       // The GPU is ours from here to the end of this distribution's candidates.
       GpuLock::Guard gpu(lock_);
-      std::vector<HostTensor> inputs;
-      for (std::size_t k = 0; k < descs.size(); ++k)
-        if (descs[k].role == Role::In) inputs.push_back(host[k]);
-      const std::uint64_t in_sum = checksum(inputs);
+      std::uint64_t in_sum = 0;
+      if (!dev_prep) {
+        std::vector<HostTensor> inputs;
+        for (std::size_t k = 0; k < descs.size(); ++k)
+          if (descs[k].role == Role::In) inputs.push_back(host[k]);
+        in_sum = checksum(inputs);
+      }
       bool inputs_on_device = false;
       // Device checks: the reference goes up once per distribution and every candidate's
       // outputs are judged where they are.
@@ -241,10 +300,17 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
       auto device_input_fp = [&] {
         std::uint64_t h = 0;
         for (std::size_t k = 0; k < descs.size(); ++k)
-          if (descs[k].role == Role::In) h += mix(checks_->fingerprint(dev.pointers.at(descs[k].name), host[k].bytes()) + k);
+          if (descs[k].role == Role::In) h += mix(checks_->fingerprint(dev.pointers.at(descs[k].name), bytes_of(descs[k])) + k);
         return h;
       };
-      if (use_dev) {
+      if (dev_prep) {
+        ref_dev = devref->compute(sc.shape, [&] {
+          draw_inputs_on_device(op, descs, dist, dist_seed, *checks_, ctx_, dev.pointers);
+          return dev.pointers;
+        }());
+        in_fp = device_input_fp();
+        inputs_on_device = true;
+      } else if (use_dev) {
         for (const auto& r : refs) {
           DeviceBuffer b(&api, std::max<std::size_t>(r.bytes(), 1));
           b.upload(r.data.data(), r.bytes());
@@ -257,15 +323,20 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
         std::vector<std::uint64_t> dev_fp0;  // device fingerprints of the pattern-0 outputs
         guarded(slots[i], [&] {
           for (int pattern = 0; pattern < (req.gate.check_determinism ? 2 : 1); ++pattern) {
+            // Inputs drawn on the device are drawn again (same seed, same data) after a candidate changed them.
+            if (dev_prep && !inputs_on_device) draw_inputs_on_device(op, descs, dist, dist_seed, *checks_, ctx_, dev.pointers);
             for (std::size_t k = 0; k < descs.size(); ++k) {
-              HostTensor& t = host[k];
+              const TensorDesc& td = descs[k];
               const bool out = descs[k].role == Role::Out || descs[k].role == Role::Scratch;
               // Inputs go up once per distribution (again only after a candidate changed them);
               // outputs and in-outs before every run.
               if (!out && descs[k].role == Role::In && inputs_on_device) continue;
               if (out && use_dev) {
-                checks_->fill(dev.pointers.at(descs[k].name), t.dtype, t.numel(), poison_bits(t.dtype, pattern));
+                checks_->fill(dev.pointers.at(descs[k].name), td.dtype, numel_of(td), poison_bits(td.dtype, pattern));
+              } else if (dev_prep) {
+                // an input already drawn on the device above
               } else {
+                HostTensor& t = host[k];
                 if (out) poison(t, pattern);
                 dev.buffers.at(descs[k].name).upload(t.data.data(), t.bytes());
               }
@@ -290,13 +361,13 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
                 if (!is_checked_output(descs[k].role)) continue;
                 const std::string& name = descs[k].name;
                 const CUdeviceptr p = dev.pointers.at(name);
-                fps.push_back(checks_->fingerprint(p, host[k].bytes()));
+                fps.push_back(checks_->fingerprint(p, bytes_of(descs[k])));
                 if (pattern == 0) {
                   auto rd = ref_dev.find(name);
                   if (rd == ref_dev.end()) continue;
-                  const OutputStats st = checks_->stats(p, descs[k].dtype, rd->second.ptr(), host[k].numel(),
+                  const OutputStats st = checks_->stats(p, descs[k].dtype, rd->second.ptr(), numel_of(descs[k]),
                                                         poison_bits(descs[k].dtype, 0), nullptr);
-                  const OutputCheck c = judge_output(name, descs[k].dtype, host[k].numel(), st, tolerance_for(op, req, name));
+                  const OutputCheck c = judge_output(name, descs[k].dtype, numel_of(descs[k]), st, tolerance_for(op, req, name));
                   srs[i].rel_l2[name] = std::max(srs[i].rel_l2[name], c.rel_l2);
                   srs[i].max_abs[name] = std::max(srs[i].max_abs[name], c.max_abs);
                   if (!c.passed) fail(i, with_shape(c.reason + " (output '" + name + "')", sc, dist));
@@ -357,7 +428,7 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
             for (const auto& o : runs[0]) verified_fp[i].push_back(fingerprint(o));
         }
       }
-      if (di == 0 && sc.cls == ShapeClass::Benchmark) verified_inputs = host;
+      if (di == 0 && sc.cls == ShapeClass::Benchmark && !dev_prep) verified_inputs = host;
     }
 
     bool any_timed = false;
@@ -367,7 +438,7 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
       // interleaved with the baseline ----
       std::size_t set_bytes = 0;
       for (std::size_t k = 0; k < descs.size(); ++k)
-        if (is_input(descs[k].role)) set_bytes += verified_inputs[k].bytes();
+        if (is_input(descs[k].role)) set_bytes += bytes_of(descs[k]);
       set_bytes = std::max<std::size_t>(set_bytes, 1);
       std::size_t free_mem = 0, total_mem = 0;
       ctx_.check(api.cuMemGetInfo(&free_mem, &total_mem), "cuMemGetInfo");
@@ -381,33 +452,41 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
       // Host side first (the GPU lock is not held): the pool's input sets and the reference of
       // set 1; then the GPU part under the lock.
       const auto p1 = std::chrono::steady_clock::now();
-      for (int s = 0; s < nsets; ++s) {
+      std::vector<std::uint64_t> set_seeds(static_cast<std::size_t>(nsets), seed0);
+      for (int s = 1; s < nsets; ++s) set_seeds[static_cast<std::size_t>(s)] = stream_seed = mix(stream_seed);
+      for (int s = 0; s < nsets && !dev_prep; ++s) {
         std::vector<HostTensor> h;
         if (s == 0) {
           h = verified_inputs;
         } else {
           for (const auto& d : descs) h.emplace_back(d.name, d.dtype, d.shape);
-          stream_seed = mix(stream_seed);
-          fill_inputs(op, descs, Distribution::Normal, stream_seed, h);
+          fill_inputs(op, descs, Distribution::Normal, set_seeds[static_cast<std::size_t>(s)], h);
         }
         for (std::size_t k = 0; k < descs.size(); ++k)
           if (descs[k].role == Role::Out || descs[k].role == Role::Scratch) poison(h[k], 0);
         set_inputs.push_back(std::move(h));
       }
       std::vector<HostTensor> refs1;  // reference of input set 1, made once for the batch
-      if (nsets >= 2) op.reference(sc.shape, req.config, set_inputs[1], refs1);
+      if (nsets >= 2 && !dev_prep) op.reference(sc.shape, req.config, set_inputs[1], refs1);
       prep_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - p1).count();
       GpuLock::Guard gpu(lock_);
       for (int s = 0; s < nsets; ++s) {
-        const std::vector<HostTensor>& h = set_inputs[static_cast<std::size_t>(s)];
-        DeviceSet cs = allocate(&api, descs, h);
+        DeviceSet cs = allocate(&api, descs);
         DeviceSet bs;
+        if (dev_prep)
+          draw_inputs_on_device(op, descs, s == 0 ? dist0 : Distribution::Normal, set_seeds[static_cast<std::size_t>(s)],
+                                *checks_, ctx_, cs.pointers);
         for (std::size_t k = 0; k < descs.size(); ++k) {
-          cs.buffers.at(descs[k].name).upload(h[k].data.data(), h[k].bytes());
+          const std::size_t nb = bytes_of(descs[k]);
+          const HostTensor* h = dev_prep ? nullptr : &set_inputs[static_cast<std::size_t>(s)][k];
+          if (h) cs.buffers.at(descs[k].name).upload(h->data.data(), nb);
+          else if (is_output(descs[k].role))
+            checks_->fill(cs.pointers.at(descs[k].name), descs[k].dtype, numel_of(descs[k]), poison_bits(descs[k].dtype, 0));
           // The baseline reads the candidate set's inputs; only its outputs are its own.
           if (is_output(descs[k].role)) {
-            DeviceBuffer b(&api, std::max<std::size_t>(h[k].bytes(), 1));
-            b.upload(h[k].data.data(), h[k].bytes());
+            DeviceBuffer b(&api, std::max<std::size_t>(nb, 1));
+            if (h) b.upload(h->data.data(), nb);
+            else checks_->fill(b.ptr(), descs[k].dtype, numel_of(descs[k]), poison_bits(descs[k].dtype, 0));
             bs.pointers[descs[k].name] = b.ptr();
             bs.buffers.emplace(descs[k].name, std::move(b));
           } else {
@@ -418,7 +497,8 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
         base_sets.push_back(std::move(bs));
       }
       std::map<std::string, DeviceBuffer> refs1_dev;
-      if (use_dev)
+      if (dev_prep && nsets >= 2) refs1_dev = devref->compute(sc.shape, cand_sets[1].pointers);
+      else if (use_dev)
         for (const auto& r : refs1) {
           DeviceBuffer b(&api, std::max<std::size_t>(r.bytes(), 1));
           b.upload(r.data.data(), r.bytes());
@@ -437,12 +517,13 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
           for (int s = 0; s < nsets; ++s)
             for (std::size_t k = 0; k < descs.size(); ++k) {
               if (!is_output(descs[k].role)) continue;
-              const HostTensor& h = set_inputs[static_cast<std::size_t>(s)][k];
               DeviceBuffer& b = cand_sets[static_cast<std::size_t>(s)].buffers.at(descs[k].name);
-              if (use_dev && descs[k].role != Role::InOut)
-                checks_->fill(b.ptr(), h.dtype, h.numel(), poison_bits(h.dtype, 0));
-              else
+              if (use_dev && descs[k].role != Role::InOut) {
+                checks_->fill(b.ptr(), descs[k].dtype, numel_of(descs[k]), poison_bits(descs[k].dtype, 0));
+              } else {
+                const HostTensor& h = set_inputs[static_cast<std::size_t>(s)][k];
                 b.upload(h.data.data(), h.bytes());
+              }
             }
           std::size_t next_c = 0, next_b = 0;
           auto batch = [&](GpuModule& m, const LaunchPlan& p, std::vector<DeviceSet>& sets, std::size_t& next, int cnt) {
@@ -496,8 +577,8 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
             for (std::size_t k = 0; k < descs.size(); ++k) {
               if (!is_checked_output(descs[k].role)) continue;
               const std::string& name = descs[k].name;
-              const std::int64_t numel = set_inputs[0][k].numel();
-              const std::size_t nbytes = set_inputs[0][k].bytes();
+              const std::int64_t numel = numel_of(descs[k]);
+              const std::size_t nbytes = bytes_of(descs[k]);
               if (j < verified_fp[i].size() &&
                   checks_->fingerprint(cand_sets[0].pointers.at(name), nbytes) != verified_fp[i][j])
                 fail(i, "timed-output-mismatch: output '" + name +

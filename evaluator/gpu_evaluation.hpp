@@ -9,6 +9,7 @@
 #include <string>
 
 #include "evaluator/device_checks.hpp"
+#include "evaluator/device_reference.hpp"
 #include "evaluator/eval_types.hpp"
 #include "evaluator/gpu_lock.hpp"
 #include "evaluator/gpu_context.hpp"
@@ -35,6 +36,11 @@ class GpuEvaluator {
   std::unique_ptr<DeviceChecks> checks_;
   bool checks_tried_ = false;
   std::string checks_unavailable_;
+  // The op's device reference per (op, config), verified on first use; null where unavailable
+  // (devref_why_ says why, or how it was verified).
+  DeviceReference* device_reference(const Op& op, const EvalRequest& req, std::string* why);
+  std::map<std::string, std::unique_ptr<DeviceReference>> devrefs_;
+  std::map<std::string, std::string> devref_why_;
 };
 
 // Fills the op's inputs from `d` in parallel (each chunk its own generator seeded from `seed`),

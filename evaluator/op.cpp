@@ -43,6 +43,10 @@ const std::vector<Distribution>& all_distributions() {
   return k;
 }
 
+std::string Op::device_reference_source(const OpConfig&) const { return {}; }
+
+DeviceReferencePlan Op::device_reference_plan(const Shape&, const OpConfig&) const { return {}; }
+
 void Op::fill_fixed(const TensorDesc& d, std::mt19937_64&, HostTensor&) const {
   throw std::logic_error("op " + name() + " marks '" + d.name + "' as fixed_distribution but does not fill it");
 }

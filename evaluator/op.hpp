@@ -81,6 +81,15 @@ struct LaunchPlan {
   std::vector<KernelLaunch> kernels;
 };
 
+// The fp64 reference as trusted device code (optional; see Op::device_reference_plan).
+struct DeviceReferencePlan {
+  // Outputs it computes; the engine allocates an F64 buffer of the output's shape for each and
+  // passes it as the tensor "ref:<name>".
+  std::vector<std::string> outputs;
+  std::vector<TensorDesc> scratch;  // work buffers the launches need, by name
+  LaunchPlan plan;                  // arguments name the op's inputs, "ref:<output>" and the scratch
+};
+
 struct Tolerance {
   double rel_l2 = 1e-2;   // ||out - ref|| / ||ref||
   double max_abs = 1e-1;  // max |out - ref| / max(1, max |ref|)
@@ -105,6 +114,13 @@ class Op {
   virtual double bytes(const Shape& s, const OpConfig& cfg) const = 0;
   virtual double flops(const Shape& s, const OpConfig& cfg) const = 0;
   virtual Tolerance tolerance(const std::string& output, const OpConfig& cfg) const = 0;
+  // The same fp64 reference as device code, for shapes where computing it on the host and
+  // uploading it would dominate an evaluation (benchmark shapes of 10^9 elements). The source
+  // is built with NVRTC by the engine, never by a candidate; before first use in a process its
+  // results are compared with reference() on the spec's small shapes (device_reference.hpp).
+  // An op without one returns "" and is always checked against the host reference.
+  virtual std::string device_reference_source(const OpConfig& cfg) const;
+  virtual DeviceReferencePlan device_reference_plan(const Shape& s, const OpConfig& cfg) const;
   // Fills an input drawn its own way (TensorDesc::fixed_distribution).
   virtual void fill_fixed(const TensorDesc& d, std::mt19937_64& rng, HostTensor& t) const;
 };

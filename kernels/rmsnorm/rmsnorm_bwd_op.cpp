@@ -1,4 +1,5 @@
 #include "kernels/rmsnorm/rmsnorm_bwd_op.hpp"
+#include "kernels/rmsnorm/rmsnorm_device_reference.hpp"
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -172,6 +173,17 @@ void RmsNormBwdOp::reference(const Shape& s, const OpConfig& cfg, const std::vec
     for (std::int64_t j = 0; j < n; ++j) t.set(j, dw[static_cast<std::size_t>(j)]);
     ref.push_back(std::move(t));
   }
+}
+
+std::string RmsNormBwdOp::device_reference_source(const OpConfig& cfg) const {
+  const Config c = parse(cfg);
+  return rmsnorm_bwd_device_reference_source(c.x, c.w, c.has_weight);
+}
+
+evaluator::DeviceReferencePlan RmsNormBwdOp::device_reference_plan(const Shape& s, const OpConfig& cfg) const {
+  const Config c = parse(cfg);
+  const auto [m, n] = dims(s);
+  return rmsnorm_bwd_device_reference_plan(c.has_weight, m, n);
 }
 
 double RmsNormBwdOp::bytes(const Shape& s, const OpConfig& cfg) const {

@@ -24,6 +24,9 @@ class RmsNormBwdOp : public evaluator::Op {
   double bytes(const evaluator::Shape& s, const evaluator::OpConfig& cfg) const override;
   double flops(const evaluator::Shape& s, const evaluator::OpConfig& cfg) const override;
   evaluator::Tolerance tolerance(const std::string& output, const evaluator::OpConfig& cfg) const override;
+  std::string device_reference_source(const evaluator::OpConfig& cfg) const override;
+  evaluator::DeviceReferencePlan device_reference_plan(const evaluator::Shape& s,
+                                                       const evaluator::OpConfig& cfg) const override;
   void fill_fixed(const evaluator::TensorDesc& d, std::mt19937_64& rng, evaluator::HostTensor& t) const override;
 };
 

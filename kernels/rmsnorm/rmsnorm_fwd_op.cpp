@@ -1,4 +1,5 @@
 #include "kernels/rmsnorm/rmsnorm_fwd_op.hpp"
+#include "kernels/rmsnorm/rmsnorm_device_reference.hpp"
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -409,6 +410,22 @@ void RmsNormFwdOp::reference(const Shape& s, const OpConfig& cfg, const std::vec
   reference.push_back(std::move(out));
   if (res) reference.push_back(std::move(res_out));
   if (c.store_rstd) reference.push_back(std::move(rstd));
+}
+
+namespace {
+RmsNormFwdRefConfig ref_config(const RmsNormFwdOp::Config& c) {
+  return {c.x, c.w, c.b, c.residual_out, c.has_weight, c.has_bias, c.has_residual, c.store_rstd,
+          static_cast<double>(static_cast<float>(c.eps))};
+}
+}  // namespace
+
+std::string RmsNormFwdOp::device_reference_source(const OpConfig& cfg) const {
+  return rmsnorm_fwd_device_reference_source(ref_config(parse(cfg)));
+}
+
+evaluator::DeviceReferencePlan RmsNormFwdOp::device_reference_plan(const Shape& s, const OpConfig& cfg) const {
+  const Dims d = dims(s);
+  return rmsnorm_fwd_device_reference_plan(ref_config(parse(cfg)), d.m, d.n);
 }
 
 double RmsNormFwdOp::bytes(const Shape& s, const OpConfig& cfg) const {

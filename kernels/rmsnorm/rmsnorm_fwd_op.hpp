@@ -78,6 +78,9 @@ class RmsNormFwdOp : public evaluator::Op {
   double bytes(const evaluator::Shape& s, const evaluator::OpConfig& cfg) const override;
   double flops(const evaluator::Shape& s, const evaluator::OpConfig& cfg) const override;
   evaluator::Tolerance tolerance(const std::string& output, const evaluator::OpConfig& cfg) const override;
+  std::string device_reference_source(const evaluator::OpConfig& cfg) const override;
+  evaluator::DeviceReferencePlan device_reference_plan(const evaluator::Shape& s,
+                                                       const evaluator::OpConfig& cfg) const override;
   // The weight is drawn near 1 (1 + 0.5 N(0,1)) and the bias as 0.5 N(0,1): a gate distribution
   // such as U(-1e3, 1e3) on w would overflow a correct fp16 output, and on b it would swamp the
   // normalised part of out (and so hide errors in it).
