@@ -25,6 +25,9 @@ ex=/tmp/exports
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
   /usr/local/cuda/bin/nvcc --version | tail -2
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+  # torch.utils.cpp_extension.load needs ninja; without it step 2 and the --export timings fail.
+  python3 -c 'import torch.utils.cpp_extension as c; c.verify_ninja_availability(); print("ninja: ok")' ||
+    echo "ninja: MISSING (torch.utils.cpp_extension.load cannot build the extension)"
 } > "$out/logs/env.txt" 2>&1
 cat "$out/logs/env.txt"
 t0=$(date +%s)
