@@ -10,6 +10,9 @@
 #include <set>
 #include <thread>
 
+#include <curl/curl.h>
+
+#include "cli/llm_setup.hpp"
 #include "evaluator/build_cache.hpp"
 #include "evaluator/builder.hpp"
 #include "evaluator/runner.hpp"
@@ -89,7 +92,36 @@ void print_final(const EvalReport& r, std::ostream& out) {
 
 }  // namespace
 
+namespace {
+
+// libcurl's one-time global state, for the LLM agents' HTTP calls, held for the campaign.
+class CurlGlobal {
+ public:
+  CurlGlobal() : ok_(curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK) {}
+  ~CurlGlobal() {
+    if (ok_) curl_global_cleanup();
+  }
+  CurlGlobal(const CurlGlobal&) = delete;
+  CurlGlobal& operator=(const CurlGlobal&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  bool ok_;
+};
+
+}  // namespace
+
 int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& err) {
+  const bool use_llm = o.llm.agents == "llm";
+  if (const std::string why = llm_options_error(o.llm); !why.empty()) {
+    err << "error: " << why << "\n";
+    return 2;
+  }
+  std::optional<CurlGlobal> curl;
+  if (use_llm && !curl.emplace().ok()) {
+    err << "error: libcurl could not initialise; run without --agents llm\n";
+    return 1;
+  }
   const OpRegistry registry = kernels::builtin_ops();
   SpecResult sr = load_spec(o.spec, registry);
   if (!sr.spec) {
@@ -211,12 +243,25 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
   std::vector<search::Measurer*> measurers;
   for (auto& m : owned) measurers.push_back(m.get());
 
+  std::ostream& log = o.quiet ? err : out;
+  std::unique_ptr<LlmSetup> llm;
+  if (use_llm) {
+    std::string why;
+    llm = make_llm_setup(o.llm, *db, log, o.seed, why);
+    if (!llm) {
+      err << "error: " << why << "\n";
+      return 2;
+    }
+    out << "LLM agents: " << describe_endpoint(o.llm) << ", beside the rule agents under the operator posterior"
+        << std::endl;
+  }
   std::atomic<bool> stop{false};
   search::CampaignResult res;
   {
     StopOnSignal signals(stop);
     try {
-      search::CampaignEngine engine(spec, op, builder, *db, measurers, co, o.quiet ? err : out, stop);
+      search::CampaignEngine engine(spec, op, builder, *db, measurers, co, log, stop);
+      if (llm) engine.use_llm(llm->handles());
       res = engine.run();
     } catch (const std::exception& e) {
       err << "error: " << e.what() << "\n(everything recorded so far is in " << db_path.string()
@@ -246,6 +291,17 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
                   "%.0f s on host-side inputs and references); %.0f candidates per GPU-hour\n",
                   100 * res.gpu_busy, res.wall_s, res.prep_s, res.candidates_per_gpu_hour);
     out << line;
+  }
+  if (llm) {
+    const search::LlmSpend spend = db->llm_spend(res.campaign_id);
+    auto rejections = db->connection().prepare("SELECT count(*) FROM agent_rejections WHERE campaign_id = ?");
+    rejections.bind(1, res.campaign_id);
+    rejections.step();
+    out << "LLM: " << spend.calls << " calls, " << spend.input_tokens << " input + " << spend.output_tokens
+        << " output tokens, $" << spend.usd
+        << (spend.unpriced_calls > 0 ? " plus " + std::to_string(spend.unpriced_calls) + " calls of unknown price" : std::string())
+        << "; " << rejections.column_int(0) << " rejected answers (table agent_rejections)"
+        << (llm->agent->available() ? "" : "; the endpoint is down: the rule agents carried on") << "\n";
   }
   if (res.final_report) print_final(*res.final_report, out);
   out << "report: ptxevo report --db " << db_path.string() << " --campaign " << res.campaign_id << " [--html FILE]\n";

@@ -5,10 +5,40 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 
+namespace CLI {
+class App;
+}
+
 namespace ptxevo::cli {
+
+// `--agents llm` and the endpoint it talks to (docs/agents.md). The key is never an option:
+// only the name of the environment variable that holds it.
+struct LlmCliOptions {
+  std::string agents = "rules";  // "rules" or "llm"
+  std::string api = "openai";    // "openai" (chat completions) or "anthropic" (messages)
+  std::string url;               // openai: up to and including /v1; anthropic: the host root
+  std::string model;
+  std::string key_env;           // empty: no auth header (local servers)
+  std::string max_tokens_field = "max_tokens";  // or "max_completion_tokens" (api.openai.com)
+  int max_tokens = 8192;
+  int planner_max_tokens = 1024;
+  bool no_planner = false;
+  int fix_turns = 2;
+  double share = 0.25;
+  double deadline_s = 900;
+  double attempt_timeout_s = 600;
+  std::int64_t max_calls = 0;          // 0: no cap
+  std::int64_t max_input_tokens = 0;
+  std::int64_t max_output_tokens = 0;
+  double max_usd = 0;
+  std::string price;                   // "IN,OUT" USD per million tokens; empty: unpriced
+  std::optional<double> temperature;
+  bool insecure_endpoint = false;
+};
 
 struct CampaignCliOptions {
   std::string spec;
@@ -32,7 +62,11 @@ struct CampaignCliOptions {
   bool no_cache = false;
   bool quiet = false;
   std::string self_exe;
+  LlmCliOptions llm;
 };
+
+// Registers the --agents / --llm-* options of the main command (cli/agent_options.cpp).
+void add_agent_options(CLI::App& app, CampaignCliOptions& o);
 
 int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& err);
 

@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-final", camp.no_final, "Skip re-measuring the winner at the end");
   app.add_flag("--no-cache", camp.no_cache, "Do not use the on-disk build cache");
   app.add_flag("--quiet", camp.quiet, "Progress lines to stderr");
+  ptxevo::cli::add_agent_options(app, camp);
 
   ptxevo::cli::ReplayExportOptions rx;
   auto* replay = app.add_subcommand("replay", "Replay data: measurements recorded on a GPU, for campaigns without one");

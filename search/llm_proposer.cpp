@@ -112,6 +112,17 @@ LlmProposal LlmProposer::finish(const agents::AgentAttempt& attempt, const Membe
            parent.candidate_id);
     return out;
   }
+  {
+    // Already proposed in this campaign (by anyone): a repeat costs a slot and teaches nothing.
+    auto seen = db_.connection().prepare("SELECT id FROM candidates WHERE campaign_id = ? AND genome_hash = ?");
+    seen.bind(1, campaign_id_).bind(2, child.hash());
+    if (seen.step()) {
+      reject({{"E_DUPLICATE", "the answer repeats candidate " + std::to_string(seen.column_int(0))}, role,
+              attempt.call_ids.empty() ? std::nullopt : std::optional<std::int64_t>(attempt.call_ids.back())},
+             parent.candidate_id);
+      return out;
+    }
+  }
   Proposal p;
   p.genome = child;
   p.parent_id = parent.candidate_id;
