@@ -131,7 +131,7 @@ evaluator::BuildRequest CampaignEngine::build_request(const Genome& g) const {
 
 std::string CampaignEngine::instruction_mix_of(const Genome& g) const {
   const auto b = builder_.build(build_request(g));
-  return b.ok && b.module ? instruction_mix(*b.module) : std::string();
+  return b.ok && b.module ? instruction_mix_line(*b.module) : std::string();
 }
 
 evaluator::EvalRequest CampaignEngine::common_request(std::uint64_t input_seed) const {

@@ -1,11 +1,13 @@
 #include "search/llm_evidence.hpp"
 
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <map>
 #include <sstream>
 
 #include "evaluator/eval_types.hpp"
+#include "ir/analysis/instruction_mix.hpp"
 
 namespace ptxevo::search {
 
@@ -65,21 +67,25 @@ agents::KnobDomains knob_domains(const evaluator::SeedTemplate& seed) {
   return d;
 }
 
-std::string instruction_mix(const ir::Module& m, std::size_t max_entries) {
-  std::map<std::string, int> counts;
-  for (const ir::Function* f : m.functions())
-    for (const auto& st : f->body)
-      if (const auto* i = std::get_if<ir::Instruction>(&st.node)) {
-        std::string key = i->opcode;
-        if (!i->modifiers.empty() && (i->opcode == "ld" || i->opcode == "st" || i->opcode == "cp" || i->opcode == "atom"))
-          key += i->modifiers.front();
-        ++counts[key];
-      }
-  std::vector<std::pair<std::string, int>> sorted(counts.begin(), counts.end());
-  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+std::string instruction_mix_line(const ir::Module& m) {
+  // ir::categorize is the one place that decides what an instruction is; the prompt uses it too.
+  std::array<std::size_t, ir::kInstrCategoryCount> total{};
+  std::map<int, std::size_t> widths;
+  for (const ir::Function* f : m.functions()) {
+    const ir::InstructionMix mix = ir::instruction_mix(*f);
+    for (std::size_t i = 0; i < total.size(); ++i) total[i] += mix.by_category[i];
+    for (const auto& [bits, n] : mix.access_width) widths[bits] += n;
+  }
+  std::vector<std::pair<std::size_t, std::string>> sorted;
+  for (std::size_t i = 0; i < total.size(); ++i)
+    if (total[i] > 0) sorted.emplace_back(total[i], ir::to_string(static_cast<ir::InstrCategory>(i)));
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::string out;
-  for (std::size_t i = 0; i < sorted.size() && i < max_entries; ++i)
-    out += (out.empty() ? "" : ", ") + sorted[i].first + " " + std::to_string(sorted[i].second);
+  for (const auto& [n, name] : sorted) out += (out.empty() ? "" : ", ") + name + " " + std::to_string(n);
+  std::string w;
+  for (const auto& [bits, n] : widths)
+    if (bits > 0) w += (w.empty() ? "" : ", ") + std::to_string(bits) + "-bit " + std::to_string(n);
+  if (!w.empty()) out += "; memory accesses by width: " + w;
   return out;
 }
 

@@ -27,8 +27,9 @@ struct EvidenceInput {
 agents::PromptContext gather_evidence(TraceDb& db, const evaluator::Spec& spec, const evaluator::Op& op,
                                       const EvidenceInput& in);
 
-// "ld.global 12, fma.rn 96, st.global 4, ..." over every function, most frequent first.
-std::string instruction_mix(const ir::Module& m, std::size_t max_entries = 12);
+// "fp32 96, global_load 12, ...; memory accesses by width: 128-bit 8" over every function,
+// most frequent first, in ir::categorize's categories.
+std::string instruction_mix_line(const ir::Module& m);
 
 // The allowed values of a seed's knobs as text (what a <KNOBS> reply may choose).
 agents::KnobDomains knob_domains(const evaluator::SeedTemplate& seed);

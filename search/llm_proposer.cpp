@@ -110,6 +110,7 @@ LlmProposal LlmProposer::finish(const agents::AgentAttempt& attempt, const Membe
     reject({{"E_NO_CHANGE", "the answer leaves the parent unchanged"}, role,
             attempt.call_ids.empty() ? std::nullopt : std::optional<std::int64_t>(attempt.call_ids.back())},
            parent.candidate_id);
+    log_ << "llm " << role << ": the answer leaves candidate " << parent.candidate_id << " unchanged" << std::endl;
     return out;
   }
   {
@@ -120,6 +121,7 @@ LlmProposal LlmProposer::finish(const agents::AgentAttempt& attempt, const Membe
       reject({{"E_DUPLICATE", "the answer repeats candidate " + std::to_string(seen.column_int(0))}, role,
               attempt.call_ids.empty() ? std::nullopt : std::optional<std::int64_t>(attempt.call_ids.back())},
              parent.candidate_id);
+      log_ << "llm " << role << ": the answer repeats candidate " << seen.column_int(0) << std::endl;
       return out;
     }
   }

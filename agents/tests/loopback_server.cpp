@@ -15,8 +15,9 @@ namespace ptxevo::agents::test {
 namespace {
 
 // Waits up to `ms` for `fd` to become readable; false on timeout or stop.
+// ms < 0: until `stop`.
 bool wait_readable(int fd, int ms, const std::atomic<bool>& stop) {
-  for (int waited = 0; waited < ms && !stop.load(); waited += 20) {
+  for (int waited = 0; (ms < 0 || waited < ms) && !stop.load(); waited += ms < 0 ? 0 : 20) {
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, 20) > 0) return true;
   }
@@ -71,7 +72,9 @@ std::vector<ReceivedRequest> LoopbackServer::requests() {
 
 void LoopbackServer::run() {
   for (const ScriptedResponse& response : script_) {
-    if (!wait_readable(listen_fd_, 10'000, stop_)) return;
+    // Wait for the next client until the test ends: a campaign may build for a while between
+    // calls, and a server that gave up would leave its calls hanging in the listen backlog.
+    if (!wait_readable(listen_fd_, -1, stop_)) return;
     const int client = ::accept(listen_fd_, nullptr, nullptr);
     if (client < 0) return;
     serve(client, response);
