@@ -83,8 +83,11 @@ LlmAgent::Sent LlmAgent::send(const ChatRequest& request_in, Role role, int turn
   }
   // An error response (4xx/5xx) is not billed, and an open circuit sent nothing. A call with no
   // response at all (timeout, reset) may have been billed: its worst case stays charged.
-  const bool unbilled = rec.status == "circuit-open" || (rec.status == "error" && rec.http_status != 0);
-  if (unbilled) {
+  if (rec.status == "circuit-open") {
+    budget_.release(reserved);
+    rec.input_tokens = 0;
+    rec.output_tokens = 0;
+  } else if (rec.status == "error" && rec.http_status != 0) {
     budget_.settle(reserved, std::int64_t{0}, std::int64_t{0});
     rec.input_tokens = 0;
     rec.output_tokens = 0;

@@ -71,6 +71,14 @@ std::optional<double> Budget::settle(const Reservation& r, std::optional<std::in
   return charged;
 }
 
+void Budget::release(const Reservation& r) {
+  std::lock_guard lock(mutex_);
+  reserved_.calls -= 1;
+  reserved_.input_tokens -= r.input_tokens;
+  reserved_.output_tokens -= r.output_tokens;
+  reserved_.usd -= r.usd.value_or(0);
+}
+
 void Budget::restore(const Spend& s) {
   std::lock_guard lock(mutex_);
   spent_ = s;

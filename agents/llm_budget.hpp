@@ -54,6 +54,8 @@ class Budget {
   // spent). Returns the cost charged (nullopt when unpriced).
   std::optional<double> settle(const Reservation& reserved, std::optional<std::int64_t> input_tokens,
                                std::optional<std::int64_t> output_tokens);
+  // Drops a reservation whose request never left (circuit open): nothing is charged.
+  void release(const Reservation& reserved);
   // What a resumed campaign already spent (summed from the trace database).
   void restore(const Spend& spent);
 

@@ -79,7 +79,9 @@ std::string instruction_mix_line(const ir::Module& m) {
   std::vector<std::pair<std::size_t, std::string>> sorted;
   for (std::size_t i = 0; i < total.size(); ++i)
     if (total[i] > 0) sorted.emplace_back(total[i], ir::to_string(static_cast<ir::InstrCategory>(i)));
-  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  // Most frequent first, ties by name (std::sort with a total order: stable and deterministic).
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
   std::string out;
   for (const auto& [n, name] : sorted) out += (out.empty() ? "" : ", ") + name + " " + std::to_string(n);
   std::string w;

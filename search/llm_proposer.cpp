@@ -6,7 +6,7 @@ namespace ptxevo::search {
 
 namespace {
 
-constexpr std::size_t kMaxLineages = 64;  // conversations kept for fixes; the oldest go first
+constexpr std::size_t kMaxLineages = 64;  // conversations kept for fixes; beyond it, one is dropped
 
 std::string stage_of(const std::string& code) {
   if (code == "E_SCREEN") return "screen";

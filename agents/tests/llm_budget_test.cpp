@@ -33,6 +33,13 @@ TEST(LlmBudget, SettlesFromUsageOrKeepsTheWorstCase) {
   EXPECT_EQ(s.output_tokens, 600);
 }
 
+TEST(LlmBudget, ReleasedReservationChargesNothing) {
+  Budget b({.max_calls = 1, .max_input_tokens = {}, .max_output_tokens = {}, .max_usd = {}}, std::nullopt, "m");
+  b.release(std::get<Reservation>(b.reserve(10, 10)));  // never sent
+  EXPECT_EQ(b.spent().calls, 0);
+  EXPECT_TRUE(std::holds_alternative<Reservation>(b.reserve(10, 10)));
+}
+
 TEST(LlmBudget, UnknownPriceIsNotFree) {
   Budget b({.max_calls = {}, .max_input_tokens = {}, .max_output_tokens = {}, .max_usd = 5.0}, std::nullopt, "mystery");
   auto refused = b.reserve(10, 10);
