@@ -125,7 +125,7 @@ TEST_F(LlmCampaignTest, HostileAndBrokenRepliesAreRecordedAndTheCampaignGoesOn) 
     EXPECT_EQ(server.requests().size(), 13U);  // every scripted exchange was used
     EXPECT_FALSE(s.agent->available());                        // the 401 opened the breaker for good
     // The prompt carried the parent's evidence: measured speedups, resources and instruction mix.
-    const std::string& prompt = server.requests().front().body;
+    const std::string prompt = server.requests().front().body;
     for (const char* needle : {"## 3. Measured per-shape speedup", "% of the roofline floor", "registers,", "global_load",
                                "## 7. Lessons from the trace database", "extern \\\"C\\\" __global__"})
       EXPECT_NE(prompt.find(needle), std::string::npos) << needle;
