@@ -34,12 +34,13 @@ class AgentTest : public ::testing::Test {
   void SetUp() override { ASSERT_EQ(::setenv(kKeyEnv, kKey, 1), 0); }
   void TearDown() override { ::unsetenv(kKeyEnv); }
 
-  void serve(const std::string& transcript) {
+  void serve(const std::string& transcript, ApiKind kind = ApiKind::OpenAI) {
     server = std::make_unique<test::LoopbackServer>(
         test::load_transcript(std::string(PTXEVO_AGENTS_TRANSCRIPTS) + "/" + transcript));
     RetryConfig retry;
     retry.deadline = std::chrono::seconds(5);
-    client = std::make_unique<ChatClient>(EndpointConfig{ApiKind::OpenAI, server->base_url() + "/v1", "replayed-model", kKeyEnv},
+    const std::string base = kind == ApiKind::OpenAI ? server->base_url() + "/v1" : server->base_url();
+    client = std::make_unique<ChatClient>(EndpointConfig{kind, base, "replayed-model", kKeyEnv},
                                           std::make_shared<CurlTransport>(), RetryPolicy(retry, RetryClock::real(3)),
                                           breaker, [this](std::string_view l) { log.emplace_back(l); });
     agent = std::make_unique<LlmAgent>(*client, breaker, *budget, recorder, options,
@@ -172,6 +173,45 @@ TEST_F(AgentTest, BudgetRefusalSendsNothing) {
   EXPECT_TRUE(a.handed_back);
   EXPECT_EQ(a.rejection->code, "E_BUDGET");
   EXPECT_EQ(recorder.calls.at(0).status, "budget-refused");
+  EXPECT_TRUE(server->requests().empty());
+}
+
+TEST_F(AgentTest, AnthropicMessagesReadTextBlocksOnly) {
+  serve("anthropic_roles.jsonl", ApiKind::Anthropic);
+  const AgentAttempt a = agent->propose(context(), "focus");
+  ASSERT_TRUE(a.reply) << (a.rejection ? a.rejection->detail : "");
+  EXPECT_EQ(a.strategy, "two elements per thread");
+  EXPECT_EQ(a.reply->source.find("decoy"), std::string::npos);  // thinking is never read for code
+  const auto requests = server->requests();
+  ASSERT_EQ(requests.size(), 2U);
+  EXPECT_EQ(requests[0].path, "/v1/messages");
+  EXPECT_EQ(requests[0].headers.at("x-api-key"), kKey);
+  EXPECT_EQ(recorder.calls[1].input_tokens, 800);
+  EXPECT_EQ(recorder.calls[1].output_tokens, 120);
+}
+
+TEST_F(AgentTest, AnswerLostToReasoningAndProseAreRecordedThenFixed) {
+  options.max_fix_turns = 1;
+  serve("reasoning_and_bad_plan.jsonl");
+  const AgentAttempt a = agent->propose(context(), "rule focus: the slowest shape");
+  ASSERT_TRUE(a.reply);
+  ASSERT_EQ(a.rejections.size(), 2U);
+  EXPECT_EQ(a.rejections[0].error.code, "E_LOST_TO_REASONING");
+  EXPECT_EQ(a.rejections[0].role, "planner");
+  EXPECT_EQ(a.rejections[1].error.code, "E_NO_ENVELOPE");
+  EXPECT_EQ(a.rejections[1].role, "coder");
+  EXPECT_EQ(a.strategy, "rule focus: the slowest shape");  // the focus line stood in for the plan
+  EXPECT_EQ(recorder.calls[0].output_tokens, 1024);         // reasoning tokens are billed
+  EXPECT_NE(server->requests()[1].body.find("rule focus: the slowest shape"), std::string::npos);
+}
+
+TEST_F(AgentTest, FixerTurnsAreCapped) {
+  serve("happy_openai.jsonl");
+  Conversation spent;
+  spent.fix_turns = options.max_fix_turns;
+  const AgentAttempt a = agent->fix(spent, "nvrtc: error", context());
+  EXPECT_FALSE(a.reply);
+  EXPECT_EQ(a.rejection->code, "E_FIX_TURNS");
   EXPECT_TRUE(server->requests().empty());
 }
 
