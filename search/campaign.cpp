@@ -275,6 +275,7 @@ std::unique_ptr<CampaignEngine::Batch> CampaignEngine::prepare(int generation, s
       if (is_policy_op(p.operator_id)) policy_.release(p.operator_id);
       continue;
     }
+    if (rc.inserted && is_llm(p)) llm_->recorded(p.genome, rc.id);
     Item it;
     it.proposal = std::move(p);
     it.candidate_id = rc.id;

@@ -8,6 +8,7 @@
 
 #include "evaluator/eval_types.hpp"
 #include "ir/analysis/instruction_mix.hpp"
+#include "search/operator_posterior.hpp"
 
 namespace ptxevo::search {
 
@@ -157,11 +158,13 @@ agents::PromptContext gather_evidence(TraceDb& db, const evaluator::Spec& spec, 
   {
     auto s = conn.prepare(
         "SELECT c.id, c.operator, c.genome_json, c.state, c.build_stage, c.outcome, "
-        "(SELECT fitness FROM evaluations e WHERE e.candidate_id = c.id ORDER BY e.id DESC LIMIT 1) "
-        "FROM candidates c WHERE c.campaign_id = ? ORDER BY c.id DESC LIMIT 6");
+        "(SELECT fitness FROM evaluations e WHERE e.candidate_id = c.id ORDER BY e.id DESC LIMIT 1), "
+        "p.name, p.kind FROM candidates c LEFT JOIN llm_proposals p ON p.candidate_id = c.id "
+        "WHERE c.campaign_id = ? ORDER BY c.id DESC LIMIT 6");
     s.bind(1, in.campaign_id);
     while (s.step()) {
       std::string what = "candidate " + std::to_string(s.column_int(0)) + " by " + s.column_text(1);
+      if (!s.column_text(7).empty()) what += " idea '" + s.column_text(7) + "' (" + s.column_text(8) + ")";
       try {
         what += " (" + genome_from_json(json::parse(s.column_text(2))).describe() + ")";
       } catch (const std::exception&) {
@@ -196,6 +199,40 @@ agents::PromptContext gather_evidence(TraceDb& db, const evaluator::Spec& spec, 
         line += buf;
       }
       c.lessons.push_back(line);
+    }
+    // The LLM's own ideas: the best that passed, and the latest that did not.
+    auto ideas = conn.prepare(
+        "SELECT p.name, (SELECT max(fitness) FROM evaluations e WHERE e.candidate_id = c.id AND e.verdict = 'pass'), "
+        "c.state, c.build_stage FROM llm_proposals p JOIN candidates c ON c.id = p.candidate_id "
+        "WHERE p.campaign_id = ? ORDER BY c.id DESC LIMIT 8");
+    ideas.bind(1, in.campaign_id);
+    while (ideas.step()) {
+      std::string line = "LLM idea '" + ideas.column_text(0) + "': ";
+      if (auto fit = ideas.column_opt_double(1)) {
+        char buf[48];
+        std::snprintf(buf, sizeof buf, "passed, fitness %.3f", *fit);
+        line += buf;
+      } else if (ideas.column_text(2) == "failed") {
+        line += "failed at " + ideas.column_text(3);
+      } else {
+        line += ideas.column_text(2);
+      }
+      c.lessons.push_back(line);
+    }
+  }
+  {
+    // What earlier campaigns on this op family and arch learned about the operators.
+    auto s = conn.prepare("SELECT key, hits, misses FROM operator_stats WHERE key LIKE ? ORDER BY hits DESC LIMIT 6");
+    const std::string prefix = op_family(spec.op) + "|" + in.arch + "|";
+    s.bind(1, prefix + "%");
+    while (s.step()) {
+      const double hits = s.column_double(1), misses = s.column_double(2);
+      if (hits + misses < 1) continue;
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "across campaigns on %s/%s: operator %s paid off %.0f%% of %.0f tries",
+                    op_family(spec.op).c_str(), in.arch.c_str(), s.column_text(0).substr(prefix.size()).c_str(),
+                    100 * hits / (hits + misses), hits + misses);
+      c.lessons.push_back(buf);
     }
   }
   return c;

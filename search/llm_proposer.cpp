@@ -134,7 +134,14 @@ LlmProposal LlmProposer::finish(const agents::AgentAttempt& attempt, const Membe
   p.island = island;
   if (attempt.conversation || fallback) {
     if (lineages_.size() >= kMaxLineages) lineages_.erase(lineages_.begin());
-    lineages_[child.hash()] = Lineage{parent, attempt.conversation ? *attempt.conversation : *fallback};
+    LlmProposalRow meta;
+    if (!attempt.call_ids.empty()) meta.call_id = attempt.call_ids.back();
+    meta.role = role == "fixer" || (attempt.conversation && attempt.conversation->fix_turns > 0) ? "fixer" : "coder";
+    meta.kind = std::string(agents::to_string(reply.kind));
+    meta.name = reply.name.empty() ? "unnamed" : reply.name;
+    meta.rationale = reply.rationale;
+    meta.strategy = attempt.strategy;
+    lineages_[child.hash()] = Lineage{parent, attempt.conversation ? *attempt.conversation : *fallback, meta};
   }
   log_ << "llm " << role << ": proposes " << p.detail << " from candidate " << parent.candidate_id << std::endl;
   out.proposal = std::move(p);
@@ -176,6 +183,13 @@ void LlmProposer::failed(const Genome& child, std::int64_t candidate_id, const s
          << std::endl;
   }
   lineages_.erase(it);
+}
+
+void LlmProposer::recorded(const Genome& child, std::int64_t candidate_id) {
+  auto it = lineages_.find(child.hash());
+  if (it == lineages_.end()) return;
+  it->second.proposal.candidate_id = candidate_id;
+  db_.record_llm_proposal(campaign_id_, it->second.proposal);
 }
 
 void LlmProposer::measured(const Genome& child) { lineages_.erase(child.hash()); }

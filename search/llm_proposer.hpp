@@ -62,6 +62,8 @@ class LlmProposer {
   [[nodiscard]] double share() const { return agents_.share; }
   // A queued fixer turn first, else planner + coder on `parent`.
   LlmProposal propose(const Member& parent, int island);
+  // A proposed child got its candidate row: records what it was meant to be.
+  void recorded(const Genome& child, std::int64_t candidate_id);
   // A proposed child failed to build, pass the screen or the gate: record why, queue a fix.
   void failed(const Genome& child, std::int64_t candidate_id, const std::string& stage, const std::string& error);
   // A proposed child was measured: its conversation is done.
@@ -71,6 +73,7 @@ class LlmProposer {
   struct Lineage {
     Member parent;
     agents::Conversation conversation;
+    LlmProposalRow proposal;  // candidate_id unset until recorded()
   };
   struct PendingFix {
     Lineage lineage;

@@ -424,6 +424,15 @@ std::int64_t TraceDb::record_agent_rejection(std::int64_t campaign_id, const Age
   return db_.last_insert_rowid();
 }
 
+void TraceDb::record_llm_proposal(std::int64_t campaign_id, const LlmProposalRow& p) {
+  auto s = db_.prepare(
+      "INSERT OR IGNORE INTO llm_proposals (candidate_id, campaign_id, call_id, role, kind, name, rationale, strategy) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+  s.bind(1, p.candidate_id).bind(2, campaign_id).bind(3, p.call_id).bind(4, p.role).bind(5, p.kind).bind(6, p.name);
+  s.bind(7, p.rationale).bind(8, p.strategy);
+  s.run();
+}
+
 LlmSpend TraceDb::llm_spend(std::int64_t campaign_id) {
   auto s = db_.prepare(
       "SELECT count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), coalesce(sum(cost_usd), 0), "

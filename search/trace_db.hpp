@@ -135,6 +135,17 @@ struct AgentRejection {
   std::string reason;
 };
 
+// What an LLM-written candidate was meant to be (schema v5).
+struct LlmProposalRow {
+  std::int64_t candidate_id = 0;
+  std::optional<std::int64_t> call_id;
+  std::string role;  // coder or fixer
+  std::string kind;  // source, edits, knobs
+  std::string name;
+  std::string rationale;
+  std::string strategy;
+};
+
 // What a campaign's LLM calls spent, summed over llm_calls.
 struct LlmSpend {
   std::int64_t calls = 0;
@@ -195,6 +206,8 @@ class TraceDb {
   // The LLM agents' record (schema v4).
   std::int64_t record_llm_call(std::int64_t campaign_id, const LlmCallRow& call);
   std::int64_t record_agent_rejection(std::int64_t campaign_id, const AgentRejection& rejection);
+  // Once per candidate (a resumed campaign re-proposing it keeps the first row).
+  void record_llm_proposal(std::int64_t campaign_id, const LlmProposalRow& proposal);
   // Calls that reached the endpoint (sent, whatever came back): what the budget counts.
   LlmSpend llm_spend(std::int64_t campaign_id);
 

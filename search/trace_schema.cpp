@@ -161,7 +161,23 @@ CREATE TABLE agent_rejections (
 CREATE INDEX agent_rejections_by_campaign ON agent_rejections (campaign_id);
 )sql";
 
-constexpr std::array<std::string_view, 4> kMigrations = {kV1, kV2, kV3, kV4};
+// v5: what each LLM-written candidate was meant to be: the role that wrote it, the patch kind,
+// the model's name and rationale for it and the strategy it implemented. Later prompts show
+// these beside the outcomes, so the model sees which of its ideas paid off.
+constexpr std::string_view kV5 = R"sql(
+CREATE TABLE llm_proposals (
+  candidate_id INTEGER PRIMARY KEY REFERENCES candidates(id) ON DELETE CASCADE,
+  campaign_id  INTEGER NOT NULL REFERENCES campaigns(id) ON DELETE CASCADE,
+  call_id      INTEGER REFERENCES llm_calls(id),
+  role         TEXT NOT NULL,
+  kind         TEXT NOT NULL,
+  name         TEXT NOT NULL,
+  rationale    TEXT NOT NULL,
+  strategy     TEXT NOT NULL
+);
+)sql";
+
+constexpr std::array<std::string_view, 5> kMigrations = {kV1, kV2, kV3, kV4, kV5};
 
 }  // namespace
 

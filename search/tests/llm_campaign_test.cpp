@@ -145,6 +145,17 @@ TEST_F(LlmCampaignTest, HostileAndBrokenRepliesAreRecordedAndTheCampaignGoesOn) 
       EXPECT_EQ(st.column_text(1), "measured") << marker;
     }
 
+    // What each LLM candidate was meant to be, for later prompts and the report.
+    EXPECT_EQ(count(db, "SELECT count(*) FROM candidates c WHERE operator = 'llm' AND NOT EXISTS "
+                        "(SELECT 1 FROM llm_proposals p WHERE p.candidate_id = c.id)"),
+              0);
+    EXPECT_EQ(count(db, "SELECT count(*) FROM llm_proposals WHERE name = 'double_via_add' AND kind = 'source' AND role = 'coder'"), 1);
+    EXPECT_EQ(count(db, "SELECT count(*) FROM llm_proposals WHERE name = 'spin_until_done' AND role = 'fixer'"), 1);
+    // Later prompts show earlier ideas with their outcomes.
+    bool idea_in_prompt = false;
+    for (const auto& req : server.requests()) idea_in_prompt |= req.body.find("LLM idea 'double_via_add'") != std::string::npos;
+    EXPECT_TRUE(idea_in_prompt);
+
     // Every rejection has its reason.
     EXPECT_EQ(count(db, "SELECT count(*) FROM agent_rejections WHERE reason = '' OR code = ''"), 0);
     auto has = [&](const std::string& code, const std::string& needle) {
