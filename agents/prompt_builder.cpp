@@ -100,7 +100,8 @@ std::string system_prompt(Role role, const PromptContext& c) {
 
 std::string evidence_sections(const PromptContext& c) {
   std::string s;
-  s += "## 1. Spec and ABI\n```toml\n" + quote_as_data(c.spec_text, kSpecCap) + "\n```\n";
+  const std::string spec = quote_as_data(c.spec_text, kSpecCap);
+  s += "## 1. Spec and ABI\n```toml\n" + spec + (spec.empty() || spec.back() != '\n' ? "\n" : "") + "```\n";
   s += "ABI owned by the engine:\n" + (c.abi.empty() ? std::string("n/a") : c.abi) + "\n\n";
 
   s += "## 2. Parent source (" + (c.parent_label.empty() ? std::string("n/a") : c.parent_label) +

@@ -4,6 +4,10 @@
 
 #include "agents/prompt_builder.hpp"
 
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
 namespace ptxevo::agents {
 namespace {
 
@@ -68,6 +72,20 @@ TEST(PromptBuilder, RolesAndStableBytes) {
   EXPECT_NE(planner.system.find("\"strategy\""), std::string::npos);
   EXPECT_EQ(planner.system.find("<BODY>"), std::string::npos);
   EXPECT_NE(fixer_turn("E_SCREEN: clock-read").content.find("E_SCREEN: clock-read"), std::string::npos);
+}
+
+// The bytes of a fixed context's coder prompt are pinned: a change to the prompt is a deliberate
+// edit of the golden file (PTXEVO_UPDATE_GOLDEN=1 rewrites it), never an accident.
+TEST(PromptBuilder, GoldenCoderPrompt) {
+  const auto r = coder_request(context(), "vectorize the loads", 4096);
+  const std::string rendered = "=== system\n" + r.system + "=== user\n" + r.messages.at(0).content;
+  const std::string path = std::string(PTXEVO_AGENTS_GOLDEN) + "/coder_prompt.txt";
+  if (std::getenv("PTXEVO_UPDATE_GOLDEN") != nullptr) std::ofstream(path, std::ios::binary) << rendered;
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in) << path << " is missing; run with PTXEVO_UPDATE_GOLDEN=1 once";
+  std::stringstream golden;
+  golden << in.rdbuf();
+  EXPECT_EQ(rendered, golden.str());
 }
 
 }  // namespace
