@@ -154,7 +154,15 @@ Result ChatClient::chat(const ChatRequest& request_in) const {
     return error;
   };
 
+  http.cancel = cancel_;
+  const auto cancelled = [&] { return cancel_ != nullptr && cancel_->load(); };
+  const auto cancel_error = [&] {
+    ChatError error = make_error(ErrorKind::Retryable, "cancelled: the campaign is stopping");
+    error.cancelled = true;
+    return error;
+  };
   for (int attempt = 1;; ++attempt) {
+    if (cancelled()) return fail(cancel_error(), attempt, "not sent");
     if (!breaker_->allow()) {
       ChatError error = make_error(ErrorKind::Retryable, "circuit breaker open for " + http.url);
       error.circuit_open = true;
@@ -166,6 +174,8 @@ Result ChatClient::chat(const ChatRequest& request_in) const {
     }
     http.timeout = std::min(left, retry.attempt_timeout);
     const HttpResponse response = transport_->post(http);
+    // A cancelled transfer says nothing about the endpoint: the breaker is not told.
+    if (response.cancelled || cancelled()) return fail(cancel_error(), attempt, "aborted");
     Result result = interpret(response);
 
     if (result.ok()) {
@@ -208,7 +218,13 @@ Result ChatClient::chat(const ChatRequest& request_in) const {
     log("chat " + http.url + " attempt " + std::to_string(attempt) + ": " + error.message +
             "; retrying in " + millis(decision.wait) + " (" + decision.why + ")",
         key);
-    clock.sleep(decision.wait);
+    // With a cancel flag, wait in slices so a stop request is honoured during a long wait.
+    if (cancel_ == nullptr) clock.sleep(decision.wait);
+    for (auto left_to_wait = cancel_ ? decision.wait : Millis(0); left_to_wait.count() > 0 && !cancelled();) {
+      const auto slice = std::min(left_to_wait, std::chrono::milliseconds(200));
+      clock.sleep(slice);
+      left_to_wait -= slice;
+    }
   }
 }
 

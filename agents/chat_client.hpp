@@ -9,6 +9,7 @@
 // concurrent setenv: set the variables before starting threads.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -62,6 +63,10 @@ class ChatClient {
   // ChatError::partial, so a length stop can never be mistaken for a complete answer.
   [[nodiscard]] Result chat(const ChatRequest& request) const;
 
+  // A flag that, once true, ends calls early: the transfer in flight is aborted and no retry or
+  // wait follows. It must outlive the client. Null: calls end only at their deadline.
+  void set_cancel(const std::atomic<bool>* cancel) { cancel_ = cancel; }
+
   [[nodiscard]] std::string url() const;
   [[nodiscard]] const EndpointConfig& config() const { return config_; }
 
@@ -74,6 +79,7 @@ class ChatClient {
   RetryPolicy policy_;
   std::shared_ptr<CircuitBreaker> breaker_;
   LogFn log_;
+  const std::atomic<bool>* cancel_ = nullptr;
 };
 
 }  // namespace ptxevo::agents

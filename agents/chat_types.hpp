@@ -59,6 +59,7 @@ struct ChatError {
   // Server-directed wait (Retry-After / retry-after-ms), already converted to a duration.
   std::optional<std::chrono::milliseconds> retry_after;
   bool circuit_open = false;         // refused locally because the endpoint's breaker is open
+  bool cancelled = false;            // the caller's cancel flag ended the call
   std::optional<ChatReply> partial;  // set for Truncated: usage still counts against the budget
 };
 

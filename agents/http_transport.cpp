@@ -50,6 +50,12 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
   return bytes;
 }
 
+// Non-zero aborts the transfer (CURLE_ABORTED_BY_CALLBACK).
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  const auto* cancel = static_cast<const std::atomic<bool>*>(user);
+  return cancel->load() ? 1 : 0;
+}
+
 struct CurlDeleter {
   void operator()(CURL* handle) const { curl_easy_cleanup(handle); }
 };
@@ -98,6 +104,11 @@ HttpResponse CurlTransport::post(const HttpRequest& request) {
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, &sink);
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error_buffer);
+  if (request.cancel != nullptr) {
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, const_cast<std::atomic<bool>*>(request.cancel));
+  }
 
   const CURLcode code = curl_easy_perform(h);
   long status = 0;
@@ -106,6 +117,7 @@ HttpResponse CurlTransport::post(const HttpRequest& request) {
     // A partial response is not a response: report the transport failure only.
     response.status = 0;
     response.timed_out = code == CURLE_OPERATION_TIMEDOUT;
+    response.cancelled = code == CURLE_ABORTED_BY_CALLBACK;
     response.error = sink.overflow ? "response body exceeds " + std::to_string(max_body_bytes_) + " bytes"
                      : error_buffer[0] != '\0' ? std::string(error_buffer)
                                                : std::string(curl_easy_strerror(code));

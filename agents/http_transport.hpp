@@ -6,6 +6,7 @@
 // it in a gtest Environment): the library keeps no global state.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <map>
@@ -22,6 +23,9 @@ struct HttpRequest {
   std::string body;
   std::chrono::milliseconds timeout{600'000};         // whole transfer (CURLOPT_TIMEOUT_MS)
   std::chrono::milliseconds connect_timeout{5'000};  // CURLOPT_CONNECTTIMEOUT_MS
+  // When set and true, the transfer is aborted within about a second (curl's progress callback):
+  // a campaign stopping on Ctrl-C does not wait out a slow model.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct HttpResponse {
@@ -30,6 +34,7 @@ struct HttpResponse {
   std::string body;
   std::string error;       // empty on success; the transport's description otherwise
   bool timed_out = false;  // the deadline or the connect timeout expired
+  bool cancelled = false;  // HttpRequest::cancel turned true
 };
 
 class HttpTransport {

@@ -70,7 +70,7 @@ LlmAgent::Sent LlmAgent::send(const ChatRequest& request_in, Role role, int turn
       reply = *e.partial;
       rec.status = "truncated";
     } else {
-      rec.status = e.circuit_open ? "circuit-open" : "error";
+      rec.status = e.circuit_open ? "circuit-open" : (e.cancelled ? "cancelled" : "error");
     }
   }
   if (reply) {

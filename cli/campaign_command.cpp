@@ -233,6 +233,7 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
   co.islands = o.islands;
   co.island_size = o.island_size;
   co.batch = o.batch;
+  co.max_spill_bytes = o.max_spill_bytes;
   co.initial = o.initial;
   co.max_evaluations = o.budget;
   co.max_minutes = o.minutes;
@@ -261,7 +262,10 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
     StopOnSignal signals(stop);
     try {
       search::CampaignEngine engine(spec, op, builder, *db, measurers, co, log, stop);
-      if (llm) engine.use_llm(llm->handles());
+      if (llm) {
+        llm->client->set_cancel(&stop);  // Ctrl-C aborts a call in flight instead of waiting for the model
+        engine.use_llm(llm->handles());
+      }
       res = engine.run();
     } catch (const std::exception& e) {
       err << "error: " << e.what() << "\n(everything recorded so far is in " << db_path.string()

@@ -212,7 +212,7 @@ std::vector<Proposal> CampaignEngine::propose(int generation, std::mt19937_64& r
     bool llm_tried = false;  // one LLM attempt per slot; after that the rule agents fill it
     for (int attempt = 0; attempt < 6; ++attempt) {
       auto ops = proposer_.applicable(parent->genome, has_mate);
-      const bool llm_open = llm_ && !llm_tried && llm_->available();
+      const bool llm_open = llm_ && !llm_tried && !stop_.load() && llm_->available();
       if (llm_open) ops.push_back(LlmProposer::kOperator);
       std::string op;
       if (llm_open && std::uniform_real_distribution<double>(0, 1)(rng) < llm_->share()) {

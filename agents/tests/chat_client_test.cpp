@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <deque>
 #include <mutex>
+#include <thread>
 
 #include "agents/chat_client.hpp"
 #include "agents/tests/manual_clock.hpp"
@@ -317,6 +318,28 @@ TEST_F(Loopback, StallEndsAtTheDeadline) {
   EXPECT_LT(elapsed, seconds(5));  // generous: the point is that it does not hang
   EXPECT_EQ(server.requests().size(), 1U);
   expect_key_absent_everywhere(result);
+}
+
+TEST_F(Loopback, CancelAbortsAStalledCallAndIsNotAFailure) {
+  test::LoopbackServer server({{200, {}, "", true}});
+  std::atomic<bool> cancel{false};
+  ChatClient c = client(server, ApiKind::OpenAI, seconds(30));
+  c.set_cancel(&cancel);
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    cancel.store(true);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result result = c.chat(request());
+  stopper.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, seconds(5));  // not the 30 s deadline
+  ASSERT_FALSE(result.ok());
+  EXPECT_TRUE(result.error().cancelled);
+  EXPECT_EQ(breaker->consecutive_failures(), 0);
+  // Once stopping, nothing more is sent.
+  const Result again = c.chat(request());
+  EXPECT_TRUE(again.error().cancelled);
+  EXPECT_EQ(server.requests().size(), 1U);
 }
 
 TEST_F(Loopback, ConnectionRefusedIsRetryable) {
