@@ -52,6 +52,7 @@ struct CampaignCliOptions {
   int islands = 4;
   int island_size = 6;
   int batch = 8;
+  std::int64_t max_spill_bytes = 256;
   int initial = 12;
   std::uint64_t seed = 1;
   int max_benchmark_shapes = -1;

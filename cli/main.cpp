@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
   app.add_option("--islands", camp.islands, "Islands of the population")->capture_default_str();
   app.add_option("--island-size", camp.island_size, "Members per island")->capture_default_str();
   app.add_option("--batch", camp.batch, "Children per batch (one GPU call)")->capture_default_str();
+  app.add_option("--max-spill-bytes", camp.max_spill_bytes,
+                 "Static screen: candidates with more spill stores than this (bytes, all entries) are not measured")
+      ->capture_default_str();
   app.add_option("--initial", camp.initial, "Random genomes besides the seeds in a new campaign")->capture_default_str();
   app.add_option("--seed", camp.seed, "Seed of the proposals (inputs are always fresh)")->capture_default_str();
   app.add_option("--max-benchmark-shapes", camp.max_benchmark_shapes, "Time only the first N benchmark shapes");

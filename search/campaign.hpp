@@ -40,7 +40,10 @@ struct CampaignOptions {
   int remeasure_every = 5;           // batches between re-measurements of the best
   std::uint64_t seed = 1;            // proposals (inputs are always fresh)
   int max_benchmark_shapes = -1;     // -1: every benchmark shape of the spec
-  std::int64_t max_spill_bytes = 0;  // screen: more spill stores than this never reach the GPU
+  // Screen: more spill stores (summed over the module's entries) than this never reach the GPU.
+  // Not 0: on the H200 the RMSNorm forward with ITEMS 8 spills 138 B in its cluster entry and
+  // still ran N = 64K at 86% of the copy floor, against 69% for the spill-free ITEMS 4.
+  std::int64_t max_spill_bytes = 256;
   bool final_check = true;           // re-measure the winner against the baseline at the end
   int benchmark_distributions = 1;   // input distributions per benchmark shape for candidates
   double progress_every_s = 0;       // 0: a progress line after every batch

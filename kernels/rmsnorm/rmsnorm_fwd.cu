@@ -77,10 +77,10 @@
 #define TPR 8
 #endif
 #ifndef ITEMS
-#define ITEMS 4
+#define ITEMS 8
 #endif
 #ifndef CLUSTER
-#define CLUSTER 16
+#define CLUSTER 4
 #endif
 #ifndef STAGE_KB
 #define STAGE_KB 0

@@ -245,9 +245,9 @@ TEST(RmsNormFwdOp, LaunchPlanDefaults) {
   RmsNormFwdOp op;
   const auto p = op.launch_plan(shape(32768, 4096), {}, {});
   const KernelLaunch& l = only_launch(p);
-  // 4096 / (ITEMS 4 * VEC 8) = 128 threads per row, 512 / 128 = 4 rows per CTA.
-  EXPECT_EQ(l.entry, "rmsnorm_fwd_tpr128");
-  EXPECT_EQ(l.grid.x, 8192u);
+  // 4096 / (ITEMS 8 * VEC 8) = 64 threads per row, 512 / 64 = 8 rows per CTA.
+  EXPECT_EQ(l.entry, "rmsnorm_fwd_tpr64");
+  EXPECT_EQ(l.grid.x, 4096u);
   EXPECT_EQ(l.grid.y, 1u);
   EXPECT_EQ(l.grid.z, 1u);
   EXPECT_EQ(l.block.x, 512u);
@@ -273,9 +273,9 @@ TEST(RmsNormFwdOp, LaunchPlanDefaults) {
   EXPECT_EQ(only_launch(q).block.x, l.block.x);
 }
 
-// With the default knobs (THREADS 512, TPR 8, ITEMS 4, VEC 8, CLUSTER 16) one assignment covers
-// every benchmark row: a thread keeps 32 elements, so rows up to 16384 sit in one CTA's registers
-// and longer ones in a cluster's.
+// With the default knobs (THREADS 512, TPR 8, ITEMS 8, VEC 8, CLUSTER 4) one assignment covers
+// every benchmark row: a thread keeps 64 elements, so rows up to 32768 sit in one CTA's registers
+// and longer ones in a cluster's (at most 4 CTAs; beyond that a slice is re-read).
 TEST(RmsNormFwdOp, DispatchPicksTheEntryPerN) {
   RmsNormFwdOp op;
   struct Case {
@@ -286,22 +286,22 @@ TEST(RmsNormFwdOp, DispatchPicksTheEntryPerN) {
   };
   const std::vector<Case> cases = {
       {32768, 256, "rmsnorm_fwd_tpr8", 8, 64, 1, 512},
-      {32768, 512, "rmsnorm_fwd_tpr16", 16, 32, 1, 1024},
-      {32768, 1024, "rmsnorm_fwd_tpr32", 32, 16, 1, 2048},
-      {32768, 2048, "rmsnorm_fwd_tpr64", 64, 8, 1, 4096},
-      {32768, 4096, "rmsnorm_fwd_tpr128", 128, 4, 1, 8192},
-      {32768, 8192, "rmsnorm_fwd_tpr256", 256, 2, 1, 16384},
-      {32768, 16384, "rmsnorm_fwd_tpr512", 512, 1, 1, 32768},
-      {32768, 32768, "rmsnorm_fwd_cluster", 512, 1, 2, 65536},
-      {32768, 65536, "rmsnorm_fwd_cluster", 512, 1, 4, 131072},
-      {16384, 131072, "rmsnorm_fwd_cluster", 512, 1, 8, 131072},
-      {8192, 262144, "rmsnorm_fwd_cluster", 512, 1, 16, 131072},
+      {32768, 512, "rmsnorm_fwd_tpr8", 8, 64, 1, 512},
+      {32768, 1024, "rmsnorm_fwd_tpr16", 16, 32, 1, 1024},
+      {32768, 2048, "rmsnorm_fwd_tpr32", 32, 16, 1, 2048},
+      {32768, 4096, "rmsnorm_fwd_tpr64", 64, 8, 1, 4096},
+      {32768, 8192, "rmsnorm_fwd_tpr128", 128, 4, 1, 8192},
+      {32768, 16384, "rmsnorm_fwd_tpr256", 256, 2, 1, 16384},
+      {32768, 32768, "rmsnorm_fwd_tpr512", 512, 1, 1, 32768},
+      {32768, 65536, "rmsnorm_fwd_cluster", 512, 1, 2, 65536},
+      {16384, 131072, "rmsnorm_fwd_cluster", 512, 1, 4, 65536},
+      {8192, 262144, "rmsnorm_fwd_cluster", 512, 1, 4, 32768},
       // Edge cases: tiny rows take the smallest entry; odd N rounds its thread count up.
       {1, 1, "rmsnorm_fwd_tpr8", 8, 64, 1, 1},
       {3, 7, "rmsnorm_fwd_tpr8", 8, 64, 1, 1},
-      {7, 4097, "rmsnorm_fwd_tpr256", 256, 2, 1, 4},
-      {3, 131071, "rmsnorm_fwd_cluster", 512, 1, 8, 24},
-      {2, 1u << 20, "rmsnorm_fwd_cluster", 512, 1, 16, 32},  // capped at CLUSTER; the rest is re-read
+      {7, 4097, "rmsnorm_fwd_tpr128", 128, 4, 1, 2},
+      {3, 131071, "rmsnorm_fwd_cluster", 512, 1, 4, 12},
+      {2, 1u << 20, "rmsnorm_fwd_cluster", 512, 1, 4, 8},  // capped at CLUSTER; the rest is re-read
   };
   const RmsNormFwdOp::Config cfg;
   const auto g = RmsNormFwdOp::geometry(cfg, {});
@@ -327,7 +327,12 @@ TEST(RmsNormFwdOp, DispatchPicksTheEntryPerN) {
 
 TEST(RmsNormFwdOp, DispatchFollowsTheKnobs) {
   const RmsNormFwdOp::Config cfg;
-  auto pick = [&](const Knobs& k, std::int64_t n) { return RmsNormFwdOp::dispatch(cfg, RmsNormFwdOp::geometry(cfg, k), n); };
+  // From ITEMS 4, CLUSTER 16 (the first defaults), which the expectations below were worked out for.
+  auto pick = [&](const Knobs& k, std::int64_t n) {
+    Knobs all = {{"ITEMS", I{4}}, {"CLUSTER", I{16}}};
+    for (const auto& [name, v] : k) all[name] = v;
+    return RmsNormFwdOp::dispatch(cfg, RmsNormFwdOp::geometry(cfg, all), n);
+  };
   // TPR is a floor: N = 256 with TPR = 32 takes 32 threads per row (one vector each).
   auto d = pick({{"TPR", I{32}}}, 256);
   EXPECT_EQ(d.entry, "rmsnorm_fwd_tpr32");
@@ -356,8 +361,11 @@ TEST(RmsNormFwdOp, DispatchFollowsTheKnobs) {
 TEST(RmsNormFwdOp, DispatchSizesTheStage) {
   const RmsNormFwdOp::Config plain;
   const RmsNormFwdOp::Config residual = RmsNormFwdOp::parse(kResidualBias);
+  // From ITEMS 4 (the first default), which the sizes below were worked out for.
   auto stage = [](const RmsNormFwdOp::Config& c, const Knobs& k, std::int64_t n) {
-    return RmsNormFwdOp::dispatch(c, RmsNormFwdOp::geometry(c, k), n).shared_bytes;
+    Knobs all = {{"ITEMS", I{4}}};
+    for (const auto& [name, v] : k) all[name] = v;
+    return RmsNormFwdOp::dispatch(c, RmsNormFwdOp::geometry(c, all), n).shared_bytes;
   };
   const Knobs k64 = {{"CLUSTER", I{1}}, {"STAGE_KB", I{64}}};
   // N = 32768: 4096 vectors over 512 threads = 8 each, 4 in registers, 4 staged (16 B each).
@@ -1096,12 +1104,16 @@ TEST(RmsNormFwdSpec, LoadsWithTheTargetShapesAndSeed) {
   // The spec's defaults are the op's (and so the template's) defaults.
   const Knobs defaults = ptxevo::evaluator::default_knobs(spec.seeds[0]);
   EXPECT_EQ(defaults, RmsNormFwdOp::knob_defaults(DType::BF16));
-  // One assignment, every benchmark row in registers: a CTA or a cluster holds the row.
+  // One assignment; every benchmark row up to 128K in registers (a CTA or a cluster holds the
+  // row). N = 256K over a 4-CTA cluster re-reads half of each slice: measured faster on the H200
+  // than a 16-CTA cluster holding it all (kernels/rmsnorm/README.md).
   const RmsNormFwdOp::Config cfg;
   const auto g = RmsNormFwdOp::geometry(cfg, defaults);
   for (const auto& s : spec.benchmark_shapes) {
     const auto d = RmsNormFwdOp::dispatch(cfg, g, s.at("N"));
-    EXPECT_LE(s.at("N"), d.cluster * g.threads * g.items * g.vec) << d.entry;
+    if (s.at("N") <= 131072) {
+      EXPECT_LE(s.at("N"), d.cluster * g.threads * g.items * g.vec) << d.entry;
+    }
     EXPECT_GE(s.at("N") * 2, d.tpr * d.cluster * g.items * g.vec) << "over half the threads idle: " << d.entry;
   }
 }
@@ -1243,10 +1255,13 @@ TEST(RmsNormFwdBuild, SeedBuildsForHopperAndBlackwellWithDefaults) {
       EXPECT_NE(b.ptx.find(ins), std::string::npos) << ins << " missing";
     // No stage code without STAGE_KB.
     EXPECT_EQ(b.ptx.find("%dynamic_smem_size"), std::string::npos);
+    // Within the campaign's static screen (search::CampaignOptions::max_spill_bytes, 256 B over
+    // all entries), or the seed itself would never be measured. ITEMS 8 spills a little in the
+    // cluster entry at 64 registers; the H200 measured it faster than the spill-free ITEMS 4.
+    std::int64_t spills = 0;
     for (const auto& f : b.sass.functions)
-      if (f.is_entry) {
-        EXPECT_EQ(f.spill_stores, 0) << f.name << ": " << b.sass.log;
-      }
+      if (f.is_entry) spills += f.spill_stores;
+    EXPECT_LE(spills, 256) << b.sass.log;
   }
 }
 
@@ -1327,15 +1342,21 @@ TEST(RmsNormFwdBuild, EveryPlannedEntryIsInTheModuleAndTheCubin) {
     }
     for (const auto& e : planned) EXPECT_NE(std::find(all.begin(), all.end(), e), all.end()) << e;
     // As the engine links it (nvJitLink takes more registers than plain ptxas): MIN_BLOCKS = 2
-    // holds every bf16 entry to 64 registers, two 512-thread CTAs per SM, without spills.
+    // holds every bf16 entry to 64 registers, two 512-thread CTAs per SM; only the cluster entry
+    // spills, within the campaign screen's bound (see SeedBuildsForHopperAndBlackwellWithDefaults).
     if (std::string(file) == "rmsnorm_fwd.spec") {
       std::size_t entries = 0;
+      std::int64_t spills = 0;
       for (const auto& f : p.candidate.resources) {
         if (!f.is_entry) continue;
         ++entries;
         EXPECT_LE(f.registers, 64) << f.name;
-        EXPECT_EQ(f.spill_stores, 0) << f.name;
+        if (f.name != "rmsnorm_fwd_cluster") {
+          EXPECT_EQ(f.spill_stores, 0) << f.name;
+        }
+        spills += f.spill_stores;
       }
+      EXPECT_LE(spills, 256);
       EXPECT_EQ(entries, all.size());
     }
   }
