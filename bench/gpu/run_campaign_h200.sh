@@ -33,6 +33,12 @@ echo "rc=$?"; tail -n 30 "$out/logs/campaign_part2.log"
 echo "== report"
 "$bin" report --db "$db" --html "$out/report.html" > "$out/logs/report.txt" 2>&1; echo "rc=$?"
 head -n 60 "$out/logs/report.txt"
+echo "== the winner again, through ptxevo eval (fresh inputs, all shapes)"
+best=$(grep -m1 '^best ' "$out/logs/report.txt" | sed -n 's/.*candidate \([0-9]*\).*/\1/p')
+if [ -n "$best" ]; then
+  timeout 120 "$bin" eval "$spec" --db "$db" --candidate "$best" --json-out "$out/winner_eval.json" > "$out/logs/winner_eval.txt" 2>&1
+  echo "candidate $best: rc=$?"; grep -E "verdict|fitness|M=" "$out/logs/winner_eval.txt" | tail -n 14
+fi
 echo "== replay export"
 "$bin" replay export "$spec" --db "$db" --out "$out/rmsnorm_fwd.replay.json" --commit "$commit"; echo "rc=$?"
 (cd "$out" && tar czf logs.tar.gz logs && rm -rf logs)
