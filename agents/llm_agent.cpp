@@ -1,5 +1,6 @@
 #include "agents/llm_agent.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -21,6 +22,10 @@ bool LlmAgent::available() const { return breaker_->state() != BreakerState::Ope
 LlmAgent::Sent LlmAgent::send(const ChatRequest& request_in, Role role, int turn, std::vector<std::int64_t>& call_ids) {
   ChatRequest request = request_in;
   if (!request.temperature) request.temperature = options_.temperature;
+  if (token_scale_ > 1.0) {
+    const double grown = static_cast<double>(request.max_tokens) * token_scale_;
+    request.max_tokens = std::max(request.max_tokens, static_cast<int>(std::min<double>(grown, options_.max_tokens_cap)));
+  }
   CallRecord rec;
   rec.role = std::string(to_string(role));
   rec.turn = turn;
@@ -99,7 +104,12 @@ LlmAgent::Sent LlmAgent::send(const ChatRequest& request_in, Role role, int turn
   }
   call_ids.push_back(recorder_.record_call(rec));
 
+  const auto grow = [&] {
+    // The answer did not fit: later calls get more room (the budget reserves it like any other).
+    if (static_cast<double>(request.max_tokens) < options_.max_tokens_cap) token_scale_ *= 1.5;
+  };
   if (rec.status == "truncated") {
+    grow();
     sent.error = ReplyError{"E_TRUNCATED", "the reply stopped at the length limit (" +
                                                std::to_string(request.max_tokens) + " tokens); it is never parsed"};
     return sent;
@@ -114,6 +124,7 @@ LlmAgent::Sent LlmAgent::send(const ChatRequest& request_in, Role role, int turn
     return sent;
   }
   if (normalize_reply(reply->text).find_first_not_of(" \t\n") == std::string::npos && reply->output_tokens > 0) {
+    grow();
     sent.error = ReplyError{"E_LOST_TO_REASONING", "empty content after " + std::to_string(reply->output_tokens) +
                                                        " output tokens (spent on reasoning)"};
     return sent;

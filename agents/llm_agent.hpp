@@ -53,6 +53,9 @@ struct AgentOptions {
   bool use_planner = true;
   int max_fix_turns = 2;
   std::optional<double> temperature;
+  // After a reply cut off by the length limit or lost to reasoning, later calls get 1.5x the
+  // output tokens, up to this many.
+  int max_tokens_cap = 32768;
 };
 
 // A conversation kept so the fixer can continue it.
@@ -111,6 +114,7 @@ class LlmAgent {
   CallRecorder& recorder_;
   AgentOptions options_;
   LogFn log_;
+  double token_scale_ = 1.0;  // grows after truncated or reasoning-only replies (this endpoint, this campaign)
 };
 
 }  // namespace ptxevo::agents

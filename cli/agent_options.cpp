@@ -22,6 +22,8 @@ void add_agent_options(CLI::App& app, CampaignCliOptions& o) {
       ->check(CLI::IsMember({"max_tokens", "max_completion_tokens"}))
       ->capture_default_str();
   app.add_option("--llm-max-tokens", l.max_tokens, "Output tokens per coder/fixer call")->capture_default_str();
+  app.add_option("--llm-max-tokens-cap", l.max_tokens_cap,
+                 "After a reply cut off at the limit, later calls get 1.5x the tokens up to this (0: twice --llm-max-tokens)");
   app.add_option("--llm-planner-max-tokens", l.planner_max_tokens, "Output tokens per planner call")->capture_default_str();
   app.add_flag("--llm-no-planner", l.no_planner, "Skip the planner; the coder gets a rule-made focus line");
   app.add_option("--llm-fix-turns", l.fix_turns, "Fixer turns per lineage (0-2)")->check(CLI::Range(0, 2))->capture_default_str();

@@ -25,6 +25,7 @@ struct LlmCliOptions {
   std::string key_env;           // empty: no auth header (local servers)
   std::string max_tokens_field = "max_tokens";  // or "max_completion_tokens" (api.openai.com)
   int max_tokens = 8192;
+  int max_tokens_cap = 0;  // growth after truncated replies stops here; 0: twice max_tokens
   int planner_max_tokens = 1024;
   bool no_planner = false;
   int fix_turns = 2;

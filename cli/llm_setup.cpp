@@ -91,6 +91,7 @@ std::unique_ptr<LlmSetup> make_llm_setup(const LlmCliOptions& o, search::TraceDb
   s->recorder = std::make_unique<search::TraceCallRecorder>(db);
   agents::AgentOptions ao;
   ao.max_tokens = o.max_tokens;
+  ao.max_tokens_cap = o.max_tokens_cap > 0 ? o.max_tokens_cap : 2 * o.max_tokens;
   ao.planner_max_tokens = o.planner_max_tokens;
   ao.use_planner = !o.no_planner;
   ao.max_fix_turns = o.fix_turns;

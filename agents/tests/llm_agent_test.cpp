@@ -140,6 +140,20 @@ TEST_F(AgentTest, TruncatedReplyIsNeverParsed) {
   EXPECT_EQ(recorder.calls[0].output_tokens, 4096);  // billed tokens still count
 }
 
+TEST_F(AgentTest, TruncationGivesTheNextCallMoreRoom) {
+  options.use_planner = false;
+  options.max_fix_turns = 1;
+  options.max_tokens = 4096;
+  serve("truncated.jsonl");
+  const AgentAttempt a = agent->propose(context(), "focus");
+  ASSERT_TRUE(a.reply);  // the fixer's turn, with room to finish
+  const auto requests = server->requests();
+  ASSERT_EQ(requests.size(), 2U);
+  EXPECT_EQ(nlohmann::json::parse(requests[0].body)["max_tokens"], 4096);
+  EXPECT_EQ(nlohmann::json::parse(requests[1].body)["max_tokens"], 6144);
+  EXPECT_EQ(recorder.calls[1].reserved_output_tokens, 6144);  // the budget reserved the larger figure
+}
+
 TEST_F(AgentTest, RateLimitAndOverloadAreRetriedWithinOneCall) {
   options.use_planner = false;
   serve("overloaded_then_ok.jsonl");
