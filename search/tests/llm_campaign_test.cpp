@@ -218,6 +218,33 @@ TEST_F(LlmCampaignTest, ResumedCampaignKeepsItsSpendAndTheCapHolds) {
   }
 }
 
+// Nothing listens at the endpoint: the first calls fail over their retries, the breaker opens,
+// and the campaign runs to its budget on the rule agents alone without calling again.
+TEST_F(LlmCampaignTest, DeadEndpointHandsTheSlotsToTheRuleAgents) {
+  std::ostringstream log;
+  auto db = TraceDb::open(dir_ / "dead.db");
+  std::string dead_url;
+  {
+    agents::test::LoopbackServer closed({});  // binds a free port, then closes it
+    dead_url = closed.base_url();
+  }
+  Stack s = stack(db, dead_url, {}, log);
+  testing::KnobModelMeasurer m;
+  const CampaignResult r = run(db, s, &m, log, 24);
+  EXPECT_EQ(r.stop_reason, "budget") << log.str();
+  EXPECT_FALSE(s.agent->available());
+  EXPECT_EQ(count(db, "SELECT count(*) FROM candidates WHERE operator = 'llm'"), 0);
+  EXPECT_GE(count(db, "SELECT count(*) FROM candidates WHERE operator NOT IN ('llm', 'seed', 'random')"), 5);
+  // Each call ended in a recorded rejection; once the breaker opened, nothing more was tried.
+  // 4 attempts each and 5 consecutive failures open the breaker: the second call ends as
+  // circuit-open after its first attempt.
+  const auto calls = count(db, "SELECT count(*) FROM llm_calls WHERE status IN ('error', 'circuit-open')");
+  EXPECT_GE(calls, 1);
+  EXPECT_LE(calls, 2);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM agent_rejections WHERE code = 'E_ENDPOINT'"), calls);
+  EXPECT_NE(log.str().find("endpoint down: rule agents only"), std::string::npos);
+}
+
 TEST(NvrtcOnly, RefusesHostCodeWithoutAnyHostOption) {
   // The screen would stop these first; NVRTC alone refuses them too, since the engine never
   // passes -default-device.
