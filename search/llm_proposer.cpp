@@ -173,7 +173,11 @@ void LlmProposer::failed(const Genome& child, std::int64_t candidate_id, const s
   row.code = stage == "gate" ? "E_GATE" : (stage == "screen" ? "E_IR_CHECK" : "E_BUILD");
   row.reason = error.empty() ? "(no message)" : error;
   auto it = lineages_.find(child.hash());
-  if (it != lineages_.end()) row.parent_id = it->second.parent.candidate_id;
+  if (it != lineages_.end()) {
+    row.parent_id = it->second.parent.candidate_id;
+    row.call_id = it->second.proposal.call_id;
+    row.role = it->second.proposal.role;
+  }
   db_.record_agent_rejection(campaign_id_, row);
   if (it == lineages_.end()) return;
   if (it->second.conversation.fix_turns < agents_.agent->options().max_fix_turns) {
