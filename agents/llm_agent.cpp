@@ -44,7 +44,7 @@ LlmAgent::Sent LlmAgent::send(const ChatRequest& request_in, Role role, int turn
     sent.handed_back = true;
     return sent;
   }
-  auto reservation = budget_.reserve(estimate_input_tokens(bytes), request.max_tokens);
+  auto reservation = budget_.reserve(worst_case_input_tokens(bytes, request.messages.size() + 1), request.max_tokens);
   if (const auto* why = std::get_if<std::string>(&reservation)) {
     rec.status = "budget-refused";
     rec.error = *why;

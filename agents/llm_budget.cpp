@@ -4,7 +4,9 @@
 
 namespace ptxevo::agents {
 
-std::int64_t estimate_input_tokens(std::size_t bytes) { return static_cast<std::int64_t>(bytes / 3 + 16); }
+std::int64_t worst_case_input_tokens(std::size_t bytes, std::size_t messages) {
+  return static_cast<std::int64_t>(bytes + 8 * (messages + 1));
+}
 
 Budget::Budget(BudgetCaps caps, std::optional<Price> price, std::string model)
     : caps_(caps), price_(price), model_(std::move(model)) {}

@@ -1,5 +1,5 @@
 // The per-campaign LLM budget (docs/agents.md, "Budget"). Before each call the worst case is
-// reserved: the prompt's token estimate plus the full max_tokens, and its dollar cost when the
+// reserved: the most tokens the prompt can take plus the full max_tokens, and its dollar cost when the
 // model is priced. A call whose reservation would cross a cap is not sent. After the call the
 // reservation is settled with the reply's usage, or kept whole when the server reported none.
 // A model without a price is never counted as free: its cost is "unknown", and a dollar cap
@@ -40,9 +40,11 @@ struct Reservation {
   std::optional<double> usd;  // nullopt: unpriced
 };
 
-// Tokens a prompt of `bytes` bytes may take, rounded up generously (about 3 bytes per token;
-// code tokenizes denser than prose).
-[[nodiscard]] std::int64_t estimate_input_tokens(std::size_t bytes);
+// The most tokens a prompt of `bytes` bytes in `messages` messages can take: byte-level BPE
+// tokenizers (OpenAI's, Llama's with byte fallback, Claude's) never make a token shorter than
+// one byte, plus the chat template's few tokens per message. Real prompts of code take about a
+// third of this; the reservation is settled with the reported usage after the call.
+[[nodiscard]] std::int64_t worst_case_input_tokens(std::size_t bytes, std::size_t messages);
 
 class Budget {
  public:

@@ -50,7 +50,7 @@ std::int64_t TraceCallRecorder::record_call(const agents::CallRecord& c) {
 }
 
 LlmProposer::LlmProposer(LlmAgents agents, TraceDb& db, std::int64_t campaign_id, const evaluator::Spec& spec,
-                         const evaluator::Op& op, std::string arch, SourceOf source_of, MixOf mix_of, std::ostream& log)
+                         const evaluator::Op& op, std::string arch, SourceOf source_of, MixOf mix, std::ostream& log)
     : agents_(agents),
       db_(db),
       campaign_id_(campaign_id),
@@ -58,7 +58,7 @@ LlmProposer::LlmProposer(LlmAgents agents, TraceDb& db, std::int64_t campaign_id
       op_(op),
       arch_(std::move(arch)),
       source_of_(std::move(source_of)),
-      mix_of_(std::move(mix_of)),
+      mix_of_(std::move(mix)),
       log_(log) {
   agents_.recorder->set_campaign(campaign_id_);
   // A resumed campaign spent what its recorded calls say.
@@ -153,12 +153,12 @@ LlmProposal LlmProposer::propose(const Member& parent, int island) {
     PendingFix fix = std::move(fixes_.front());
     fixes_.pop_front();
     EvidenceInput in{campaign_id_, arch_, &fix.lineage.parent, source_of_(fix.lineage.parent.genome),
-                     mix_of_(fix.lineage.parent.genome)};
+                     mix_of(fix.lineage.parent.genome)};
     const auto context = gather_evidence(db_, spec_, op_, in);
     const auto attempt = agents_.agent->fix(fix.lineage.conversation, fix.error, context);
     return finish(attempt, fix.lineage.parent, island, "fixer", nullptr);
   }
-  EvidenceInput in{campaign_id_, arch_, &parent, source_of_(parent.genome), mix_of_(parent.genome)};
+  EvidenceInput in{campaign_id_, arch_, &parent, source_of_(parent.genome), mix_of(parent.genome)};
   const auto context = gather_evidence(db_, spec_, op_, in);
   const auto attempt = agents_.agent->propose(context, focus_of(context));
   return finish(attempt, parent, island, "coder", nullptr);
@@ -187,6 +187,13 @@ void LlmProposer::failed(const Genome& child, std::int64_t candidate_id, const s
          << std::endl;
   }
   lineages_.erase(it);
+}
+
+std::string LlmProposer::mix_of(const Genome& g) {
+  const std::string key = g.hash();
+  if (auto it = mix_cache_.find(key); it != mix_cache_.end()) return it->second;
+  if (mix_cache_.size() >= 256) mix_cache_.clear();  // parents change slowly; a bound keeps it small
+  return mix_cache_[key] = mix_of_(g);
 }
 
 void LlmProposer::recorded(const Genome& child, std::int64_t candidate_id) {

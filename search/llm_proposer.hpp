@@ -56,7 +56,7 @@ class LlmProposer {
   using MixOf = std::function<std::string(const Genome&)>;
 
   LlmProposer(LlmAgents agents, TraceDb& db, std::int64_t campaign_id, const evaluator::Spec& spec,
-              const evaluator::Op& op, std::string arch, SourceOf source_of, MixOf mix_of, std::ostream& log);
+              const evaluator::Op& op, std::string arch, SourceOf source_of, MixOf mix, std::ostream& log);
 
   [[nodiscard]] bool available() const;
   [[nodiscard]] double share() const { return agents_.share; }
@@ -94,6 +94,8 @@ class LlmProposer {
   MixOf mix_of_;
   std::ostream& log_;
   std::map<std::string, Lineage> lineages_;  // child genome hash -> its conversation
+  std::map<std::string, std::string> mix_cache_;  // genome hash -> instruction mix (a build each)
+  std::string mix_of(const Genome& g);
   std::deque<PendingFix> fixes_;
 };
 
