@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "agents/tests/loopback_server.hpp"
@@ -216,6 +217,33 @@ TEST_F(LlmCampaignTest, ResumedCampaignKeepsItsSpendAndTheCapHolds) {
     EXPECT_EQ(server.requests().size(), 0U);
     EXPECT_EQ(s.budget->spent().calls, first_calls);
   }
+}
+
+// The engine's own choices are deterministic: replaying the same transcript twice gives the same
+// candidates, calls and rejections (timestamps, latencies and timeout durations aside).
+TEST_F(LlmCampaignTest, ReplayedCampaignIsDeterministic) {
+  auto snapshot = [&](const std::string& name) {
+    std::ostringstream log;
+    auto db = TraceDb::open(dir_ / name);
+    agents::test::LoopbackServer server(script());
+    Stack s = stack(db, server.base_url(), {}, log);
+    testing::KnobModelMeasurer m;
+    run(db, s, &m, log, 32);
+    std::string out;
+    for (const char* sql : {"SELECT id || ' ' || genome_hash || ' ' || operator || ' ' || state FROM candidates ORDER BY id",
+                            "SELECT role || ' ' || turn || ' ' || status || ' ' || coalesce(input_tokens, '') || ' ' || "
+                            "coalesce(output_tokens, '') FROM llm_calls ORDER BY id",
+                            "SELECT coalesce(candidate_id, '') || ' ' || code || ' ' || stage || ' ' || reason FROM "
+                            "agent_rejections ORDER BY id"}) {
+      auto st = db.connection().prepare(sql);
+      while (st.step()) out += st.column_text(0) + "\n";
+    }
+    // Only the wall clock may differ: curl's "timed out after N milliseconds" for the stall.
+    return std::regex_replace(out, std::regex("after [0-9]+ milliseconds"), "after N milliseconds");
+  };
+  const std::string first = snapshot("a.db");
+  EXPECT_NE(first.find("E_SCREEN"), std::string::npos);
+  EXPECT_EQ(first, snapshot("b.db"));
 }
 
 // Nothing listens at the endpoint: the first calls fail over their retries, the breaker opens,
