@@ -153,6 +153,7 @@ json to_json(const EvalReport& r) {
   json j = {{"verdict", r.verdict}, {"reasons", r.reasons}, {"shapes", shapes}, {"environment", r.environment},
             {"copy_bandwidth", r.copy_bandwidth}, {"seconds", r.seconds}, {"prep_seconds", r.prep_seconds}, {"gpu_seconds", r.gpu_seconds}};
   j["fitness"] = r.fitness ? json(*r.fitness) : json(nullptr);
+  if (!r.phase_seconds.empty()) j["phase_seconds"] = r.phase_seconds;
   return j;
 }
 
@@ -185,6 +186,7 @@ EvalReport report_from_json(const json& j) {
   r.seconds = j.value("seconds", 0.0);
   r.prep_seconds = j.value("prep_seconds", 0.0);
   r.gpu_seconds = j.value("gpu_seconds", 0.0);
+  if (j.contains("phase_seconds")) r.phase_seconds = j.at("phase_seconds").get<std::map<std::string, double>>();
   return r;
 }
 

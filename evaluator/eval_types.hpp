@@ -85,6 +85,11 @@ struct EvalReport {
   double prep_seconds = 0;
   // Of `seconds`, the time the worker held the GPU (gate runs, timing), its share of the batch.
   double gpu_seconds = 0;
+  // Wall seconds by phase of the worker's batch (its share): device memory ("alloc", "free"),
+  // inputs and references drawn or computed on the device ("device_prep"), gate runs and their
+  // checks ("gate"), interleaved timing ("timing"), re-checks of the timed outputs
+  // ("timed_checks"). Says where an evaluation's GPU time goes.
+  std::map<std::string, double> phase_seconds;
 };
 
 // Several candidates gated and timed in one worker call: inputs, references and the timing pool

@@ -50,6 +50,21 @@ std::string with_shape(const std::string& reason, const ShapeCase& sc, Distribut
   return reason + " [" + to_string(sc.cls) + " shape " + shape_to_string(sc.shape) + ", " + to_string(d) + " inputs]";
 }
 
+// Adds the wall time of its scope to one phase of a batch (EvalReport::phase_seconds).
+class PhaseTimer {
+ public:
+  PhaseTimer(std::map<std::string, double>& m, const char* phase)
+      : m_(m), phase_(phase), t0_(std::chrono::steady_clock::now()) {}
+  ~PhaseTimer() { m_[phase_] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+ private:
+  std::map<std::string, double>& m_;
+  const char* phase_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
 // Device buffers for one set of tensors.
 struct DeviceSet {
   std::map<std::string, DeviceBuffer> buffers;
@@ -214,6 +229,7 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
 
   std::uint64_t stream_seed = mix(req.seed);
   double prep_s = 0;
+  std::map<std::string, double> phases;
   const double held0 = lock_.held_seconds();
   for (const ShapeCase& sc : req.shapes) {
     const bool any_live = std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return !s.stopped; });
@@ -258,7 +274,12 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
     std::vector<HostTensor> host;
     if (!dev_prep)
       for (const auto& d : descs) host.emplace_back(d.name, d.dtype, d.shape);
-    DeviceSet dev = allocate(&api, descs);
+    std::optional<DeviceSet> dev_holder;
+    {
+      PhaseTimer pt(phases, "alloc");
+      dev_holder.emplace(allocate(&api, descs));
+    }
+    DeviceSet& dev = *dev_holder;
     std::uint64_t seed0 = 0;  // distribution 0's seed: the timing pool's set 0 is drawn again from it
     Distribution dist0 = Distribution::Normal;
     const int ndist = sc.cls == ShapeClass::Benchmark ? req.gate.distributions_benchmark : req.gate.distributions_correctness;
@@ -304,6 +325,7 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
         return h;
       };
       if (dev_prep) {
+        PhaseTimer pt(phases, "device_prep");
         ref_dev = devref->compute(sc.shape, [&] {
           draw_inputs_on_device(op, descs, dist, dist_seed, *checks_, ctx_, dev.pointers);
           return dev.pointers;
@@ -317,6 +339,8 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
           ref_dev.emplace(r.name, std::move(b));
         }
       }
+      std::optional<PhaseTimer> gate_timer;
+      gate_timer.emplace(phases, "gate");
       for (std::size_t i = 0; i < n; ++i) {
         if (!live(i)) continue;
         std::vector<std::vector<HostTensor>> runs;
@@ -429,6 +453,9 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
         }
       }
       if (di == 0 && sc.cls == ShapeClass::Benchmark && !dev_prep) verified_inputs = host;
+      gate_timer.reset();
+      PhaseTimer pt(phases, "free");
+      ref_dev.clear();
     }
 
     bool any_timed = false;
@@ -470,6 +497,8 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
       if (nsets >= 2 && !dev_prep) op.reference(sc.shape, req.config, set_inputs[1], refs1);
       prep_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - p1).count();
       GpuLock::Guard gpu(lock_);
+      std::optional<PhaseTimer> alloc_timer;
+      alloc_timer.emplace(phases, "alloc");
       for (int s = 0; s < nsets; ++s) {
         DeviceSet cs = allocate(&api, descs);
         DeviceSet bs;
@@ -496,7 +525,10 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
         cand_sets.push_back(std::move(cs));
         base_sets.push_back(std::move(bs));
       }
+      alloc_timer.reset();
       std::map<std::string, DeviceBuffer> refs1_dev;
+      std::optional<PhaseTimer> prep_timer;
+      prep_timer.emplace(phases, "device_prep");
       if (dev_prep && nsets >= 2) refs1_dev = devref->compute(sc.shape, cand_sets[1].pointers);
       else if (use_dev)
         for (const auto& r : refs1) {
@@ -504,7 +536,10 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
           b.upload(r.data.data(), r.bytes());
           refs1_dev.emplace(r.name, std::move(b));
         }
+      prep_timer.reset();
       const double bytes = op.bytes(sc.shape, req.config);
+      std::optional<PhaseTimer> timing_timer;
+      timing_timer.emplace(phases, "timing");
       for (std::size_t i = 0; i < n; ++i) {
         if (!live(i)) continue;
         ShapeReport& sr = srs[i];
@@ -624,6 +659,15 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
           }
         });
       }
+      timing_timer.reset();
+      PhaseTimer pt(phases, "free");
+      refs1_dev.clear();
+      cand_sets.clear();
+      base_sets.clear();
+    }
+    {
+      PhaseTimer pt(phases, "free");
+      dev_holder.reset();
     }
     for (std::size_t i = 0; i < n; ++i) {
       if (!in_play[i]) continue;
@@ -653,6 +697,8 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
     report.seconds = seconds / static_cast<double>(std::max<std::size_t>(n, 1));
     report.prep_seconds = prep_s / static_cast<double>(std::max<std::size_t>(n, 1));
     report.gpu_seconds = (lock_.held_seconds() - held0) / static_cast<double>(std::max<std::size_t>(n, 1));
+    for (const auto& [phase, sec] : phases)
+      report.phase_seconds[phase] = sec / static_cast<double>(std::max<std::size_t>(n, 1));
     out.push_back(std::move(report));
   }
   return out;

@@ -93,7 +93,9 @@ TEST(EvalTypes, RequestAndReportSurviveJson) {
   s.speedup = PairedRatio{30, 1.05, 1.01, 1.09};
   rep.shapes.push_back(s);
   rep.fitness = 1.05;
+  rep.phase_seconds = {{"timing", 0.75}, {"free", 0.25}};
   EvalReport rb = report_from_json(to_json(rep));
+  EXPECT_EQ(rb.phase_seconds, rep.phase_seconds);
   EXPECT_EQ(rb.verdict, "fail");
   EXPECT_EQ(rb.reasons, rep.reasons);
   ASSERT_EQ(rb.shapes.size(), 1u);
