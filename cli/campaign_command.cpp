@@ -234,6 +234,7 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
   co.island_size = o.island_size;
   co.batch = o.batch;
   co.max_spill_bytes = o.max_spill_bytes;
+  co.warm_start = o.warm_start;
   co.initial = o.initial;
   co.max_evaluations = o.budget;
   co.max_minutes = o.minutes;

@@ -54,6 +54,7 @@ struct CampaignCliOptions {
   int island_size = 6;
   int batch = 8;
   std::int64_t max_spill_bytes = 256;
+  int warm_start = -1;
   int initial = 12;
   std::uint64_t seed = 1;
   int max_benchmark_shapes = -1;

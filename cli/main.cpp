@@ -28,6 +28,10 @@ int main(int argc, char** argv) {
   app.add_option("--islands", camp.islands, "Islands of the population")->capture_default_str();
   app.add_option("--island-size", camp.island_size, "Members per island")->capture_default_str();
   app.add_option("--batch", camp.batch, "Children per batch (one GPU call)")->capture_default_str();
+  app.add_option("--warm-start", camp.warm_start,
+                 "Genomes of earlier campaigns on the same op in this database to start from (-1: up to half "
+                 "the first population; 0: none)")
+      ->capture_default_str();
   app.add_option("--max-spill-bytes", camp.max_spill_bytes,
                  "Static screen: candidates with more spill stores than this (bytes, all entries) are not measured")
       ->capture_default_str();

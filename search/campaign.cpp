@@ -187,7 +187,38 @@ std::vector<Proposal> CampaignEngine::propose(int generation, std::mt19937_64& r
       p.island = k++ % islands;
       out.push_back(std::move(p));
     }
-    for (int i = 0; i < opt_.initial; ++i) {
+    // Warm start: what did well on this op before, in place of some of the random genomes.
+    // Fitness from another campaign is against another baseline, so each is measured again here
+    // (and charged to the budget) like any candidate.
+    int warm = 0;
+    const int cap = (static_cast<int>(out.size()) + opt_.initial) / 2;
+    const int want = opt_.warm_start < 0 ? cap : std::min(opt_.warm_start, cap);
+    if (want > 0) {
+      std::set<std::string> have;
+      for (const auto& p : out) have.insert(p.genome.hash());
+      for (const auto& e : db_.earlier_best(campaign_id_, spec_.op, want * 4)) {
+        if (warm >= want || warm >= opt_.initial) break;
+        Genome g;
+        try {
+          g = genome_from_json(json::parse(e.genome_json));
+        } catch (const std::exception&) {
+          continue;
+        }
+        if (!proposer_.admits(g).empty() || !have.insert(g.hash()).second) continue;
+        Proposal p;
+        p.genome = std::move(g);
+        p.operator_id = "warm_start";
+        char fit[32];
+        std::snprintf(fit, sizeof fit, "%.4f", e.fitness);
+        p.detail = "candidate " + std::to_string(e.candidate_id) + " of campaign " + std::to_string(e.campaign_id) +
+                   " (" + e.arch + (e.gpu.empty() ? "" : ", " + e.gpu) + "): fitness " + fit + " there";
+        p.island = k++ % islands;
+        log_ << "warm_start: " << p.genome.describe() << " from " << p.detail << "\n";
+        out.push_back(std::move(p));
+        ++warm;
+      }
+    }
+    for (int i = warm; i < opt_.initial; ++i) {
       const auto& seeds = spec_.seeds;
       const auto& s = seeds[static_cast<std::size_t>(i) % seeds.size()];
       if (auto g = proposer_.random_genome(s.name, rng)) {

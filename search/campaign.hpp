@@ -44,6 +44,10 @@ struct CampaignOptions {
   // Not 0: on the H200 the RMSNorm forward with ITEMS 8 spills 138 B in its cluster entry and
   // still ran N = 64K at 86% of the copy floor, against 69% for the spill-free ITEMS 4.
   std::int64_t max_spill_bytes = 256;
+  // Warm start: a fresh population takes up to this many of the best distinct genomes of
+  // earlier campaigns on the same op in this database (other specs, shapes or archs), in place
+  // of as many random ones, capped at half the first population. -1: that half; 0: none.
+  int warm_start = -1;
   bool final_check = true;           // re-measure the winner against the baseline at the end
   int benchmark_distributions = 1;   // input distributions per benchmark shape for candidates
   double progress_every_s = 0;       // 0: a progress line after every batch

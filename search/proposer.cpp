@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "evaluator/knob_constraints.hpp"
 #include "mutators/knob_moves.hpp"
 
 namespace ptxevo::search {
@@ -58,6 +59,25 @@ std::vector<Genome> Proposer::seeds() const {
     else out.push_back(g);
   }
   return out;
+}
+
+std::string Proposer::admits(const Genome& g) const {
+  const auto* s = seed(g.seed);
+  if (!s) return "no seed template '" + g.seed + "' in this spec";
+  if (!g.source.empty()) return "agent-written source";
+  for (const auto& space : s->knobs) {
+    auto it = g.knobs.find(space.name);
+    if (it == g.knobs.end()) return "knob " + space.name + " missing";
+    if (std::find(space.values.begin(), space.values.end(), it->second) == space.values.end())
+      return "knob " + space.name + " has a value outside this spec's space";
+  }
+  if (g.knobs.size() != s->knobs.size()) return "knobs this spec's seed does not have";
+  for (const auto& c : s->constraints)
+    if (!evaluator::constraint_holds(c, g.knobs)) return "constraint " + c + " fails";
+  for (const auto& e : g.edits)
+    if (std::find(ptx_passes_.begin(), ptx_passes_.end(), e.pass) == ptx_passes_.end())
+      return "PTX pass " + e.pass + " is not used by this campaign";
+  return {};
 }
 
 std::optional<Genome> Proposer::random_genome(const std::string& seed_name, std::mt19937_64& rng) const {

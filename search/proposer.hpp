@@ -47,6 +47,10 @@ class Proposer {
 
   // The seed templates at their default knobs (the baseline first).
   std::vector<Genome> seeds() const;
+  // Whether `g` is a legal genome of this spec: its seed exists, every knob of the seed has a
+  // value from its space, the constraints hold, and every edit names a pass the campaign uses.
+  // "" when it is, else why not (a genome from another spec's campaign may not be).
+  std::string admits(const Genome& g) const;
   // A random valid knob assignment of a seed; nullopt when none is found.
   std::optional<Genome> random_genome(const std::string& seed_name, std::mt19937_64& rng) const;
   // Applies one operator; nullopt with *why set when it produced nothing legal.

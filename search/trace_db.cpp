@@ -1,5 +1,6 @@
 #include "search/trace_db.hpp"
 
+#include <set>
 #include <stdexcept>
 #include <utility>
 
@@ -297,6 +298,31 @@ std::vector<RankedCandidate> TraceDb::best_candidates(std::int64_t campaign_id, 
     r.evaluation_id = s.column_int(7);
     r.fitness = s.column_double(8);
     out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<EarlierBest> TraceDb::earlier_best(std::int64_t exclude_campaign_id, const std::string& op, int n) {
+  auto s = db_.prepare(
+      "SELECT c.campaign_id, c.id, k.arch, coalesce(env.gpu, ''), c.genome_hash, c.genome_json, max(e.fitness) AS f "
+      "FROM candidates c JOIN campaigns k ON k.id = c.campaign_id "
+      "JOIN evaluations e ON e.candidate_id = c.id AND e.verdict = 'pass' AND e.fitness IS NOT NULL "
+      "LEFT JOIN environments env ON env.id = e.environment_id "
+      "WHERE k.op = ? AND k.id != ? "
+      "GROUP BY c.id ORDER BY f DESC, c.id LIMIT ?");
+  s.bind(1, op).bind(2, exclude_campaign_id).bind(3, static_cast<std::int64_t>(n) * 4);
+  std::vector<EarlierBest> out;
+  std::set<std::string> seen;
+  while (s.step() && static_cast<int>(out.size()) < n) {
+    EarlierBest b;
+    b.campaign_id = s.column_int(0);
+    b.candidate_id = s.column_int(1);
+    b.arch = s.column_text(2);
+    b.gpu = s.column_text(3);
+    b.genome_hash = s.column_text(4);
+    b.genome_json = s.column_text(5);
+    b.fitness = s.column_double(6);
+    if (seen.insert(b.genome_hash).second) out.push_back(std::move(b));
   }
   return out;
 }

@@ -106,6 +106,17 @@ struct RankedCandidate {
   double fitness = 0;
 };
 
+// A genome that did well in an earlier campaign (TraceDb::earlier_best).
+struct EarlierBest {
+  std::int64_t campaign_id = 0;
+  std::int64_t candidate_id = 0;
+  std::string arch;
+  std::string gpu;
+  std::string genome_hash;
+  std::string genome_json;
+  double fitness = 0;  // against that campaign's baseline
+};
+
 // One LLM chat call (schema v4); see agents::CallRecord.
 struct LlmCallRow {
   std::string role;
@@ -197,6 +208,10 @@ class TraceDb {
 
   // Candidates ranked by the fitness of their latest passing evaluation, best first.
   std::vector<RankedCandidate> best_candidates(std::int64_t campaign_id, int n);
+  // Warm start: the best passing candidates of the other campaigns on `op` in this database,
+  // best first, at most `n` (one row per genome hash, its best campaign). Each row's campaign,
+  // arch and GPU say where the figure was measured.
+  std::vector<EarlierBest> earlier_best(std::int64_t exclude_campaign_id, const std::string& op, int n);
   std::int64_t count_evaluations(std::int64_t campaign_id);
   std::int64_t count_candidates(std::int64_t campaign_id);
   // Proposed or built but not measured: what a resumed campaign must build and measure again.

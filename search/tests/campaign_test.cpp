@@ -57,6 +57,76 @@ CampaignOptions small() {
   return o;
 }
 
+// The scale spec with other benchmark shapes and UNROLL limited to {1, 2, 4}: a different
+// campaign on the same op, where some of the first campaign's genomes are not legal.
+std::string variant_spec(const std::string& shapes) {
+  std::string t = testing::kScaleSpec;
+  auto swap = [&](const std::string& from, const std::string& to) { t.replace(t.find(from), from.size(), to); };
+  swap("benchmark = [ { N = 1048576 }, { N = 4096 } ]", "benchmark = " + shapes);
+  swap("UNROLL = { values = [1, 2, 3, 4, 8], default = 1 }", "UNROLL = { values = [1, 2, 4], default = 1 }");
+  return t;
+}
+
+std::vector<Genome> genomes_by_operator(TraceDb& db, std::int64_t campaign_id, const std::string& op) {
+  auto q = db.connection().prepare("SELECT genome_json FROM candidates WHERE campaign_id = ? AND operator = ?");
+  q.bind(1, campaign_id).bind(2, op);
+  std::vector<Genome> out;
+  while (q.step()) out.push_back(genome_from_json(nlohmann::json::parse(q.column_text(0))));
+  return out;
+}
+
+TEST_F(CampaignTest, WarmStartSeedsAFreshCampaignWithTheBestLegalGenomesOfEarlierOnes) {
+  auto db = TraceDb::open(dir_ / "c.db");
+  KnobModelMeasurer m;
+  const auto a = run(db, {&m}, small());
+  ASSERT_TRUE(a.best.has_value());
+  // The best fitness of campaign A among genomes campaign B's space admits.
+  double best_legal = 0;
+  {
+    auto q = db.connection().prepare(
+        "SELECT c.genome_json FROM candidates c JOIN evaluations e ON e.candidate_id = c.id "
+        "WHERE c.campaign_id = ? AND e.verdict = 'pass' AND e.fitness IS NOT NULL");
+    q.bind(1, a.campaign_id);
+    while (q.step()) {
+      const Genome g = genome_from_json(nlohmann::json::parse(q.column_text(0)));
+      const auto u = evaluator::knob_int(g.knobs, "UNROLL", 1);
+      if (u == 1 || u == 2 || u == 4) best_legal = std::max(best_legal, KnobModelMeasurer::speedup_of(g.knobs));
+    }
+  }
+  ASSERT_GT(best_legal, 1.0);
+
+  std::ofstream(dir_ / "scale_b.spec") << variant_spec("[ { N = 65536 } ]");
+  auto b_spec = evaluator::load_spec((dir_ / "scale_b.spec").string(), registry_);
+  ASSERT_TRUE(b_spec.spec) << b_spec.error->format();
+  spec_ = *b_spec.spec;
+  auto o = small();
+  o.max_evaluations = 5;  // the first population only: the seed and 4 more
+  const auto b = run(db, {&m}, o);
+  ASSERT_NE(b.campaign_id, a.campaign_id);
+  const auto warm = genomes_by_operator(db, b.campaign_id, "warm_start");
+  // At most half the first population (5 / 2), every one legal here, none the seed itself.
+  ASSERT_GE(warm.size(), 1u);
+  EXPECT_LE(warm.size(), 2u);
+  for (const auto& g : warm) {
+    const auto u = evaluator::knob_int(g.knobs, "UNROLL", 1);
+    EXPECT_TRUE(u == 1 || u == 2 || u == 4) << g.describe();
+  }
+  // The earlier best legal genome is measured again here, in the first population.
+  ASSERT_TRUE(b.best.has_value());
+  EXPECT_DOUBLE_EQ(b.best->fitness, best_legal);
+  EXPECT_NE(log_.find("warm_start"), std::string::npos);
+
+  // Cold control: warm start off, nothing taken from earlier campaigns.
+  std::ofstream(dir_ / "scale_c.spec") << variant_spec("[ { N = 32768 } ]");
+  auto c_spec = evaluator::load_spec((dir_ / "scale_c.spec").string(), registry_);
+  ASSERT_TRUE(c_spec.spec);
+  spec_ = *c_spec.spec;
+  o.warm_start = 0;
+  const auto c = run(db, {&m}, o);
+  EXPECT_TRUE(genomes_by_operator(db, c.campaign_id, "warm_start").empty());
+  EXPECT_EQ(genomes_by_operator(db, c.campaign_id, "random").size(), 4u);
+}
+
 TEST_F(CampaignTest, ImprovesOverTheSeedAndNeverMeasuresAGenomeTwice) {
   auto db = TraceDb::open(dir_ / "c.db");
   KnobModelMeasurer m;
