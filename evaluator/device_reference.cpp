@@ -33,6 +33,10 @@ const TensorDesc* find_desc(const std::vector<TensorDesc>& descs, const std::str
 
 }  // namespace
 
+std::uint64_t tensor_seed(std::uint64_t seed, const std::string& name) {
+  return mix(seed ^ std::hash<std::string>{}(name));
+}
+
 bool inputs_drawable_on_device(const std::vector<TensorDesc>& descs) {
   for (const auto& d : descs) {
     if (d.role == Role::InOut) return false;
@@ -47,9 +51,7 @@ void draw_inputs_on_device(const Op& op, const std::vector<TensorDesc>& descs, D
   for (const auto& desc : descs) {
     if (desc.role != Role::In) continue;
     const CUdeviceptr p = ptrs.at(desc.name);
-    // The same per-tensor seed as the host's fill_inputs, so a fixed-distribution input is the
-    // same data on either path.
-    const std::uint64_t tseed = mix(seed ^ std::hash<std::string>{}(desc.name));
+    const std::uint64_t tseed = tensor_seed(seed, desc.name);
     if (desc.fixed_distribution) {
       HostTensor t(desc.name, desc.dtype, desc.shape);
       std::mt19937_64 rng(tseed);

@@ -18,6 +18,11 @@
 
 namespace ptxevo::evaluator {
 
+// The seed of one tensor's data from an evaluation's seed: the host's fill_inputs and the
+// device's draw_inputs_on_device both use it, so a fixed-distribution input is the same data on
+// either path.
+std::uint64_t tensor_seed(std::uint64_t seed, const std::string& name);
+
 // Draws the inputs (Role::In) of `descs` into the buffers at `ptrs`: fixed-distribution inputs
 // on the host through the op (they are small, e.g. a weight of N elements) and uploaded, the
 // others on the device from `d`. The data depends only on (seed, d, descs).

@@ -96,7 +96,7 @@ void fill_inputs(const Op& op, const std::vector<TensorDesc>& descs, Distributio
     const TensorDesc& desc = descs[i];
     HostTensor& t = tensors[i];
     if (!is_input(desc.role)) continue;
-    const std::uint64_t tseed = mix(seed ^ std::hash<std::string>{}(desc.name));
+    const std::uint64_t tseed = tensor_seed(seed, desc.name);
     if (desc.fixed_distribution) {
       std::mt19937_64 rng(tseed);
       op.fill_fixed(desc, rng, t);

@@ -3,20 +3,12 @@
 #include <map>
 
 #include "exporter/inline_ptx.hpp"
+#include "exporter/text_template.hpp"
 #include "kernels/rmsnorm/rmsnorm_fwd_op.hpp"
 
 namespace ptxevo::exporter {
 
 namespace {
-
-std::string substitute(std::string text, const std::map<std::string, std::string>& values) {
-  for (const auto& [key, value] : values) {
-    const std::string token = "@" + key + "@";
-    for (auto at = text.find(token); at != std::string::npos; at = text.find(token, at + value.size()))
-      text.replace(at, token.size(), value);
-  }
-  return text;
-}
 
 const char* at_type(evaluator::DType t) {
   switch (t) {
