@@ -234,6 +234,8 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
   co.island_size = o.island_size;
   co.batch = o.batch;
   co.max_spill_bytes = o.max_spill_bytes;
+  co.timing_min_samples = o.min_samples;
+  co.timing_ci_width = o.ci_width;
   co.warm_start = o.warm_start;
   co.initial = o.initial;
   co.max_evaluations = o.budget;

@@ -54,6 +54,8 @@ struct CampaignCliOptions {
   int island_size = 6;
   int batch = 8;
   std::int64_t max_spill_bytes = 256;
+  int min_samples = 10;
+  double ci_width = 0.01;
   int warm_start = -1;
   int initial = 12;
   std::uint64_t seed = 1;

@@ -35,6 +35,15 @@ int main(int argc, char** argv) {
   app.add_option("--max-spill-bytes", camp.max_spill_bytes,
                  "Static screen: candidates with more spill stores than this (bytes, all entries) are not measured")
       ->capture_default_str();
+  app.add_option("--min-samples", camp.min_samples,
+                 "Timing: paired samples per benchmark shape before a candidate's timing may stop early (30: "
+                 "always take all 30)")
+      ->check(CLI::Range(6, 30))
+      ->capture_default_str();
+  app.add_option("--ci-width", camp.ci_width,
+                 "Timing: stop a shape once its speedup's 95% CI is narrower than this fraction (0: never early)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   app.add_option("--initial", camp.initial, "Random genomes besides the seeds in a new campaign")->capture_default_str();
   app.add_option("--seed", camp.seed, "Seed of the proposals (inputs are always fresh)")->capture_default_str();
   app.add_option("--max-benchmark-shapes", camp.max_benchmark_shapes, "Time only the first N benchmark shapes");

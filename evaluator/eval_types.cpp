@@ -98,6 +98,8 @@ json to_json(const EvalRequest& r) {
             {"stop_at_first_failure", r.gate.stop_at_first_failure}}},
           {"timing",
            {{"samples", r.timing.samples},
+            {"min_samples", r.timing.min_samples},
+            {"stop_rel_ci", r.timing.stop_rel_ci},
             {"warmup_batches", r.timing.warmup_batches},
             {"target_batch_ms", r.timing.target_batch_ms},
             {"pool_l2_multiple", r.timing.pool_l2_multiple},
@@ -122,6 +124,8 @@ EvalRequest request_from_json(const json& j) {
   r.gate.stop_at_first_failure = g.value("stop_at_first_failure", true);
   const auto& t = j.at("timing");
   r.timing.samples = t.at("samples");
+  r.timing.min_samples = t.value("min_samples", r.timing.samples);
+  r.timing.stop_rel_ci = t.value("stop_rel_ci", 0.0);
   r.timing.warmup_batches = t.at("warmup_batches");
   r.timing.target_batch_ms = t.at("target_batch_ms");
   r.timing.pool_l2_multiple = t.at("pool_l2_multiple");

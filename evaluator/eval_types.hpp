@@ -25,7 +25,13 @@ struct ShapeCase {
 };
 
 struct TimingOptions {
-  int samples = 30;              // measured batches per kernel (>= 30)
+  int samples = 30;              // measured batches per kernel, at most
+  // Sequential stopping: after min_samples pairs (and every two after), stop once the paired
+  // speedup's 95% CI is narrower than stop_rel_ci of the ratio. min_samples == samples (the
+  // default, used by `ptxevo eval` and a campaign's final check) always takes every sample; a
+  // campaign stops early on quiet shapes, where most of its GPU time went.
+  int min_samples = 30;
+  double stop_rel_ci = 0;
   int warmup_batches = 3;
   double target_batch_ms = 1.0;  // launches per batch chosen so a batch lasts about this long
   double pool_l2_multiple = 2.0; // input sets rotate over at least this many times the L2 size

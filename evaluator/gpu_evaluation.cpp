@@ -579,7 +579,8 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
           }
           ctx_.synchronize();
           std::vector<double> tc, tb;
-          for (int s = 0; s < req.timing.samples; ++s) {
+          for (int s = 0; !timing_done(tb, tc, req.timing.min_samples, req.timing.samples, req.timing.stop_rel_ci);
+               ++s) {
             // Alternate which goes first so neither always runs on a warmer GPU.
             auto time_cand = [&] {
               tc.push_back(ctx_.time_ms([&] { batch(cand, plan, cand_sets, next_c, per_batch); }) / per_batch);

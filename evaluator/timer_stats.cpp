@@ -83,4 +83,13 @@ PairedRatio paired_ratio(const std::vector<double>& baseline, const std::vector<
   return p;
 }
 
+bool timing_done(const std::vector<double>& baseline, const std::vector<double>& candidate, int min_samples,
+                 int max_samples, double stop_rel_ci) {
+  const auto n = static_cast<int>(std::min(baseline.size(), candidate.size()));
+  if (n >= max_samples) return true;
+  if (stop_rel_ci <= 0 || n < std::min(min_samples, max_samples) || n % 2 != 0) return false;
+  const PairedRatio p = paired_ratio(baseline, candidate);
+  return p.ci_high - p.ci_low <= stop_rel_ci * p.ratio;
+}
+
 }  // namespace ptxevo::evaluator

@@ -23,4 +23,10 @@ struct PairedRatio {
 // baseline[i] and candidate[i] were measured back to back; sizes must match.
 PairedRatio paired_ratio(const std::vector<double>& baseline, const std::vector<double>& candidate);
 
+// Sequential stopping for interleaved timing: true once max_samples pairs are in, or once at
+// least min_samples pairs (an even count, so both orders weigh the same) give a paired-ratio CI
+// narrower than stop_rel_ci of the ratio. stop_rel_ci <= 0 never stops early.
+bool timing_done(const std::vector<double>& baseline, const std::vector<double>& candidate, int min_samples,
+                 int max_samples, double stop_rel_ci);
+
 }  // namespace ptxevo::evaluator

@@ -148,6 +148,8 @@ evaluator::EvalRequest CampaignEngine::common_request(std::uint64_t input_seed) 
   // held-out shape): the host-side fp64 references of the largest shapes dominate a batch's
   // cost. The winner's final check and `ptxevo eval` use the evaluator's defaults (two).
   req.gate.distributions_benchmark = opt_.benchmark_distributions;
+  req.timing.min_samples = opt_.timing_min_samples;
+  req.timing.stop_rel_ci = opt_.timing_ci_width;
   return req;
 }
 
@@ -737,6 +739,7 @@ CampaignResult CampaignEngine::run() {
         const double t0 = now_s();
         auto final_req = common_request((static_cast<std::uint64_t>(rd()) << 32) ^ rd());
         final_req.gate = evaluator::GateOptions{};
+        final_req.timing = evaluator::TimingOptions{};
         auto reports = measurers_.front()->measure(final_req, {mi});
         result_.measure_s += now_s() - t0;
         if (!reports.empty()) {

@@ -118,5 +118,33 @@ TEST(PairedRatio, SizesMustMatch) {
   EXPECT_THROW(paired_ratio({1, 2}, {1}), std::invalid_argument);
 }
 
+// Pairs drawn with relative noise `sigma` until timing_done says stop; returns the count.
+int pairs_until_done(double sigma, int min_samples, int max_samples, double width) {
+  std::mt19937_64 g(11);
+  std::normal_distribution<double> noise(0, sigma);
+  std::vector<double> base, cand;
+  while (!timing_done(base, cand, min_samples, max_samples, width)) {
+    base.push_back(1.0 + noise(g));
+    cand.push_back(0.9 * (1.0 + noise(g)));
+  }
+  return static_cast<int>(base.size());
+}
+
+TEST(TimingDone, QuietShapesStopAtTheMinimumNoisyOnesRunToTheMaximum) {
+  EXPECT_EQ(pairs_until_done(0.0005, 10, 30, 0.01), 10);
+  EXPECT_EQ(pairs_until_done(0.05, 10, 30, 0.01), 30);
+  // In between: more pairs than the minimum, an even count, never past the maximum.
+  const int mid = pairs_until_done(0.004, 10, 30, 0.01);
+  EXPECT_GE(mid, 10);
+  EXPECT_LE(mid, 30);
+  EXPECT_EQ(mid % 2, 0);
+}
+
+TEST(TimingDone, AWidthOfZeroOrAMinimumAtTheMaximumTakesEverySample) {
+  EXPECT_EQ(pairs_until_done(0.0005, 10, 30, 0.0), 30);
+  EXPECT_EQ(pairs_until_done(0.0005, 30, 30, 0.01), 30);
+  EXPECT_EQ(pairs_until_done(0.0005, 40, 30, 0.01), 30);  // a minimum above the maximum is the maximum
+}
+
 }  // namespace
 }  // namespace ptxevo::evaluator
