@@ -1,5 +1,6 @@
 #include "kernels/builtin_ops.hpp"
 
+#include "kernels/kda/kda_fwd_op.hpp"
 #include "kernels/rmsnorm/rmsnorm_bwd_op.hpp"
 #include "kernels/rmsnorm/rmsnorm_fwd_op.hpp"
 
@@ -9,6 +10,7 @@ evaluator::OpRegistry builtin_ops() {
   evaluator::OpRegistry r;
   r.add(std::make_unique<RmsNormFwdOp>());
   r.add(std::make_unique<RmsNormBwdOp>());
+  r.add(std::make_unique<KdaFwdOp>());
   return r;
 }
 

@@ -1,0 +1,322 @@
+#include "kernels/kda/kda_fwd_op.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <stdexcept>
+
+namespace ptxevo::kernels {
+
+using evaluator::DType;
+using evaluator::HostTensor;
+using evaluator::Knobs;
+using evaluator::OpConfig;
+using evaluator::Role;
+using evaluator::Shape;
+using evaluator::TensorDesc;
+
+namespace {
+
+constexpr std::int64_t D = KdaFwdOp::kHeadDim;
+
+[[noreturn]] void fail(const std::string& m) { throw std::invalid_argument("kda_fwd: " + m); }
+
+bool parse_bool(const OpConfig& cfg, const std::string& key, bool fallback) {
+  auto it = cfg.find(key);
+  if (it == cfg.end()) return fallback;
+  if (it->second == "true") return true;
+  if (it->second == "false") return false;
+  fail("option " + key + " must be true or false, got '" + it->second + "'");
+}
+
+double parse_number(const std::string& key, const std::string& s) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v))
+    fail("option " + key + " must be a finite number, got '" + s + "'");
+  return v;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+const HostTensor& find_tensor(const std::vector<HostTensor>& ts, const std::string& name, DType dtype,
+                              const std::vector<std::int64_t>& shape) {
+  std::int64_t numel = 1;
+  for (auto x : shape) numel *= x;
+  for (const auto& t : ts) {
+    if (t.name != name) continue;
+    if (t.dtype != dtype || t.shape != shape ||
+        t.data.size() != static_cast<std::size_t>(numel) * evaluator::dtype_size(dtype))
+      fail("reference: tensor '" + name + "' is " + evaluator::to_string(t.dtype) + " " + shape_text(t.shape) + " (" +
+           std::to_string(t.data.size()) + " bytes); the shape and options want " + evaluator::to_string(dtype) + " " +
+           shape_text(shape));
+    return t;
+  }
+  fail("reference: no input tensor named '" + name + "'");
+}
+
+bool is_pow2(std::int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+}  // namespace
+
+KdaFwdOp::Config KdaFwdOp::parse(const OpConfig& cfg) {
+  for (const auto& [k, v] : cfg)
+    if (k != "gate" && k != "lower_bound" && k != "scale" && k != "initial_state" && k != "final_state" &&
+        k != "head_dim")
+      fail("unknown option '" + k + "' (options: gate, lower_bound, scale, initial_state, final_state, head_dim)");
+  Config c;
+  if (auto it = cfg.find("gate"); it != cfg.end()) {
+    if (it->second == "lower_bound") c.gate = KdaGate::LowerBound;
+    else if (it->second == "softplus") c.gate = KdaGate::Softplus;
+    else fail("gate must be lower_bound or softplus, got '" + it->second + "'");
+  }
+  if (auto it = cfg.find("lower_bound"); it != cfg.end()) {
+    if (c.gate != KdaGate::LowerBound)
+      fail("lower_bound is set but gate is softplus (the softplus gate has no lower bound)");
+    c.lower_bound = parse_number("lower_bound", it->second);
+    if (!(c.lower_bound >= -5.0 && c.lower_bound < 0.0))
+      fail("lower_bound must be in [-5, 0) (FLA's safe-gate range, FlashKDA's expected range), got " + it->second);
+  }
+  if (auto it = cfg.find("scale"); it != cfg.end()) {
+    c.scale = parse_number("scale", it->second);
+    if (!(c.scale > 0) || c.scale > 1e6) fail("scale must be in (0, 1e6], got " + it->second);
+  }
+  c.initial_state = parse_bool(cfg, "initial_state", true);
+  c.final_state = parse_bool(cfg, "final_state", true);
+  if (auto it = cfg.find("head_dim"); it != cfg.end() && it->second != "128")
+    fail("head_dim " + it->second + " is not supported: K = V = 128 (as FlashKDA requires and KDA models use)");
+  return c;
+}
+
+Knobs KdaFwdOp::knob_defaults() {
+  const Geometry g;
+  return {{"BV", g.bv}, {"KSPLIT", g.ksplit}, {"TB", g.tb}, {"MIN_BLOCKS", g.min_blocks}};
+}
+
+KdaFwdOp::Geometry KdaFwdOp::geometry(const Knobs& k) {
+  for (const auto& [name, v] : k)
+    if (name != "BV" && name != "KSPLIT" && name != "TB" && name != "MIN_BLOCKS")
+      fail("unknown knob '" + name + "' (knobs: BV, KSPLIT, TB, MIN_BLOCKS)");
+  Geometry g;
+  g.bv = evaluator::knob_int(k, "BV", g.bv);
+  g.ksplit = evaluator::knob_int(k, "KSPLIT", g.ksplit);
+  g.tb = evaluator::knob_int(k, "TB", g.tb);
+  g.min_blocks = evaluator::knob_int(k, "MIN_BLOCKS", g.min_blocks);
+  if (!is_pow2(g.bv) || g.bv < 8 || g.bv > D) fail("BV=" + std::to_string(g.bv) + " must be a power of two in [8, 128]");
+  if (!is_pow2(g.ksplit) || g.ksplit > 32)
+    fail("KSPLIT=" + std::to_string(g.ksplit) + " must be a power of two in [1, 32] (the lanes of one column share a warp)");
+  const std::int64_t threads = g.bv * g.ksplit;
+  if (threads < 32 || threads > 1024)
+    fail("BV * KSPLIT = " + std::to_string(threads) +
+         " threads per CTA must be in [32, 1024] (the pre-processing gives each warp whole tokens)");
+  if (!is_pow2(g.tb) || g.tb > 16)
+    fail("TB=" + std::to_string(g.tb) + " must be 1, 2, 4, 8 or 16 (tokens staged in static shared memory, 48 KB)");
+  if (g.min_blocks < 0 || g.min_blocks > 32 || threads * g.min_blocks > 2048)
+    fail("MIN_BLOCKS=" + std::to_string(g.min_blocks) + " must be in [0, 32] with BV * KSPLIT * MIN_BLOCKS <= 2048");
+  return g;
+}
+
+std::string KdaFwdOp::validate(const OpConfig& cfg) const {
+  try {
+    parse(cfg);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::vector<TensorDesc> KdaFwdOp::tensors(const Shape& s, const OpConfig& cfg) const {
+  const Config c = parse(cfg);
+  const KdaDims d = kda_dims(s);
+  const std::vector<std::int64_t> tok = {d.batch, d.tokens, d.heads, D};
+  const std::vector<std::int64_t> state = {d.sequences, d.heads, D, D};
+  std::vector<TensorDesc> out;
+  out.push_back({"q", DType::BF16, tok, Role::In, false});
+  out.push_back({"k", DType::BF16, tok, Role::In, false});
+  out.push_back({"v", DType::BF16, tok, Role::In, false});
+  out.push_back({"g", DType::BF16, tok, Role::In, true});
+  out.push_back({"beta", DType::BF16, {d.batch, d.tokens, d.heads}, Role::In, false});
+  out.push_back({"A_log", DType::F32, {d.heads}, Role::In, true});
+  out.push_back({"dt_bias", DType::F32, {d.heads, D}, Role::In, true});
+  if (d.packed) out.push_back({"cu_seqlens", DType::I64, {d.sequences + 1}, Role::In, true});
+  if (c.initial_state) out.push_back({"initial_state", DType::F32, state, Role::In, false});
+  out.push_back({"out", DType::BF16, tok, Role::Out, false});
+  if (c.final_state) out.push_back({"final_state", DType::F32, state, Role::Out, false});
+  return out;
+}
+
+std::map<std::string, std::string> KdaFwdOp::template_defines(const OpConfig& cfg) const {
+  const Config c = parse(cfg);
+  return {{"KDA_GATE_SOFTPLUS", c.gate == KdaGate::Softplus ? "1" : "0"},
+          {"HAS_INITIAL_STATE", c.initial_state ? "1" : "0"},
+          {"HAS_FINAL_STATE", c.final_state ? "1" : "0"}};
+}
+
+evaluator::LaunchPlan KdaFwdOp::launch_plan(const Shape& s, const OpConfig& cfg, const Knobs& k) const {
+  const Config c = parse(cfg);
+  const KdaDims d = kda_dims(s);
+  const Geometry g = geometry(k);
+  if (d.sequences > (std::int64_t{1} << 31) - 1) fail("N=" + std::to_string(d.sequences) + " needs too many CTAs");
+  evaluator::KernelLaunch l;
+  l.entry = kEntry;
+  // One CTA per (sequence, head, value slice): x = sequence (up to 2^31 - 1), y = head, z = slice.
+  l.grid = {static_cast<std::uint32_t>(d.sequences), static_cast<std::uint32_t>(d.heads),
+            static_cast<std::uint32_t>(D / g.bv)};
+  l.block = {static_cast<std::uint32_t>(g.bv * g.ksplit), 1, 1};
+  l.args = {evaluator::ArgTensor{"q"},
+            evaluator::ArgTensor{"k"},
+            evaluator::ArgTensor{"v"},
+            evaluator::ArgTensor{"g"},
+            evaluator::ArgTensor{"beta"},
+            evaluator::ArgTensor{"A_log"},
+            evaluator::ArgTensor{"dt_bias"},
+            evaluator::ArgTensor{d.packed ? "cu_seqlens" : ""},
+            evaluator::ArgTensor{c.initial_state ? "initial_state" : ""},
+            evaluator::ArgTensor{"out"},
+            evaluator::ArgTensor{c.final_state ? "final_state" : ""},
+            std::int64_t{d.tokens},
+            static_cast<std::int32_t>(d.heads),
+            static_cast<float>(c.scale),
+            static_cast<float>(c.lower_bound)};
+  evaluator::LaunchPlan p;
+  p.kernels.push_back(std::move(l));
+  return p;
+}
+
+KdaProblem KdaFwdOp::problem(const KdaDims& d, const Config& c, const std::vector<HostTensor>& tensors) {
+  const std::vector<std::int64_t> tok = {d.batch, d.tokens, d.heads, D};
+  KdaProblem p;
+  p.heads = d.heads;
+  p.k_dim = D;
+  p.v_dim = D;
+  p.gate = c.gate;
+  // The kernel receives scale and lower_bound as floats; the reference uses the same values.
+  p.lower_bound = static_cast<float>(c.lower_bound);
+  p.scale = static_cast<float>(c.scale);
+  p.q = find_tensor(tensors, "q", DType::BF16, tok).data.data();
+  p.k = find_tensor(tensors, "k", DType::BF16, tok).data.data();
+  p.v = find_tensor(tensors, "v", DType::BF16, tok).data.data();
+  p.g = find_tensor(tensors, "g", DType::BF16, tok).data.data();
+  p.beta = find_tensor(tensors, "beta", DType::BF16, {d.batch, d.tokens, d.heads}).data.data();
+  p.a_log = find_tensor(tensors, "A_log", DType::F32, {d.heads}).data.data();
+  p.dt_bias = find_tensor(tensors, "dt_bias", DType::F32, {d.heads, D}).data.data();
+  if (c.initial_state)
+    p.initial_state = find_tensor(tensors, "initial_state", DType::F32, {d.sequences, d.heads, D, D}).data.data();
+  if (d.packed) {
+    const HostTensor& cu = find_tensor(tensors, "cu_seqlens", DType::I64, {d.sequences + 1});
+    for (std::int64_t i = 0; i <= d.sequences; ++i) p.cu_seqlens.push_back(static_cast<std::int64_t>(cu.get(i)));
+    check_cu_seqlens(p.cu_seqlens, d.total_tokens());
+  } else {
+    p.cu_seqlens = d.cu_seqlens;
+  }
+  return p;
+}
+
+void KdaFwdOp::reference(const Shape& s, const OpConfig& cfg, const std::vector<HostTensor>& tensors,
+                         std::vector<HostTensor>& reference) const {
+  const Config c = parse(cfg);
+  const KdaDims d = kda_dims(s);
+  const KdaProblem p = problem(d, c, tensors);
+  HostTensor out("out", DType::F64, {d.batch, d.tokens, d.heads, D});
+  HostTensor fin("final_state", DType::F64, {d.sequences, d.heads, D, D});
+  kda_recurrent_reference(p, reinterpret_cast<double*>(out.data.data()),
+                          c.final_state ? reinterpret_cast<double*>(fin.data.data()) : nullptr);
+  reference.clear();
+  reference.push_back(std::move(out));
+  if (c.final_state) reference.push_back(std::move(fin));
+}
+
+// KDA.md section 2.3: one fused pass reads q, k, g, v, beta and writes out (bf16), plus the
+// states (fp32), A_log, dt_bias and cu_seqlens: 1282 bytes per token-head at K = V = 128.
+double KdaFwdOp::bytes(const Shape& s, const OpConfig& cfg) const {
+  const Config c = parse(cfg);
+  const KdaDims d = kda_dims(s);
+  const double th = static_cast<double>(d.total_tokens()) * static_cast<double>(d.heads);
+  const double state = static_cast<double>(d.sequences) * static_cast<double>(d.heads) * D * D * 4.0;
+  double b = th * (2.0 * D * 3 /* q, k, g */ + 2.0 * D * 2 /* v, out */ + 2.0 /* beta */);
+  b += (c.initial_state ? state : 0.0) + (c.final_state ? state : 0.0);
+  b += static_cast<double>(d.heads) * (4.0 + 4.0 * D);  // A_log, dt_bias
+  if (d.packed) b += 8.0 * static_cast<double>(d.sequences + 1);
+  return b;
+}
+
+// KDA.md section 2.3's canonical count: the three state GEMMs, 6 K V per token-head. Every known
+// algorithm does at least these (the recurrence 8 K V, the chunked one 6 K V plus C-dependent
+// terms), so it is a safe floor.
+double KdaFwdOp::flops(const Shape& s, const OpConfig& cfg) const {
+  parse(cfg);
+  const KdaDims d = kda_dims(s);
+  return 6.0 * static_cast<double>(d.total_tokens()) * static_cast<double>(d.heads) * D * D;
+}
+
+// The brief of issue 7 and TARGETS.md: RMSE / RMS(reference) <= 1e-2 for out and final state
+// accepts the CUTLASS expert kernel (5.7e-3 and 5.0e-3 against an fp64 recurrent reference) with
+// bf16 intermediates; an fp32-state kernel sits well below. max-abs (normalised by max(1, max
+// |ref|)) 5e-2: a bf16 output alone errs by up to 2^-9 of the largest value; the rest is room for
+// the accumulated error of the chunked algorithm's bf16 tensor-core inputs.
+evaluator::Tolerance KdaFwdOp::tolerance(const std::string& output, const OpConfig& cfg) const {
+  const Config c = parse(cfg);
+  if (output == "out" || (output == "final_state" && c.final_state)) return {1e-2, 5e-2};
+  fail("no output named '" + output + "' (outputs: out" + std::string(c.final_state ? ", final_state" : "") + ")");
+}
+
+// Ranges, per head so that one shape mixes regimes (a random rotation picks which head gets
+// which, so H = 1 shapes see a different regime per distribution):
+//  g        N(0,1) (FlashKDA's benchmark), constant -8, 0 or +8, U(-8,8), N(0,8^2): FlashKDA's
+//           accuracy cases. The gate's own distributions would put g at U(-1e3,1e3) or Student-t
+//           tails, where every decay is 0 or e^-5 per token and the regimes in between go untested.
+//  dt_bias  U(0,1) (benchmark), 0, +-4 and +-8 with random signs, U(-8,8), N(0,8^2).
+//  A_log    U(-1, ln 16): exp(A_log) in [0.37, 16], FLA's init range U(1,16) widened below 1.
+//  cu_seqlens  the length set of N = shape[0] - 1 (kda_shape.hpp).
+void KdaFwdOp::fill_fixed(const TensorDesc& d, std::mt19937_64& rng, HostTensor& t) const {
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  auto sign = [&] { return unit(rng) < 0.5 ? -1.0 : 1.0; };
+  if (d.name == "cu_seqlens") {
+    const std::vector<std::int64_t> lengths = kda_length_set(d.shape.at(0) - 1);
+    if (lengths.empty()) fail("fill: no length set for " + std::to_string(d.shape.at(0) - 1) + " sequences");
+    const std::vector<std::int64_t> c = kda_cu_seqlens(lengths);
+    for (std::size_t i = 0; i < c.size(); ++i) t.set(static_cast<std::int64_t>(i), static_cast<double>(c[i]));
+    return;
+  }
+  if (d.name == "A_log") {
+    for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, -1.0 + unit(rng) * (std::log(16.0) + 1.0));
+    return;
+  }
+  if (d.name != "g" && d.name != "dt_bias") {
+    Op::fill_fixed(d, rng, t);
+    return;
+  }
+  // g is [B, T, H, 128], dt_bias [H, 128]: the head is the second-to-last index.
+  const std::int64_t heads = d.shape.at(d.shape.size() - 2);
+  const std::int64_t rot = static_cast<std::int64_t>(rng() % 6);
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    const std::int64_t regime = ((i / D) % heads + rot) % 6;
+    double x = 0;
+    if (d.name == "g") {
+      switch (regime) {
+        case 0: x = normal(rng); break;
+        case 1: x = -8.0; break;
+        case 2: x = 0.0; break;
+        case 3: x = 8.0; break;
+        case 4: x = -8.0 + 16.0 * unit(rng); break;
+        default: x = 8.0 * normal(rng); break;
+      }
+    } else {
+      switch (regime) {
+        case 0: x = unit(rng); break;
+        case 1: x = 0.0; break;
+        case 2: x = 4.0 * sign(); break;
+        case 3: x = 8.0 * sign(); break;
+        case 4: x = -8.0 + 16.0 * unit(rng); break;
+        default: x = 8.0 * normal(rng); break;
+      }
+    }
+    t.set(i, x);
+  }
+}
+
+}  // namespace ptxevo::kernels

@@ -1,0 +1,81 @@
+// Kimi Delta Attention forward (KDA.md), on the calling convention of the CUTLASS expert kernel
+// (FlashKDA flash_kda.fwd): per (sequence, head) the state S (K x V) follows
+//   S <- Diag(e^a_t) S;  r = v_t - k_t^T S;  S <- S + beta_t k_t r^T;  o_t = scale q_t^T S
+// with q, k L2-normalised, beta = sigmoid(beta logits) and a_t the gate's log-decay, all fused.
+// Tensors, in kernel-argument order (K = V = 128):
+//   q, k, v, g      bf16 [B, T, H, 128]    in (g: raw gate input)
+//   beta            bf16 [B, T, H]         in (logits)
+//   A_log           fp32 [H]               in
+//   dt_bias         fp32 [H, 128]          in
+//   cu_seqlens      int64 [N + 1]          in, only for packed sequences (B = 1, N > 1)
+//   initial_state   fp32 [N, H, 128, 128]  in, V-first (S^T), option initial_state
+//   out             bf16 [B, T, H, 128]    out
+//   final_state     fp32 [N, H, 128, 128]  out, V-first, option final_state
+// Shapes: kda_shape.hpp (B, T, H, N). kernels/kda/README.md documents the contract and knobs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "evaluator/op.hpp"
+#include "kernels/kda/kda_reference.hpp"
+#include "kernels/kda/kda_shape.hpp"
+
+namespace ptxevo::kernels {
+
+// OpConfig keys and defaults: gate = lower_bound | softplus (lower_bound); lower_bound = a number in
+// [-5, 0) (-5; lower_bound gate only); scale = a positive number (1/sqrt(128)); initial_state =
+// true | false (true); final_state = true | false (true); head_dim = 128 (128; nothing else is
+// supported). Knobs (int): BV, KSPLIT, TB, MIN_BLOCKS (see geometry() and the README).
+class KdaFwdOp : public evaluator::Op {
+ public:
+  static constexpr std::int64_t kHeadDim = 128;
+
+  struct Config {
+    KdaGate gate = KdaGate::LowerBound;
+    double lower_bound = -5.0;
+    double scale = 0.08838834764831845;  // 1 / sqrt(128)
+    bool initial_state = true;
+    bool final_state = true;
+  };
+  // Throws std::invalid_argument with a user-facing message.
+  static Config parse(const evaluator::OpConfig& cfg);
+
+  // The seed's knobs after validation (defaults as in kda_fwd.cu).
+  struct Geometry {
+    std::int64_t bv = 32;         // value columns per CTA: the grid has 128 / BV CTAs per (sequence, head)
+    std::int64_t ksplit = 4;      // threads per value column; each holds 128 / KSPLIT state rows
+    std::int64_t tb = 8;          // tokens pre-processed per stage (staged in shared memory)
+    std::int64_t min_blocks = 0;  // second __launch_bounds__ argument (0: none)
+  };
+  // Throws std::invalid_argument for unknown knobs or values the template cannot build.
+  static Geometry geometry(const evaluator::Knobs& k);
+  static evaluator::Knobs knob_defaults();
+  static constexpr const char* kEntry = "kda_fwd_recurrent";
+
+  std::string name() const override { return "kda_fwd"; }
+  std::string validate(const evaluator::OpConfig& cfg) const override;
+  std::vector<evaluator::TensorDesc> tensors(const evaluator::Shape& s, const evaluator::OpConfig& cfg) const override;
+  std::map<std::string, std::string> template_defines(const evaluator::OpConfig& cfg) const override;
+  evaluator::LaunchPlan launch_plan(const evaluator::Shape& s, const evaluator::OpConfig& cfg,
+                                    const evaluator::Knobs& k) const override;
+  // The recurrent fp64 reference (kda_reference.hpp). Checks every tensor's dtype and size
+  // against the shape (a wrong-size state is an error naming the expected shape) and the
+  // cu_seqlens values (start at 0, strictly increasing, end at B * T).
+  void reference(const evaluator::Shape& s, const evaluator::OpConfig& cfg,
+                 const std::vector<evaluator::HostTensor>& tensors,
+                 std::vector<evaluator::HostTensor>& reference) const override;
+  double bytes(const evaluator::Shape& s, const evaluator::OpConfig& cfg) const override;
+  double flops(const evaluator::Shape& s, const evaluator::OpConfig& cfg) const override;
+  evaluator::Tolerance tolerance(const std::string& output, const evaluator::OpConfig& cfg) const override;
+  // g, A_log, dt_bias and cu_seqlens are drawn here (see the .cpp for the ranges and why); q, k,
+  // v, beta logits and the initial state follow the gate's distributions.
+  void fill_fixed(const evaluator::TensorDesc& d, std::mt19937_64& rng, evaluator::HostTensor& t) const override;
+
+  // The reference's view of `tensors` (shared with the tests).
+  static KdaProblem problem(const KdaDims& d, const Config& c, const std::vector<evaluator::HostTensor>& tensors);
+};
+
+}  // namespace ptxevo::kernels

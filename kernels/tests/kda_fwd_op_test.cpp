@@ -1,0 +1,325 @@
+// KdaFwdOp: options, shapes (B, T, H, N and the packed length sets), tensors, launch plans and
+// knob checks, the reference's input checks (wrong-size state, bad cu_seqlens), its agreement with
+// the chunked reference on the op's own filled inputs, the fill ranges, bytes/flops against
+// KDA.md's worked numbers, and tolerances.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "evaluator/gpu_evaluation.hpp"
+#include "kernels/kda/kda_fwd_op.hpp"
+
+namespace {
+
+using ptxevo::evaluator::ArgTensor;
+using ptxevo::evaluator::Distribution;
+using ptxevo::evaluator::DType;
+using ptxevo::evaluator::HostTensor;
+using ptxevo::evaluator::Knobs;
+using ptxevo::evaluator::OpConfig;
+using ptxevo::evaluator::Role;
+using ptxevo::evaluator::Shape;
+using ptxevo::evaluator::TensorDesc;
+using ptxevo::kernels::KdaFwdOp;
+using I = std::int64_t;
+
+Shape shape(I b, I t, I h, I n) { return {{"B", b}, {"T", t}, {"H", h}, {"N", n}}; }
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+std::vector<std::string> names(const std::vector<TensorDesc>& ds) {
+  std::vector<std::string> out;
+  for (const auto& d : ds) out.push_back(d.name);
+  return out;
+}
+
+// Inputs drawn as the gate draws them (fill_inputs), outputs zero.
+std::vector<HostTensor> filled(const KdaFwdOp& op, const Shape& s, const OpConfig& cfg, Distribution d, std::uint64_t seed) {
+  const auto descs = op.tensors(s, cfg);
+  std::vector<HostTensor> ts;
+  for (const auto& desc : descs) ts.emplace_back(desc.name, desc.dtype, desc.shape);
+  ptxevo::evaluator::fill_inputs(op, descs, d, seed, ts);
+  return ts;
+}
+
+TEST(KdaFwdOp, ValidateAcceptsGoodConfigs) {
+  const KdaFwdOp op;
+  EXPECT_EQ(op.validate({}), "");
+  EXPECT_EQ(op.validate({{"gate", "softplus"}, {"initial_state", "false"}, {"final_state", "false"}}), "");
+  EXPECT_EQ(op.validate({{"gate", "lower_bound"}, {"lower_bound", "-1.5"}, {"scale", "0.125"}, {"head_dim", "128"}}), "");
+  const auto c = KdaFwdOp::parse({{"lower_bound", "-2"}, {"scale", "0.5"}});
+  EXPECT_EQ(c.lower_bound, -2.0);
+  EXPECT_EQ(c.scale, 0.5);
+  EXPECT_NEAR(KdaFwdOp::parse({}).scale, 1.0 / std::sqrt(128.0), 1e-16);
+}
+
+TEST(KdaFwdOp, ValidateRejectsBadConfigsWithAReason) {
+  const KdaFwdOp op;
+  auto has = [&](const OpConfig& cfg, const std::string& text) {
+    const std::string m = op.validate(cfg);
+    EXPECT_NE(m.find(text), std::string::npos) << "'" << m << "' lacks '" << text << "'";
+  };
+  has({{"head_dim", "64"}}, "K = V = 128");
+  has({{"gate", "sigmoid"}}, "lower_bound or softplus");
+  has({{"gate", "softplus"}, {"lower_bound", "-5"}}, "softplus gate has no lower bound");
+  has({{"lower_bound", "-6"}}, "[-5, 0)");
+  has({{"lower_bound", "0"}}, "[-5, 0)");
+  has({{"scale", "0"}}, "scale");
+  has({{"scale", "x"}}, "finite number");
+  has({{"initial_state", "yes"}}, "true or false");
+  has({{"state_dtype", "bf16"}}, "unknown option 'state_dtype'");
+}
+
+TEST(KdaFwdOp, ShapesNameBatchTokensHeadsAndSequences) {
+  auto d = ptxevo::kernels::kda_dims(shape(2, 100, 4, 2));
+  EXPECT_FALSE(d.packed);
+  EXPECT_EQ(d.cu_seqlens, (std::vector<I>{0, 100, 200}));
+  d = ptxevo::kernels::kda_dims(shape(1, 8192, 96, 6));
+  EXPECT_TRUE(d.packed);
+  EXPECT_EQ(d.cu_seqlens, (std::vector<I>{0, 1300, 1847, 3895, 4858, 5129, 8192}));
+  d = ptxevo::kernels::kda_dims(shape(1, 8192, 64, 8));
+  EXPECT_EQ(d.cu_seqlens.size(), 9u);
+  EXPECT_EQ(d.cu_seqlens[1], 1024);
+  Shape with_d = shape(1, 16, 1, 1);
+  with_d["D"] = 128;
+  EXPECT_NO_THROW(ptxevo::kernels::kda_dims(with_d));
+  // Every set is a valid packing of its own total.
+  for (I n : ptxevo::kernels::kda_length_set_counts()) {
+    const auto lengths = ptxevo::kernels::kda_length_set(n);
+    EXPECT_EQ(static_cast<I>(lengths.size()), n);
+    const auto cu = ptxevo::kernels::kda_cu_seqlens(lengths);
+    EXPECT_NO_THROW(ptxevo::kernels::check_cu_seqlens(cu, cu.back()));
+  }
+}
+
+TEST(KdaFwdOp, BadShapesThrowWithAReason) {
+  auto has = [](const Shape& s, const std::string& text) {
+    const std::string m = error_of([&] { ptxevo::kernels::kda_dims(s); });
+    EXPECT_NE(m.find(text), std::string::npos) << "'" << m << "' lacks '" << text << "'";
+  };
+  Shape d64 = shape(1, 16, 1, 1);
+  d64["D"] = 64;
+  has(d64, "head dim D=64");
+  has({{"B", 1}, {"T", 16}, {"H", 1}}, "lacks dimension N");
+  has({{"M", 1}, {"B", 1}, {"T", 16}, {"H", 1}, {"N", 1}}, "unknown shape dimension 'M'");
+  has(shape(2, 16, 1, 3), "need B = 1");
+  has(shape(1, 16, 1, 11), "no length set for N=11");
+  has(shape(1, 1000, 1, 6), "T must be 8192");
+  has(shape(1, 0, 1, 1), "must be >= 1");
+}
+
+TEST(KdaFwdOp, CuSeqlensChecks) {
+  using ptxevo::kernels::check_cu_seqlens;
+  EXPECT_NE(error_of([] { check_cu_seqlens({0, 5, 5, 9}, 9); }).find("strictly increasing"), std::string::npos);
+  EXPECT_NE(error_of([] { check_cu_seqlens({0, 7, 5, 9}, 9); }).find("strictly increasing"), std::string::npos);
+  EXPECT_NE(error_of([] { check_cu_seqlens({2, 9}, 9); }).find("start at 0"), std::string::npos);
+  EXPECT_NE(error_of([] { check_cu_seqlens({0, 8}, 9); }).find("end at the number of packed tokens, 9"),
+            std::string::npos);
+  EXPECT_NO_THROW(check_cu_seqlens({0, 1, 9}, 9));
+}
+
+TEST(KdaFwdOp, TensorsFollowTheShapeAndOptions) {
+  const KdaFwdOp op;
+  auto ts = op.tensors(shape(1, 8192, 96, 6), {});
+  EXPECT_EQ(names(ts), (std::vector<std::string>{"q", "k", "v", "g", "beta", "A_log", "dt_bias", "cu_seqlens",
+                                                  "initial_state", "out", "final_state"}));
+  EXPECT_EQ(ts[0].shape, (std::vector<I>{1, 8192, 96, 128}));
+  EXPECT_EQ(ts[4].shape, (std::vector<I>{1, 8192, 96}));
+  EXPECT_EQ(ts[7].dtype, DType::I64);
+  EXPECT_EQ(ts[7].shape, (std::vector<I>{7}));
+  EXPECT_EQ(ts[8].shape, (std::vector<I>{6, 96, 128, 128}));
+  EXPECT_EQ(ts[8].dtype, DType::F32);
+  EXPECT_EQ(ts[9].role, Role::Out);
+  EXPECT_EQ(ts[10].role, Role::Out);
+  // Drawn by the op: g, A_log, dt_bias, cu_seqlens; the rest follow the gate's distributions.
+  for (const auto& t : ts)
+    EXPECT_EQ(t.fixed_distribution, t.name == "g" || t.name == "A_log" || t.name == "dt_bias" || t.name == "cu_seqlens")
+        << t.name;
+  ts = op.tensors(shape(2, 64, 4, 2), {{"initial_state", "false"}, {"final_state", "false"}});
+  EXPECT_EQ(names(ts), (std::vector<std::string>{"q", "k", "v", "g", "beta", "A_log", "dt_bias", "out"}));
+  ts = op.tensors(shape(2, 64, 4, 2), {{"initial_state", "false"}});
+  EXPECT_EQ(names(ts).back(), "final_state");
+  EXPECT_EQ(ts.back().shape, (std::vector<I>{2, 4, 128, 128}));
+}
+
+TEST(KdaFwdOp, TemplateDefines) {
+  const KdaFwdOp op;
+  auto d = op.template_defines({});
+  EXPECT_EQ(d.at("KDA_GATE_SOFTPLUS"), "0");
+  EXPECT_EQ(d.at("HAS_INITIAL_STATE"), "1");
+  EXPECT_EQ(d.at("HAS_FINAL_STATE"), "1");
+  d = op.template_defines({{"gate", "softplus"}, {"initial_state", "false"}, {"final_state", "false"}});
+  EXPECT_EQ(d.at("KDA_GATE_SOFTPLUS"), "1");
+  EXPECT_EQ(d.at("HAS_INITIAL_STATE"), "0");
+  EXPECT_EQ(d.at("HAS_FINAL_STATE"), "0");
+}
+
+TEST(KdaFwdOp, LaunchPlanOneCtaPerSequenceHeadAndValueSlice) {
+  const KdaFwdOp op;
+  auto p = op.launch_plan(shape(1, 8192, 96, 6), {}, {});
+  ASSERT_EQ(p.kernels.size(), 1u);
+  const auto& l = p.kernels[0];
+  EXPECT_EQ(l.entry, "kda_fwd_recurrent");
+  EXPECT_EQ(l.grid.x, 6u);
+  EXPECT_EQ(l.grid.y, 96u);
+  EXPECT_EQ(l.grid.z, 4u);  // BV = 32
+  EXPECT_EQ(l.block.x, 128u);
+  ASSERT_EQ(l.args.size(), 15u);
+  EXPECT_EQ(std::get<ArgTensor>(l.args[7]).name, "cu_seqlens");
+  EXPECT_EQ(std::get<ArgTensor>(l.args[8]).name, "initial_state");
+  EXPECT_EQ(std::get<ArgTensor>(l.args[9]).name, "out");
+  EXPECT_EQ(std::get<ArgTensor>(l.args[10]).name, "final_state");
+  EXPECT_EQ(std::get<I>(l.args[11]), 8192);
+  EXPECT_EQ(std::get<std::int32_t>(l.args[12]), 96);
+  EXPECT_FLOAT_EQ(std::get<float>(l.args[13]), static_cast<float>(1.0 / std::sqrt(128.0)));
+  EXPECT_FLOAT_EQ(std::get<float>(l.args[14]), -5.0f);
+  // Fixed-length rows and absent states pass null pointers.
+  p = op.launch_plan(shape(3, 100, 2, 3), {{"initial_state", "false"}, {"final_state", "false"}},
+                     {{"BV", I{128}}, {"KSPLIT", I{1}}});
+  const auto& f = p.kernels[0];
+  EXPECT_EQ(f.grid.x, 3u);
+  EXPECT_EQ(f.grid.z, 1u);
+  EXPECT_EQ(f.block.x, 128u);
+  for (int i : {7, 8, 10}) EXPECT_EQ(std::get<ArgTensor>(f.args[static_cast<std::size_t>(i)]).name, "") << i;
+  EXPECT_EQ(std::get<I>(f.args[11]), 100);
+}
+
+TEST(KdaFwdOp, ImpossibleKnobsThrowWithAReason) {
+  const KdaFwdOp op;
+  auto has = [&](const Knobs& k, const std::string& text) {
+    const std::string m = error_of([&] { op.launch_plan(shape(1, 16, 1, 1), {}, k); });
+    EXPECT_NE(m.find(text), std::string::npos) << "'" << m << "' lacks '" << text << "'";
+  };
+  has({{"BV", I{48}}}, "BV=48");
+  has({{"BV", I{256}}}, "BV=256");
+  has({{"KSPLIT", I{3}}}, "KSPLIT=3");
+  has({{"BV", I{8}}, {"KSPLIT", I{2}}}, "[32, 1024]");
+  has({{"TB", I{32}}}, "TB=32");
+  has({{"MIN_BLOCKS", I{32}}}, "MIN_BLOCKS=32");
+  has({{"CHUNK", I{16}}}, "unknown knob 'CHUNK'");
+}
+
+TEST(KdaFwdOp, ReferenceRejectsWrongSizeStateAndBadCuSeqlens) {
+  const KdaFwdOp op;
+  const Shape s = shape(1, 115, 2, 3);
+  auto ts = filled(op, s, {}, Distribution::Normal, 1);
+  std::vector<HostTensor> ref;
+  // A state for one sequence instead of three.
+  auto bad = ts;
+  for (auto& t : bad)
+    if (t.name == "initial_state") t = HostTensor("initial_state", DType::F32, {1, 2, 128, 128});
+  std::string m = error_of([&] { op.reference(s, {}, bad, ref); });
+  EXPECT_NE(m.find("initial_state"), std::string::npos) << m;
+  EXPECT_NE(m.find("[3, 2, 128, 128]"), std::string::npos) << m;
+  // cu_seqlens that does not increase.
+  bad = ts;
+  for (auto& t : bad)
+    if (t.name == "cu_seqlens") t.set(2, 17.0);
+  m = error_of([&] { op.reference(s, {}, bad, ref); });
+  EXPECT_NE(m.find("strictly increasing"), std::string::npos) << m;
+  // A missing input.
+  bad = ts;
+  bad.erase(bad.begin() + 3);
+  m = error_of([&] { op.reference(s, {}, bad, ref); });
+  EXPECT_NE(m.find("no input tensor named 'g'"), std::string::npos) << m;
+}
+
+// The op's reference on its own filled inputs: every distribution and both gates give finite
+// outputs, and the chunked reference agrees with it.
+TEST(KdaFwdOp, ReferenceOnFilledInputsAgreesWithTheChunkedOne) {
+  const KdaFwdOp op;
+  for (const OpConfig& cfg : {OpConfig{}, OpConfig{{"gate", "softplus"}}})
+    for (Distribution dist : ptxevo::evaluator::all_distributions()) {
+      const Shape s = shape(1, 241, 2, 7);
+      const auto ts = filled(op, s, cfg, dist, 5);
+      std::vector<HostTensor> ref;
+      op.reference(s, cfg, ts, ref);
+      ASSERT_EQ(ref.size(), 2u);
+      EXPECT_EQ(ref[0].name, "out");
+      EXPECT_EQ(ref[1].name, "final_state");
+      const auto c = KdaFwdOp::parse(cfg);
+      const auto p = KdaFwdOp::problem(ptxevo::kernels::kda_dims(s), c, ts);
+      std::vector<double> out(static_cast<std::size_t>(ref[0].numel())), st(static_cast<std::size_t>(ref[1].numel()));
+      ptxevo::kernels::kda_chunked_reference(p, 16, out.data(), st.data());
+      double d = 0, n = 0;
+      for (I i = 0; i < ref[0].numel(); ++i) {
+        const double r = ref[0].get(i);
+        ASSERT_TRUE(std::isfinite(r));
+        d += (out[static_cast<std::size_t>(i)] - r) * (out[static_cast<std::size_t>(i)] - r);
+        n += r * r;
+      }
+      EXPECT_GT(n, 0.0);
+      EXPECT_LT(std::sqrt(d / n), 1e-10) << ptxevo::evaluator::to_string(dist);
+      for (I i = 0; i < ref[1].numel(); ++i) ASSERT_NEAR(st[static_cast<std::size_t>(i)], ref[1].get(i), 1e-9 * (1 + std::abs(ref[1].get(i))));
+    }
+}
+
+TEST(KdaFwdOp, FillRangesForGateInputs) {
+  const KdaFwdOp op;
+  const Shape s = shape(1, 8192, 12, 8);
+  const auto descs = op.tensors(s, {});
+  std::mt19937_64 rng(3);
+  for (const auto& d : descs) {
+    if (!d.fixed_distribution) continue;
+    HostTensor t(d.name, d.dtype, d.shape);
+    op.fill_fixed(d, rng, t);
+    if (d.name == "cu_seqlens") {
+      for (I i = 0; i <= 8; ++i) EXPECT_EQ(t.get(i), 1024.0 * static_cast<double>(i));
+    } else if (d.name == "A_log") {
+      for (I i = 0; i < t.numel(); ++i) EXPECT_TRUE(t.get(i) >= -1.0 && t.get(i) <= std::log(16.0) + 1e-6);
+    } else {
+      // Constants -8, 0, +8 (g) or 0 (dt_bias) appear as whole heads; everything stays in a
+      // sane range (|x| < 8 * 6 sigma).
+      std::set<double> per_head_first;
+      double mx = 0;
+      for (I i = 0; i < t.numel(); ++i) mx = std::max(mx, std::abs(t.get(i)));
+      EXPECT_LT(mx, 48.0) << d.name;
+      for (I h = 0; h < 12; ++h) per_head_first.insert(t.get(h * 128));
+      EXPECT_TRUE(per_head_first.count(0.0)) << d.name;
+      if (d.name == "g") {
+        EXPECT_TRUE(per_head_first.count(8.0));
+        EXPECT_TRUE(per_head_first.count(-8.0));
+      }
+    }
+  }
+  HostTensor q("q", DType::BF16, {1});
+  EXPECT_THROW(op.fill_fixed(descs[0], rng, q), std::logic_error);
+}
+
+// KDA.md section 2.3's table: scenario 1 (H = 96, fixed 8192) 1.021 GB, scenario 3 (8 x 1024)
+// 1.109 GB, F_canon 7.73e10; scenario 4 (H = 64) 0.681 GB.
+TEST(KdaFwdOp, BytesAndFlopsMatchKdaMd) {
+  const KdaFwdOp op;
+  EXPECT_NEAR(op.bytes(shape(1, 8192, 96, 1), {}) / 1e9, 1.021, 0.001);
+  EXPECT_NEAR(op.bytes(shape(1, 8192, 96, 6), {}) / 1e9, 1.084, 0.001);
+  EXPECT_NEAR(op.bytes(shape(1, 8192, 96, 8), {}) / 1e9, 1.109, 0.001);
+  EXPECT_NEAR(op.bytes(shape(1, 8192, 64, 1), {}) / 1e9, 0.681, 0.001);
+  EXPECT_NEAR(op.flops(shape(1, 8192, 96, 8), {}), 7.73e10, 0.01e10);
+  // 1282 bytes per token-head without states.
+  const double no_state = op.bytes(shape(1, 1000, 1, 1), {{"initial_state", "false"}, {"final_state", "false"}});
+  EXPECT_NEAR(no_state, 1282.0 * 1000 + 4 + 512, 1e-6);
+}
+
+TEST(KdaFwdOp, Tolerances) {
+  const KdaFwdOp op;
+  EXPECT_EQ(op.tolerance("out", {}).rel_l2, 1e-2);
+  EXPECT_EQ(op.tolerance("final_state", {}).rel_l2, 1e-2);
+  EXPECT_THROW(op.tolerance("final_state", {{"final_state", "false"}}), std::invalid_argument);
+  EXPECT_THROW(op.tolerance("q", {}), std::invalid_argument);
+}
+
+}  // namespace
