@@ -1,0 +1,225 @@
+// kda_fwd specs and seed builds: every kda_fwd*.spec loads with the shapes the op accepts; the
+// seed template builds for sm_90a through the engine's Builder (NVRTC -> PTX IR -> nvJitLink) and
+// through ptxas for its defaults under every option combination (gate x state presence), holds the
+// inline PTX it promises, spills nothing, passes the gate's static IR checks for the plans of
+// every spec shape; prepare_evaluation accepts it; and an evenly spread sample of the knob space
+// the constraints admit builds within the campaign's spill screen.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "evaluator/builder.hpp"
+#include "evaluator/evaluation.hpp"
+#include "evaluator/ir_checks.hpp"
+#include "evaluator/knob_constraints.hpp"
+#include "evaluator/ptxas.hpp"
+#include "evaluator/spec.hpp"
+#include "ir/parser.hpp"
+#include "kernels/builtin_ops.hpp"
+#include "kernels/kda/kda_fwd_op.hpp"
+
+namespace {
+
+using ptxevo::evaluator::Knobs;
+using ptxevo::evaluator::OpConfig;
+using ptxevo::evaluator::Spec;
+using ptxevo::kernels::KdaFwdOp;
+using I = std::int64_t;
+
+const std::string kKdaDir = std::string(PTXEVO_SOURCE_DIR) + "/kernels/kda";
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot read " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+Spec load(const std::string& file) {
+  const auto registry = ptxevo::kernels::builtin_ops();
+  auto r = ptxevo::evaluator::load_spec(kKdaDir + "/" + file, registry);
+  if (!r.spec) throw std::runtime_error(r.error->format());
+  return *r.spec;
+}
+
+std::string knobs_text(const Knobs& k) {
+  std::string s;
+  for (const auto& [n, v] : k) s += (s.empty() ? "" : ",") + n + "=" + std::to_string(std::get<I>(v));
+  return s;
+}
+
+ptxevo::evaluator::BuildRequest request(const Spec& spec, const Knobs& knobs) {
+  const auto& seed = spec.seeds.at(0);
+  ptxevo::evaluator::BuildRequest r;
+  r.name = knobs_text(knobs);
+  r.source = read_file(seed.source_path);
+  r.source_path = seed.source_path;
+  r.defines = KdaFwdOp().template_defines(spec.config);
+  r.knobs = ptxevo::evaluator::default_knobs(seed);
+  for (const auto& [k, v] : knobs) r.knobs[k] = v;
+  r.arch = spec.arch;
+  return r;
+}
+
+const char* const kSpecs[] = {"kda_fwd.spec", "kda_fwd_softplus.spec", "kda_fwd_state_in.spec",
+                              "kda_fwd_state_out.spec", "kda_fwd_no_state.spec"};
+
+TEST(KdaFwdSpec, TheMainSpecHoldsTheSixScenarios) {
+  const Spec spec = load("kda_fwd.spec");
+  EXPECT_EQ(spec.op, "kda_fwd");
+  EXPECT_EQ(spec.arch, "sm_90a");
+  ASSERT_EQ(spec.benchmark_shapes.size(), 6u);
+  for (std::size_t i = 0; i < 6; ++i) {
+    const auto& s = spec.benchmark_shapes[i];
+    EXPECT_EQ(s.at("B"), 1);
+    EXPECT_EQ(s.at("T"), 8192);
+    EXPECT_EQ(s.at("H"), i < 3 ? 96 : 64);
+    EXPECT_EQ(s.at("N"), (std::vector<I>{1, 6, 8})[i % 3]);
+  }
+  // Correctness covers T in {1, 15, 16, 17, 63, 64, 65, 1000}, H in {1, 4}, batched rows and
+  // every packed set but the held-out ones.
+  std::set<I> ts, hs, packed;
+  for (const auto& s : spec.correctness_shapes) {
+    if (s.at("N") == s.at("B")) ts.insert(s.at("T"));
+    else packed.insert(s.at("N"));
+    hs.insert(s.at("H"));
+  }
+  for (I t : {1, 15, 16, 17, 63, 64, 65, 1000}) EXPECT_TRUE(ts.count(t)) << t;
+  EXPECT_EQ(hs, (std::set<I>{1, 4}));
+  EXPECT_EQ(packed, (std::set<I>{2, 3, 4, 5, 7}));
+  for (const auto& s : spec.heldout_shapes) EXPECT_FALSE(packed.count(s.at("N")) && s.at("B") == 1);
+  EXPECT_EQ(spec.config.at("gate"), "lower_bound");
+}
+
+TEST(KdaFwdSpec, EveryVariantLoadsAndCoversTheOptions) {
+  std::set<std::string> combos;
+  for (const char* file : kSpecs) {
+    SCOPED_TRACE(file);
+    const Spec spec = load(file);
+    const auto c = KdaFwdOp::parse(spec.config);
+    combos.insert(std::string(c.gate == ptxevo::kernels::KdaGate::Softplus ? "softplus" : "lower_bound") +
+                  (c.initial_state ? "+in" : "") + (c.final_state ? "+out" : ""));
+    EXPECT_GE(spec.correctness_shapes.size(), 15u);
+    EXPECT_GE(spec.heldout_shapes.size(), 4u);
+  }
+  EXPECT_EQ(combos, (std::set<std::string>{"lower_bound+in+out", "softplus+in+out", "lower_bound+in",
+                                           "softplus+out", "lower_bound"}));
+}
+
+// The gate's static checks on the PTX of a build, for the plans of every shape of `spec`.
+void expect_ir_clean(const std::string& ptx, const Spec& spec, const Knobs& knobs) {
+  const auto parsed = ptxevo::ir::parse_ptx(ptx);
+  ASSERT_TRUE(parsed.ok()) << (parsed.error ? parsed.error->message : std::string("parse failed"));
+  std::vector<ptxevo::evaluator::Shape> shapes = spec.benchmark_shapes;
+  shapes.insert(shapes.end(), spec.correctness_shapes.begin(), spec.correctness_shapes.end());
+  for (const auto& s : shapes)
+    for (const auto& v : ptxevo::evaluator::check_ir(*parsed.module, KdaFwdOp().launch_plan(s, spec.config, knobs)))
+      ADD_FAILURE() << ptxevo::evaluator::shape_to_string(s) << ": " << v.rule << ": " << v.message;
+}
+
+TEST(KdaFwdBuild, SeedBuildsForEveryOptionCombination) {
+  const ptxevo::evaluator::Builder builder(nullptr);
+  for (const char* file : kSpecs) {
+    SCOPED_TRACE(file);
+    const Spec spec = load(file);
+    const auto r = builder.build(request(spec, {}));
+    ASSERT_TRUE(r.ok) << r.stage << ": " << r.error;
+    for (const char* ins : {"ld.global.nc.v2.u32", "ex2.approx.ftz.f32", "rsqrt.approx.ftz.f32", "shfl.sync.bfly.b32",
+                            "cvt.rn.bf16x2.f32", ".maxntid 128"})
+      EXPECT_NE(r.ptx.find(ins), std::string::npos) << ins << " missing";
+    const auto c = KdaFwdOp::parse(spec.config);
+    EXPECT_EQ(r.ptx.find("lg2.approx.ftz.f32") != std::string::npos, c.gate == ptxevo::kernels::KdaGate::Softplus);
+    ASSERT_EQ(r.resources.size(), 1u);
+    EXPECT_EQ(r.resources[0].name, KdaFwdOp::kEntry);
+    EXPECT_EQ(r.resources[0].spill_stores, 0);
+    EXPECT_LE(r.resources[0].registers, 168);  // 32 state rows; ptxas spends the rest on loads in flight
+    expect_ir_clean(r.ptx, spec, {});
+    // Plain ptxas agrees (the test of the printed PTX that the engine would hand to a user).
+    const auto sass = ptxevo::evaluator::run_ptxas(r.ptx, spec.arch);
+    EXPECT_TRUE(sass.ok) << sass.log;
+  }
+}
+
+TEST(KdaFwdBuild, PrepareEvaluationAcceptsTheSeed) {
+  const Spec spec = load("kda_fwd.spec");
+  const auto registry = ptxevo::kernels::builtin_ops();
+  const ptxevo::evaluator::Builder builder(nullptr);
+  const auto p = ptxevo::evaluator::prepare_evaluation(spec, *registry.find(spec.op), builder, {}, {}, 1);
+  ASSERT_TRUE(p.reasons.empty()) << p.reasons.front();
+  EXPECT_TRUE(p.candidate.ok);
+  EXPECT_EQ(p.shapes.size(), spec.benchmark_shapes.size() + spec.correctness_shapes.size() + spec.heldout_shapes.size());
+}
+
+// Every admitted assignment of the main spec, in a fixed order.
+std::vector<Knobs> admitted(const Spec& spec) {
+  const auto& seed = spec.seeds.at(0);
+  std::vector<Knobs> all = {{}};
+  for (const auto& knob : seed.knobs) {
+    std::vector<Knobs> next;
+    for (const auto& k : all)
+      for (const auto& v : knob.values) {
+        Knobs e = k;
+        e[knob.name] = v;
+        next.push_back(e);
+      }
+    all = std::move(next);
+  }
+  std::vector<Knobs> out;
+  for (const auto& k : all) {
+    bool ok = true;
+    for (const auto& c : seed.constraints) ok = ok && ptxevo::evaluator::constraint_holds(c, k);
+    if (ok) out.push_back(k);
+  }
+  return out;
+}
+
+// The constraints admit exactly what the op's geometry() accepts.
+TEST(KdaFwdBuild, ConstraintsAdmitOnlyValidPlans) {
+  const Spec spec = load("kda_fwd.spec");
+  const auto ok = admitted(spec);
+  EXPECT_GT(ok.size(), 100u);
+  EXPECT_LT(ok.size(), 500u);
+  for (const auto& k : ok) EXPECT_NO_THROW(KdaFwdOp::geometry(k)) << knobs_text(k);
+}
+
+// An evenly spread sample (a prime stride) of the admitted space plus the extremes, built in
+// parallel as the engine builds them: each links, stays within the campaign's spill screen and
+// passes the static checks.
+TEST(KdaFwdBuild, ASampleOfTheAdmittedKnobSpaceBuilds) {
+  const Spec spec = load("kda_fwd.spec");
+  const auto ok = admitted(spec);
+  std::vector<Knobs> sample;
+  for (std::size_t i = 0; i < ok.size(); i += 13) sample.push_back(ok[i]);
+  sample.push_back({{"BV", I{128}}, {"KSPLIT", I{2}}, {"TB", I{16}}, {"MIN_BLOCKS", I{0}}});  // 64 state rows a thread
+  sample.push_back({{"BV", I{16}}, {"KSPLIT", I{32}}, {"TB", I{1}}, {"MIN_BLOCKS", I{0}}});   // 4 state rows, 512 threads
+  sample.push_back({{"BV", I{8}}, {"KSPLIT", I{4}}, {"TB", I{16}}, {"MIN_BLOCKS", I{4}}});    // one warp
+  std::vector<ptxevo::evaluator::BuildRequest> reqs;
+  for (const auto& k : sample) {
+    for (const auto& c : spec.seeds.at(0).constraints)
+      EXPECT_TRUE(ptxevo::evaluator::constraint_holds(c, k)) << knobs_text(k) << " violates " << c;
+    reqs.push_back(request(spec, k));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto results = ptxevo::evaluator::Builder(nullptr).build_all(reqs);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    SCOPED_TRACE(reqs[i].name);
+    ASSERT_TRUE(results[i].ok) << results[i].stage << ": " << results[i].error;
+    // Within the campaign's static screen (search::CampaignOptions::max_spill_bytes, 256 B): a few
+    // bytes of 64-bit indices spill where the launch bounds cap the registers; the state never.
+    for (const auto& f : results[i].resources)
+      EXPECT_LE(f.spill_stores, 256) << f.name << " uses " << f.registers << " registers";
+    expect_ir_clean(results[i].ptx, spec, sample[i]);
+  }
+  std::printf("built %zu of %zu admitted assignments in %.0f s\n", sample.size(), ok.size(),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+}  // namespace
