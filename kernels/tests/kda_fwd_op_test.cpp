@@ -1,11 +1,14 @@
 // KdaFwdOp: options, shapes (B, T, H, N and the packed length sets), tensors, launch plans and
 // knob checks, the reference's input checks (wrong-size state, bad cu_seqlens), its agreement with
 // the chunked reference on the op's own filled inputs, the fill ranges, bytes/flops against
-// KDA.md's worked numbers, and tolerances.
+// KDA.md's worked numbers, tolerances, and fp64 emulations of plausible kernel bugs (read before
+// the write, no decay, K-first state, raw beta logits) that the tolerance and fills must reject.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "evaluator/gpu_evaluation.hpp"
+#include "evaluator/tensor.hpp"
 #include "kernels/kda/kda_fwd_op.hpp"
 
 namespace {
@@ -320,6 +324,84 @@ TEST(KdaFwdOp, Tolerances) {
   EXPECT_EQ(op.tolerance("final_state", {}).rel_l2, 1e-2);
   EXPECT_THROW(op.tolerance("final_state", {{"final_state", "false"}}), std::invalid_argument);
   EXPECT_THROW(op.tolerance("q", {}), std::invalid_argument);
+}
+
+}  // namespace
+
+namespace {
+
+// Plausible kernel bugs, emulated in fp64 on the op's own inputs: the tolerance and the fills
+// must reject each (each is far outside 1e-2), while the faithful emulation sits at rounding.
+enum class Bug { None, ReadBeforeWrite, NoDecay, KFirstState, NoBetaSigmoid };
+
+std::vector<double> emulate_out(const ptxevo::kernels::KdaProblem& p, Bug bug) {
+  const std::size_t K = 128, V = 128;
+  std::vector<double> out(static_cast<std::size_t>(p.total_tokens() * p.heads) * V);
+  for (I n = 0; n < p.sequences(); ++n)
+    for (I h = 0; h < p.heads; ++h) {
+      std::vector<double> s(K * V, 0.0);
+      if (p.initial_state)
+        for (std::size_t j = 0; j < V; ++j)
+          for (std::size_t i = 0; i < K; ++i) {
+            float f;
+            const std::size_t idx = static_cast<std::size_t>((n * p.heads + h) * 128 * 128) + j * K + i;
+            std::memcpy(&f, p.initial_state + 4 * idx, 4);
+            // The bug reads [N, H, K, V] as if it were the V-first layout.
+            (bug == Bug::KFirstState ? s[j * V + i] : s[i * V + j]) = f;
+          }
+      for (I t = p.cu_seqlens[static_cast<std::size_t>(n)]; t < p.cu_seqlens[static_cast<std::size_t>(n + 1)]; ++t) {
+        const auto tok = ptxevo::kernels::kda_token(p, t, h);
+        double b = tok.beta;
+        if (bug == Bug::NoBetaSigmoid) {  // the raw logit
+          std::uint16_t raw;
+          std::memcpy(&raw, p.beta + 2 * (t * p.heads + h), 2);
+          b = ptxevo::evaluator::bf16_to_double(raw);
+        }
+        std::vector<double> r(tok.v), o(V, 0.0);
+        for (std::size_t i = 0; i < K; ++i)
+          for (std::size_t j = 0; j < V; ++j) {
+            if (bug != Bug::NoDecay) s[i * V + j] *= std::exp(tok.a[i]);
+            r[j] -= tok.k[i] * s[i * V + j];
+          }
+        if (bug == Bug::ReadBeforeWrite)
+          for (std::size_t i = 0; i < K; ++i)
+            for (std::size_t j = 0; j < V; ++j) o[j] += tok.q[i] * s[i * V + j];
+        for (std::size_t i = 0; i < K; ++i)
+          for (std::size_t j = 0; j < V; ++j) {
+            s[i * V + j] += b * tok.k[i] * r[j];
+            if (bug != Bug::ReadBeforeWrite) o[j] += tok.q[i] * s[i * V + j];
+          }
+        for (std::size_t j = 0; j < V; ++j) out[static_cast<std::size_t>(t * p.heads + h) * V + j] = p.scale * o[j];
+      }
+    }
+  return out;
+}
+
+TEST(KdaFwdOp, PlausibleBugsFailTheTolerance) {
+  const KdaFwdOp op;
+  const Shape s = shape(1, 241, 4, 7);
+  for (Distribution dist : ptxevo::evaluator::all_distributions()) {
+    const auto ts = filled(op, s, {}, dist, 9);
+    std::vector<HostTensor> ref;
+    op.reference(s, {}, ts, ref);
+    const auto p = KdaFwdOp::problem(ptxevo::kernels::kda_dims(s), KdaFwdOp::parse({}), ts);
+    auto rel = [&](Bug bug) {
+      const auto out = emulate_out(p, bug);
+      double d = 0, n = 0;
+      for (I i = 0; i < ref[0].numel(); ++i) {
+        const double r = ref[0].get(i), x = out[static_cast<std::size_t>(i)];
+        // The gate rejects a non-finite output before any tolerance.
+        if (!std::isfinite(x)) return std::numeric_limits<double>::infinity();
+        d += (x - r) * (x - r);
+        n += r * r;
+      }
+      return std::sqrt(d / n);
+    };
+    const double tol = op.tolerance("out", {}).rel_l2;
+    EXPECT_LT(rel(Bug::None), 1e-12) << to_string(dist);
+    for (Bug bug : {Bug::ReadBeforeWrite, Bug::NoDecay, Bug::KFirstState, Bug::NoBetaSigmoid})
+      EXPECT_GT(rel(bug), 5 * tol) << to_string(dist) << " bug " << static_cast<int>(bug);
+  }
 }
 
 }  // namespace
