@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=.gpu
 rm -rf "$out" && mkdir -p "$out/lib"
-bins=(ptxevo ptxevo_gpu_tests ptxevo_evaluator_tests ptxevo_kernels_tests ptxevo_ir_tests build_bench ir_parse_bench)
+bins=(ptxevo ptxevo_gpu_tests ptxevo_kda_gpu_tests ptxevo_evaluator_tests ptxevo_kernels_tests ptxevo_ir_tests build_bench ir_parse_bench)
 for b in "${bins[@]}"; do
   [ -x "build/$b" ] || { echo "pack: build/$b missing: run scripts/setup.sh first" >&2; exit 1; }
   cp "build/$b" "$out/"

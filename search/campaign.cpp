@@ -196,9 +196,10 @@ std::vector<Proposal> CampaignEngine::propose(int generation, std::mt19937_64& r
     const int cap = (static_cast<int>(out.size()) + opt_.initial) / 2;
     const int want = opt_.warm_start < 0 ? cap : std::min(opt_.warm_start, cap);
     if (want > 0) {
+      // A deep list: the very best of an earlier campaign may all lie outside this spec's space.
       std::set<std::string> have;
       for (const auto& p : out) have.insert(p.genome.hash());
-      for (const auto& e : db_.earlier_best(campaign_id_, spec_.op, want * 4)) {
+      for (const auto& e : db_.earlier_best(campaign_id_, spec_.op, std::max(64, want * 16))) {
         if (warm >= want || warm >= opt_.initial) break;
         Genome g;
         try {
@@ -400,7 +401,11 @@ std::unique_ptr<CampaignEngine::Batch> CampaignEngine::prepare(int generation, s
   for (const auto& it : fresh) in_flight.erase(it.candidate_id);
   for (const auto& it : batch->items) in_flight.insert(it.candidate_id);
   if (remeasure_best && !measurers_.empty()) {
-    if (const Member* best = population_.best()) {
+    const Member* best = population_.best();
+    // Counting the ones in flight: two batches queued before the first answers must not both
+    // re-measure a best that needs only one more figure.
+    if (best && best->measurements + remeasures_in_flight_[best->candidate_id] >= opt_.max_measurements) best = nullptr;
+    if (best) {
       auto b = builder_.build(build_request(best->genome));
       if (b.ok) {
         Item it;
@@ -413,6 +418,7 @@ std::unique_ptr<CampaignEngine::Batch> CampaignEngine::prepare(int generation, s
         it.measure.knobs = best->genome.knobs;
         it.measure.cubin = b.cubin;
         batch->items.push_back(std::move(it));
+        ++remeasures_in_flight_[best->candidate_id];
       }
     }
   }
@@ -422,6 +428,7 @@ std::unique_ptr<CampaignEngine::Batch> CampaignEngine::prepare(int generation, s
 void CampaignEngine::absorb(Batch& b) {
   for (auto& it : b.items) {
     EvalReport& r = it.report;
+    if (it.purpose == "remeasure" && --remeasures_in_flight_[it.candidate_id] <= 0) remeasures_in_flight_.erase(it.candidate_id);
     const std::string& op_id = it.proposal.operator_id;
     const bool credited = it.purpose == "candidate" && is_policy_op(op_id);
     if (credited && (r.verdict == "unmeasured" || r.verdict == "not-run")) policy_.release(op_id);
@@ -659,29 +666,65 @@ CampaignResult CampaignEngine::run() {
     while (in_flight < static_cast<int>(measurers_.size()) + 1 || measurers_.empty()) {
       stop_reason = out_of_budget();
       if (!stop_reason.empty()) break;
-      std::vector<Proposal> props;
-      if (!pending.empty()) {
-        // What was in flight when the last run stopped, a batch at a time.
-        const std::size_t take = std::min<std::size_t>(pending.size(), static_cast<std::size_t>(std::max(1, opt_.batch)));
-        props.assign(std::make_move_iterator(pending.begin()), std::make_move_iterator(pending.begin() + static_cast<std::ptrdiff_t>(take)));
-        pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(take));
-      } else {
-        props = propose(generation, rng);
-      }
-      // Never more than the budget has left: what does not fit waits (unrecorded) for a later batch.
-      const std::int64_t left =
-          budget_ - (measurers_.empty() ? result_.built_this_run : evaluations_done() + queued);
-      if (left <= 0) {
+      // The next proposals: what was in flight when the last run stopped first, a batch at a
+      // time; never more than the budget has left (the rest waits, unrecorded, for a later batch).
+      auto next_proposals = [&](std::int64_t extra_queued) -> std::optional<std::vector<Proposal>> {
+        std::vector<Proposal> props;
+        if (!pending.empty()) {
+          const std::size_t take = std::min<std::size_t>(pending.size(), static_cast<std::size_t>(std::max(1, opt_.batch)));
+          props.assign(std::make_move_iterator(pending.begin()), std::make_move_iterator(pending.begin() + static_cast<std::ptrdiff_t>(take)));
+          pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(take));
+        } else {
+          props = propose(generation, rng);
+        }
+        const std::int64_t left =
+            budget_ - (measurers_.empty() ? result_.built_this_run : evaluations_done() + queued + extra_queued);
+        if (left <= 0) {
+          pending.insert(pending.begin(), std::make_move_iterator(props.begin()), std::make_move_iterator(props.end()));
+          return std::nullopt;
+        }
+        if (static_cast<std::int64_t>(props.size()) > left) {
+          pending.insert(pending.begin(), std::make_move_iterator(props.begin() + left), std::make_move_iterator(props.end()));
+          props.resize(static_cast<std::size_t>(left));
+        }
+        return props;
+      };
+      auto props = next_proposals(0);
+      if (!props) {
         stop_reason = "budget";
         break;
       }
-      if (static_cast<std::int64_t>(props.size()) > left) {
-        pending.assign(std::make_move_iterator(props.begin() + left), std::make_move_iterator(props.end()));
-        props.resize(static_cast<std::size_t>(left));
-      }
       const bool remeasure = opt_.remeasure_every > 0 && batches > 0 && batches % opt_.remeasure_every == 0;
-      auto batch = prepare(generation, std::move(props), remeasure, candidates_in_flight);
+      const std::size_t proposed = props->size();
+      auto batch = prepare(generation, std::move(*props), remeasure, candidates_in_flight);
       ++generation;
+      // Top up: children that were duplicates, failed to build or were screened out leave room,
+      // and a batch of one or two candidates spends most of its GPU time on per-batch set-up
+      // (input pools, references). Enough proposals for the yield seen so far are built at
+      // once (the builder runs them in parallel). Proposals come from the same population.
+      auto candidates_in = [](const Batch& b) {
+        return static_cast<std::int64_t>(
+            std::count_if(b.items.begin(), b.items.end(), [](const Item& it) { return it.purpose == "candidate"; }));
+      };
+      std::size_t tried = proposed;
+      for (int round = 0; round < opt_.top_up_rounds && !measurers_.empty() && candidates_in(*batch) < opt_.batch &&
+                          out_of_budget().empty();
+           ++round) {
+        const double yield = std::max(0.2, static_cast<double>(candidates_in(*batch)) / static_cast<double>(std::max<std::size_t>(tried, 1)));
+        const double want = static_cast<double>(opt_.batch - candidates_in(*batch)) / yield;
+        const int calls = std::clamp(static_cast<int>(std::ceil(want / std::max(1, opt_.batch))), 1, 4);
+        std::vector<Proposal> more_props;
+        for (int k = 0; k < calls; ++k) {
+          auto p = next_proposals(candidates_in(*batch) + static_cast<std::int64_t>(more_props.size()));
+          if (!p) break;
+          for (auto& x : *p) more_props.push_back(std::move(x));
+          ++generation;
+        }
+        if (more_props.empty()) break;
+        tried += more_props.size();
+        auto more = prepare(generation, std::move(more_props), false, candidates_in_flight);
+        for (auto& it : more->items) batch->items.push_back(std::move(it));
+      }
       ++batches;
       if (opt_.migrate_every > 0 && batches % opt_.migrate_every == 0) population_.migrate();
       if (batch->items.empty()) {

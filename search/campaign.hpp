@@ -38,6 +38,10 @@ struct CampaignOptions {
   double target_fitness = 0;         // stop once the best reaches it; 0: none
   int migrate_every = 4;             // batches between migrations
   int remeasure_every = 5;           // batches between re-measurements of the best
+  int max_measurements = 3;          // ... until it has this many passing evaluations
+  // Rounds of proposals that may top a batch up to `batch` candidates when some of its
+  // children were duplicates, failed to build or were screened out.
+  int top_up_rounds = 3;
   std::uint64_t seed = 1;            // proposals (inputs are always fresh)
   int max_benchmark_shapes = -1;     // -1: every benchmark shape of the spec
   // Screen: more spill stores (summed over the module's entries) than this never reach the GPU.
@@ -123,6 +127,7 @@ class CampaignEngine {
   OperatorPosterior policy_;
   std::set<std::string> policy_ops_;                  // operators the posterior chooses among
   std::map<std::int64_t, Member> measured_;           // candidate -> its latest figures (for credit)
+  std::map<std::int64_t, int> remeasures_in_flight_;  // candidate -> re-measurements queued, not absorbed
   bool is_policy_op(const std::string& op) const { return policy_ops_.count(op) > 0; }
   Population population_;
   std::map<std::string, std::string> sources_;  // seed name -> template text

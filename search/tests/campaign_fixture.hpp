@@ -129,6 +129,7 @@ class KnobModelMeasurer : public Measurer {
     if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
     std::vector<evaluator::EvalReport> out;
     std::lock_guard<std::mutex> lock(mu_);
+    batch_sizes_.push_back(static_cast<int>(items.size()));
     for (const auto& it : items) {
       ++calls_[it.genome_hash];
       ++total_;
@@ -181,11 +182,16 @@ class KnobModelMeasurer : public Measurer {
     std::lock_guard<std::mutex> lock(mu_);
     return calls_;
   }
+  std::vector<int> batch_sizes() const {  // items per measure() call, in order
+    std::lock_guard<std::mutex> lock(mu_);
+    return batch_sizes_;
+  }
 
  private:
   int delay_ms_;
   mutable std::mutex mu_;
   std::map<std::string, int> calls_;
+  std::vector<int> batch_sizes_;
   int total_ = 0;
 };
 

@@ -162,6 +162,39 @@ TEST_F(CampaignTest, ImprovesOverTheSeedAndNeverMeasuresAGenomeTwice) {
   EXPECT_NE(log_.find("evaluations"), std::string::npos);
 }
 
+TEST_F(CampaignTest, TopsBatchesUpAndRemeasuresTheBestOnlyAFewTimes) {
+  // UNROLL = 3 genomes fail the gate and half the knob space is quickly seen: many children are
+  // duplicates, so without top-up batches shrink to one or two candidates.
+  auto db = TraceDb::open(dir_ / "c.db");
+  KnobModelMeasurer m;
+  CampaignOptions o = small();
+  o.max_evaluations = 60;
+  o.remeasure_every = 1;  // a re-measurement offered with every batch ...
+  o.max_measurements = 3; // ... but the best gets at most three passing evaluations
+  o.final_check = false;
+  auto r = run(db, {&m}, o);
+  EXPECT_EQ(r.stop_reason, "budget");
+  auto q = db.connection().prepare(
+      "SELECT max(n) FROM (SELECT count(*) AS n FROM evaluations WHERE verdict = 'pass' GROUP BY candidate_id)");
+  q.step();
+  EXPECT_LE(q.column_int(0), 3);
+  EXPECT_GE(q.column_int(0), 2);  // the best was re-measured at least once
+  // Topped up, batches are fuller than without: this small knob space soon yields mostly
+  // duplicates, so a batch of `batch` children alone shrinks.
+  auto mean_size = [](const std::vector<int>& v) {
+    double s = 0;
+    for (std::size_t i = 0; i + 1 < v.size(); ++i) s += v[i];
+    return v.size() > 1 ? s / static_cast<double>(v.size() - 1) : 0.0;
+  };
+  const double topped = mean_size(m.batch_sizes());
+  auto db2 = TraceDb::open(dir_ / "c2.db");
+  KnobModelMeasurer m2;
+  o.top_up_rounds = 0;
+  run(db2, {&m2}, o);
+  const double plain = mean_size(m2.batch_sizes());
+  EXPECT_GT(topped, 1.3 * plain) << "topped up " << topped << " vs plain " << plain;
+}
+
 TEST_F(CampaignTest, ResumesWhereItStopped) {
   KnobModelMeasurer m1, m2;
   std::int64_t id = 0;
