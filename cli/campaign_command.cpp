@@ -295,8 +295,9 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
     char line[200];
     std::snprintf(line, sizeof line,
                   "GPU busy %.0f%% of %.0f s wall time (held by a worker for gate runs and timing; workers spent "
-                  "%.0f s on host-side inputs and references); %.0f candidates per GPU-hour\n",
-                  100 * res.gpu_busy, res.wall_s, res.prep_s, res.candidates_per_gpu_hour);
+                  "%.0f s on host-side inputs and references; proposing and building took %.0f s); %.0f candidates "
+                  "per GPU-hour\n",
+                  100 * res.gpu_busy, res.wall_s, res.prep_s, res.prepare_s, res.candidates_per_gpu_hour);
     out << line;
   }
   if (llm) {

@@ -52,7 +52,7 @@ struct CampaignCliOptions {
   double target = 0;
   int islands = 4;
   int island_size = 6;
-  int batch = 8;
+  int batch = 16;
   std::int64_t max_spill_bytes = 256;
   int min_samples = 10;
   double ci_width = 0.01;

@@ -77,10 +77,10 @@ BuildResult Builder::front_end(const BuildRequest& req) const {
     std::vector<std::string> opts = define_options(req, &error);
     if (!error.empty()) return fail(r, "nvrtc", req.name + ": " + error);
     opts.insert(opts.end(), req.nvrtc_options.begin(), req.nvrtc_options.end());
-    NvrtcResult c = compile_to_ptx(req.source, cu_label, req.arch, opts);
-    r.nvrtc_log = std::move(c.log);
-    if (!c.ok) return fail(r, "nvrtc", r.nvrtc_log);
-    ptx = std::move(c.ptx);
+    const auto c = nvrtc(req.source, cu_label, req.arch, opts);
+    r.nvrtc_log = c->log;
+    if (!c->ok) return fail(r, "nvrtc", r.nvrtc_log);
+    ptx = c->ptx;
     ptx_label = cu_label + ".ptx";
   } else {
     ptx_label = req.source_path.empty() ? req.name + ".ptx" : req.source_path;
@@ -135,6 +135,43 @@ void Builder::link(const BuildRequest& req, BuildResult& r) const {
     r.cache_warning = cache_->store(r.key, e);
   }
   apply(l.ok, std::move(l.cubin), std::move(l.resources), std::move(l.error_log));
+}
+
+std::shared_ptr<const Builder::NvrtcMemo> Builder::nvrtc(const std::string& source, const std::string& label,
+                                                          const std::string& arch,
+                                                          const std::vector<std::string>& options) const {
+  std::string id = source;
+  id.push_back('\0');
+  id += label;
+  id.push_back('\0');
+  id += arch;
+  for (const auto& o : options) {
+    id.push_back('\0');
+    id += o;
+  }
+  const std::string key = sha256_hex(id);
+  {
+    std::lock_guard<std::mutex> lock(memo_mu_);
+    if (auto it = memo_.find(key); it != memo_.end()) {
+      memo_order_.splice(memo_order_.begin(), memo_order_, it->second.second);
+      return it->second.first;
+    }
+  }
+  // Two threads may compile the same source at once; both results are the same.
+  ++nvrtc_runs_;
+  NvrtcResult c = compile_to_ptx(source, label, arch, options);
+  auto memo = std::make_shared<const NvrtcMemo>(NvrtcMemo{c.ok, std::move(c.ptx), std::move(c.log)});
+  if (!memo->ok) return memo;  // kept only when it worked: a failure might be the machine's, not the source's
+  std::lock_guard<std::mutex> lock(memo_mu_);
+  if (memo_.count(key) == 0) {
+    memo_order_.push_front(key);
+    memo_.emplace(key, std::make_pair(memo, memo_order_.begin()));
+    while (memo_.size() > kNvrtcMemoEntries) {
+      memo_.erase(memo_order_.back());
+      memo_order_.pop_back();
+    }
+  }
+  return memo;
 }
 
 BuildResult Builder::build(const BuildRequest& req) const {

@@ -175,7 +175,7 @@ void CampaignEngine::rebuild_population() {
   }
 }
 
-std::vector<Proposal> CampaignEngine::propose(int generation, std::mt19937_64& rng) {
+std::vector<Proposal> CampaignEngine::propose(int generation, std::mt19937_64& rng, bool allow_llm) {
   std::vector<Proposal> out;
   const int islands = population_.islands();
   if (population_.empty()) {
@@ -246,7 +246,7 @@ std::vector<Proposal> CampaignEngine::propose(int generation, std::mt19937_64& r
     bool llm_tried = false;  // one LLM attempt per slot; after that the rule agents fill it
     for (int attempt = 0; attempt < 6; ++attempt) {
       auto ops = proposer_.applicable(parent->genome, has_mate);
-      const bool llm_open = llm_ && !llm_tried && !stop_.load() && llm_->available();
+      const bool llm_open = allow_llm && llm_ && !llm_tried && !stop_.load() && llm_->available();
       if (llm_open) ops.push_back(LlmProposer::kOperator);
       std::string op;
       if (llm_open && std::uniform_real_distribution<double>(0, 1)(rng) < llm_->share()) {
@@ -661,6 +661,7 @@ CampaignResult CampaignEngine::run() {
     return "";
   };
   std::string stop_reason;
+  double yield_estimate = 0.5;  // candidates that reach a measurer per proposal (duplicates, failed builds, screens)
   while (true) {
     // Keep every measurer fed, plus one batch ready: the GPU never waits for the compiler.
     while (in_flight < static_cast<int>(measurers_.size()) + 1 || measurers_.empty()) {
@@ -668,14 +669,16 @@ CampaignResult CampaignEngine::run() {
       if (!stop_reason.empty()) break;
       // The next proposals: what was in flight when the last run stopped first, a batch at a
       // time; never more than the budget has left (the rest waits, unrecorded, for a later batch).
-      auto next_proposals = [&](std::int64_t extra_queued) -> std::optional<std::vector<Proposal>> {
+      // Only a batch's first call asks the LLM agents: filling a batch with more children is the
+      // cheap rule agents' job, and LLM calls cost money and seconds each.
+      auto next_proposals = [&](std::int64_t extra_queued, bool allow_llm = false) -> std::optional<std::vector<Proposal>> {
         std::vector<Proposal> props;
         if (!pending.empty()) {
           const std::size_t take = std::min<std::size_t>(pending.size(), static_cast<std::size_t>(std::max(1, opt_.batch)));
           props.assign(std::make_move_iterator(pending.begin()), std::make_move_iterator(pending.begin() + static_cast<std::ptrdiff_t>(take)));
           pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(take));
         } else {
-          props = propose(generation, rng);
+          props = propose(generation, rng, allow_llm);
         }
         const std::int64_t left =
             budget_ - (measurers_.empty() ? result_.built_this_run : evaluations_done() + queued + extra_queued);
@@ -689,10 +692,23 @@ CampaignResult CampaignEngine::run() {
         }
         return props;
       };
-      auto props = next_proposals(0);
+      const double prep_t0 = now_s();
+      auto props = next_proposals(0, true);
       if (!props) {
         stop_reason = "budget";
         break;
+      }
+      // As many proposals as the yield of earlier batches says it takes to fill this one, built
+      // together: one parallel round instead of several rounds, each as slow as its slowest build.
+      // (Not for the first population: it is the seeds and `initial` random genomes, no more.)
+      if (!measurers_.empty() && !population_.empty()) {
+        const int extra = std::clamp(static_cast<int>(std::ceil(1.0 / std::max(0.25, yield_estimate))) - 1, 0, 3);
+        for (int k = 0; k < extra; ++k) {
+          ++generation;
+          auto p = next_proposals(static_cast<std::int64_t>(props->size()));
+          if (!p) break;
+          for (auto& x : *p) props->push_back(std::move(x));
+        }
       }
       const bool remeasure = opt_.remeasure_every > 0 && batches > 0 && batches % opt_.remeasure_every == 0;
       const std::size_t proposed = props->size();
@@ -707,7 +723,8 @@ CampaignResult CampaignEngine::run() {
             std::count_if(b.items.begin(), b.items.end(), [](const Item& it) { return it.purpose == "candidate"; }));
       };
       std::size_t tried = proposed;
-      for (int round = 0; round < opt_.top_up_rounds && !measurers_.empty() && candidates_in(*batch) < opt_.batch &&
+      for (int round = 0; round < opt_.top_up_rounds && !measurers_.empty() && !population_.empty() &&
+                          candidates_in(*batch) < opt_.batch &&
                           out_of_budget().empty();
            ++round) {
         const double yield = std::max(0.2, static_cast<double>(candidates_in(*batch)) / static_cast<double>(std::max<std::size_t>(tried, 1)));
@@ -725,6 +742,9 @@ CampaignResult CampaignEngine::run() {
         auto more = prepare(generation, std::move(more_props), false, candidates_in_flight);
         for (auto& it : more->items) batch->items.push_back(std::move(it));
       }
+      result_.prepare_s += now_s() - prep_t0;
+      if (tried > 0)
+        yield_estimate = 0.7 * yield_estimate + 0.3 * static_cast<double>(candidates_in(*batch)) / static_cast<double>(tried);
       ++batches;
       if (opt_.migrate_every > 0 && batches % opt_.migrate_every == 0) population_.migrate();
       if (batch->items.empty()) {

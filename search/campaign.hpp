@@ -31,7 +31,7 @@ struct CampaignOptions {
   std::string arch;  // target, e.g. "sm_90a" (the spec's when empty)
   int islands = 4;
   int island_size = 6;
-  int batch = 8;            // children per batch (one generation)
+  int batch = 16;           // children per batch (one generation); builds run in parallel over them
   int initial = 12;         // random genomes besides the seeds in a fresh campaign
   std::int64_t max_evaluations = 0;  // candidate evaluations; 0: the spec's budget (200 without one)
   double max_minutes = 0;            // 0: no wall-time limit
@@ -79,6 +79,7 @@ struct CampaignResult {
   double measure_s = 0;    // time inside measurers, summed over them
   double prep_s = 0;       // of measure_s, the workers' shared host-side work (inputs, references)
   double gpu_s = 0;        // of measure_s, time the workers held their GPU (gate runs, timing)
+  double prepare_s = 0;    // wall time the engine spent proposing, building and screening batches
   double gpu_busy = 0;     // gpu_s / (wall_s * GPUs)
   double worker_busy = 0;  // measure_s / (wall_s * measurers)
   double candidates_per_gpu_hour = 0;
@@ -104,7 +105,7 @@ class CampaignEngine {
   int gpu_count() const;  // distinct devices among the measurers
   evaluator::BuildRequest build_request(const Genome& g) const;
   evaluator::EvalRequest common_request(std::uint64_t input_seed) const;
-  std::vector<Proposal> propose(int generation, std::mt19937_64& rng);
+  std::vector<Proposal> propose(int generation, std::mt19937_64& rng, bool allow_llm = true);
   // Records, builds and screens proposals; returns the batch of what must be measured.
   // Ids in `in_flight` are on their way to a measurer and are not proposed again.
   std::unique_ptr<Batch> prepare(int generation, std::vector<Proposal> proposals, bool remeasure_best,

@@ -52,7 +52,7 @@ TEST(CliAgents, CampaignWithALocalServer) {
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string db = std::string(tmpl) + "/llm.db";
   // sm_90a without a GPU replays the recorded H200 data, so the population has parents to give the LLM.
-  auto r = run_process({PTXEVO_BIN, "--arch", "sm_90a", kSpec, "--db", db, "--budget", "6", "--initial", "1", "--batch", "2",
+  auto r = run_process({PTXEVO_BIN, "--arch", "sm_90a", kSpec, "--db", db, "--budget", "10", "--initial", "1", "--batch", "2",
                         "--agents", "llm", "--llm-url", server.base_url() + "/v1", "--llm-model", "local-coder",
                         "--llm-key-env", kKeyEnv, "--llm-no-planner", "--llm-fix-turns", "1", "--llm-share", "1",
                         "--llm-price", "0.2,0.6", "--llm-max-calls", "3", "--llm-deadline", "5"});

@@ -186,6 +186,37 @@ TEST(Builder, PtxPassLandsInTheCubin) {
   EXPECT_NE(capped.cubin, base.cubin);
 }
 
+// A PTX-level child shares its parent's knobs: NVRTC runs once for both, and a pass that
+// refuses costs no compile. Other knobs compile again; a failed compile is never remembered.
+TEST(Builder, ReusesNvrtcOutputForTheSameSourceAndKnobs) {
+  Builder b(nullptr);
+  ASSERT_TRUE(b.build(request(4)).ok);
+  EXPECT_EQ(b.nvrtc_runs(), 1);
+  BuildRequest child = request(4);
+  child.ptx_pass = [](ir::Module& m) -> std::string {
+    m.find_function("scale")->perf.push_back({".maxnreg", {"40"}});
+    return "";
+  };
+  const BuildResult c = b.build(child);
+  ASSERT_TRUE(c.ok) << c.error;
+  EXPECT_NE(c.ptx.find(".maxnreg 40"), std::string::npos);
+  BuildRequest refused = request(4);
+  refused.ptx_pass = [](ir::Module&) -> std::string { return "nothing to do"; };
+  EXPECT_EQ(b.build(refused).stage, "pass");
+  EXPECT_EQ(b.nvrtc_runs(), 1);
+  // The parent again: the pass above edited its own copy of the module, not the memo.
+  const BuildResult again = b.build(request(4));
+  EXPECT_EQ(again.ptx.find(".maxnreg"), std::string::npos);
+  EXPECT_EQ(b.nvrtc_runs(), 1);
+  ASSERT_TRUE(b.build(request(8)).ok);
+  EXPECT_EQ(b.nvrtc_runs(), 2);
+  BuildRequest bad = request(4);
+  bad.source += "\nthis is not C++\n";
+  EXPECT_EQ(b.build(bad).stage, "nvrtc");
+  EXPECT_EQ(b.build(bad).stage, "nvrtc");
+  EXPECT_EQ(b.nvrtc_runs(), 4);
+}
+
 // ptxas ignores -maxrregcount for kernels with launch bounds (.maxntid), so this one has none.
 TEST(Builder, RegisterCapOptionLandsInTheCubin) {
   Builder b(nullptr);
