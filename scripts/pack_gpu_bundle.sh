@@ -16,4 +16,7 @@ for b in "${bins[@]}"; do ldd "build/$b"; done | awk '/=> \// {print $3}' | sort
   grep -E 'libtbb|libtomlplusplus|libbenchmark|libcrypto|libfmt|libspdlog' | while read -r lib; do
     cp -L "$lib" "$out/lib/"
   done
+# The commit the binaries were built from: the GPU machine's copy of the tree may carry a stale
+# .git, so run scripts read this file rather than asking git there.
+git describe --always --dirty --abbrev=7 > "$out/commit.txt"
 du -sh "$out"

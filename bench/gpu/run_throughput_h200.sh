@@ -8,6 +8,7 @@
 # Usage: bench/gpu/run_throughput_h200.sh COMMIT MINUTES [extra campaign options]
 set -uo pipefail
 commit="${1:?commit}"; minutes="${2:?minutes}"; shift 2
+[ -f .gpu/commit.txt ] && commit="$(cat .gpu/commit.txt)"  # what the bundle was built from
 out="${OUT:-/tmp/ptxevo-out}"
 mkdir -p "$out/logs"
 export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
