@@ -9,6 +9,7 @@
 #include "cli/export_command.hpp"
 #include "cli/ir_commands.hpp"
 #include "cli/mutate_command.hpp"
+#include "cli/prior_command.hpp"
 #include "cli/report_command.hpp"
 #include "cli/worker_command.hpp"
 
@@ -127,6 +128,12 @@ int main(int argc, char** argv) {
   mfile->needs(mpass);
   mpass->needs(mfile);
 
+  ptxevo::cli::PriorOptions prior_opts;
+  auto* prior = app.add_subcommand("prior",
+                                   "What the learned prior believes: campaigns feeding it, operator posteriors, the "
+                                   "cost model's held-out rank correlation");
+  prior->add_option("--db", prior_opts.db, "Trace database")->required();
+  prior->add_option("--top", prior_opts.top, "Operators listed per posterior key")->capture_default_str();
   ptxevo::cli::ReportOptions report_opts;
   std::int64_t report_campaign = 0;
   auto* report = app.add_subcommand("report", "Summarise a campaign from the trace database; --html writes a page with plots");
@@ -144,6 +151,7 @@ int main(int argc, char** argv) {
     camp.self_exe = ptxevo::cli::self_executable(argv[0]);
     return ptxevo::cli::run_campaign(camp, std::cout, std::cerr);
   }
+  if (prior->parsed()) return ptxevo::cli::run_prior(prior_opts, std::cout, std::cerr);
   if (report->parsed()) {
     if (rcampaign->count() > 0) report_opts.campaign = report_campaign;
     return ptxevo::cli::run_report(report_opts, std::cout, std::cerr);

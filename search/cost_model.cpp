@@ -1,0 +1,162 @@
+#include "search/cost_model.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "search/prior/rank_metrics.hpp"
+#include "search/prior/selection.hpp"
+#include "search/trace_db.hpp"
+
+namespace ptxevo::search {
+
+using json = nlohmann::json;
+
+CostDataset cost_dataset(TraceDb& db, const evaluator::Op& op, const CampaignConfigs& configs, const GpuLimits& gpu) {
+  CostDataset d;
+  d.op = op.name();
+  struct Raw {
+    std::int64_t campaign, candidate;
+    evaluator::OpConfig cfg;
+    Genome genome;
+    std::vector<evaluator::FunctionResources> res;
+    evaluator::Shape shape;
+    std::string shape_key, created_at, gpu, driver, toolchain;
+    double median_ms;
+  };
+  std::vector<Raw> raw;
+  auto q = db.connection().prepare(
+      "SELECT k.id, k.config_json, c.id, c.genome_json, c.resources_json, s.shape_json, s.cand_median, e.created_at, "
+      "coalesce(env.gpu, ''), coalesce(env.driver, ''), coalesce(env.cuda, '') "
+      "FROM shape_results s JOIN evaluations e ON e.id = s.evaluation_id "
+      "JOIN candidates c ON c.id = e.candidate_id JOIN campaigns k ON k.id = c.campaign_id "
+      "LEFT JOIN environments env ON env.id = e.environment_id "
+      "WHERE k.op = ? AND e.verdict = 'pass' AND e.mode = 'gpu' AND s.class = 'benchmark' AND s.cand_median > 0 "
+      "ORDER BY e.created_at, e.id, s.shape_index");
+  q.bind(1, op.name());
+  while (q.step()) {
+    Raw r;
+    r.campaign = q.column_int(0);
+    auto cfg = configs.find(r.campaign);
+    if (cfg == configs.end()) {
+      d.campaigns_without_config.insert(r.campaign);
+      continue;
+    }
+    r.cfg = cfg->second;
+    try {
+      r.genome = genome_from_json(json::parse(q.column_text(3)));
+      r.shape = json::parse(q.column_text(5)).get<evaluator::Shape>();
+    } catch (const std::exception&) {
+      ++d.skipped;
+      continue;
+    }
+    r.candidate = q.column_int(2);
+    r.res = resources_from_json(q.column_text(4));
+    r.shape_key = q.column_text(5);
+    r.median_ms = q.column_double(6);
+    r.created_at = q.column_text(7);
+    r.gpu = q.column_text(8);
+    r.driver = q.column_text(9);
+    r.toolchain = q.column_text(10);
+    raw.push_back(std::move(r));
+  }
+  std::set<std::string> knobs, passes;
+  for (const auto& r : raw) {
+    for (const auto& [k, v] : r.genome.knobs)
+      if (std::holds_alternative<std::int64_t>(v)) knobs.insert(k);
+    for (const auto& e : r.genome.edits) passes.insert(e.pass);
+  }
+  d.layout.knobs.assign(knobs.begin(), knobs.end());
+  d.layout.passes.assign(passes.begin(), passes.end());
+  std::map<std::pair<std::int64_t, std::string>, std::int64_t> groups;
+  for (const auto& r : raw) {
+    FeatureRow f;
+    try {
+      f = cost_features(d.layout, op, r.cfg, r.shape, r.genome, r.res, gpu);
+    } catch (const std::exception&) {
+      ++d.skipped;
+      continue;
+    }
+    CostRow row;
+    row.campaign_id = r.campaign;
+    row.candidate_id = r.candidate;
+    row.group = groups.emplace(std::make_pair(r.campaign, r.shape_key), static_cast<std::int64_t>(groups.size())).first->second;
+    row.created_at = r.created_at;
+    row.gpu = r.gpu;
+    row.driver = r.driver;
+    row.toolchain = r.toolchain;
+    row.x = std::move(f.x);
+    row.y = std::log(r.median_ms / f.roofline_ms);
+    row.analytic = f.analytic_log_time;
+    d.rows.push_back(std::move(row));
+  }
+  return d;
+}
+
+namespace {
+
+Eigen::MatrixXd matrix_of(const std::vector<const CostRow*>& rows, std::size_t cols) {
+  Eigen::MatrixXd X(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(cols));
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    for (std::size_t j = 0; j < cols; ++j) X(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = rows[i]->x[j];
+  return X;
+}
+
+}  // namespace
+
+HeldOutRank held_out_rank(const CostDataset& d, double train_fraction) {
+  HeldOutRank h;
+  const std::size_t n = d.rows.size();
+  const auto cut = static_cast<std::size_t>(std::floor(static_cast<double>(n) * train_fraction));
+  if (n < 20 || cut < 10 || cut >= n) return h;
+  std::vector<const CostRow*> train, test;
+  for (std::size_t i = 0; i < n; ++i) (i < cut ? train : test).push_back(&d.rows[i]);
+  const std::size_t cols = d.layout.size();
+  Eigen::VectorXd y(static_cast<Eigen::Index>(train.size()));
+  std::vector<prior::GroupId> g;
+  for (std::size_t i = 0; i < train.size(); ++i) {
+    y(static_cast<Eigen::Index>(i)) = train[i]->y;
+    g.push_back(train[i]->group);
+  }
+  prior::BayesLinear m;
+  m.fit(matrix_of(train, cols), y, Eigen::VectorXd::Ones(static_cast<Eigen::Index>(train.size())), g);
+  std::vector<double> pred, truth, analytic;
+  std::vector<prior::GroupId> tg;
+  for (const auto* r : test) {
+    pred.push_back(m.mean(Eigen::Map<const Eigen::VectorXd>(r->x.data(), static_cast<Eigen::Index>(r->x.size()))));
+    truth.push_back(r->y);
+    analytic.push_back(r->analytic);
+    tg.push_back(r->group);
+  }
+  const auto sm = prior::spearman_within_groups(pred, truth, tg);
+  const auto sa = prior::spearman_within_groups(analytic, truth, tg);
+  h.train_rows = train.size();
+  h.test_rows = test.size();
+  h.groups = sm.groups;
+  h.spearman_model = sm.mean;
+  h.spearman_analytic = sa.mean;
+  h.evaluated = sm.groups > 0;
+  return h;
+}
+
+void CostModel::fit(const std::vector<CostRow>& rows, const std::vector<double>& weights) {
+  rows_ = rows.size();
+  if (rows.empty()) return;
+  columns_ = rows.front().x.size();
+  std::vector<const CostRow*> ptrs;
+  Eigen::VectorXd y(static_cast<Eigen::Index>(rows.size())), w(static_cast<Eigen::Index>(rows.size()));
+  std::vector<prior::GroupId> g;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    ptrs.push_back(&rows[i]);
+    y(static_cast<Eigen::Index>(i)) = rows[i].y;
+    w(static_cast<Eigen::Index>(i)) = i < weights.size() ? weights[i] : 1.0;
+    g.push_back(rows[i].group);
+  }
+  model_.fit(matrix_of(ptrs, columns_), y, w, g);
+}
+
+bool CostModel::cold() const { return rows_ == 0 || prior::is_cold_start(model_); }
+
+}  // namespace ptxevo::search

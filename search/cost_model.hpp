@@ -1,0 +1,75 @@
+// The learned cost model over the trace database (issue "Learned prior", PRIOR.md 5): rows of
+// (candidate, benchmark shape) with cost_features as x and y = log(median time / roofline
+// time), centred per (campaign, shape) so the model ranks candidates within a shape; a
+// Bayesian linear regression (search/prior) gives the exact posterior that Thompson selection
+// draws from. Only real GPU measurements enter it, never replayed or failed ones.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "evaluator/op.hpp"
+#include "search/cost_features.hpp"
+#include "search/prior/bayes_linear.hpp"
+
+namespace ptxevo::search {
+
+class TraceDb;
+
+struct CostRow {
+  std::int64_t campaign_id = 0;
+  std::int64_t candidate_id = 0;
+  std::int64_t group = 0;      // (campaign, shape) as one id
+  std::string created_at;      // of the evaluation, for forward chaining
+  std::string gpu, driver, toolchain;
+  std::vector<double> x;
+  double y = 0;                // log(median ms / roofline ms)
+  double analytic = 0;         // FeatureRow::analytic_log_time
+};
+
+struct CostDataset {
+  std::string op;
+  FeatureLayout layout;
+  std::vector<CostRow> rows;
+  std::size_t skipped = 0;  // rows whose features could not be computed (launch plan rejected)
+  std::set<std::int64_t> campaigns_without_config;  // their rows were left out
+};
+
+// The op options of each campaign (from its spec): launch plans and bytes depend on them.
+using CampaignConfigs = std::map<std::int64_t, evaluator::OpConfig>;
+
+// Every passing GPU evaluation of a campaign on `op` in `configs`, one row per benchmark shape
+// with a timing. Columns: the union of knob and pass names in those genomes.
+CostDataset cost_dataset(TraceDb& db, const evaluator::Op& op, const CampaignConfigs& configs, const GpuLimits& gpu = {});
+
+struct HeldOutRank {
+  std::size_t train_rows = 0, test_rows = 0, groups = 0;
+  double spearman_model = 0;     // mean within-group Spearman of the model's ranking on the test rows
+  double spearman_analytic = 0;  // same for the analytic roofline/occupancy guess
+  bool evaluated = false;
+};
+
+// Forward chaining: fit on the earliest `train_fraction` of rows (by evaluation time), rank
+// the later rows within each (campaign, shape).
+HeldOutRank held_out_rank(const CostDataset& d, double train_fraction = 0.7);
+
+// A fitted model for scoring new candidates of one campaign.
+class CostModel {
+ public:
+  // `rows` with weights (same length); fewer than rows_per_feature * columns rows: cold.
+  void fit(const std::vector<CostRow>& rows, const std::vector<double>& weights);
+  bool cold() const;
+  std::size_t rows() const { return rows_; }
+  const prior::BayesLinear& model() const { return model_; }
+
+ private:
+  prior::BayesLinear model_;
+  std::size_t rows_ = 0, columns_ = 0;
+};
+
+}  // namespace ptxevo::search

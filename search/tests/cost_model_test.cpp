@@ -1,0 +1,122 @@
+#include "search/cost_model.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+#include <sstream>
+
+#include "campaign_fixture.hpp"
+#include "search/campaign.hpp"
+#include "search/trace_db.hpp"
+
+namespace ptxevo::search {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(CostFeatures, OccupancyFollowsTheTightestLimit) {
+  const GpuLimits h200;
+  EXPECT_EQ(blocks_per_sm(512, 64, 0, h200), 2);     // registers: 64 x 512 = 32K per block
+  EXPECT_EQ(blocks_per_sm(256, 32, 0, h200), 8);     // threads and registers both allow 8
+  EXPECT_EQ(blocks_per_sm(256, 32, 100 * 1024, h200), 2);  // shared memory
+  EXPECT_EQ(blocks_per_sm(32, 16, 0, h200), 32);     // the block limit
+  EXPECT_EQ(blocks_per_sm(1024, 255, 0, h200), 0);   // does not fit at all
+  // 33 registers x 32 lanes = 1056 per warp, allocated as 1280: 17 blocks of 3 warps (threads alone allow 21).
+  EXPECT_EQ(blocks_per_sm(96, 33, 0, h200), 17);
+}
+
+TEST(CostFeatures, ColumnsFollowTheLayoutAndTheLaunch) {
+  testing::ScaleOp op;
+  FeatureLayout layout;
+  layout.knobs = {"BLOCK", "UNROLL"};
+  layout.passes = {"fast_math"};
+  Genome g;
+  g.knobs = {{"BLOCK", std::int64_t{256}}, {"UNROLL", std::int64_t{4}}};
+  g.edits.push_back({"fast_math", {}});
+  std::vector<evaluator::FunctionResources> res(1);
+  res[0].name = "scale";
+  res[0].registers = 32;
+  const FeatureRow f = cost_features(layout, op, {}, {{"N", 1 << 20}}, g, res);
+  ASSERT_EQ(f.x.size(), layout.size());
+  ASSERT_EQ(layout.names().size(), layout.size());
+  const auto names = layout.names();
+  auto col = [&](const std::string& n) { return f.x[static_cast<std::size_t>(std::find(names.begin(), names.end(), n) - names.begin())]; };
+  EXPECT_DOUBLE_EQ(col("log2_threads"), 8);
+  EXPECT_DOUBLE_EQ(col("log2_grid"), 10);  // 2^20 / (256 x 4)
+  EXPECT_DOUBLE_EQ(col("knob:BLOCK"), 9);  // log2 + 1, so 0 stays "absent"
+  EXPECT_DOUBLE_EQ(col("knob:UNROLL"), 3);
+  EXPECT_DOUBLE_EQ(col("pass:fast_math"), 1);
+  EXPECT_DOUBLE_EQ(col("occupancy"), 1.0);
+  // 1024 blocks over 8 per SM x 132 SMs: 0.97 waves, all in one partial wave.
+  EXPECT_NEAR(col("waves"), 1024.0 / (8 * 132), 1e-12);
+  EXPECT_NEAR(f.roofline_ms, 8.0 * (1 << 20) / 4.2e12 * 1e3, 1e-12);
+  EXPECT_NEAR(f.analytic_log_time, -std::log(1024.0 / (8 * 132)), 1e-12);
+}
+
+class CostModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("ptxevo_cost_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    registry_.add(std::make_unique<testing::ScaleOp>());
+    spec_ = testing::write_scale_spec(dir_, registry_);
+    cache_.emplace(dir_ / "cache");
+    builder_.emplace(&*cache_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+  evaluator::OpRegistry registry_;
+  evaluator::Spec spec_;
+  std::optional<evaluator::BuildCache> cache_;
+  std::optional<evaluator::Builder> builder_;
+};
+
+// The knob-model measurer's times are a smooth function of BLOCK and UNROLL: a model fitted on
+// the first evaluations must rank the later ones within each shape, and the same data with its
+// labels shuffled must not.
+TEST_F(CostModelTest, RanksLaterCandidatesAndAShuffledControlDoesNot) {
+  auto db = TraceDb::open(dir_ / "c.db");
+  testing::KnobModelMeasurer m;
+  CampaignOptions o;
+  o.islands = 2;
+  o.island_size = 6;
+  o.batch = 6;
+  o.initial = 12;
+  o.max_evaluations = 70;
+  o.final_check = false;
+  std::ostringstream log;
+  std::atomic<bool> never{false};
+  CampaignEngine e(spec_, *registry_.find("test_scale"), *builder_, db, {&m}, o, log, never);
+  const auto r = e.run();
+  const CostDataset d = cost_dataset(db, *registry_.find("test_scale"), {{r.campaign_id, {}}});
+  EXPECT_TRUE(d.campaigns_without_config.empty());
+  EXPECT_EQ(d.skipped, 0u);
+  ASSERT_GE(d.rows.size(), 100u);  // two benchmark shapes per passing evaluation
+  const auto names = d.layout.names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "knob:BLOCK"), names.end());
+  const HeldOutRank h = held_out_rank(d);
+  ASSERT_TRUE(h.evaluated);
+  EXPECT_EQ(h.groups, 2u);
+  EXPECT_GT(h.spearman_model, 0.8) << "analytic " << h.spearman_analytic;
+
+  CostDataset shuffled = d;
+  std::mt19937_64 rng(3);
+  std::vector<double> ys;
+  for (const auto& row : shuffled.rows) ys.push_back(row.y);
+  std::shuffle(ys.begin(), ys.end(), rng);
+  for (std::size_t i = 0; i < ys.size(); ++i) shuffled.rows[i].y = ys[i];
+  const HeldOutRank c = held_out_rank(shuffled);
+  ASSERT_TRUE(c.evaluated);
+  EXPECT_LT(c.spearman_model, 0.4);
+
+  // A campaign without its op options contributes nothing (and says so).
+  const CostDataset none = cost_dataset(db, *registry_.find("test_scale"), {});
+  EXPECT_TRUE(none.rows.empty());
+  EXPECT_EQ(none.campaigns_without_config.count(r.campaign_id), 1u);
+}
+
+}  // namespace
+}  // namespace ptxevo::search
