@@ -119,6 +119,49 @@ KdaFwdOp::Geometry KdaFwdOp::geometry(const Knobs& k) {
   return g;
 }
 
+bool KdaFwdOp::is_chunked(const Knobs& k) { return k.count("CHUNK") > 0; }
+
+Knobs KdaFwdOp::chunked_knob_defaults() {
+  const ChunkedGeometry g;
+  return {{"CHUNK", g.chunk}, {"BV", g.bv}, {"WARPS", g.warps}, {"STAGE", g.stage}};
+}
+
+// Mirrors the enum layout of kda_fwd_chunked.cu: region A (fp32 q, k, cumsum-of-decays rows of
+// 129 floats, each array rounded up to 16 bytes; U and its bf16 terms reuse it), then V, beta,
+// 2^Gtot, Kd, Qd (bf16 rows of 136), KrT (bf16 rows of C + 8), S^T hi and lo (bf16 rows of 136),
+// L (fp32 C x C), M's hi and lo terms (bf16 rows of C + 8) and, with STAGE = 1, the staging buffer
+// (bf16 q, k, g rows of 128 and v rows of BV).
+std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
+  auto round16 = [](std::int64_t b) { return (b + 15) / 16 * 16; };
+  const std::int64_t c = g.chunk, bv = g.bv;
+  const std::int64_t region_a = 3 * round16(c * (D + 1) * 4);
+  const std::int64_t staging = g.stage ? 3 * c * D * 2 + c * bv * 2 : 0;
+  return region_a + c * bv * 4 + round16(c * 4) + D * 4 + 2 * c * (D + 8) * 2 + D * (c + 8) * 2 +
+         2 * bv * (D + 8) * 2 + c * c * 4 + 2 * c * (c + 8) * 2 + staging;
+}
+
+KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
+  for (const auto& [name, v] : k)
+    if (name != "CHUNK" && name != "BV" && name != "WARPS" && name != "STAGE")
+      fail("unknown knob '" + name + "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE)");
+  ChunkedGeometry g;
+  g.chunk = evaluator::knob_int(k, "CHUNK", g.chunk);
+  g.bv = evaluator::knob_int(k, "BV", g.bv);
+  g.warps = evaluator::knob_int(k, "WARPS", g.warps);
+  g.stage = evaluator::knob_int(k, "STAGE", g.stage);
+  if (g.chunk != 16 && g.chunk != 32 && g.chunk != 64)
+    fail("CHUNK=" + std::to_string(g.chunk) + " must be 16, 32 or 64 (whole m16n8k16 tiles)");
+  if (g.bv != 16 && g.bv != 32 && g.bv != 64 && g.bv != 128)
+    fail("BV=" + std::to_string(g.bv) + " must be 16, 32, 64 or 128 for the chunked kernel");
+  if (g.warps != 4 && g.warps != 8) fail("WARPS=" + std::to_string(g.warps) + " must be 4 or 8");
+  if (g.stage != 0 && g.stage != 1) fail("STAGE=" + std::to_string(g.stage) + " must be 0 or 1");
+  if (chunked_smem_bytes(g) > 227 * 1024)
+    fail("CHUNK=" + std::to_string(g.chunk) + " with BV=" + std::to_string(g.bv) + " and STAGE=" +
+         std::to_string(g.stage) + " needs " +
+         std::to_string(chunked_smem_bytes(g)) + " bytes of shared memory, more than a CTA may have (227 KB)");
+  return g;
+}
+
 std::string KdaFwdOp::validate(const OpConfig& cfg) const {
   try {
     parse(cfg);
@@ -158,14 +201,25 @@ std::map<std::string, std::string> KdaFwdOp::template_defines(const OpConfig& cf
 evaluator::LaunchPlan KdaFwdOp::launch_plan(const Shape& s, const OpConfig& cfg, const Knobs& k) const {
   const Config c = parse(cfg);
   const KdaDims d = kda_dims(s);
-  const Geometry g = geometry(k);
   if (d.sequences > (std::int64_t{1} << 31) - 1) fail("N=" + std::to_string(d.sequences) + " needs too many CTAs");
   evaluator::KernelLaunch l;
-  l.entry = kEntry;
   // One CTA per (sequence, head, value slice): x = sequence (up to 2^31 - 1), y = head, z = slice.
+  std::int64_t bv = 0, threads = 0;
+  if (is_chunked(k)) {
+    const ChunkedGeometry g = chunked_geometry(k);
+    l.entry = kChunkedEntry;
+    bv = g.bv;
+    threads = g.warps * 32;
+    l.shared_bytes = static_cast<std::uint32_t>(chunked_smem_bytes(g));
+  } else {
+    const Geometry g = geometry(k);
+    l.entry = kEntry;
+    bv = g.bv;
+    threads = g.bv * g.ksplit;
+  }
   l.grid = {static_cast<std::uint32_t>(d.sequences), static_cast<std::uint32_t>(d.heads),
-            static_cast<std::uint32_t>(D / g.bv)};
-  l.block = {static_cast<std::uint32_t>(g.bv * g.ksplit), 1, 1};
+            static_cast<std::uint32_t>(D / bv)};
+  l.block = {static_cast<std::uint32_t>(threads), 1, 1};
   l.args = {evaluator::ArgTensor{"q"},
             evaluator::ArgTensor{"k"},
             evaluator::ArgTensor{"v"},

@@ -28,7 +28,9 @@ namespace ptxevo::kernels {
 // OpConfig keys and defaults: gate = lower_bound | softplus (lower_bound); lower_bound = a number in
 // [-5, 0) (-5; lower_bound gate only); scale = a positive number (1/sqrt(128)); initial_state =
 // true | false (true); final_state = true | false (true); head_dim = 128 (128; nothing else is
-// supported). Knobs (int): BV, KSPLIT, TB, MIN_BLOCKS (see geometry() and the README).
+// supported). Two seed templates, told apart by their knobs: the recurrent kda_fwd.cu (BV, KSPLIT,
+// TB, MIN_BLOCKS; geometry()) and the chunked kda_fwd_chunked.cu (CHUNK, BV, WARPS, STAGE;
+// chunked_geometry()). Knobs that name a CHUNK select the chunked entry.
 class KdaFwdOp : public evaluator::Op {
  public:
   static constexpr std::int64_t kHeadDim = 128;
@@ -54,6 +56,22 @@ class KdaFwdOp : public evaluator::Op {
   static Geometry geometry(const evaluator::Knobs& k);
   static evaluator::Knobs knob_defaults();
   static constexpr const char* kEntry = "kda_fwd_recurrent";
+
+  // The chunked seed's knobs after validation (defaults as in kda_fwd_chunked.cu).
+  struct ChunkedGeometry {
+    std::int64_t chunk = 16;  // tokens per chunk: 16, 32, 64
+    std::int64_t bv = 32;     // value columns per CTA: 16, 32, 64, 128
+    std::int64_t warps = 4;   // warps per CTA: 4, 8
+    std::int64_t stage = 1;   // 1: the next chunk's inputs are staged in shared memory with cp.async
+  };
+  // True when the knobs are the chunked seed's (they name CHUNK).
+  static bool is_chunked(const evaluator::Knobs& k);
+  // Throws std::invalid_argument for unknown knobs or values the template cannot build.
+  static ChunkedGeometry chunked_geometry(const evaluator::Knobs& k);
+  static evaluator::Knobs chunked_knob_defaults();
+  // Dynamic shared memory of kda_fwd_chunked.cu's layout (the kernel traps on less).
+  static std::int64_t chunked_smem_bytes(const ChunkedGeometry& g);
+  static constexpr const char* kChunkedEntry = "kda_fwd_chunked";
 
   std::string name() const override { return "kda_fwd"; }
   std::string validate(const evaluator::OpConfig& cfg) const override;

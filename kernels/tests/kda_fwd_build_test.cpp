@@ -223,3 +223,148 @@ TEST(KdaFwdBuild, ASampleOfTheAdmittedKnobSpaceBuilds) {
 }
 
 }  // namespace
+
+namespace {
+
+// The chunked tensor-core seed (kda_fwd_chunked.cu): registered in kda_fwd.spec as a second seed;
+// the other specs get it here, as the GPU test gives it to them.
+const ptxevo::evaluator::SeedTemplate& chunked_seed(const Spec& main) {
+  for (const auto& s : main.seeds)
+    if (s.entry == KdaFwdOp::kChunkedEntry) return s;
+  throw std::runtime_error("kda_fwd.spec has no seed with entry kda_fwd_chunked");
+}
+
+ptxevo::evaluator::BuildRequest chunked_request(const Spec& spec, const ptxevo::evaluator::SeedTemplate& seed,
+                                                const Knobs& knobs) {
+  ptxevo::evaluator::BuildRequest r;
+  r.name = "chunked:" + knobs_text(knobs);
+  r.source = read_file(seed.source_path);
+  r.source_path = seed.source_path;
+  r.defines = KdaFwdOp().template_defines(spec.config);
+  r.knobs = ptxevo::evaluator::default_knobs(seed);
+  for (const auto& [k, v] : knobs) r.knobs[k] = v;
+  r.arch = spec.arch;
+  return r;
+}
+
+// Every admitted assignment of one seed's knobs.
+std::vector<Knobs> admitted_for(const ptxevo::evaluator::SeedTemplate& seed) {
+  std::vector<Knobs> all = {{}};
+  for (const auto& knob : seed.knobs) {
+    std::vector<Knobs> next;
+    for (const auto& k : all)
+      for (const auto& v : knob.values) {
+        Knobs e = k;
+        e[knob.name] = v;
+        next.push_back(e);
+      }
+    all = std::move(next);
+  }
+  std::vector<Knobs> out;
+  for (const auto& k : all) {
+    bool ok = true;
+    for (const auto& c : seed.constraints) ok = ok && ptxevo::evaluator::constraint_holds(c, k);
+    if (ok) out.push_back(k);
+  }
+  return out;
+}
+
+TEST(KdaFwdChunkedBuild, TheMainSpecNamesTheChunkedSeed) {
+  const Spec spec = load("kda_fwd.spec");
+  ASSERT_EQ(spec.seeds.size(), 2u);
+  EXPECT_EQ(spec.seeds[0].entry, KdaFwdOp::kEntry);  // the recurrent seed stays the baseline
+  EXPECT_EQ(spec.baseline, spec.seeds[0].name);
+  const auto& seed = chunked_seed(spec);
+  EXPECT_EQ(std::filesystem::path(seed.source_path).filename(), "kda_fwd_chunked.cu");
+  EXPECT_EQ(ptxevo::evaluator::default_knobs(seed), KdaFwdOp::chunked_knob_defaults());
+  EXPECT_TRUE(KdaFwdOp::is_chunked(ptxevo::evaluator::default_knobs(seed)));
+  EXPECT_FALSE(KdaFwdOp::is_chunked(ptxevo::evaluator::default_knobs(spec.seeds[0])));
+}
+
+// The defaults under every option combination (gate x state presence): the Builder links them,
+// the PTX holds the tensor-core and conversion instructions the design rests on, nothing spills,
+// the gate's static checks pass for every shape's plan, and plain ptxas agrees.
+TEST(KdaFwdChunkedBuild, SeedBuildsForEveryOptionCombination) {
+  const Spec main = load("kda_fwd.spec");
+  const auto& seed = chunked_seed(main);
+  const ptxevo::evaluator::Builder builder(nullptr);
+  for (const char* file : kSpecs) {
+    SCOPED_TRACE(file);
+    const Spec spec = load(file);
+    const auto r = builder.build(chunked_request(spec, seed, {}));
+    ASSERT_TRUE(r.ok) << r.stage << ": " << r.error;
+    for (const char* ins : {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "ld.global.nc.u16",
+                            "ex2.approx.ftz.f32", "rsqrt.approx.ftz.f32", "cvt.rn.bf16.f32", "cvt.rn.bf16x2.f32",
+                            "%dynamic_smem_size", "cp.async.cg.shared.global", ".maxntid 128"})
+      EXPECT_NE(r.ptx.find(ins), std::string::npos) << ins << " missing";
+    const auto c = KdaFwdOp::parse(spec.config);
+    EXPECT_EQ(r.ptx.find("lg2.approx.ftz.f32") != std::string::npos, c.gate == ptxevo::kernels::KdaGate::Softplus);
+    ASSERT_EQ(r.resources.size(), 1u);
+    EXPECT_EQ(r.resources[0].name, KdaFwdOp::kChunkedEntry);
+    EXPECT_EQ(r.resources[0].spill_stores, 0);
+    EXPECT_EQ(r.resources[0].spill_loads, 0);
+    std::printf("%s: kda_fwd_chunked defaults use %d registers\n", file, r.resources[0].registers);
+    expect_ir_clean(r.ptx, spec, KdaFwdOp::chunked_knob_defaults());
+    const auto sass = ptxevo::evaluator::run_ptxas(r.ptx, spec.arch);
+    EXPECT_TRUE(sass.ok) << sass.log;
+  }
+}
+
+// Every assignment the chunked seed's constraints admit is one the op accepts and builds without
+// spilling (the space is small: CHUNK x BV x WARPS).
+TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
+  const Spec spec = load("kda_fwd.spec");
+  const auto& seed = chunked_seed(spec);
+  const auto ok = admitted_for(seed);
+  EXPECT_GE(ok.size(), 12u);
+  std::vector<ptxevo::evaluator::BuildRequest> reqs;
+  for (const auto& k : ok) {
+    EXPECT_NO_THROW(KdaFwdOp::chunked_geometry(k)) << knobs_text(k);
+    reqs.push_back(chunked_request(spec, seed, k));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto results = ptxevo::evaluator::Builder(nullptr).build_all(reqs);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    SCOPED_TRACE(reqs[i].name);
+    ASSERT_TRUE(results[i].ok) << results[i].stage << ": " << results[i].error;
+    for (const auto& f : results[i].resources) {
+      EXPECT_EQ(f.spill_stores, 0) << f.name << " uses " << f.registers << " registers";
+      std::printf("%s: %d registers, %d spill bytes\n", reqs[i].name.c_str(), f.registers, f.spill_stores);
+    }
+    expect_ir_clean(results[i].ptx, spec, ok[i]);
+  }
+  std::printf("built %zu chunked assignments in %.0f s\n", ok.size(),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+// sm_100a (Blackwell): the same template (mma.sync and cp.async exist there; no tcgen05 yet)
+// compiles through the Builder and ptxas at the defaults under every option combination and at
+// the largest admitted tiles. Compile-only: it has never run on an sm_100a device.
+TEST(KdaFwdChunkedBuild, CompilesForSm100a) {
+  const Spec main = load("kda_fwd.spec");
+  const auto& seed = chunked_seed(main);
+  std::vector<ptxevo::evaluator::BuildRequest> reqs;
+  for (const char* file : kSpecs) {
+    Spec spec = load(file);
+    spec.arch = "sm_100a";
+    reqs.push_back(chunked_request(spec, seed, {}));
+    reqs.back().name = std::string(file) + " sm_100a";
+  }
+  Spec spec = main;
+  spec.arch = "sm_100a";
+  reqs.push_back(chunked_request(spec, seed, {{"CHUNK", I{32}}, {"BV", I{128}}, {"WARPS", I{8}}, {"STAGE", I{1}}}));
+  reqs.push_back(chunked_request(spec, seed, {{"CHUNK", I{64}}, {"BV", I{32}}, {"WARPS", I{4}}, {"STAGE", I{0}}}));
+  const auto results = ptxevo::evaluator::Builder(nullptr).build_all(reqs);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    SCOPED_TRACE(reqs[i].name);
+    ASSERT_TRUE(results[i].ok) << results[i].stage << ": " << results[i].error;
+    EXPECT_NE(results[i].ptx.find(".target sm_100a"), std::string::npos);
+    EXPECT_NE(results[i].ptx.find("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"), std::string::npos);
+    ASSERT_EQ(results[i].resources.size(), 1u);
+    EXPECT_EQ(results[i].resources[0].spill_stores, 0);
+    const auto sass = ptxevo::evaluator::run_ptxas(results[i].ptx, "sm_100a");
+    EXPECT_TRUE(sass.ok) << sass.log;
+  }
+}
+
+}  // namespace

@@ -214,7 +214,54 @@ TEST(KdaFwdOp, ImpossibleKnobsThrowWithAReason) {
   has({{"BV", I{8}}, {"KSPLIT", I{2}}}, "[32, 1024]");
   has({{"TB", I{32}}}, "TB=32");
   has({{"MIN_BLOCKS", I{32}}}, "MIN_BLOCKS=32");
-  has({{"CHUNK", I{16}}}, "unknown knob 'CHUNK'");
+  has({{"CHUNK_SIZE", I{16}}}, "unknown knob 'CHUNK_SIZE'");
+  // Knobs that name a CHUNK are the chunked kernel's.
+  has({{"CHUNK", I{8}}}, "CHUNK=8");
+  has({{"CHUNK", I{16}}, {"BV", I{8}}}, "BV=8");
+  has({{"CHUNK", I{16}}, {"WARPS", I{2}}}, "WARPS=2");
+  has({{"CHUNK", I{16}}, {"KSPLIT", I{4}}}, "unknown knob 'KSPLIT' for the chunked kernel");
+  has({{"CHUNK", I{64}}, {"BV", I{64}}, {"STAGE", I{0}}}, "227 KB");
+  has({{"CHUNK", I{64}}, {"BV", I{16}}, {"STAGE", I{1}}}, "227 KB");
+  has({{"CHUNK", I{16}}, {"STAGE", I{2}}}, "STAGE=2");
+}
+
+// Knobs that name a CHUNK launch kda_fwd_chunked: the same grid and arguments as the recurrent
+// entry, WARPS * 32 threads and the layout's dynamic shared memory.
+TEST(KdaFwdOp, ChunkedLaunchPlan) {
+  const KdaFwdOp op;
+  const auto rec = op.launch_plan(shape(1, 8192, 96, 6), {}, {}).kernels.at(0);
+  const auto p = op.launch_plan(shape(1, 8192, 96, 6), {}, KdaFwdOp::chunked_knob_defaults());
+  ASSERT_EQ(p.kernels.size(), 1u);
+  const auto& l = p.kernels[0];
+  EXPECT_EQ(l.entry, "kda_fwd_chunked");
+  EXPECT_EQ(l.grid.x, 6u);
+  EXPECT_EQ(l.grid.y, 96u);
+  EXPECT_EQ(l.grid.z, 4u);  // BV = 32
+  EXPECT_EQ(l.block.x, 128u);
+  ASSERT_EQ(l.args.size(), rec.args.size());
+  for (std::size_t i = 0; i < l.args.size(); ++i) {
+    ASSERT_EQ(l.args[i].index(), rec.args[i].index()) << i;
+    if (i <= 10) {
+      EXPECT_EQ(std::get<ArgTensor>(l.args[i]).name, std::get<ArgTensor>(rec.args[i]).name) << i;
+    }
+  }
+  EXPECT_EQ(std::get<I>(l.args[11]), 8192);
+  EXPECT_FLOAT_EQ(std::get<float>(l.args[14]), -5.0f);
+  // CHUNK = 16, BV = 32: region A 3 x 16 x 129 x 4 (rounded to 16 B) + V 2048 + beta 64 + 2^Gtot
+  // 512 + Kd, Qd 2 x 4352 + KrT 6144 + S^T 2 x 8704 + L 1024 + M 2 x 768 + staging (STAGE = 1)
+  // q, k, g 3 x 4096 and v 1024.
+  EXPECT_EQ(l.shared_bytes, 24768u + 2048u + 64u + 512u + 8704u + 6144u + 17408u + 1024u + 1536u + 12288u + 1024u);
+  const auto q = op.launch_plan(shape(2, 65, 3, 2), {}, {{"CHUNK", I{32}}, {"BV", I{128}}, {"WARPS", I{8}}, {"STAGE", I{1}}});
+  EXPECT_EQ(q.kernels.at(0).grid.z, 1u);
+  EXPECT_EQ(q.kernels.at(0).block.x, 256u);
+  for (I c : {16, 32, 64})
+    for (I bv : {16, 32, 64, 128}) {
+      for (I stage : {0, 1}) {
+        const KdaFwdOp::ChunkedGeometry g{c, bv, 4, stage};
+        const bool fits = KdaFwdOp::chunked_smem_bytes(g) <= 227 * 1024;
+        EXPECT_EQ(fits, c < 64 || (bv <= 32 && stage == 0)) << c << " " << bv << " " << stage;
+      }
+    }
 }
 
 TEST(KdaFwdOp, ReferenceRejectsWrongSizeStateAndBadCuSeqlens) {

@@ -1,9 +1,12 @@
-// The kda_fwd recurrent seed on a real GPU: the correctness gate (fp64 recurrent reference, every
-// input distribution, the op's gate regimes, poison, determinism) on every shape of every
-// kernels/kda/kda_fwd*.spec, then timing of the benchmark shapes against itself. Prints the worst
-// RMSE / RMS of out and final_state per shape (TARGETS.md asks for the figure of every kernel)
-// and writes kda_gpu_results.json to $PTXEVO_RESULTS_DIR (default: the build directory).
-// Without a GPU every test skips and says why.
+// The kda_fwd seeds on a real GPU: the correctness gate (fp64 recurrent reference, every input
+// distribution, the op's gate regimes, poison, determinism) on every shape of every
+// kernels/kda/kda_fwd*.spec. The recurrent seed is timed against itself; the chunked tensor-core
+// seed (kda_fwd_chunked.cu, the second seed of kda_fwd.spec) against the recurrent one, at its
+// defaults on every spec and at every knob assignment its constraints admit on the main spec.
+// Prints the worst RMSE / RMS of out and final_state per shape (TARGETS.md asks for the figure of
+// every kernel) and the median ms, and writes kda_gpu_results.json to $PTXEVO_RESULTS_DIR
+// (default: the build directory). Without a GPU every test skips and says why.
+// Only the chunked seed: --gtest_filter='KdaGpu.Chunked*'.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,12 +15,17 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "evaluator/evaluation.hpp"
+#include "evaluator/knob_constraints.hpp"
 #include "evaluator/runner.hpp"
 #include "evaluator/spec.hpp"
 #include "kernels/builtin_ops.hpp"
+#include "kernels/kda/kda_fwd_op.hpp"
 
 namespace ptxevo::evaluator {
 namespace {
@@ -95,6 +103,79 @@ class KdaGpu : public ::testing::Test {
     EXPECT_NEAR(*r.fitness, 1.0, 0.1);  // the seed against itself
   }
 
+  // The chunked seed of kda_fwd.spec (the other specs do not name it: they get it here).
+  SeedTemplate chunked_seed() {
+    SpecResult sr = load_spec(kSourceDir + "/kernels/kda/kda_fwd.spec", *registry_);
+    if (!sr.spec) throw std::runtime_error(sr.error->format());
+    for (const auto& s : sr.spec->seeds)
+      if (s.entry == kernels::KdaFwdOp::kChunkedEntry) return s;
+    throw std::runtime_error("kda_fwd.spec has no seed with entry kda_fwd_chunked");
+  }
+
+  // Gates the chunked seed at `knobs` (over its defaults) on every correctness and held-out shape
+  // of `file` and the first `max_bench` benchmark shapes, timed against the recurrent seed's
+  // defaults: speedup > 1 means the chunked kernel is faster. Returns the fitness (geomean
+  // speedup over the benchmark shapes; 0 when none were timed).
+  double gate_chunked(const std::string& file, int max_bench, const Knobs& knobs, const std::string& label) {
+    SpecResult sr = load_spec(kSourceDir + "/kernels/kda/" + file, *registry_);
+    if (!sr.spec) {
+      ADD_FAILURE() << sr.error->format();
+      return 0;
+    }
+    Spec spec = *sr.spec;
+    const SeedTemplate chunked = chunked_seed();
+    if (std::none_of(spec.seeds.begin(), spec.seeds.end(), [&](const SeedTemplate& s) { return s.name == chunked.name; }))
+      spec.seeds.push_back(chunked);
+    const std::string recurrent = spec.baseline;
+    Builder builder(nullptr);
+    ShapeSelection sel;
+    sel.max_benchmark_shapes = max_bench;
+    const auto seed = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    // The chunked build as the candidate (prepared with itself as the baseline seed, so its knobs
+    // and plans are its own), then the recurrent seed's build put in as the baseline.
+    spec.baseline = chunked.name;
+    CandidateInput in;
+    in.knob_overrides = knobs;
+    PreparedEvaluation p = prepare_evaluation(spec, *registry_->find(spec.op), builder, in, sel, seed);
+    if (!p.reasons.empty()) {
+      ADD_FAILURE() << label << ": " << p.reasons[0];
+      return 0;
+    }
+    spec.baseline = recurrent;
+    const PreparedEvaluation base = prepare_evaluation(spec, *registry_->find(spec.op), builder, {}, sel, seed);
+    if (!base.reasons.empty()) {
+      ADD_FAILURE() << label << ": " << base.reasons[0];
+      return 0;
+    }
+    p.request.baseline_knobs = base.request.baseline_knobs;
+    p.request.baseline_cubin = base.request.baseline_cubin;
+    p.request.gate.stop_at_first_failure = false;
+    p.request.timing.samples = 10;
+    p.request.timing.min_samples = 10;
+    const EvalReport r = runner_->evaluate(p.request);
+    (*results_)[label] = to_json(r);
+    double worst_out = 0, worst_state = 0;
+    for (const auto& s : r.shapes) {
+      std::string line = std::string(to_string(s.cls)) + " " + shape_to_string(s.shape) + ":";
+      for (const auto& [name, v] : s.rel_l2) line += " " + name + " rel_l2 " + std::to_string(v);
+      if (s.candidate_ms) line += " median " + std::to_string(s.candidate_ms->median) + " ms";
+      if (s.baseline_ms) line += " (recurrent " + std::to_string(s.baseline_ms->median) + " ms)";
+      std::printf("%s %s%s\n", label.c_str(), line.c_str(), s.passed ? "" : "  FAILED");
+      if (auto it = s.rel_l2.find("out"); it != s.rel_l2.end()) worst_out = std::max(worst_out, it->second);
+      if (auto it = s.rel_l2.find("final_state"); it != s.rel_l2.end()) worst_state = std::max(worst_state, it->second);
+    }
+    std::printf("%s: verdict %s, worst rel_l2 out %.3g, final_state %.3g, speedup over the recurrent seed %.3g\n",
+                label.c_str(), r.verdict.c_str(), worst_out, worst_state, r.fitness.value_or(0.0));
+    EXPECT_EQ(r.verdict, "pass") << label << ": " << (r.reasons.empty() ? "" : r.reasons[0]);
+    EXPECT_EQ(r.shapes.size(), p.shapes.size()) << label;
+    // kernels/tests/kda_chunked_emulation_test.cpp's model of this blocking stays below 5e-3 on
+    // every spec shape; the op's gate allows 1e-2.
+    EXPECT_GT(worst_out, 0.0) << label;
+    EXPECT_LT(worst_out, 5e-3) << label;
+    EXPECT_LT(worst_state, 5e-3) << label;
+    return r.fitness.value_or(0.0);
+  }
+
   static OpRegistry* registry_;
   static Runner* runner_;
   static json* results_;
@@ -114,6 +195,45 @@ TEST_F(KdaGpu, SeedPassesTheGateWithOnlyAnInitialState) { gate_seed("kda_fwd_sta
 TEST_F(KdaGpu, SeedPassesTheGateWithOnlyAFinalState) { gate_seed("kda_fwd_state_out.spec", 1); }
 
 TEST_F(KdaGpu, SeedPassesTheGateWithoutStates) { gate_seed("kda_fwd_no_state.spec", 1); }
+
+// The chunked seed at its defaults: the six scenarios and every correctness and held-out shape of
+// the main spec, then each other option combination on one benchmark shape.
+TEST_F(KdaGpu, ChunkedSeedPassesTheGateOnTheMainSpec) { gate_chunked("kda_fwd.spec", -1, {}, "chunked kda_fwd.spec"); }
+
+TEST_F(KdaGpu, ChunkedSeedPassesTheGateOnEveryOtherSpec) {
+  for (const char* file : {"kda_fwd_softplus.spec", "kda_fwd_state_in.spec", "kda_fwd_state_out.spec",
+                           "kda_fwd_no_state.spec"})
+    gate_chunked(file, 1, {}, std::string("chunked ") + file);
+}
+
+// Every knob assignment the chunked seed's constraints admit, on the main spec's correctness and
+// held-out shapes and its first scenario (1 x 8192 tokens, 96 heads: the longest serial chain).
+TEST_F(KdaGpu, ChunkedSeedPassesTheGateAtEveryAdmittedKnobAssignment) {
+  const SeedTemplate seed = chunked_seed();
+  std::vector<Knobs> all = {{}};
+  for (const auto& knob : seed.knobs) {
+    std::vector<Knobs> next;
+    for (const auto& k : all)
+      for (const auto& v : knob.values) {
+        Knobs e = k;
+        e[knob.name] = v;
+        next.push_back(e);
+      }
+    all = std::move(next);
+  }
+  std::vector<std::pair<std::string, double>> speed;
+  for (const auto& k : all) {
+    bool ok = true;
+    for (const auto& c : seed.constraints) ok = ok && constraint_holds(c, k);
+    if (!ok) continue;
+    std::string label = "chunked";
+    for (const auto& [n, v] : k) label += " " + n + "=" + std::to_string(std::get<std::int64_t>(v));
+    speed.emplace_back(label, gate_chunked("kda_fwd.spec", 1, k, label));
+  }
+  EXPECT_GE(speed.size(), 12u);
+  std::sort(speed.begin(), speed.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (const auto& [label, x] : speed) std::printf("%s: %.3gx the recurrent seed on 1 x 8192, H = 96\n", label.c_str(), x);
+}
 
 }  // namespace
 }  // namespace ptxevo::evaluator
