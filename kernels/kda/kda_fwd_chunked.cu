@@ -30,6 +30,13 @@
 //   CHUNK   tokens per chunk: 16, 32 or 64
 //   BV      value columns per CTA: 16, 32, 64 or 128 (128 / BV CTAs per (sequence, head))
 //   WARPS   warps per CTA: 4 or 8; warp w holds state rows [w 128 / WARPS, (w + 1) 128 / WARPS)
+//   LMTC    1: with the lower-bound gate and CHUNK = 16, L and M come from tensor-core products of
+//           factors about the reference token r = 7 instead of one ex2 per term: x_i = 2^(G_i - G_r),
+//           y_j = 2^(G_r - G_j) (y = 1 / x elementwise), L_ij = beta_i sum_d (k_i x_i)(k_j y_j),
+//           M_ij = sum_d (q_i x_i)(k_j y_j), each factor as hi + lo bf16 terms (hi hi + hi lo + lo hi).
+//           Safe because the gate bounds a decay to 5 nats (7.22 in log2) a token: |G_i - G_r| <= 8
+//           tokens' worth, 2^58, far inside fp32 and bf16 (entries above the diagonal, up to 2^109,
+//           are discarded). 4x fewer ex2 than the direct form; ignored for the softplus gate.
 //   STAGE   1: the next chunk's raw q, k, g, v rows are copied into a shared staging buffer with
 //           cp.async (and its beta logits into registers) while this chunk computes, so that step
 //           1 reads shared memory; 0: step 1 loads from global memory directly
@@ -56,6 +63,10 @@
 #ifndef STAGE
 #define STAGE 1
 #endif
+#ifndef LMTC
+#define LMTC 1
+#endif
+#define KDA_LM_TC (LMTC && !KDA_GATE_SOFTPLUS && CHUNK == 16)
 
 namespace kda_chunked {
 
@@ -87,6 +98,7 @@ static_assert(kC == 16 || kC == 32 || kC == 64, "CHUNK: 16, 32 or 64");
 static_assert(kBv == 16 || kBv == 32 || kBv == 64 || kBv == 128, "BV: 16, 32, 64 or 128");
 static_assert(kWarps == 4 || kWarps == 8, "WARPS: 4 or 8");
 static_assert(STAGE == 0 || STAGE == 1, "STAGE: 0 or 1");
+static_assert(LMTC == 0 || LMTC == 1, "LMTC: 0 or 1");
 
 // Dynamic shared memory, in bytes from the base (every offset a multiple of 16). Region A holds
 // the fp32 pre-processed chunk (steps 1-3); region B (steps 4-6) reuses it.
@@ -117,6 +129,8 @@ enum : int {
   kSmemBytes = STAGE ? kOffRv + kC * kBv * 2 : kOffRq,
 };
 static_assert(kRegionB <= kRegionA, "region B must fit in region A");
+// LMTC's partial L and M sums (4 channel quarters x 2 x 16 x 16 fp32) use the S^T area before 3c.
+static_assert(!KDA_LM_TC || 4 * 2 * 16 * 16 * 4 <= 2 * kBv * kPadK * 2, "LMTC scratch must fit the S^T area");
 static_assert(kSmemBytes <= 232448, "at most 227 KB of shared memory per CTA");
 
 __device__ __forceinline__ float ex2(float x) {
@@ -180,6 +194,13 @@ __device__ __forceinline__ unsigned short bf16_bits(float x) {
   return h;
 }
 __device__ __forceinline__ float bf16_value(unsigned short h) { return __uint_as_float((unsigned int)h << 16); }
+// Two floats as hi + lo bf16 pairs (element 0 in the low half, as fragments want it).
+__device__ __forceinline__ void split_bf16x2(float v0, float v1, unsigned int& hi, unsigned int& lo) {
+  const unsigned short h0 = bf16_bits(v0), h1 = bf16_bits(v1);
+  const unsigned short l0 = bf16_bits(v0 - bf16_value(h0)), l1 = bf16_bits(v1 - bf16_value(h1));
+  hi = (unsigned int)h0 | ((unsigned int)h1 << 16);
+  lo = (unsigned int)l0 | ((unsigned int)l1 << 16);
+}
 __device__ __forceinline__ void store_bf16x2(__nv_bfloat16* p, float lo, float hi) {
   unsigned int d;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
@@ -431,6 +452,75 @@ __device__ __forceinline__ void kda_chunked_body(const Args& a) {
       sQd[r * kPadK + d] = bf16_bits(sQ[r * kLd + d] * e);
       sKrT[d * kPadC + r] = bf16_bits(kk * ex2(gt - gi));
     }
+#if KDA_LM_TC
+    // 3b (tensor cores, LMTC). Warp w < 4 takes channels [32 w, 32 w + 32) of every entry of L and
+    // M: its lane holds rows g8 and g8 + 8 at channels 2 t4 (+1, +8, +9) of each k step, which are
+    // also the (channel, j) pairs of its B fragments for the n tiles j < 8 and j >= 8, so y = 1 / x
+    // of the same elements. Partial sums go to the S^T area (free until 3c).
+    {
+      float* part = reinterpret_cast<float*>(smem + kOffShi);  // [4][2][16][16]
+      if (warp < 4) {
+        float accl[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+        float accm[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll 1
+        for (int ks = 0; ks < 2; ++ks) {
+          const int k0 = warp * 32 + ks * 16;
+          unsigned int akh[4], akl[4], aqh[4], aql[4], byh[2][2], byl[2][2];
+#pragma unroll
+          for (int rs = 0; rs < 2; ++rs)
+#pragma unroll
+            for (int cp = 0; cp < 2; ++cp) {
+              const int i = g8 + 8 * rs, d = k0 + 2 * t4 + 8 * cp;
+              float kx[2], qx[2], ky[2];
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const float gd = sG[i * kLd + d + e] - sG[7 * kLd + d + e];
+                const float x = ex2(gd), y = ex2(-gd), kk = sK[i * kLd + d + e];
+                kx[e] = kk * x;
+                qx[e] = sQ[i * kLd + d + e] * x;
+                ky[e] = kk * y;
+              }
+              split_bf16x2(kx[0], kx[1], akh[rs + 2 * cp], akl[rs + 2 * cp]);
+              split_bf16x2(qx[0], qx[1], aqh[rs + 2 * cp], aql[rs + 2 * cp]);
+              split_bf16x2(ky[0], ky[1], byh[rs][cp], byl[rs][cp]);
+            }
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt) {
+            mma_bf16(accl[nt], akh, byh[nt]);
+            mma_bf16(accl[nt], akh, byl[nt]);
+            mma_bf16(accl[nt], akl, byh[nt]);
+            mma_bf16(accm[nt], aqh, byh[nt]);
+            mma_bf16(accm[nt], aqh, byl[nt]);
+            mma_bf16(accm[nt], aql, byh[nt]);
+          }
+        }
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int i = g8 + (e >> 1) * 8, j = nt * 8 + 2 * t4 + (e & 1);
+            part[((warp * 2 + 0) * 16 + i) * 16 + j] = accl[nt][e];
+            part[((warp * 2 + 1) * 16 + i) * 16 + j] = accm[nt][e];
+          }
+      }
+      __syncthreads();
+      // The four quarters in a fixed order (deterministic); zeros above the diagonal.
+      for (int x = tid; x < 256; x += kThreads) {
+        const int i = x >> 4, j = x & 15;
+        float lk = 0.f, mq = 0.f;
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          lk += part[((w * 2 + 0) * 16 + i) * 16 + j];
+          mq += part[((w * 2 + 1) * 16 + i) * 16 + j];
+        }
+        sL[i * kC + j] = j < i ? sBeta[i] * lk : 0.f;
+        const unsigned short mhi = j <= i ? bf16_bits(mq) : (unsigned short)0;
+        sMhi[i * kPadC + j] = mhi;
+        sMlo[i * kPadC + j] = j <= i ? bf16_bits(mq - bf16_value(mhi)) : (unsigned short)0;
+      }
+      __syncthreads();  // 3c overwrites the partial sums
+    }
+#else
     // 3b. L and M: kPairLanes adjacent lanes share one (i, j) pair with j <= i (each takes every
     // kPairLanes-th channel; shuffles combine them), in whole rounds of the CTA so that every lane
     // of a warp reaches the shuffles; zeros above the diagonal.
@@ -474,6 +564,7 @@ __device__ __forceinline__ void kda_chunked_body(const Args& a) {
         }
       }
     }
+#endif
     // 3c. S^T as hi + lo bf16 terms for the tensor-core reads of the chunk-start state.
 #pragma unroll
     for (int mt = 0; mt < kMt; ++mt)

@@ -123,7 +123,7 @@ bool KdaFwdOp::is_chunked(const Knobs& k) { return k.count("CHUNK") > 0; }
 
 Knobs KdaFwdOp::chunked_knob_defaults() {
   const ChunkedGeometry g;
-  return {{"CHUNK", g.chunk}, {"BV", g.bv}, {"WARPS", g.warps}, {"STAGE", g.stage}};
+  return {{"CHUNK", g.chunk}, {"BV", g.bv}, {"WARPS", g.warps}, {"STAGE", g.stage}, {"LMTC", g.lmtc}};
 }
 
 // Mirrors the enum layout of kda_fwd_chunked.cu: region A (fp32 q, k, cumsum-of-decays rows of
@@ -142,19 +142,24 @@ std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
 
 KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   for (const auto& [name, v] : k)
-    if (name != "CHUNK" && name != "BV" && name != "WARPS" && name != "STAGE")
-      fail("unknown knob '" + name + "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE)");
+    if (name != "CHUNK" && name != "BV" && name != "WARPS" && name != "STAGE" && name != "LMTC")
+      fail("unknown knob '" + name + "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LMTC)");
   ChunkedGeometry g;
   g.chunk = evaluator::knob_int(k, "CHUNK", g.chunk);
   g.bv = evaluator::knob_int(k, "BV", g.bv);
   g.warps = evaluator::knob_int(k, "WARPS", g.warps);
   g.stage = evaluator::knob_int(k, "STAGE", g.stage);
+  g.lmtc = evaluator::knob_int(k, "LMTC", g.lmtc);
   if (g.chunk != 16 && g.chunk != 32 && g.chunk != 64)
     fail("CHUNK=" + std::to_string(g.chunk) + " must be 16, 32 or 64 (whole m16n8k16 tiles)");
   if (g.bv != 16 && g.bv != 32 && g.bv != 64 && g.bv != 128)
     fail("BV=" + std::to_string(g.bv) + " must be 16, 32, 64 or 128 for the chunked kernel");
   if (g.warps != 4 && g.warps != 8) fail("WARPS=" + std::to_string(g.warps) + " must be 4 or 8");
   if (g.stage != 0 && g.stage != 1) fail("STAGE=" + std::to_string(g.stage) + " must be 0 or 1");
+  // The kernel ignores LMTC = 1 elsewhere (the factors' range holds only over 16 tokens of the
+  // lower-bound gate); accepting it would put duplicates in the search space.
+  if (g.lmtc != 0 && g.lmtc != 1) fail("LMTC=" + std::to_string(g.lmtc) + " must be 0 or 1");
+  if (g.lmtc == 1 && g.chunk != 16) fail("LMTC=1 needs CHUNK=16, got CHUNK=" + std::to_string(g.chunk));
   if (chunked_smem_bytes(g) > 227 * 1024)
     fail("CHUNK=" + std::to_string(g.chunk) + " with BV=" + std::to_string(g.bv) + " and STAGE=" +
          std::to_string(g.stage) + " needs " +

@@ -29,7 +29,7 @@ namespace ptxevo::kernels {
 // [-5, 0) (-5; lower_bound gate only); scale = a positive number (1/sqrt(128)); initial_state =
 // true | false (true); final_state = true | false (true); head_dim = 128 (128; nothing else is
 // supported). Two seed templates, told apart by their knobs: the recurrent kda_fwd.cu (BV, KSPLIT,
-// TB, MIN_BLOCKS; geometry()) and the chunked kda_fwd_chunked.cu (CHUNK, BV, WARPS, STAGE;
+// TB, MIN_BLOCKS; geometry()) and the chunked kda_fwd_chunked.cu (CHUNK, BV, WARPS, STAGE, LMTC;
 // chunked_geometry()). Knobs that name a CHUNK select the chunked entry.
 class KdaFwdOp : public evaluator::Op {
  public:
@@ -63,6 +63,7 @@ class KdaFwdOp : public evaluator::Op {
     std::int64_t bv = 32;     // value columns per CTA: 16, 32, 64, 128
     std::int64_t warps = 4;   // warps per CTA: 4, 8
     std::int64_t stage = 1;   // 1: the next chunk's inputs are staged in shared memory with cp.async
+    std::int64_t lmtc = 1;    // 1: L and M on tensor cores (lower-bound gate, CHUNK = 16 only)
   };
   // True when the knobs are the chunked seed's (they name CHUNK).
   static bool is_chunked(const evaluator::Knobs& k);

@@ -13,6 +13,10 @@
 //     O      = Qs + M_hi U_hi + M_hi U_lo + M_lo U_hi,  out = bf16(O)
 //     S      = dec * S + KrT (U_hi + U_lo)                 (fp32 state)
 // Every exponential is of a difference G_i - G_j with i >= j (or Gtot - G_i, or G_i): <= 0.
+// With LMTC (lower-bound gate, C = 16) L and M come from tensor-core products of factors about a
+// reference token r = 7 instead: x_i = 2^(G_i - G_r), y_j = 2^(G_r - G_j), each within 2^(+-8 x 7.22)
+// because the gate bounds a decay to 5 nats a token, split into hi + lo bf16 terms:
+//     L_ij = beta_i sum_d (k_i x_i)(k_j y_j),  M_ij = sum_d (q_i x_i)(k_j y_j)   (hi hi + hi lo + lo hi)
 #include <gtest/gtest.h>
 
 #include <tbb/blocked_range.h>
@@ -73,7 +77,7 @@ struct Emulation {
 
 // The model of one (sequence, head) chain over all 128 value columns (the kernel's V slices are
 // independent column blocks of the same arithmetic).
-void emulate_chain(const KdaProblem& p, I n, I h, int C, Mistake mistake, Emulation& e) {
+void emulate_chain(const KdaProblem& p, I n, I h, int C, Mistake mistake, bool lmtc, Emulation& e) {
   const float scale = static_cast<float>(p.scale), lb = static_cast<float>(p.lower_bound);
   const float log2e = 1.4426950408889634f;
   const float ea = std::exp(load_f32(p.a_log, h));
@@ -135,10 +139,25 @@ void emulate_chain(const KdaProblem& p, I n, I h, int C, Mistake mistake, Emulat
         Qd[i * D + d] = bf16(q[i * D + d] * std::exp2(gi));
         Kr[i * D + d] = bf16(k[i * D + d] * std::exp2(G[(C - 1) * D + d] - gi));
       }
+    const int ref = 7;  // LMTC's reference token
+    auto split = [](float val, float& hi, float& lo) {
+      hi = bf16(val);
+      lo = bf16(val - hi);
+    };
     for (int i = 0; i < C; ++i)
       for (int j = 0; j < C; ++j) {
         float lk = 0, mq = 0;
-        if (j <= i)
+        if (j <= i && lmtc)
+          for (int d = 0; d < D; ++d) {
+            float kxh, kxl, qxh, qxl, kyh, kyl;
+            const float x = std::exp2(G[i * D + d] - G[ref * D + d]), y = std::exp2(G[ref * D + d] - G[j * D + d]);
+            split(k[i * D + d] * x, kxh, kxl);
+            split(q[i * D + d] * x, qxh, qxl);
+            split(k[j * D + d] * y, kyh, kyl);
+            lk += kxh * kyh + kxh * kyl + kxl * kyh;
+            mq += qxh * kyh + qxh * kyl + qxl * kyh;
+          }
+        else if (j <= i)
           for (int d = 0; d < D; ++d) {
             const float x = std::exp2(G[i * D + d] - G[j * D + d]);
             lk += k[i * D + d] * k[j * D + d] * x;
@@ -194,13 +213,13 @@ void emulate_chain(const KdaProblem& p, I n, I h, int C, Mistake mistake, Emulat
     for (int d = 0; d < D; ++d) e.state[static_cast<std::size_t>(((n * p.heads + h) * D + j) * D + d)] = S[d * D + j];
 }
 
-Emulation emulate(const KdaProblem& p, int chunk, Mistake mistake) {
+Emulation emulate(const KdaProblem& p, int chunk, Mistake mistake, bool lmtc) {
   Emulation e;
   e.out.assign(static_cast<std::size_t>(p.total_tokens() * p.heads * D), 0.f);
   e.state.assign(static_cast<std::size_t>(p.sequences() * p.heads * D * D), 0.f);
   const I chains = p.sequences() * p.heads;
   tbb::parallel_for(tbb::blocked_range<I>(0, chains, 1), [&](const tbb::blocked_range<I>& r) {
-    for (I c = r.begin(); c != r.end(); ++c) emulate_chain(p, c / p.heads, c % p.heads, chunk, mistake, e);
+    for (I c = r.begin(); c != r.end(); ++c) emulate_chain(p, c / p.heads, c % p.heads, chunk, mistake, lmtc, e);
   });
   return e;
 }
@@ -221,7 +240,8 @@ struct Errors {
 };
 
 // The model against the op's reference on the op's fills of `s` under `cfg` and `dist`.
-Errors errors(const Shape& s, const OpConfig& cfg, Distribution dist, std::uint64_t seed, int chunk, Mistake mistake) {
+Errors errors(const Shape& s, const OpConfig& cfg, Distribution dist, std::uint64_t seed, int chunk, Mistake mistake,
+              bool lmtc = false) {
   const KdaFwdOp op;
   const auto descs = op.tensors(s, cfg);
   std::vector<HostTensor> ts;
@@ -231,7 +251,7 @@ Errors errors(const Shape& s, const OpConfig& cfg, Distribution dist, std::uint6
   op.reference(s, cfg, ts, ref);
   const auto c = KdaFwdOp::parse(cfg);
   const auto p = KdaFwdOp::problem(ptxevo::kernels::kda_dims(s), c, ts);
-  const Emulation e = emulate(p, chunk, mistake);
+  const Emulation e = emulate(p, chunk, mistake, lmtc);
   Errors r;
   r.out = rel_l2(e.out, ref.at(0));
   if (c.final_state) r.state = rel_l2(e.state, ref.at(1));
@@ -299,6 +319,37 @@ TEST(KdaChunkedEmulation, SoftplusExtremesStayFinite) {
       EXPECT_LT(e.out, 5e-3) << "C=" << chunk << " " << to_string(dist);
       EXPECT_LT(e.state, 5e-3) << "C=" << chunk << " " << to_string(dist);
     }
+}
+
+// LMTC: the factored tensor-core L and M of the lower-bound gate at C = 16, on every correctness
+// and held-out shape of the specs with that gate, and at the gate's extreme (lower_bound = -5 with
+// every decay at its bound: constant g = +8 heads in the fills).
+TEST(KdaChunkedEmulation, FactoredTensorCoreLAndMMatchTheReference) {
+  double worst_out = 0, worst_state = 0;
+  std::uint64_t seed = 301;
+  for (const char* file : {"kda_fwd.spec", "kda_fwd_state_in.spec", "kda_fwd_no_state.spec"}) {
+    const auto spec = load(file);
+    const auto& dists = ptxevo::evaluator::all_distributions();
+    std::vector<Shape> shapes = spec.correctness_shapes;
+    if (std::string(file) == "kda_fwd.spec") shapes.insert(shapes.end(), spec.heldout_shapes.begin(), spec.heldout_shapes.end());
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      const Distribution dist = dists[i % dists.size()];
+      const Errors e = errors(shapes[i], spec.config, dist, ++seed, 16, Mistake::None, true);
+      SCOPED_TRACE(std::string(file) + " " + ptxevo::evaluator::shape_to_string(shapes[i]) + " " + to_string(dist));
+      EXPECT_LT(e.out, 5e-3);
+      EXPECT_LT(e.state, 5e-3);
+      worst_out = std::max(worst_out, e.out);
+      worst_state = std::max(worst_state, e.state);
+    }
+  }
+  for (Distribution dist : ptxevo::evaluator::all_distributions()) {
+    const Errors e = errors({{"B", 1}, {"T", 241}, {"H", 6}, {"N", 7}}, {{"lower_bound", "-5"}}, dist, 5, 16, Mistake::None,
+                            true);
+    EXPECT_LT(e.out, 5e-3) << to_string(dist);
+    EXPECT_LT(e.state, 5e-3) << to_string(dist);
+  }
+  std::printf("factored tensor-core L and M (C = 16) vs fp64 recurrence, worst rel_l2: out %.3g, final_state %.3g\n",
+              worst_out, worst_state);
 }
 
 // The model is sensitive to the blocking: an exclusive cumsum or unmasked padding rows fail the

@@ -304,6 +304,10 @@ TEST(KdaFwdChunkedBuild, SeedBuildsForEveryOptionCombination) {
     EXPECT_EQ(r.resources[0].spill_stores, 0);
     EXPECT_EQ(r.resources[0].spill_loads, 0);
     std::printf("%s: kda_fwd_chunked defaults use %d registers\n", file, r.resources[0].registers);
+    // Three 128-thread CTAs a SM (what the shared memory allows, KdaFwdChunked.ChunkedLaunchPlan):
+    // 65536 / 384 registers a thread, rounded down to ptxas's multiple of 8. The six scenarios'
+    // 384 CTAs (H = 96, BV = 32) then fit the 132 SMs of an H200 in one wave.
+    EXPECT_LE(r.resources[0].registers, 168);
     expect_ir_clean(r.ptx, spec, KdaFwdOp::chunked_knob_defaults());
     const auto sass = ptxevo::evaluator::run_ptxas(r.ptx, spec.arch);
     EXPECT_TRUE(sass.ok) << sass.log;
@@ -352,8 +356,8 @@ TEST(KdaFwdChunkedBuild, CompilesForSm100a) {
   }
   Spec spec = main;
   spec.arch = "sm_100a";
-  reqs.push_back(chunked_request(spec, seed, {{"CHUNK", I{32}}, {"BV", I{128}}, {"WARPS", I{8}}, {"STAGE", I{1}}}));
-  reqs.push_back(chunked_request(spec, seed, {{"CHUNK", I{64}}, {"BV", I{32}}, {"WARPS", I{4}}, {"STAGE", I{0}}}));
+  reqs.push_back(chunked_request(spec, seed, {{"CHUNK", I{32}}, {"BV", I{128}}, {"WARPS", I{8}}, {"STAGE", I{1}}, {"LMTC", I{0}}}));
+  reqs.push_back(chunked_request(spec, seed, {{"CHUNK", I{64}}, {"BV", I{32}}, {"WARPS", I{4}}, {"STAGE", I{0}}, {"LMTC", I{0}}}));
   const auto results = ptxevo::evaluator::Builder(nullptr).build_all(reqs);
   for (std::size_t i = 0; i < results.size(); ++i) {
     SCOPED_TRACE(reqs[i].name);

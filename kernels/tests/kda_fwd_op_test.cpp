@@ -220,9 +220,11 @@ TEST(KdaFwdOp, ImpossibleKnobsThrowWithAReason) {
   has({{"CHUNK", I{16}}, {"BV", I{8}}}, "BV=8");
   has({{"CHUNK", I{16}}, {"WARPS", I{2}}}, "WARPS=2");
   has({{"CHUNK", I{16}}, {"KSPLIT", I{4}}}, "unknown knob 'KSPLIT' for the chunked kernel");
-  has({{"CHUNK", I{64}}, {"BV", I{64}}, {"STAGE", I{0}}}, "227 KB");
-  has({{"CHUNK", I{64}}, {"BV", I{16}}, {"STAGE", I{1}}}, "227 KB");
+  has({{"CHUNK", I{64}}, {"BV", I{64}}, {"STAGE", I{0}}, {"LMTC", I{0}}}, "227 KB");
+  has({{"CHUNK", I{64}}, {"BV", I{16}}, {"STAGE", I{1}}, {"LMTC", I{0}}}, "227 KB");
   has({{"CHUNK", I{16}}, {"STAGE", I{2}}}, "STAGE=2");
+  has({{"CHUNK", I{32}}, {"LMTC", I{1}}}, "LMTC=1 needs CHUNK=16");
+  has({{"CHUNK", I{32}}}, "LMTC=1 needs CHUNK=16");  // LMTC defaults to 1
 }
 
 // Knobs that name a CHUNK launch kda_fwd_chunked: the same grid and arguments as the recurrent
@@ -251,13 +253,15 @@ TEST(KdaFwdOp, ChunkedLaunchPlan) {
   // 512 + Kd, Qd 2 x 4352 + KrT 6144 + S^T 2 x 8704 + L 1024 + M 2 x 768 + staging (STAGE = 1)
   // q, k, g 3 x 4096 and v 1024.
   EXPECT_EQ(l.shared_bytes, 24768u + 2048u + 64u + 512u + 8704u + 6144u + 17408u + 1024u + 1536u + 12288u + 1024u);
-  const auto q = op.launch_plan(shape(2, 65, 3, 2), {}, {{"CHUNK", I{32}}, {"BV", I{128}}, {"WARPS", I{8}}, {"STAGE", I{1}}});
+  // Three CTAs a SM at the defaults: 228 KB of shared memory a SM, 1 KB of it reserved per CTA.
+  EXPECT_LE(3 * (l.shared_bytes + 1024), 228u * 1024);
+  const auto q = op.launch_plan(shape(2, 65, 3, 2), {}, {{"CHUNK", I{32}}, {"BV", I{128}}, {"WARPS", I{8}}, {"STAGE", I{1}}, {"LMTC", I{0}}});
   EXPECT_EQ(q.kernels.at(0).grid.z, 1u);
   EXPECT_EQ(q.kernels.at(0).block.x, 256u);
   for (I c : {16, 32, 64})
     for (I bv : {16, 32, 64, 128}) {
       for (I stage : {0, 1}) {
-        const KdaFwdOp::ChunkedGeometry g{c, bv, 4, stage};
+        const KdaFwdOp::ChunkedGeometry g{c, bv, 4, stage, 0};
         const bool fits = KdaFwdOp::chunked_smem_bytes(g) <= 227 * 1024;
         EXPECT_EQ(fits, c < 64 || (bv <= 32 && stage == 0)) << c << " " << bv << " " << stage;
       }

@@ -116,7 +116,8 @@ class KdaGpu : public ::testing::Test {
   // of `file` and the first `max_bench` benchmark shapes, timed against the recurrent seed's
   // defaults: speedup > 1 means the chunked kernel is faster. Returns the fitness (geomean
   // speedup over the benchmark shapes; 0 when none were timed).
-  double gate_chunked(const std::string& file, int max_bench, const Knobs& knobs, const std::string& label) {
+  double gate_chunked(const std::string& file, int max_bench, const Knobs& knobs, const std::string& label,
+                      bool heldout = true) {
     SpecResult sr = load_spec(kSourceDir + "/kernels/kda/" + file, *registry_);
     if (!sr.spec) {
       ADD_FAILURE() << sr.error->format();
@@ -130,6 +131,7 @@ class KdaGpu : public ::testing::Test {
     Builder builder(nullptr);
     ShapeSelection sel;
     sel.max_benchmark_shapes = max_bench;
+    sel.heldout = heldout;
     const auto seed = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     // The chunked build as the candidate (prepared with itself as the baseline seed, so its knobs
     // and plans are its own), then the recurrent seed's build put in as the baseline.
@@ -206,8 +208,9 @@ TEST_F(KdaGpu, ChunkedSeedPassesTheGateOnEveryOtherSpec) {
     gate_chunked(file, 1, {}, std::string("chunked ") + file);
 }
 
-// Every knob assignment the chunked seed's constraints admit, on the main spec's correctness and
-// held-out shapes and its first scenario (1 x 8192 tokens, 96 heads: the longest serial chain).
+// Every knob assignment the chunked seed's constraints admit (46), on the main spec's correctness
+// shapes and its first scenario (1 x 8192 tokens, 96 heads: the longest serial chain); the
+// held-out shapes are left to the defaults' test to keep this sweep short.
 TEST_F(KdaGpu, ChunkedSeedPassesTheGateAtEveryAdmittedKnobAssignment) {
   const SeedTemplate seed = chunked_seed();
   std::vector<Knobs> all = {{}};
@@ -228,7 +231,7 @@ TEST_F(KdaGpu, ChunkedSeedPassesTheGateAtEveryAdmittedKnobAssignment) {
     if (!ok) continue;
     std::string label = "chunked";
     for (const auto& [n, v] : k) label += " " + n + "=" + std::to_string(std::get<std::int64_t>(v));
-    speed.emplace_back(label, gate_chunked("kda_fwd.spec", 1, k, label));
+    speed.emplace_back(label, gate_chunked("kda_fwd.spec", 1, k, label, false));
   }
   EXPECT_GE(speed.size(), 12u);
   std::sort(speed.begin(), speed.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
