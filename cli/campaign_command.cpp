@@ -236,6 +236,7 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
   co.max_spill_bytes = o.max_spill_bytes;
   co.timing_min_samples = o.min_samples;
   co.timing_ci_width = o.ci_width;
+  co.cost_model = !o.no_cost_model;
   co.warm_start = o.warm_start;
   co.initial = o.initial;
   co.max_evaluations = o.budget;
@@ -265,6 +266,11 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
     StopOnSignal signals(stop);
     try {
       search::CampaignEngine engine(spec, op, builder, *db, measurers, co, log, stop);
+      // Earlier campaigns of other specs feed the cost model when their spec is still found.
+      const std::filesystem::path db_dir = std::filesystem::path(db_path).parent_path();
+      engine.set_earlier_configs([&registry, &db, db_dir](std::int64_t id) {
+        return search::campaign_spec_config(*db, id, db_dir, registry);
+      });
       if (llm) {
         llm->client->set_cancel(&stop);  // Ctrl-C aborts a call in flight instead of waiting for the model
         engine.use_llm(llm->handles());
@@ -291,6 +297,16 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
   } else {
     out << "no candidate passed the gate yet\n";
   }
+  if (res.model_picks + res.random_picks + res.analytic_picks > 0)
+    out << "cost model: chose " << res.model_picks << " candidates by Thompson draws, " << res.analytic_picks
+        << " by the analytic roofline/occupancy guess (too few rows), " << res.random_picks << " at random; fitted on "
+        << res.last_fit.own_rows << " rows of this campaign"
+        << (res.last_fit.earlier_rows
+                ? std::string(" and ") + (res.last_fit.earlier_kept ? "" : "not ") + "on " +
+                      std::to_string(res.last_fit.earlier_rows) + " rows of earlier campaigns" +
+                      (res.last_fit.earlier_kept ? "" : " (the guard dropped them: they ranked this campaign's rows worse)")
+                : std::string())
+        << "\n";
   if (res.mode == "gpu") {
     char line[200];
     std::snprintf(line, sizeof line,

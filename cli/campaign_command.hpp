@@ -55,6 +55,7 @@ struct CampaignCliOptions {
   int batch = 16;
   std::int64_t max_spill_bytes = 256;
   int min_samples = 10;
+  bool no_cost_model = false;
   double ci_width = 0.01;
   int warm_start = -1;
   int initial = 12;

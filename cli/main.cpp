@@ -54,6 +54,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--timeout", camp.timeout_s, "Seconds per candidate before a hung worker is killed")->capture_default_str();
   app.add_flag("--no-final", camp.no_final, "Skip re-measuring the winner at the end");
+  app.add_flag("--no-cost-model", camp.no_cost_model,
+               "Measure candidates in proposal order instead of letting the learned cost model choose among them");
   app.add_flag("--no-cache", camp.no_cache, "Do not use the on-disk build cache");
   app.add_flag("--quiet", camp.quiet, "Progress lines to stderr");
   ptxevo::cli::add_agent_options(app, camp);

@@ -8,9 +8,6 @@
 #include <set>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "evaluator/spec.hpp"
 #include "kernels/builtin_ops.hpp"
 #include "search/cost_model.hpp"
 #include "search/operator_posterior.hpp"
@@ -23,26 +20,6 @@ std::string fmt(const char* f, double a, double b = 0, double c = 0) {
   char buf[160];
   std::snprintf(buf, sizeof buf, f, a, b, c);
   return buf;
-}
-
-// A campaign's spec, for its op options: the path it was started with (relative to the current
-// directory), then the same relative to the database's folder, then the file name there.
-std::optional<evaluator::OpConfig> campaign_config(search::TraceDb& db, std::int64_t id, const std::string& db_path,
-                                                   const evaluator::OpRegistry& registry) {
-  auto q = db.connection().prepare("SELECT config_json FROM campaigns WHERE id = ?");
-  q.bind(1, id);
-  if (!q.step()) return std::nullopt;
-  const auto j = nlohmann::json::parse(q.column_text(0), nullptr, false);
-  if (!j.is_object() || !j.contains("spec") || !j["spec"].is_string()) return std::nullopt;
-  const std::filesystem::path spec = j["spec"].get<std::string>();
-  const std::filesystem::path dir = std::filesystem::path(db_path).parent_path();
-  std::error_code ec;
-  for (const auto& p : {spec, dir / spec, dir / spec.filename()}) {
-    if (!std::filesystem::exists(p, ec)) continue;
-    auto r = evaluator::load_spec(p.string(), registry);
-    if (r.spec) return r.spec->config;
-  }
-  return std::nullopt;
 }
 
 void print_posterior(search::TraceDb& db, const std::set<std::string>& families, int top, std::ostream& out) {
@@ -137,7 +114,7 @@ int run_prior(const PriorOptions& o, std::ostream& out, std::ostream& err) {
       search::CampaignConfigs configs;
       for (const auto& c : campaigns)
         if (c.op == op_name)
-          if (auto cfg = campaign_config(db, c.id, o.db, registry)) configs.emplace(c.id, *cfg);
+          if (auto cfg = search::campaign_spec_config(db, c.id, std::filesystem::path(o.db).parent_path(), registry)) configs.emplace(c.id, *cfg);
       const search::CostDataset d = search::cost_dataset(db, *op, configs);
       std::set<std::int64_t> groups, camps;
       for (const auto& r : d.rows) {

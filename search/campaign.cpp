@@ -3,6 +3,7 @@
 #include <tbb/concurrent_queue.h>
 
 #include <algorithm>
+#include <numeric>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include "search/entry_abi_check.hpp"
 #include "search/genome_build.hpp"
 #include "search/llm_evidence.hpp"
+#include "search/prior/selection.hpp"
 
 namespace ptxevo::search {
 
@@ -73,6 +75,10 @@ struct CampaignEngine::Item {
   std::string purpose = "candidate";  // or "remeasure", "final"
   MeasureItem measure;
   EvalReport report;
+  // Cost-model columns averaged over the benchmark shapes (the model is linear, so the mean
+  // row's prediction is the mean of the per-shape predictions, i.e. minus the log fitness).
+  std::vector<double> features;
+  double analytic = 0;
 };
 
 struct CampaignEngine::Batch {
@@ -103,7 +109,15 @@ CampaignEngine::CampaignEngine(const evaluator::Spec& spec, const evaluator::Op&
   if (opt_.arch.empty()) opt_.arch = spec_.arch;
   for (const auto& o : proposer_.operators()) policy_ops_.insert(o);
   for (const auto& s : spec_.seeds) sources_[s.name] = read_text(s.source_path);
+  std::set<std::string> knobs;
+  for (const auto& s : spec_.seeds)
+    for (const auto& k : s.knobs) knobs.insert(k.name);
+  layout_.knobs.assign(knobs.begin(), knobs.end());
+  layout_.passes = passes_->names();
+  model_rng_.seed(opt_.seed * 0x9e3779b97f4a7c15ULL + 17);
 }
+
+CampaignEngine::~CampaignEngine() = default;
 
 int CampaignEngine::gpu_count() const {
   std::set<int> devices;
@@ -395,6 +409,19 @@ std::unique_ptr<CampaignEngine::Batch> CampaignEngine::prepare(int generation, s
     it.measure.ptx_hash = rec.ptx_hash;
     it.measure.knobs = it.proposal.genome.knobs;
     it.measure.cubin = b.cubin;
+    if (opt_.cost_model) {
+      int n = 0;
+      for (const auto& sc : shapes_) {
+        if (sc.cls != evaluator::ShapeClass::Benchmark) continue;
+        const FeatureRow f = cost_features(layout_, op_, spec_.config, sc.shape, it.proposal.genome, b.resources);
+        if (it.features.empty()) it.features.assign(f.x.size(), 0.0);
+        for (std::size_t j = 0; j < f.x.size(); ++j) it.features[j] += f.x[j];
+        it.analytic += f.analytic_log_time;
+        ++n;
+      }
+      for (auto& v : it.features) v /= std::max(1, n);
+      it.analytic /= std::max(1, n);
+    }
     batch->items.push_back(std::move(it));
   }
   // Only what goes to a measurer stays in flight.
@@ -423,6 +450,92 @@ std::unique_ptr<CampaignEngine::Batch> CampaignEngine::prepare(int generation, s
     }
   }
   return batch;
+}
+
+void CampaignEngine::refit_model() {
+  if (!model_dirty_) return;
+  model_dirty_ = false;
+  // Op options per campaign: this one's spec; earlier campaigns of the same spec file content
+  // share them; others only through earlier_config_ (their spec found on disk).
+  CampaignConfigs configs{{campaign_id_, spec_.config}};
+  {
+    std::string own_hash;
+    std::vector<std::pair<std::int64_t, std::string>> others;
+    auto q = db_.connection().prepare("SELECT id, spec_hash FROM campaigns WHERE op = ?");
+    q.bind(1, spec_.op);
+    while (q.step()) {
+      if (q.column_int(0) == campaign_id_) own_hash = q.column_text(1);
+      else others.emplace_back(q.column_int(0), q.column_text(1));
+    }
+    for (const auto& [id, hash] : others) {
+      if (hash == own_hash) configs.emplace(id, spec_.config);
+      else if (earlier_config_)
+        if (auto c = earlier_config_(id)) configs.emplace(id, *c);
+    }
+  }
+  const CostDataset d = cost_dataset(db_, op_, configs, GpuLimits{}, &layout_);
+  const Environment env = measurers_.front()->environment();
+  result_.last_fit = model_.fit_for_campaign(d, campaign_id_, env.gpu, env.driver, env.cuda, model_rng_);
+}
+
+void CampaignEngine::select_for_gpu(Batch& b, std::set<std::int64_t>& in_flight, std::int64_t budget_left) {
+  std::vector<Item> others;
+  for (auto& it : b.items) (it.purpose == "candidate" ? reserve_ : others).push_back(std::move(it));
+  b.items = std::move(others);
+  if (reserve_.empty()) return;
+  refit_model();
+  const auto n = static_cast<Eigen::Index>(reserve_.size());
+  const auto cols = static_cast<Eigen::Index>(layout_.size());
+  Eigen::MatrixXd X = Eigen::MatrixXd::Zero(n, cols);
+  Eigen::VectorXd p_valid = Eigen::VectorXd::Ones(n), analytic(n);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const Item& it = reserve_[static_cast<std::size_t>(i)];
+    for (Eigen::Index j = 0; j < cols && j < static_cast<Eigen::Index>(it.features.size()); ++j)
+      X(i, j) = it.features[static_cast<std::size_t>(j)];
+    analytic(i) = it.analytic;
+  }
+  const std::size_t slots = std::min<std::size_t>(
+      {static_cast<std::size_t>(std::max(1, opt_.batch)), reserve_.size(), static_cast<std::size_t>(budget_left)});
+  if (slots == 0) return;
+  const auto picks = prior::select_batch(model_.model(), X, p_valid, analytic, slots, model_rng_);
+  std::vector<bool> taken(reserve_.size(), false);
+  for (const auto& p : picks) {
+    taken[p.index] = true;
+    b.items.push_back(std::move(reserve_[p.index]));
+    if (p.reason == prior::PickReason::Thompson) ++result_.model_picks;
+    else if (p.reason == prior::PickReason::Random) ++result_.random_picks;
+    else ++result_.analytic_picks;
+  }
+  std::vector<Item> rest;
+  std::vector<double> score;  // predicted log time (lower is better) of what waits
+  const bool cold = model_.cold();
+  for (std::size_t i = 0; i < reserve_.size(); ++i) {
+    if (taken[i]) continue;
+    const auto row = static_cast<Eigen::Index>(i);
+    score.push_back(cold ? analytic(row) : model_.model().mean(X.row(row).transpose()));
+    rest.push_back(std::move(reserve_[i]));
+  }
+  reserve_ = std::move(rest);
+  // A bounded reserve: the ones the model likes least give way (recorded as not selected; their
+  // operator is not charged: the child was never judged).
+  const std::size_t cap = static_cast<std::size_t>(std::max(1, opt_.reserve_factor * opt_.batch));
+  if (reserve_.size() > cap) {
+    std::vector<std::size_t> order(reserve_.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t c) { return score[a] < score[c]; });
+    std::vector<Item> kept;
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      Item& it = reserve_[order[k]];
+      if (k < cap) {
+        kept.push_back(std::move(it));
+        continue;
+      }
+      db_.settle_candidate(it.candidate_id, "not-selected");
+      in_flight.erase(it.candidate_id);
+      if (is_policy_op(it.proposal.operator_id)) policy_.release(it.proposal.operator_id);
+    }
+    reserve_ = std::move(kept);
+  }
 }
 
 void CampaignEngine::absorb(Batch& b) {
@@ -485,6 +598,7 @@ void CampaignEngine::absorb(Batch& b) {
       }
       continue;
     }
+    model_dirty_ = true;
     if (it.purpose == "remeasure") {
       population_.remeasured(it.candidate_id, *r.fitness, lo, hi);
       continue;
@@ -698,11 +812,19 @@ CampaignResult CampaignEngine::run() {
         stop_reason = "budget";
         break;
       }
+      // Candidates to build and screen for this batch: `batch`, or with the cost model enough
+      // that it has a choice (build_factor x batch, counting those waiting in the reserve).
+      const bool choosing = opt_.cost_model && !measurers_.empty();
+      const std::int64_t target =
+          choosing ? std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(opt_.batch * opt_.build_factor)) -
+                                                   static_cast<std::int64_t>(reserve_.size()))
+                   : opt_.batch;
       // As many proposals as the yield of earlier batches says it takes to fill this one, built
       // together: one parallel round instead of several rounds, each as slow as its slowest build.
       // (Not for the first population: it is the seeds and `initial` random genomes, no more.)
       if (!measurers_.empty() && !population_.empty()) {
-        const int extra = std::clamp(static_cast<int>(std::ceil(1.0 / std::max(0.25, yield_estimate))) - 1, 0, 3);
+        const double rounds = static_cast<double>(target) / std::max(1, opt_.batch) / std::max(0.25, yield_estimate);
+        const int extra = std::clamp(static_cast<int>(std::ceil(rounds)) - 1, 0, 7);
         for (int k = 0; k < extra; ++k) {
           ++generation;
           auto p = next_proposals(static_cast<std::int64_t>(props->size()));
@@ -724,12 +846,12 @@ CampaignResult CampaignEngine::run() {
       };
       std::size_t tried = proposed;
       for (int round = 0; round < opt_.top_up_rounds && !measurers_.empty() && !population_.empty() &&
-                          candidates_in(*batch) < opt_.batch &&
+                          candidates_in(*batch) < target &&
                           out_of_budget().empty();
            ++round) {
         const double yield = std::max(0.2, static_cast<double>(candidates_in(*batch)) / static_cast<double>(std::max<std::size_t>(tried, 1)));
-        const double want = static_cast<double>(opt_.batch - candidates_in(*batch)) / yield;
-        const int calls = std::clamp(static_cast<int>(std::ceil(want / std::max(1, opt_.batch))), 1, 4);
+        const double want = static_cast<double>(target - candidates_in(*batch)) / yield;
+        const int calls = std::clamp(static_cast<int>(std::ceil(want / std::max(1, opt_.batch))), 1, 8);
         std::vector<Proposal> more_props;
         for (int k = 0; k < calls; ++k) {
           auto p = next_proposals(candidates_in(*batch) + static_cast<std::int64_t>(more_props.size()));
@@ -745,6 +867,8 @@ CampaignResult CampaignEngine::run() {
       result_.prepare_s += now_s() - prep_t0;
       if (tried > 0)
         yield_estimate = 0.7 * yield_estimate + 0.3 * static_cast<double>(candidates_in(*batch)) / static_cast<double>(tried);
+      if (choosing)
+        select_for_gpu(*batch, candidates_in_flight, std::max<std::int64_t>(0, budget_ - (evaluations_done() + queued)));
       ++batches;
       if (opt_.migrate_every > 0 && batches % opt_.migrate_every == 0) population_.migrate();
       if (batch->items.empty()) {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "evaluator/builder.hpp"
 #include "evaluator/spec.hpp"
 #include "mutators/pass.hpp"
+#include "search/cost_model.hpp"
 #include "search/llm_proposer.hpp"
 #include "search/measurer.hpp"
 #include "search/operator_posterior.hpp"
@@ -60,6 +62,13 @@ struct CampaignOptions {
   // shapes' CIs were under 1% wide. The final check always takes all 30.
   int timing_min_samples = 10;
   double timing_ci_width = 0.01;
+  // The learned cost model picks what reaches the GPU: about build_factor x batch candidates are
+  // built and screened per batch, the model (Thompson draws from its posterior, 5% random picks;
+  // the analytic roofline/occupancy guess while it has too few rows) chooses `batch` of them,
+  // and the rest wait in a reserve of at most reserve_factor x batch for later batches.
+  bool cost_model = true;
+  double build_factor = 2.0;
+  int reserve_factor = 4;
   double progress_every_s = 0;       // 0: a progress line after every batch
 };
 
@@ -83,6 +92,9 @@ struct CampaignResult {
   double gpu_busy = 0;     // gpu_s / (wall_s * GPUs)
   double worker_busy = 0;  // measure_s / (wall_s * measurers)
   double candidates_per_gpu_hour = 0;
+  // What chose the measured candidates (cost model on): Thompson draws, random picks, analytic guess.
+  std::int64_t model_picks = 0, random_picks = 0, analytic_picks = 0;
+  CampaignFitInfo last_fit;  // the cost model's latest fit
 };
 
 class CampaignEngine {
@@ -91,6 +103,9 @@ class CampaignEngine {
   // own them; one measurement thread runs per measurer.
   CampaignEngine(const evaluator::Spec& spec, const evaluator::Op& op, const evaluator::Builder& builder, TraceDb& db,
                  std::vector<Measurer*> measurers, CampaignOptions opt, std::ostream& log, const std::atomic<bool>& stop);
+  ~CampaignEngine();  // out of line: Item is complete only in campaign.cpp
+  CampaignEngine(const CampaignEngine&) = delete;
+  CampaignEngine& operator=(const CampaignEngine&) = delete;
 
   // Turns the LLM agents on as the operator "llm" beside the rule agents (before run()).
   void use_llm(LlmAgents agents) { llm_agents_ = agents; }
@@ -106,6 +121,15 @@ class CampaignEngine {
   evaluator::BuildRequest build_request(const Genome& g) const;
   evaluator::EvalRequest common_request(std::uint64_t input_seed) const;
   std::vector<Proposal> propose(int generation, std::mt19937_64& rng, bool allow_llm = true);
+ public:
+  // How to find the op options of an earlier campaign in the database (its spec), so its
+  // measurements can inform this campaign's cost model; without it only earlier campaigns of
+  // the same spec (same hash) count.
+  void set_earlier_configs(std::function<std::optional<evaluator::OpConfig>(std::int64_t)> f) {
+    earlier_config_ = std::move(f);
+  }
+
+ private:
   // Records, builds and screens proposals; returns the batch of what must be measured.
   // Ids in `in_flight` are on their way to a measurer and are not proposed again.
   std::unique_ptr<Batch> prepare(int generation, std::vector<Proposal> proposals, bool remeasure_best,
@@ -129,6 +153,17 @@ class CampaignEngine {
   std::set<std::string> policy_ops_;                  // operators the posterior chooses among
   std::map<std::int64_t, Member> measured_;           // candidate -> its latest figures (for credit)
   std::map<std::int64_t, int> remeasures_in_flight_;  // candidate -> re-measurements queued, not absorbed
+  // The cost model (see CampaignOptions::cost_model).
+  FeatureLayout layout_;
+  std::vector<Item> reserve_;  // built and screened, waiting for a GPU slot
+  CostModel model_;
+  bool model_dirty_ = true;
+  std::function<std::optional<evaluator::OpConfig>(std::int64_t)> earlier_config_;
+  std::mt19937_64 model_rng_;
+  // Moves this batch's candidates into the reserve and takes `batch` of the reserve (at most
+  // budget_left) for the GPU.
+  void select_for_gpu(Batch& batch, std::set<std::int64_t>& in_flight, std::int64_t budget_left);
+  void refit_model();
   bool is_policy_op(const std::string& op) const { return policy_ops_.count(op) > 0; }
   Population population_;
   std::map<std::string, std::string> sources_;  // seed name -> template text

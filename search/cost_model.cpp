@@ -6,15 +6,36 @@
 #include <cmath>
 #include <set>
 
+#include "evaluator/spec.hpp"
 #include "search/prior/rank_metrics.hpp"
 #include "search/prior/selection.hpp"
+#include "search/prior/source_weights.hpp"
 #include "search/trace_db.hpp"
 
 namespace ptxevo::search {
 
 using json = nlohmann::json;
 
-CostDataset cost_dataset(TraceDb& db, const evaluator::Op& op, const CampaignConfigs& configs, const GpuLimits& gpu) {
+std::optional<evaluator::OpConfig> campaign_spec_config(TraceDb& db, std::int64_t campaign,
+                                                        const std::filesystem::path& db_dir,
+                                                        const evaluator::OpRegistry& registry) {
+  auto q = db.connection().prepare("SELECT config_json FROM campaigns WHERE id = ?");
+  q.bind(1, campaign);
+  if (!q.step()) return std::nullopt;
+  const auto j = json::parse(q.column_text(0), nullptr, false);
+  if (!j.is_object() || !j.contains("spec") || !j["spec"].is_string()) return std::nullopt;
+  const std::filesystem::path spec = j["spec"].get<std::string>();
+  std::error_code ec;
+  for (const auto& p : {spec, db_dir / spec, db_dir / spec.filename()}) {
+    if (!std::filesystem::exists(p, ec)) continue;
+    auto r = evaluator::load_spec(p.string(), registry);
+    if (r.spec) return r.spec->config;
+  }
+  return std::nullopt;
+}
+
+CostDataset cost_dataset(TraceDb& db, const evaluator::Op& op, const CampaignConfigs& configs, const GpuLimits& gpu,
+                         const FeatureLayout* layout) {
   CostDataset d;
   d.op = op.name();
   struct Raw {
@@ -68,8 +89,12 @@ CostDataset cost_dataset(TraceDb& db, const evaluator::Op& op, const CampaignCon
       if (std::holds_alternative<std::int64_t>(v)) knobs.insert(k);
     for (const auto& e : r.genome.edits) passes.insert(e.pass);
   }
-  d.layout.knobs.assign(knobs.begin(), knobs.end());
-  d.layout.passes.assign(passes.begin(), passes.end());
+  if (layout) {
+    d.layout = *layout;
+  } else {
+    d.layout.knobs.assign(knobs.begin(), knobs.end());
+    d.layout.passes.assign(passes.begin(), passes.end());
+  }
   std::map<std::pair<std::int64_t, std::string>, std::int64_t> groups;
   for (const auto& r : raw) {
     FeatureRow f;
@@ -155,6 +180,52 @@ void CostModel::fit(const std::vector<CostRow>& rows, const std::vector<double>&
     g.push_back(rows[i].group);
   }
   model_.fit(matrix_of(ptrs, columns_), y, w, g);
+}
+
+CampaignFitInfo CostModel::fit_for_campaign(const CostDataset& d, std::int64_t own, const std::string& gpu,
+                                            const std::string& driver, const std::string& toolchain,
+                                            std::mt19937_64& rng) {
+  CampaignFitInfo info;
+  std::vector<CostRow> own_rows, earlier;
+  for (const auto& r : d.rows) (r.campaign_id == own ? own_rows : earlier).push_back(r);
+  info.own_rows = own_rows.size();
+  info.earlier_rows = earlier.size();
+  const prior::Environment target{gpu, driver, toolchain};
+  std::vector<double> w_earlier;
+  for (const auto& r : earlier)
+    w_earlier.push_back(prior::source_row_weight({r.gpu, r.driver, r.toolchain}, target, own_rows.size()));
+  if (!earlier.empty() && !own_rows.empty()) {
+    auto set_of = [](const std::vector<CostRow>& rows, const std::vector<double>& w) {
+      prior::RowSet s;
+      const std::size_t cols = rows.front().x.size();
+      s.X.resize(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(cols));
+      s.y.resize(static_cast<Eigen::Index>(rows.size()));
+      s.w.resize(static_cast<Eigen::Index>(rows.size()));
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        for (std::size_t j = 0; j < cols; ++j) s.X(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = rows[i].x[j];
+        s.y(static_cast<Eigen::Index>(i)) = rows[i].y;
+        s.w(static_cast<Eigen::Index>(i)) = i < w.size() ? w[i] : 1.0;
+        s.groups.push_back(rows[i].group);
+      }
+      return s;
+    };
+    const prior::GuardDecision g =
+        prior::guard_old_rows(set_of(earlier, w_earlier), set_of(own_rows, {}), rng);
+    info.guard_evaluated = g.evaluated;
+    info.rho_with_earlier = g.rho_with_old;
+    info.rho_own_only = g.rho_new_only;
+    info.earlier_kept = g.keep_old;
+  } else {
+    info.earlier_kept = !earlier.empty();
+  }
+  std::vector<CostRow> rows = own_rows;
+  std::vector<double> w(own_rows.size(), 1.0);
+  if (info.earlier_kept) {
+    rows.insert(rows.end(), earlier.begin(), earlier.end());
+    w.insert(w.end(), w_earlier.begin(), w_earlier.end());
+  }
+  fit(rows, w);
+  return info;
 }
 
 bool CostModel::cold() const { return rows_ == 0 || prior::is_cold_start(model_); }

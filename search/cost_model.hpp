@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <random>
@@ -43,9 +44,18 @@ struct CostDataset {
 // The op options of each campaign (from its spec): launch plans and bytes depend on them.
 using CampaignConfigs = std::map<std::int64_t, evaluator::OpConfig>;
 
+// A campaign's op options, from the spec it was started with: that path (relative to the current
+// directory), then the same relative to `db_dir`, then the file name in `db_dir`; none when no
+// spec there loads.
+std::optional<evaluator::OpConfig> campaign_spec_config(TraceDb& db, std::int64_t campaign,
+                                                        const std::filesystem::path& db_dir,
+                                                        const evaluator::OpRegistry& registry);
+
 // Every passing GPU evaluation of a campaign on `op` in `configs`, one row per benchmark shape
 // with a timing. Columns: the union of knob and pass names in those genomes.
-CostDataset cost_dataset(TraceDb& db, const evaluator::Op& op, const CampaignConfigs& configs, const GpuLimits& gpu = {});
+// `layout`: the columns to use (a campaign's own); null: the union of knobs and passes seen.
+CostDataset cost_dataset(TraceDb& db, const evaluator::Op& op, const CampaignConfigs& configs, const GpuLimits& gpu = {},
+                         const FeatureLayout* layout = nullptr);
 
 struct HeldOutRank {
   std::size_t train_rows = 0, test_rows = 0, groups = 0;
@@ -59,10 +69,26 @@ struct HeldOutRank {
 HeldOutRank held_out_rank(const CostDataset& d, double train_fraction = 0.7);
 
 // A fitted model for scoring new candidates of one campaign.
+class CostModel;
+
+// The model a campaign selects with: its own rows, plus earlier campaigns' rows on the same op
+// weighted by environment (GPU, driver, toolchain: another is a weaker source) and faded as the
+// campaign's own rows arrive; the guard drops the earlier rows when, cross-validated on the
+// campaign's own rows, they rank those worse than the own rows alone.
+struct CampaignFitInfo {
+  std::size_t own_rows = 0, earlier_rows = 0;
+  bool earlier_kept = false;
+  bool guard_evaluated = false;
+  double rho_with_earlier = 0, rho_own_only = 0;
+};
+
 class CostModel {
  public:
   // `rows` with weights (same length); fewer than rows_per_feature * columns rows: cold.
   void fit(const std::vector<CostRow>& rows, const std::vector<double>& weights);
+  // Rows of `d` from campaign `own` and the others, as CampaignFitInfo says.
+  CampaignFitInfo fit_for_campaign(const CostDataset& d, std::int64_t own, const std::string& gpu,
+                                   const std::string& driver, const std::string& toolchain, std::mt19937_64& rng);
   bool cold() const;
   std::size_t rows() const { return rows_; }
   const prior::BayesLinear& model() const { return model_; }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <random>
 #include <sstream>
 
@@ -116,6 +117,51 @@ TEST_F(CostModelTest, RanksLaterCandidatesAndAShuffledControlDoesNot) {
   const CostDataset none = cost_dataset(db, *registry_.find("test_scale"), {});
   EXPECT_TRUE(none.rows.empty());
   EXPECT_EQ(none.campaigns_without_config.count(r.campaign_id), 1u);
+}
+
+// Equal budgets, five proposal seeds each, the knob-model measurer (noise-free): with the cost
+// model choosing what to measure, a campaign reaches the optimum's neighbourhood in fewer
+// evaluations (median) than with every built candidate measured in proposal order.
+TEST_F(CostModelTest, ChoosingWithTheModelReachesTheOptimumInFewerEvaluations) {
+  const double optimum = testing::KnobModelMeasurer::speedup_of(
+      {{"BLOCK", std::int64_t{256}}, {"UNROLL", std::int64_t{4}}, {"PAD", std::int64_t{0}}});
+  auto evaluations_to_reach = [&](bool model, std::uint64_t seed) {
+    auto db = TraceDb::open(dir_ / ("c" + std::to_string(seed) + (model ? "m" : "p") + ".db"));
+    testing::KnobModelMeasurer m;
+    CampaignOptions o;
+    o.islands = 2;
+    o.island_size = 4;
+    o.batch = 4;
+    o.initial = 4;
+    o.max_evaluations = 48;
+    o.final_check = false;
+    o.seed = seed;
+    o.cost_model = model;
+    std::ostringstream log;
+    std::atomic<bool> never{false};
+    CampaignEngine e(spec_, *registry_.find("test_scale"), *builder_, db, {&m}, o, log, never);
+    const auto r = e.run();
+    auto q = db.connection().prepare(
+        "SELECT e.fitness FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
+        "WHERE c.campaign_id = ? AND e.purpose = 'candidate' ORDER BY e.id");
+    q.bind(1, r.campaign_id);
+    int n = 0;
+    while (q.step()) {
+      ++n;
+      if (q.column_double(0) >= 0.99 * optimum) return n;
+    }
+    return 1000;  // censored
+  };
+  std::vector<double> with, without;
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    with.push_back(evaluations_to_reach(true, seed));
+    without.push_back(evaluations_to_reach(false, seed));
+  }
+  std::sort(with.begin(), with.end());
+  std::sort(without.begin(), without.end());
+  std::printf("evaluations to reach 99%% of the optimum, 5 seeds: model %g %g %g %g %g | proposal order %g %g %g %g %g\n",
+              with[0], with[1], with[2], with[3], with[4], without[0], without[1], without[2], without[3], without[4]);
+  EXPECT_LT(with[2], without[2]) << "medians: model " << with[2] << ", proposal order " << without[2];
 }
 
 }  // namespace
