@@ -133,6 +133,10 @@ static_assert(kRegionB <= kRegionA, "region B must fit in region A");
 static_assert(!KDA_LM_TC || 4 * 2 * 16 * 16 * 4 <= 2 * kBv * kPadK * 2, "LMTC scratch must fit the S^T area");
 static_assert(kSmemBytes <= 232448, "at most 227 KB of shared memory per CTA");
 
+// The PTX primitives. kernels/tests/kda_chunked_host_test.cpp defines KDA_HOST_EMULATION and
+// supplies CPU versions of exactly these (an emulated warp for shfl and mma), so that the rest of
+// this file, the kernel's own indexing and control flow, runs on the CPU against the reference.
+#ifndef KDA_HOST_EMULATION
 __device__ __forceinline__ float ex2(float x) {
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
@@ -159,6 +163,7 @@ __device__ __forceinline__ float shfl_bfly(float v, int lane_mask) {
   return r;
 }
 
+#endif  // KDA_HOST_EMULATION
 #define KDA_LOG2E 1.4426950408889634f
 #define KDA_LN2 0.6931471805599453f
 
@@ -175,6 +180,7 @@ __device__ __forceinline__ float log_decay(float x, float ea, float lower_bound)
 #endif
 }
 
+#ifndef KDA_HOST_EMULATION
 __device__ __forceinline__ void load_bf16x4(const __nv_bfloat16* p, float* f) {
   unsigned int w0, w1;
   asm("ld.global.nc.v2.u32 {%0, %1}, [%2];" : "=r"(w0), "=r"(w1) : "l"(p));
@@ -193,6 +199,7 @@ __device__ __forceinline__ unsigned short bf16_bits(float x) {
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
   return h;
 }
+#endif  // KDA_HOST_EMULATION
 __device__ __forceinline__ float bf16_value(unsigned short h) { return __uint_as_float((unsigned int)h << 16); }
 // Two floats as hi + lo bf16 pairs (element 0 in the low half, as fragments want it).
 __device__ __forceinline__ void split_bf16x2(float v0, float v1, unsigned int& hi, unsigned int& lo) {
@@ -201,6 +208,7 @@ __device__ __forceinline__ void split_bf16x2(float v0, float v1, unsigned int& h
   hi = (unsigned int)h0 | ((unsigned int)h1 << 16);
   lo = (unsigned int)l0 | ((unsigned int)l1 << 16);
 }
+#ifndef KDA_HOST_EMULATION
 __device__ __forceinline__ void store_bf16x2(__nv_bfloat16* p, float lo, float hi) {
   unsigned int d;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
@@ -217,6 +225,7 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+#endif  // KDA_HOST_EMULATION
 // 4 staged bf16 (8 bytes of shared memory) as floats.
 __device__ __forceinline__ void load_shared_bf16x4(const unsigned short* p, float* f) {
   const uint2 w = *reinterpret_cast<const uint2*>(p);
@@ -226,6 +235,14 @@ __device__ __forceinline__ void load_shared_bf16x4(const unsigned short* p, floa
   f[3] = __uint_as_float(w.y & 0xffff0000u);
 }
 
+#ifndef KDA_HOST_EMULATION
+__device__ __forceinline__ unsigned int dynamic_smem_bytes() {
+  unsigned int r;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void trap_now() { asm volatile("trap;"); }
+
 // D += A B on one m16n8k16 tile: A row-major bf16 (4 regs), B column-major bf16 (2 regs), fp32.
 __device__ __forceinline__ void mma_bf16(float* d, const unsigned int* a, const unsigned int* b) {
   asm volatile(
@@ -234,6 +251,8 @@ __device__ __forceinline__ void mma_bf16(float* d, const unsigned int* a, const 
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+
+#endif  // KDA_HOST_EMULATION
 
 // Fragments from shared memory. `base` is a bf16 matrix with row stride `ld` elements.
 // A (16 x 16 at row r0, column k0, row-major): lane (g = lane / 4, t = lane % 4) holds
@@ -293,9 +312,7 @@ __device__ __forceinline__ void kda_chunked_body(const Args& a) {
   unsigned short* sMlo = reinterpret_cast<unsigned short*>(smem + kOffMlo);
 
   // A launch with less dynamic shared memory than this layout needs is a plan error: stop loudly.
-  unsigned int dyn;
-  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-  if (dyn < (unsigned int)kSmemBytes) asm volatile("trap;");
+  if (dynamic_smem_bytes() < (unsigned int)kSmemBytes) trap_now();
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g8 = lane >> 2, t4 = lane & 3;  // fragment coordinates
@@ -346,7 +363,7 @@ __device__ __forceinline__ void kda_chunked_body(const Args& a) {
   float beta_raw = 0.f;
   auto stage = [&](long long t1) {
     if (t1 < eos) {
-      const int cn = (int)(eos - t1 < kC ? eos - t1 : kC);
+      const int cn = (int)(eos - t1 < kC ? eos - t1 : (long long)kC);
       for (int idx = tid; idx < cn * kStageSegs; idx += kThreads) {
         const int tt = idx / kStageSegs, sg = idx % kStageSegs;
         const long long tokrow = ((t1 + tt) * a.H + h) * (long long)kD;
@@ -368,7 +385,7 @@ __device__ __forceinline__ void kda_chunked_body(const Args& a) {
 #endif
 
   for (long long t0 = bos; t0 < eos; t0 += kC) {
-    const int count = (int)(eos - t0 < kC ? eos - t0 : kC);
+    const int count = (int)(eos - t0 < kC ? eos - t0 : (long long)kC);
 #if STAGE
     cp_async_wait_all();
     __syncthreads();
@@ -670,8 +687,11 @@ __device__ __forceinline__ void kda_chunked_body(const Args& a) {
         }
       }
     }
-    // The next chunk's pre-processing overwrites region A (U's hi and lo terms live there).
+    // The next chunk's pre-processing overwrites region A (U's hi and lo terms live there); with
+    // STAGE the barrier after cp.async.wait_all at the top of the loop already separates them.
+#if !STAGE
     __syncthreads();
+#endif
   }
 #if HAS_FINAL_STATE
 #pragma unroll
@@ -689,6 +709,7 @@ __device__ __forceinline__ void kda_chunked_body(const Args& a) {
 
 }  // namespace kda_chunked
 
+#ifndef KDA_HOST_EMULATION
 extern "C" __global__ void __launch_bounds__(WARPS * 32) kda_fwd_chunked(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
     const __nv_bfloat16* __restrict__ g, const __nv_bfloat16* __restrict__ beta, const float* __restrict__ a_log,
@@ -698,3 +719,4 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) kda_fwd_chunked(
   kda_chunked::kda_chunked_body(
       {q, k, v, g, beta, a_log, dt_bias, cu_seqlens, initial_state, out, final_state, T, H, scale, lower_bound});
 }
+#endif  // KDA_HOST_EMULATION

@@ -115,7 +115,7 @@ class KdaGpu : public ::testing::Test {
   // Gates the chunked seed at `knobs` (over its defaults) on every correctness and held-out shape
   // of `file` and the first `max_bench` benchmark shapes, timed against the recurrent seed's
   // defaults: speedup > 1 means the chunked kernel is faster. Returns the fitness (geomean
-  // speedup over the benchmark shapes; 0 when none were timed).
+  // speedup over the benchmark shapes; 0 when none were timed, as with max_bench = 0).
   double gate_chunked(const std::string& file, int max_bench, const Knobs& knobs, const std::string& label,
                       bool heldout = true) {
     SpecResult sr = load_spec(kSourceDir + "/kernels/kda/" + file, *registry_);
@@ -208,9 +208,9 @@ TEST_F(KdaGpu, ChunkedSeedPassesTheGateOnEveryOtherSpec) {
     gate_chunked(file, 1, {}, std::string("chunked ") + file);
 }
 
-// Every knob assignment the chunked seed's constraints admit (46), on the main spec's correctness
-// shapes and its first scenario (1 x 8192 tokens, 96 heads: the longest serial chain); the
-// held-out shapes are left to the defaults' test to keep this sweep short.
+// Every knob assignment the chunked seed's constraints admit (46) on the main spec's correctness
+// shapes (small: their references take milliseconds, so the sweep takes minutes); the held-out and
+// benchmark shapes are left to the defaults' tests, the search times the rest.
 TEST_F(KdaGpu, ChunkedSeedPassesTheGateAtEveryAdmittedKnobAssignment) {
   const SeedTemplate seed = chunked_seed();
   std::vector<Knobs> all = {{}};
@@ -224,18 +224,17 @@ TEST_F(KdaGpu, ChunkedSeedPassesTheGateAtEveryAdmittedKnobAssignment) {
       }
     all = std::move(next);
   }
-  std::vector<std::pair<std::string, double>> speed;
+  int n = 0;
   for (const auto& k : all) {
     bool ok = true;
     for (const auto& c : seed.constraints) ok = ok && constraint_holds(c, k);
     if (!ok) continue;
     std::string label = "chunked";
     for (const auto& [n, v] : k) label += " " + n + "=" + std::to_string(std::get<std::int64_t>(v));
-    speed.emplace_back(label, gate_chunked("kda_fwd.spec", 1, k, label, false));
+    gate_chunked("kda_fwd.spec", 0, k, label, false);
+    ++n;
   }
-  EXPECT_GE(speed.size(), 12u);
-  std::sort(speed.begin(), speed.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  for (const auto& [label, x] : speed) std::printf("%s: %.3gx the recurrent seed on 1 x 8192, H = 96\n", label.c_str(), x);
+  EXPECT_EQ(n, 46);
 }
 
 }  // namespace
