@@ -224,7 +224,7 @@ TEST_F(KdaGpu, ChunkedSeedPassesTheGateAtEveryAdmittedKnobAssignment) {
       }
     all = std::move(next);
   }
-  int n = 0;
+  int gated = 0;
   for (const auto& k : all) {
     bool ok = true;
     for (const auto& c : seed.constraints) ok = ok && constraint_holds(c, k);
@@ -232,9 +232,9 @@ TEST_F(KdaGpu, ChunkedSeedPassesTheGateAtEveryAdmittedKnobAssignment) {
     std::string label = "chunked";
     for (const auto& [n, v] : k) label += " " + n + "=" + std::to_string(std::get<std::int64_t>(v));
     gate_chunked("kda_fwd.spec", 0, k, label, false);
-    ++n;
+    ++gated;
   }
-  EXPECT_EQ(n, 46);
+  EXPECT_EQ(gated, 46);
 }
 
 }  // namespace
