@@ -11,9 +11,10 @@
 // fp32 accumulate), independently of the kernel's load_a / load_b.
 //
 // Configurations cover both gates, every state combination, CHUNK 16/32/64, BV 16/32/64/128,
-// WARPS 4/8, STAGE 0/1 and LMTC 0/1; shapes cover a single token, partial chunks, batched rows,
-// packed sequences around every chunk boundary and H = 1 and 4. Results are checked against the
-// op's fp64 recurrent reference with the gate's rel_l2 and the 5e-3 the CPU model meets.
+// WARPS 4/8, STAGE 0/1, LMTC 0/1 and the largest staged layout; shapes cover a single token,
+// partial chunks, batched rows, packed sequences around every chunk boundary and H = 1 and 4.
+// Results are checked against the op's fp64 recurrent reference with the gate's rel_l2 and the
+// 5e-3 the CPU model meets.
 #include <gtest/gtest.h>
 
 #include <cuda_bf16.h>
@@ -380,6 +381,32 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef STAGE
 #undef LMTC
 
+// Configuration 5: the largest layout the spec admits with staging (CHUNK 32, BV 128, WARPS 8,
+// STAGE 1: 201 KB), lower-bound gate without LMTC, both states.
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 128
+#define WARPS 8
+#define STAGE 1
+#define LMTC 0
+namespace cfg5 {
+namespace kda_chunked {
+using namespace ::kda_host;
+alignas(16) unsigned char smem[kSmemCap + kGuard];
+}  // namespace kda_chunked
+#include "kernels/kda/kda_fwd_chunked.cu"
+}  // namespace cfg5
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef CHUNK
+#undef BV
+#undef WARPS
+#undef STAGE
+#undef LMTC
+
 #pragma GCC diagnostic pop
 #undef __syncthreads
 #undef threadIdx
@@ -494,9 +521,10 @@ Outcome run(const Config<Args>& c, const Shape& s, Distribution dist, std::uint6
 Shape shape(I b, I t, I h, I n) { return {{"B", b}, {"T", t}, {"H", h}, {"N", n}}; }
 
 template <typename Args>
-void check(const Config<Args>& c) {
-  const std::vector<Shape> shapes = {shape(1, 1, 1, 1),  shape(1, 17, 4, 1), shape(1, 65, 1, 1), shape(3, 17, 1, 3),
-                                     shape(1, 2, 4, 2),  shape(1, 40, 1, 4), shape(1, 115, 2, 3), shape(1, 241, 4, 7)};
+void check(const Config<Args>& c, const std::vector<Shape>& extra = {}) {
+  std::vector<Shape> shapes = {shape(1, 1, 1, 1),  shape(1, 17, 4, 1), shape(1, 65, 1, 1), shape(3, 17, 1, 3),
+                               shape(1, 2, 4, 2),  shape(1, 40, 1, 4), shape(1, 115, 2, 3), shape(1, 241, 4, 7)};
+  shapes.insert(shapes.end(), extra.begin(), extra.end());
   const auto& dists = ptxevo::evaluator::all_distributions();
   double worst_out = 0, worst_state = 0;
   for (std::size_t i = 0; i < shapes.size(); ++i) {
@@ -516,7 +544,8 @@ void check(const Config<Args>& c) {
 using ptxevo::evaluator::Knobs;
 
 TEST(KdaChunkedOnHost, MainSpecDefaults) {
-  check(KDA_CONFIG(cfg0, OpConfig{}, KdaFwdOp::chunked_knob_defaults()));
+  // Plus the held-out batched rows of 333 tokens (20 full chunks and a partial one per row).
+  check(KDA_CONFIG(cfg0, OpConfig{}, KdaFwdOp::chunked_knob_defaults()), {shape(4, 333, 3, 4)});
 }
 
 TEST(KdaChunkedOnHost, SoftplusChunk32Bv16Staged) {
@@ -533,6 +562,11 @@ TEST(KdaChunkedOnHost, SoftplusFinalStateOnlyBv128) {
   // LMTC = 1 with the softplus gate: the kernel takes the direct path.
   check(KDA_CONFIG(cfg3, (OpConfig{{"gate", "softplus"}, {"initial_state", "false"}}),
                    (Knobs{{"CHUNK", I{16}}, {"BV", I{128}}, {"WARPS", I{8}}, {"STAGE", I{0}}, {"LMTC", I{1}}})));
+}
+
+TEST(KdaChunkedOnHost, LargestStagedLayoutChunk32Bv128) {
+  check(KDA_CONFIG(cfg5, OpConfig{},
+                   (Knobs{{"CHUNK", I{32}}, {"BV", I{128}}, {"WARPS", I{8}}, {"STAGE", I{1}}, {"LMTC", I{0}}})));
 }
 
 TEST(KdaChunkedOnHost, NoStatesBv64EightWarps) {
