@@ -237,6 +237,7 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
   co.timing_min_samples = o.min_samples;
   co.timing_ci_width = o.ci_width;
   co.cost_model = !o.no_cost_model;
+  co.build_factor = o.build_factor;
   co.warm_start = o.warm_start;
   co.initial = o.initial;
   co.max_evaluations = o.budget;

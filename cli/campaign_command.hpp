@@ -56,6 +56,7 @@ struct CampaignCliOptions {
   std::int64_t max_spill_bytes = 256;
   int min_samples = 10;
   bool no_cost_model = false;
+  double build_factor = 1.5;
   double ci_width = 0.01;
   int warm_start = -1;
   int initial = 12;

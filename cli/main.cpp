@@ -54,6 +54,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--timeout", camp.timeout_s, "Seconds per candidate before a hung worker is killed")->capture_default_str();
   app.add_flag("--no-final", camp.no_final, "Skip re-measuring the winner at the end");
+  app.add_option("--build-factor", camp.build_factor,
+                 "Candidates built and screened per measured one, for the cost model to choose from (1: no choice)")
+      ->check(CLI::Range(1.0, 8.0))
+      ->capture_default_str();
   app.add_flag("--no-cost-model", camp.no_cost_model,
                "Measure candidates in proposal order instead of letting the learned cost model choose among them");
   app.add_flag("--no-cache", camp.no_cache, "Do not use the on-disk build cache");

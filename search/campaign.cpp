@@ -497,7 +497,7 @@ void CampaignEngine::select_for_gpu(Batch& b, std::set<std::int64_t>& in_flight,
   const std::size_t slots = std::min<std::size_t>(
       {static_cast<std::size_t>(std::max(1, opt_.batch)), reserve_.size(), static_cast<std::size_t>(budget_left)});
   if (slots == 0) return;
-  const auto picks = prior::select_batch(model_.model(), X, p_valid, analytic, slots, model_rng_);
+  const auto picks = prior::select_batch(model_.model(), X, p_valid, analytic, slots, model_rng_, model_.selection_options());
   std::vector<bool> taken(reserve_.size(), false);
   for (const auto& p : picks) {
     taken[p.index] = true;
@@ -781,6 +781,9 @@ CampaignResult CampaignEngine::run() {
     while (in_flight < static_cast<int>(measurers_.size()) + 1 || measurers_.empty()) {
       stop_reason = out_of_budget();
       if (!stop_reason.empty()) break;
+      // The first population is in flight and nothing has come back: another batch now would be
+      // another first population (seeds and random genomes again), not children.
+      if (!measurers_.empty() && population_.empty() && in_flight > 0 && pending.empty()) break;
       // The next proposals: what was in flight when the last run stopped first, a batch at a
       // time; never more than the budget has left (the rest waits, unrecorded, for a later batch).
       // Only a batch's first call asks the LLM agents: filling a batch with more children is the

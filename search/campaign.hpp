@@ -67,7 +67,7 @@ struct CampaignOptions {
   // the analytic roofline/occupancy guess while it has too few rows) chooses `batch` of them,
   // and the rest wait in a reserve of at most reserve_factor x batch for later batches.
   bool cost_model = true;
-  double build_factor = 2.0;
+  double build_factor = 1.5;
   int reserve_factor = 4;
   double progress_every_s = 0;       // 0: a progress line after every batch
 };

@@ -17,6 +17,7 @@
 #include "evaluator/op.hpp"
 #include "search/cost_features.hpp"
 #include "search/prior/bayes_linear.hpp"
+#include "search/prior/selection.hpp"
 
 namespace ptxevo::search {
 
@@ -91,11 +92,14 @@ class CostModel {
                                    const std::string& driver, const std::string& toolchain, std::mt19937_64& rng);
   bool cold() const;
   std::size_t rows() const { return rows_; }
+  std::size_t varying_columns() const { return varying_; }  // columns that vary among the fitted rows
+  static constexpr std::size_t kMinRows = 12;  // fewer rows: cold (the analytic guess orders picks)
+  prior::SelectionOptions selection_options() const;
   const prior::BayesLinear& model() const { return model_; }
 
  private:
   prior::BayesLinear model_;
-  std::size_t rows_ = 0, columns_ = 0;
+  std::size_t rows_ = 0, columns_ = 0, varying_ = 0;
 };
 
 }  // namespace ptxevo::search

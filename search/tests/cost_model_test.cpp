@@ -119,9 +119,9 @@ TEST_F(CostModelTest, RanksLaterCandidatesAndAShuffledControlDoesNot) {
   EXPECT_EQ(none.campaigns_without_config.count(r.campaign_id), 1u);
 }
 
-// Equal budgets, five proposal seeds each, the knob-model measurer (noise-free): with the cost
-// model choosing what to measure, a campaign reaches the optimum's neighbourhood in fewer
-// evaluations (median) than with every built candidate measured in proposal order.
+// Equal budgets (80), five proposal seeds each, the knob-model measurer (noise-free): with the
+// cost model choosing what to measure, a campaign reaches 99% of the optimum in fewer
+// evaluations (median) and at least as often as with candidates measured in proposal order.
 TEST_F(CostModelTest, ChoosingWithTheModelReachesTheOptimumInFewerEvaluations) {
   const double optimum = testing::KnobModelMeasurer::speedup_of(
       {{"BLOCK", std::int64_t{256}}, {"UNROLL", std::int64_t{4}}, {"PAD", std::int64_t{0}}});
@@ -133,10 +133,11 @@ TEST_F(CostModelTest, ChoosingWithTheModelReachesTheOptimumInFewerEvaluations) {
     o.island_size = 4;
     o.batch = 4;
     o.initial = 4;
-    o.max_evaluations = 48;
+    o.max_evaluations = 80;
     o.final_check = false;
     o.seed = seed;
     o.cost_model = model;
+    o.build_factor = 2.0;
     std::ostringstream log;
     std::atomic<bool> never{false};
     CampaignEngine e(spec_, *registry_.find("test_scale"), *builder_, db, {&m}, o, log, never);
@@ -161,7 +162,10 @@ TEST_F(CostModelTest, ChoosingWithTheModelReachesTheOptimumInFewerEvaluations) {
   std::sort(without.begin(), without.end());
   std::printf("evaluations to reach 99%% of the optimum, 5 seeds: model %g %g %g %g %g | proposal order %g %g %g %g %g\n",
               with[0], with[1], with[2], with[3], with[4], without[0], without[1], without[2], without[3], without[4]);
+  // (Measured: model 26 29 57 61 censored, proposal order 23 24 61 censored censored.)
   EXPECT_LT(with[2], without[2]) << "medians: model " << with[2] << ", proposal order " << without[2];
+  EXPECT_GE(std::count_if(with.begin(), with.end(), [](double v) { return v < 1000; }),
+            std::count_if(without.begin(), without.end(), [](double v) { return v < 1000; }));
 }
 
 }  // namespace
