@@ -129,6 +129,22 @@ Eigen::MatrixXd matrix_of(const std::vector<const CostRow*>& rows, std::size_t c
   return X;
 }
 
+// Rows as the prior's RowSet (weights default to 1): one conversion for the guard and the fit.
+prior::RowSet row_set(const std::vector<CostRow>& rows, const std::vector<double>& w) {
+  std::vector<const CostRow*> ptrs;
+  for (const auto& r : rows) ptrs.push_back(&r);
+  prior::RowSet s;
+  s.X = matrix_of(ptrs, rows.empty() ? 0 : rows.front().x.size());
+  s.y.resize(static_cast<Eigen::Index>(rows.size()));
+  s.w.resize(static_cast<Eigen::Index>(rows.size()));
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    s.y(static_cast<Eigen::Index>(i)) = rows[i].y;
+    s.w(static_cast<Eigen::Index>(i)) = i < w.size() ? w[i] : 1.0;
+    s.groups.push_back(rows[i].group);
+  }
+  return s;
+}
+
 }  // namespace
 
 HeldOutRank held_out_rank(const CostDataset& d, double train_fraction) {
@@ -170,20 +186,11 @@ void CostModel::fit(const std::vector<CostRow>& rows, const std::vector<double>&
   rows_ = rows.size();
   if (rows.empty()) return;
   columns_ = rows.front().x.size();
-  std::vector<const CostRow*> ptrs;
-  Eigen::VectorXd y(static_cast<Eigen::Index>(rows.size())), w(static_cast<Eigen::Index>(rows.size()));
-  std::vector<prior::GroupId> g;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    ptrs.push_back(&rows[i]);
-    y(static_cast<Eigen::Index>(i)) = rows[i].y;
-    w(static_cast<Eigen::Index>(i)) = i < weights.size() ? weights[i] : 1.0;
-    g.push_back(rows[i].group);
-  }
-  const Eigen::MatrixXd X = matrix_of(ptrs, columns_);
+  const prior::RowSet set = row_set(rows, weights);
   varying_ = 0;
-  for (Eigen::Index j = 0; j < X.cols(); ++j)
-    if (X.col(j).maxCoeff() > X.col(j).minCoeff()) ++varying_;
-  model_.fit(X, y, w, g);
+  for (Eigen::Index j = 0; j < set.X.cols(); ++j)
+    if (set.X.col(j).maxCoeff() > set.X.col(j).minCoeff()) ++varying_;
+  model_.fit(set.X, set.y, set.w, set.groups);
 }
 
 prior::SelectionOptions CostModel::selection_options() const {
@@ -208,22 +215,8 @@ CampaignFitInfo CostModel::fit_for_campaign(const CostDataset& d, std::int64_t o
   for (const auto& r : earlier)
     w_earlier.push_back(prior::source_row_weight({r.gpu, r.driver, r.toolchain}, target, own_rows.size()));
   if (!earlier.empty() && !own_rows.empty()) {
-    auto set_of = [](const std::vector<CostRow>& rows, const std::vector<double>& w) {
-      prior::RowSet s;
-      const std::size_t cols = rows.front().x.size();
-      s.X.resize(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(cols));
-      s.y.resize(static_cast<Eigen::Index>(rows.size()));
-      s.w.resize(static_cast<Eigen::Index>(rows.size()));
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        for (std::size_t j = 0; j < cols; ++j) s.X(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = rows[i].x[j];
-        s.y(static_cast<Eigen::Index>(i)) = rows[i].y;
-        s.w(static_cast<Eigen::Index>(i)) = i < w.size() ? w[i] : 1.0;
-        s.groups.push_back(rows[i].group);
-      }
-      return s;
-    };
     const prior::GuardDecision g =
-        prior::guard_old_rows(set_of(earlier, w_earlier), set_of(own_rows, {}), rng);
+        prior::guard_old_rows(row_set(earlier, w_earlier), row_set(own_rows, {}), rng);
     info.guard_evaluated = g.evaluated;
     info.rho_with_earlier = g.rho_with_old;
     info.rho_own_only = g.rho_new_only;
