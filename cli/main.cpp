@@ -11,6 +11,7 @@
 #include "cli/mutate_command.hpp"
 #include "cli/prior_command.hpp"
 #include "cli/report_command.hpp"
+#include "cli/universe_command.hpp"
 #include "cli/worker_command.hpp"
 
 int main(int argc, char** argv) {
@@ -55,11 +56,16 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", camp.timeout_s, "Seconds per candidate before a hung worker is killed")->capture_default_str();
   app.add_flag("--no-final", camp.no_final, "Skip re-measuring the winner at the end");
   app.add_option("--build-factor", camp.build_factor,
-                 "Candidates built and screened per measured one, for the cost model to choose from (1: no choice)")
+                 "Candidates built and screened per batch slot before a queued batch goes out, for the cost model "
+                 "to choose from (1: no choice); a GPU worker with nothing to do never waits for them")
       ->check(CLI::Range(1.0, 8.0))
       ->capture_default_str();
   app.add_flag("--no-cost-model", camp.no_cost_model,
                "Measure candidates in proposal order instead of letting the learned cost model choose among them");
+  app.add_option("--build-rounds", camp.build_rounds,
+                 "Build rounds (about a batch of proposals each) running at once while the GPU measures")
+      ->check(CLI::Range(1, 8))
+      ->capture_default_str();
   app.add_flag("--no-cache", camp.no_cache, "Do not use the on-disk build cache");
   app.add_flag("--quiet", camp.quiet, "Progress lines to stderr");
   ptxevo::cli::add_agent_options(app, camp);
@@ -76,6 +82,7 @@ int main(int argc, char** argv) {
   rexport->add_option("--arch", rx.arch, "Target (default: the spec's)");
   app.set_version_flag("--version", "ptxevo 0.1.0");
   ptxevo::cli::register_export_command(app);
+  ptxevo::cli::register_universe_command(app, argv[0]);
 
   auto* ir = app.add_subcommand("ir", "Read PTX into the IR: print it canonically or show its analyses");
   ir->require_subcommand(1);
