@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine from the repository root: the KDA forward seeds (kernels/kda/) through
+# their GPU gate test, then side by side with flash-linear-attention's chunk_kda on the six
+# TARGETS.md scenarios (bench/kda/fla_bench.py). Needs the binaries of scripts/pack_gpu_bundle.sh
+# in .gpu/ and the wheels of bench/kda/README.md in .whl/ (flash-linear-attention's fla-core,
+# einops, packaging; torch and triton come with the machine). Every step has its own timeout, so
+# one hang cannot eat the call; everything lands in $OUT.
+#
+# Usage: bench/gpu/run_kda_h200.sh COMMIT [LABEL=BUILD_DIR ...]
+#   COMMIT     the commit the binaries were built from; "auto" reads .gpu/commit.txt (never git: the
+#              GPU machine's copy of .git may be stale)
+#   LABEL=DIR  more candidates, built elsewhere by `ptxevo build kernels/kda/kda_fwd.spec ... --out DIR`
+# Environment (defaults in brackets): KDA_GTEST_FILTER [KdaGpu.Chunked*], KDA_GTEST_TIMEOUT [200],
+#   KDA_TOTAL_S [470: the fla_bench step gets what is left of it, at least 60 s], KDA_FLA_TIMEOUT
+#   [none: a cap on that step],
+#   KDA_VARIANTS ["c16_bv16:CHUNK=16,BV=16 c16_bv64_w8:BV=64,WARPS=8 c32:CHUNK=32,LMTC=0"],
+#   KDA_BENCH_ARGS (more fla_bench.py options, e.g. "--fla-safe-gate").
+# The device command, with the carry list [".gpu", ".whl"]:
+#   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+#     && export PYTHONPATH=/tmp/site && bench/gpu/run_kda_h200.sh auto
+set -uo pipefail
+t_start=$SECONDS
+cd "$(dirname "$0")/../.." || exit 2
+if [ $# -lt 1 ]; then
+  echo "usage: $0 COMMIT|auto [LABEL=BUILD_DIR ...]" >&2
+  exit 2
+fi
+commit="$1"; shift
+gpu_commit="$(cat .gpu/commit.txt 2>/dev/null || echo unknown)"
+[ "$commit" = auto ] && commit="$gpu_commit"
+extra=()
+for a in "$@"; do
+  case "$a" in
+    *=*) d="${a#*=}"
+         if [ -f "$d/launch.json" ] && [ -f "$d/kernel.cubin" ]; then extra+=("$a")
+         else echo "$0: $d has no launch.json and kernel.cubin; left out" >&2; fi ;;
+    *) echo "$0: expected LABEL=BUILD_DIR, got '$a'" >&2; exit 2 ;;
+  esac
+done
+out="${OUT:-/tmp/ptxevo-out}"
+mkdir -p "$out"
+# For the ptxevo binaries only: Python (torch, triton, FLA) keeps the machine's own libraries.
+ptxevo_ld="$PWD/.gpu/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-/tmp/ptxevo-triton-cache}"  # shared by fla_bench's two processes
+export PTXEVO_CACHE_DIR="${PTXEVO_CACHE_DIR:-/tmp/ptxevo-cache}"
+export FLA_FLASH_KDA=0 FLA_CACHE_RESULTS=1 TRITON_PRINT_AUTOTUNING=1
+export PYTHONUNBUFFERED=1
+steps=()
+
+# ---- the wheels, unless the command already installed them
+if ! timeout 60 python3 -c 'import fla' >/dev/null 2>&1 && ls .whl/*.whl >/dev/null 2>&1; then
+  timeout 120 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl > "$out/pip.log" 2>&1
+  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+
+# ---- (a) environment
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $commit (.gpu/commit.txt: $gpu_commit)"
+  timeout 30 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw,memory.used --format=csv
+  timeout 60 python3 - <<'EOF'
+import sys
+print("python", sys.version.split()[0])
+for m in ("torch", "triton", "fla", "einops", "packaging"):
+    try:
+        mod = __import__(m)
+        print(m, getattr(mod, "__version__", "?"), getattr(mod, "__file__", ""))
+    except Exception as e:  # noqa: BLE001
+        print(m, "NOT IMPORTABLE:", type(e).__name__, e)
+try:
+    import torch
+    print("torch cuda", torch.version.cuda, "device", torch.cuda.get_device_name(0))
+except Exception as e:  # noqa: BLE001
+    print("torch cuda: ", e)
+EOF
+  echo "cores: $(nproc)"
+  uname -r
+  echo "PYTHONPATH=${PYTHONPATH:-} TRITON_CACHE_DIR=$TRITON_CACHE_DIR"
+} > "$out/env.txt" 2>&1
+cat "$out/env.txt"
+
+# ---- (b) the chunked seed through the GPU gate (kda_gpu_results.json is written only if it ends)
+gt_timeout="${KDA_GTEST_TIMEOUT:-200}"
+if [ -x .gpu/ptxevo_kda_gpu_tests ]; then
+  echo "== gate test ${KDA_GTEST_FILTER:-KdaGpu.Chunked*} (timeout ${gt_timeout} s)"
+  LD_LIBRARY_PATH="$ptxevo_ld" PTXEVO_SOURCE_DIR="$PWD" PTXEVO_BIN="$PWD/.gpu/ptxevo" PTXEVO_RESULTS_DIR="$out" \
+    timeout -k 10 "$gt_timeout" .gpu/ptxevo_kda_gpu_tests --gtest_filter="${KDA_GTEST_FILTER:-KdaGpu.Chunked*}" \
+    > "$out/kda_gpu_tests.log" 2>&1
+  rc=$?
+  grep -E "^\[ *(OK|FAILED|RUN) *\]|verdict|FAILED$" "$out/kda_gpu_tests.log" | tail -n 40
+  steps+=("gate test rc=$rc$([ $rc -eq 124 ] && echo ' (timed out)')")
+else
+  steps+=("gate test: .gpu/ptxevo_kda_gpu_tests missing")
+fi
+
+# ---- (c) builds: the recurrent seed, the chunked seed at its defaults and at a few knob settings
+bd=/tmp/kda_bench_builds
+rm -rf "$bd" && mkdir -p "$bd"
+cands=()
+build() {  # LABEL SPEC KNOBS
+  local label="$1" spec="$2" knobs="$3"
+  local k=()
+  [ -n "$knobs" ] && k=(--knobs "$knobs")
+  echo "== build $label ${knobs:-(defaults)}" >> "$out/builds.log"
+  if LD_LIBRARY_PATH="$ptxevo_ld" timeout 120 .gpu/ptxevo build "$spec" "${k[@]}" --out "$bd/$label" >> "$out/builds.log" 2>&1; then
+    cands+=(--candidate "$label=$bd/$label")
+    mkdir -p "$out/builds/$label" && cp "$bd/$label/launch.json" "$bd/$label/resources.json" "$out/builds/$label/"
+  else
+    echo "build $label failed (builds.log)"
+    steps+=("build $label FAILED")
+  fi
+}
+if timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_chunked_seed "$bd/kda_fwd_chunked.spec" \
+    >> "$out/builds.log" 2>&1; then
+  build chunked "$bd/kda_fwd_chunked.spec" ""
+  for v in ${KDA_VARIANTS:-c16_bv16:CHUNK=16,BV=16 c16_bv64_w8:BV=64,WARPS=8 c32:CHUNK=32,LMTC=0}; do
+    build "${v%%:*}" "$bd/kda_fwd_chunked.spec" "${v#*:}"
+  done
+else
+  echo "derive_spec.py failed (builds.log): no chunked candidates"
+  steps+=("derive_spec FAILED")
+fi
+build recurrent kernels/kda/kda_fwd.spec ""
+for a in "${extra[@]}"; do cands+=(--candidate "$a"); done
+steps+=("builds: $(( ${#cands[@]} / 2 )) candidates")
+tail -n 30 "$out/builds.log" | grep -E "^==|registers|error" || true
+
+# ---- (d) side by side with flash-linear-attention
+if [ ${#cands[@]} -eq 0 ]; then
+  echo "no candidates to benchmark"
+  steps+=("fla_bench: no candidates")
+else
+  fla_timeout=$(( ${KDA_TOTAL_S:-470} - (SECONDS - t_start) - 5 ))
+  [ -n "${KDA_FLA_TIMEOUT:-}" ] && [ "$KDA_FLA_TIMEOUT" -lt "$fla_timeout" ] && fla_timeout="$KDA_FLA_TIMEOUT"
+  [ "$fla_timeout" -lt 60 ] && fla_timeout=60
+  echo "== fla_bench.py (timeout ${fla_timeout} s)"
+  # The whole output goes to kda_fla.log; the console leaves out Triton's autotuning lines.
+  # shellcheck disable=SC2086
+  timeout -k 15 "$fla_timeout" python3 bench/kda/fla_bench.py --commit "$commit" "${cands[@]}" \
+    --out "$out/kda_fla" --budget-s $(( fla_timeout - 15 )) ${KDA_BENCH_ARGS:-} 2>&1 | tee "$out/kda_fla.log" |
+    grep --line-buffered -v -E "^ *\[preflight\] (Triton autotuning for|with key as|finished after|best config selected)"
+  rc=${PIPESTATUS[0]}
+  steps+=("fla_bench rc=$rc (0 ok, 1 a candidate failed or an error, 3 FLA missing somewhere, 124 timed out)")
+fi
+
+echo
+echo "== $(( SECONDS - t_start )) s; steps:"
+printf '  %s\n' "${steps[@]}"
+echo "== gate test summary"
+grep -E "verdict|^\[ *(OK|FAILED) *\]" "$out/kda_gpu_tests.log" 2>/dev/null | tail -n 12
+echo "== KDA forward, ms (FLA/ours, CUTLASS/ours: > 1 means ours is faster)"
+cat "$out/kda_fla/summary.txt" 2>/dev/null || echo "(no fla_bench results)"
+exit 0
