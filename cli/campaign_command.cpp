@@ -238,6 +238,7 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
   co.timing_ci_width = o.ci_width;
   co.cost_model = !o.no_cost_model;
   co.build_factor = o.build_factor;
+  co.build_rounds = o.build_rounds;
   co.warm_start = o.warm_start;
   co.initial = o.initial;
   co.max_evaluations = o.budget;
@@ -308,6 +309,15 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
                       (res.last_fit.earlier_kept ? "" : " (the guard dropped them: they ranked this campaign's rows worse)")
                 : std::string())
         << "\n";
+  {
+    // Where the engine's own time went: on the H200 the GPU waited for the builds.
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "engine: proposing, building and screening took %.0f s of %.0f s wall (builder %.0f s, screen and "
+                  "records %.0f s); %lld builds\n",
+                  res.prepare_s, res.wall_s, res.build_s, res.screen_s, static_cast<long long>(res.built_this_run));
+    out << line;
+  }
   if (res.mode == "gpu") {
     char line[200];
     std::snprintf(line, sizeof line,

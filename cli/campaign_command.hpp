@@ -57,6 +57,7 @@ struct CampaignCliOptions {
   int min_samples = 10;
   bool no_cost_model = false;
   double build_factor = 1.5;
+  int build_rounds = 2;
   double ci_width = 0.01;
   int warm_start = -1;
   int initial = 12;

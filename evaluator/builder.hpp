@@ -84,7 +84,9 @@ class Builder {
   };
   std::shared_ptr<const NvrtcMemo> nvrtc(const std::string& source, const std::string& label, const std::string& arch,
                                          const std::vector<std::string>& options) const;
-  static constexpr std::size_t kNvrtcMemoEntries = 48;
+  // Two build rounds of up to ~48 children each run at once, and their parents (a population of
+  // 24) must survive them: RMSNorm's PTX is ~1 MB, so this holds ~130 MB at most.
+  static constexpr std::size_t kNvrtcMemoEntries = 128;
   mutable std::mutex memo_mu_;
   mutable std::atomic<std::int64_t> nvrtc_runs_{0};
   mutable std::list<std::string> memo_order_;  // most recently used first

@@ -3,10 +3,12 @@
 #include <tbb/concurrent_queue.h>
 
 #include <algorithm>
+#include <deque>
 #include <numeric>
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <future>
 #include <random>
 #include <set>
 #include <sstream>
@@ -79,6 +81,15 @@ struct CampaignEngine::Item {
   // row's prediction is the mean of the per-shape predictions, i.e. minus the log fitness).
   std::vector<double> features;
   double analytic = 0;
+  std::string build_key;  // final PTX + launch knobs: twins are one measurement
+};
+
+struct CampaignEngine::Round {
+  int generation = 0;
+  std::size_t proposed = 0;
+  std::vector<Item> fresh;  // recorded, building
+  std::future<std::vector<evaluator::BuildResult>> built;
+  double started = 0;
 };
 
 struct CampaignEngine::Batch {
@@ -260,6 +271,20 @@ std::vector<Proposal> CampaignEngine::propose(int generation, std::mt19937_64& r
     bool llm_tried = false;  // one LLM attempt per slot; after that the rule agents fill it
     for (int attempt = 0; attempt < 6; ++attempt) {
       auto ops = proposer_.applicable(parent->genome, has_mate);
+      // A pass that refused this parent refuses it again; one that refused every parent so far
+      // is offered only now and then (a later parent's code may suit it).
+      const bool explore = std::uniform_real_distribution<double>(0, 1)(rng) < 0.05;
+      std::erase_if(ops, [&](const std::string& o) {
+        if (refused_pairs_.count({parent->candidate_id, o})) return true;
+        // One child per (parent, pass) a round: whether a pass applies rarely depends on its
+        // parameters, and the round's refusals are known only once it is built.
+        if (o.rfind("ptx:", 0) == 0 && asked_this_round_.count({parent->candidate_id, o})) return true;
+        if (explore || !rarely_applies(o)) return false;
+        if (rare_logged_.insert(o).second)
+          log_ << o << ": refused " << applicability_.at(o).refused
+               << " parents and applied to none; proposed only rarely from now on\n";
+        return true;
+      });
       const bool llm_open = allow_llm && llm_ && !llm_tried && !stop_.load() && llm_->available();
       if (llm_open) ops.push_back(LlmProposer::kOperator);
       std::string op;
@@ -287,6 +312,7 @@ std::vector<Proposal> CampaignEngine::propose(int generation, std::mt19937_64& r
         policy_.release(op);  // no legal move: the operator did not apply, nothing to charge
         continue;
       }
+      asked_this_round_.insert({parent->candidate_id, op});
       Proposal p;
       p.genome = std::move(*child);
       p.parent_id = parent->candidate_id;
@@ -300,15 +326,11 @@ std::vector<Proposal> CampaignEngine::propose(int generation, std::mt19937_64& r
   return out;
 }
 
-std::unique_ptr<CampaignEngine::Batch> CampaignEngine::prepare(int generation, std::vector<Proposal> proposals,
-                                                               bool remeasure_best, std::set<std::int64_t>& in_flight) {
-  auto batch = std::make_unique<Batch>();
-  batch->generation = generation;
-  // Fresh inputs for every batch: a candidate can never have seen them.
-  std::random_device rd;
-  batch->common = common_request((static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ static_cast<std::uint64_t>(generation));
-
-  std::vector<Item> fresh;
+std::unique_ptr<CampaignEngine::Round> CampaignEngine::launch(int generation, std::vector<Proposal> proposals,
+                                                             std::set<std::int64_t>& in_flight) {
+  auto round = std::make_unique<Round>();
+  round->generation = generation;
+  round->proposed = proposals.size();
   for (auto& p : proposals) {
     NewCandidate nc;
     nc.genome_hash = p.genome.hash();
@@ -319,7 +341,7 @@ std::unique_ptr<CampaignEngine::Batch> CampaignEngine::prepare(int generation, s
     nc.island = p.island;
     const auto rc = db_.record_candidate(campaign_id_, nc);
     if ((!rc.inserted && rc.done()) || !in_flight.insert(rc.id).second) {
-      // Seen before, or already on its way to a measurer: never built or measured twice.
+      // Seen before, or already built or on its way to a measurer: never built or measured twice.
       if (is_policy_op(p.operator_id)) policy_.release(p.operator_id);
       continue;
     }
@@ -327,14 +349,26 @@ std::unique_ptr<CampaignEngine::Batch> CampaignEngine::prepare(int generation, s
     Item it;
     it.proposal = std::move(p);
     it.candidate_id = rc.id;
-    fresh.push_back(std::move(it));
+    round->fresh.push_back(std::move(it));
   }
   std::vector<evaluator::BuildRequest> reqs;
-  for (const auto& it : fresh) reqs.push_back(build_request(it.proposal.genome));
-  const auto built = builder_.build_all(reqs);
-  std::map<std::string, std::int64_t> keys_in_batch;
-  for (std::size_t i = 0; i < fresh.size(); ++i) {
-    Item& it = fresh[i];
+  for (const auto& it : round->fresh) reqs.push_back(build_request(it.proposal.genome));
+  // The builder is const and thread-safe; its TBB tasks share the cores with other rounds.
+  round->started = now_s();
+  round->built = std::async(std::launch::async,
+                            [this, reqs = std::move(reqs)] { return builder_.build_all(reqs); });
+  return round;
+}
+
+std::size_t CampaignEngine::finish(Round& round, std::set<std::int64_t>& in_flight) {
+  const double wait_t0 = now_s();
+  const auto built = round.built.get();
+  result_.build_s += now_s() - wait_t0;
+  const double screen_t0 = now_s();
+  std::size_t added = 0;
+  std::map<std::string, std::int64_t> keys_in_round;
+  for (std::size_t i = 0; i < round.fresh.size(); ++i) {
+    Item& it = round.fresh[i];
     const auto& b = built[i];
     ++result_.built_this_run;
     BuildResult rec;
@@ -374,10 +408,13 @@ std::unique_ptr<CampaignEngine::Batch> CampaignEngine::prepare(int generation, s
       }
     }
     db_.record_build(it.candidate_id, rec);
+    in_flight.erase(it.candidate_id);
     const std::string& op_id = it.proposal.operator_id;
+    const bool refused = !rec.ok && rec.stage == "pass" && rec.log.rfind("pass-refused", 0) == 0;
+    note_build(it, refused, b.ok);
     if (!rec.ok && is_policy_op(op_id)) {
       // A pass that refused this parent could not apply: not charged. Anything else failed.
-      if (rec.stage == "pass" && rec.log.rfind("pass-refused", 0) == 0) policy_.release(op_id);
+      if (refused) policy_.release(op_id);
       else policy_.credit(op_id, Outcome::Failed);
     }
     if (!rec.ok && is_llm(it.proposal)) llm_->failed(it.proposal.genome, it.candidate_id, rec.stage, rec.log);
@@ -392,19 +429,26 @@ std::unique_ptr<CampaignEngine::Batch> CampaignEngine::prepare(int generation, s
         evaluator::sha256_hex(rec.ptx_hash + "\n" + evaluator::knobs_to_json(it.proposal.genome.knobs).dump());
     db_.set_build_key(it.candidate_id, key);
     std::optional<std::int64_t> twin = db_.measured_with_build_key(campaign_id_, key);
-    if (!twin && keys_in_batch.count(key)) twin = keys_in_batch.at(key);
+    if (!twin && keys_in_round.count(key)) twin = keys_in_round.at(key);
+    if (!twin)
+      for (const auto& r : reserve_)
+        if (r.build_key == key) twin = r.candidate_id;
+    if (!twin)
+      for (const auto& [id, k] : keys_in_flight_)
+        if (k == key) twin = id;
     if (twin && *twin != it.candidate_id) {
       db_.settle_candidate(it.candidate_id, "duplicate", twin);
       if (is_policy_op(op_id)) policy_.release(op_id);
       continue;
     }
-    keys_in_batch[key] = it.candidate_id;
+    keys_in_round[key] = it.candidate_id;
     if (measurers_.empty()) {
       if (is_policy_op(op_id)) policy_.release(op_id);
       db_.settle_candidate(it.candidate_id, "unmeasured");
       ++result_.unmeasured_this_run;
       continue;
     }
+    it.build_key = key;
     it.measure.genome_hash = it.proposal.genome.hash();
     it.measure.ptx_hash = rec.ptx_hash;
     it.measure.knobs = it.proposal.genome.knobs;
@@ -422,34 +466,123 @@ std::unique_ptr<CampaignEngine::Batch> CampaignEngine::prepare(int generation, s
       for (auto& v : it.features) v /= std::max(1, n);
       it.analytic /= std::max(1, n);
     }
-    batch->items.push_back(std::move(it));
+    // Waiting in the reserve keeps it out of later proposals.
+    in_flight.insert(it.candidate_id);
+    reserve_.push_back(std::move(it));
+    ++added;
   }
-  // Only what goes to a measurer stays in flight.
-  for (const auto& it : fresh) in_flight.erase(it.candidate_id);
-  for (const auto& it : batch->items) in_flight.insert(it.candidate_id);
-  if (remeasure_best && !measurers_.empty()) {
+  result_.screen_s += now_s() - screen_t0;
+  return added;
+}
+
+std::unique_ptr<CampaignEngine::Batch> CampaignEngine::dispatch(int generation, bool remeasure_best,
+                                                                std::set<std::int64_t>& in_flight,
+                                                                std::int64_t budget_left) {
+  auto batch = std::make_unique<Batch>();
+  batch->generation = generation;
+  // Fresh inputs for every batch: a candidate can never have seen them.
+  std::random_device rd;
+  batch->common = common_request((static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ static_cast<std::uint64_t>(generation));
+  if (opt_.cost_model) {
+    select_for_gpu(*batch, in_flight, budget_left);
+  } else {
+    // Oldest first: the order they were proposed in.
+    const std::size_t take = std::min<std::size_t>(
+        {static_cast<std::size_t>(std::max(1, opt_.batch)), reserve_.size(), static_cast<std::size_t>(std::max<std::int64_t>(0, budget_left))});
+    for (std::size_t i = 0; i < take; ++i) batch->items.push_back(std::move(reserve_[i]));
+    reserve_.erase(reserve_.begin(), reserve_.begin() + static_cast<std::ptrdiff_t>(take));
+  }
+  for (const auto& it : batch->items) keys_in_flight_[it.candidate_id] = it.build_key;
+  if (remeasure_best) {
     const Member* best = population_.best();
     // Counting the ones in flight: two batches queued before the first answers must not both
     // re-measure a best that needs only one more figure.
     if (best && best->measurements + remeasures_in_flight_[best->candidate_id] >= opt_.max_measurements) best = nullptr;
-    if (best) {
+    if (best && !cubins_.count(best->candidate_id)) {
+      // A best of an earlier run (resumed): built again once.
       auto b = builder_.build(build_request(best->genome));
-      if (b.ok) {
-        Item it;
-        it.proposal.genome = best->genome;
-        it.proposal.operator_id = "remeasure";
-        it.candidate_id = best->candidate_id;
-        it.purpose = "remeasure";
-        it.measure.genome_hash = best->genome.hash();
-        it.measure.ptx_hash = evaluator::sha256_hex(b.ptx);
-        it.measure.knobs = best->genome.knobs;
-        it.measure.cubin = b.cubin;
-        batch->items.push_back(std::move(it));
-        ++remeasures_in_flight_[best->candidate_id];
-      }
+      if (b.ok) cubins_[best->candidate_id] = std::move(b.cubin);
+    }
+    const auto cubin = best ? cubins_.find(best->candidate_id) : cubins_.end();
+    if (best && cubin != cubins_.end()) {
+      Item it;
+      it.proposal.genome = best->genome;
+      it.proposal.operator_id = "remeasure";
+      it.candidate_id = best->candidate_id;
+      it.purpose = "remeasure";
+      it.measure.genome_hash = best->genome.hash();
+      it.measure.knobs = best->genome.knobs;
+      it.measure.cubin = cubin->second;
+      batch->items.push_back(std::move(it));
+      ++remeasures_in_flight_[best->candidate_id];
     }
   }
   return batch;
+}
+
+void CampaignEngine::load_applicability() {
+  {
+    // Gate outcomes of this campaign's candidates, for the validity rates.
+    auto ev = db_.connection().prepare(
+        "SELECT c.genome_json, e.verdict FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
+        "WHERE c.campaign_id = ? AND e.purpose = 'candidate'");
+    ev.bind(1, campaign_id_);
+    while (ev.step()) {
+      try {
+        const Genome g = genome_from_json(json::parse(ev.column_text(0)));
+        for (const auto& c : validity_categories(g)) validity_.add(c, ev.column_text(1) == "pass");
+      } catch (const std::exception&) {
+        // An unreadable genome was reported when it was resumed; it teaches nothing here.
+      }
+    }
+  }
+  // A resumed campaign remembers which passes refused which parents.
+  auto st = db_.connection().prepare(
+      "SELECT operator, parent_id, build_ok, build_stage, substr(coalesce(build_log, ''), 1, 12) FROM candidates "
+      "WHERE campaign_id = ? AND operator LIKE 'ptx:%' AND build_stage IS NOT NULL");
+  st.bind(1, campaign_id_);
+  while (st.step()) {
+    const std::string op = st.column_text(0);
+    const bool refused = st.column_text(3) == "pass" && st.column_text(4) == "pass-refused";
+    if (refused) {
+      ++applicability_[op].refused;
+      if (auto parent = st.column_opt_int(1)) refused_pairs_.insert({*parent, op});
+    } else if (st.column_int(2) != 0) {
+      ++applicability_[op].applied;
+    }
+  }
+}
+
+std::vector<std::string> CampaignEngine::validity_categories(const Genome& g) {
+  std::vector<std::string> out;
+  const auto knobs = evaluator::knobs_to_json(g.knobs);
+  for (const auto& [k, v] : knobs.items()) out.push_back(g.seed + ":" + k + "=" + v.dump());
+  for (const auto& e : g.edits) out.push_back("pass:" + e.pass);
+  if (!g.source.empty()) out.push_back("agent-source");
+  return out;
+}
+
+double CampaignEngine::p_valid(const Genome& g) const {
+  double p = 1.0;
+  for (const auto& c : validity_categories(g)) p = std::min(p, validity_.probability(c));
+  return p;
+}
+
+void CampaignEngine::note_build(const Item& it, bool refused, bool ok) {
+  const std::string& op = it.proposal.operator_id;
+  if (op.rfind("ptx:", 0) != 0) return;
+  if (refused) {
+    ++applicability_[op].refused;
+    if (it.proposal.parent_id) refused_pairs_.insert({*it.proposal.parent_id, op});
+  } else if (ok) {
+    ++applicability_[op].applied;
+  }
+}
+
+bool CampaignEngine::rarely_applies(const std::string& op) const {
+  const auto a = applicability_.find(op);
+  return opt_.refusals_before_rare > 0 && a != applicability_.end() && a->second.applied == 0 &&
+         a->second.refused >= opt_.refusals_before_rare;
 }
 
 void CampaignEngine::refit_model() {
@@ -479,25 +612,23 @@ void CampaignEngine::refit_model() {
 }
 
 void CampaignEngine::select_for_gpu(Batch& b, std::set<std::int64_t>& in_flight, std::int64_t budget_left) {
-  std::vector<Item> others;
-  for (auto& it : b.items) (it.purpose == "candidate" ? reserve_ : others).push_back(std::move(it));
-  b.items = std::move(others);
   if (reserve_.empty()) return;
   refit_model();
   const auto n = static_cast<Eigen::Index>(reserve_.size());
   const auto cols = static_cast<Eigen::Index>(layout_.size());
   Eigen::MatrixXd X = Eigen::MatrixXd::Zero(n, cols);
-  Eigen::VectorXd p_valid = Eigen::VectorXd::Ones(n), analytic(n);
+  Eigen::VectorXd valid = Eigen::VectorXd::Ones(n), analytic(n);
   for (Eigen::Index i = 0; i < n; ++i) {
     const Item& it = reserve_[static_cast<std::size_t>(i)];
     for (Eigen::Index j = 0; j < cols && j < static_cast<Eigen::Index>(it.features.size()); ++j)
       X(i, j) = it.features[static_cast<std::size_t>(j)];
     analytic(i) = it.analytic;
+    valid(i) = p_valid(it.proposal.genome);
   }
   const std::size_t slots = std::min<std::size_t>(
       {static_cast<std::size_t>(std::max(1, opt_.batch)), reserve_.size(), static_cast<std::size_t>(budget_left)});
   if (slots == 0) return;
-  const auto picks = prior::select_batch(model_.model(), X, p_valid, analytic, slots, model_rng_, model_.selection_options());
+  const auto picks = prior::select_batch(model_.model(), X, valid, analytic, slots, model_rng_, model_.selection_options());
   std::vector<bool> taken(reserve_.size(), false);
   for (const auto& p : picks) {
     taken[p.index] = true;
@@ -541,6 +672,7 @@ void CampaignEngine::select_for_gpu(Batch& b, std::set<std::int64_t>& in_flight,
 void CampaignEngine::absorb(Batch& b) {
   for (auto& it : b.items) {
     EvalReport& r = it.report;
+    if (it.purpose == "candidate") keys_in_flight_.erase(it.candidate_id);
     if (it.purpose == "remeasure" && --remeasures_in_flight_[it.candidate_id] <= 0) remeasures_in_flight_.erase(it.candidate_id);
     const std::string& op_id = it.proposal.operator_id;
     const bool credited = it.purpose == "candidate" && is_policy_op(op_id);
@@ -565,6 +697,8 @@ void CampaignEngine::absorb(Batch& b) {
           policy_.credit(op_id, Outcome::NotFaster);
       }
     }
+    if (it.purpose == "candidate" && r.verdict != "unmeasured" && r.verdict != "not-run")
+      for (const auto& c : validity_categories(it.proposal.genome)) validity_.add(c, r.verdict == "pass" && r.fitness);
     if (r.verdict == "unmeasured") {
       if (it.purpose == "candidate") db_.settle_candidate(it.candidate_id, "unmeasured");
       ++result_.unmeasured_this_run;
@@ -611,7 +745,9 @@ void CampaignEngine::absorb(Batch& b) {
     m.fitness_high = hi;
     measured_[m.candidate_id] = m;
     population_.offer(it.proposal.island, m, it.proposal.parent_id);
+    if (population_.contains(m.candidate_id)) cubins_[m.candidate_id] = it.measure.cubin;
   }
+  std::erase_if(cubins_, [&](const auto& kv) { return !population_.contains(kv.first); });
 }
 
 void CampaignEngine::progress(bool force) {
@@ -688,6 +824,7 @@ CampaignResult CampaignEngine::run() {
   }
   // What earlier campaigns in this database learned about the operators (capped per key).
   policy_.load(db_);
+  load_applicability();  // a resumed campaign's refusals and gate outcomes
   if (llm_agents_) {
     llm_ = std::make_unique<LlmProposer>(
         *llm_agents_, db_, campaign_id_, spec_, op_, opt_.arch,
@@ -753,7 +890,7 @@ CampaignResult CampaignEngine::run() {
   }
 
   int in_flight = 0, batches = 0, empty_rounds = 0;
-  std::set<std::int64_t> candidates_in_flight;
+  std::set<std::int64_t> candidates_in_flight;  // building, waiting in the reserve, or at a measurer
   std::int64_t queued = 0;  // candidate items handed to measurers and not yet absorbed
   // A replayed candidate the record lacks still spends budget: on a GPU it would have cost an
   // evaluation, and a replay campaign stands in for one of equal budget.
@@ -775,120 +912,139 @@ CampaignResult CampaignEngine::run() {
     return "";
   };
   std::string stop_reason;
-  double yield_estimate = 0.5;  // candidates that reach a measurer per proposal (duplicates, failed builds, screens)
-  while (true) {
-    // Keep every measurer fed, plus one batch ready: the GPU never waits for the compiler.
-    while (in_flight < static_cast<int>(measurers_.size()) + 1 || measurers_.empty()) {
-      stop_reason = out_of_budget();
-      if (!stop_reason.empty()) break;
-      // The first population is in flight and nothing has come back: another batch now would be
-      // another first population (seeds and random genomes again), not children.
-      if (!measurers_.empty() && population_.empty() && in_flight > 0 && pending.empty()) break;
-      // The next proposals: what was in flight when the last run stopped first, a batch at a
-      // time; never more than the budget has left (the rest waits, unrecorded, for a later batch).
-      // Only a batch's first call asks the LLM agents: filling a batch with more children is the
-      // cheap rule agents' job, and LLM calls cost money and seconds each.
-      auto next_proposals = [&](std::int64_t extra_queued, bool allow_llm = false) -> std::optional<std::vector<Proposal>> {
-        std::vector<Proposal> props;
-        if (!pending.empty()) {
-          const std::size_t take = std::min<std::size_t>(pending.size(), static_cast<std::size_t>(std::max(1, opt_.batch)));
-          props.assign(std::make_move_iterator(pending.begin()), std::make_move_iterator(pending.begin() + static_cast<std::ptrdiff_t>(take)));
-          pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(take));
-        } else {
-          props = propose(generation, rng, allow_llm);
-        }
-        const std::int64_t left =
-            budget_ - (measurers_.empty() ? result_.built_this_run : evaluations_done() + queued + extra_queued);
-        if (left <= 0) {
-          pending.insert(pending.begin(), std::make_move_iterator(props.begin()), std::make_move_iterator(props.end()));
-          return std::nullopt;
-        }
-        if (static_cast<std::int64_t>(props.size()) > left) {
-          pending.insert(pending.begin(), std::make_move_iterator(props.begin() + left), std::make_move_iterator(props.end()));
-          props.resize(static_cast<std::size_t>(left));
-        }
-        return props;
-      };
-      const double prep_t0 = now_s();
-      auto props = next_proposals(0, true);
-      if (!props) {
-        stop_reason = "budget";
-        break;
-      }
-      // Candidates to build and screen for this batch: `batch`, or with the cost model enough
-      // that it has a choice (build_factor x batch, counting those waiting in the reserve).
-      const bool choosing = opt_.cost_model && !measurers_.empty();
-      const std::int64_t target =
-          choosing ? std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(opt_.batch * opt_.build_factor)) -
-                                                   static_cast<std::int64_t>(reserve_.size()))
-                   : opt_.batch;
-      // As many proposals as the yield of earlier batches says it takes to fill this one, built
-      // together: one parallel round instead of several rounds, each as slow as its slowest build.
-      // (Not for the first population: it is the seeds and `initial` random genomes, no more.)
-      if (!measurers_.empty() && !population_.empty()) {
-        const double rounds = static_cast<double>(target) / std::max(1, opt_.batch) / std::max(0.25, yield_estimate);
-        const int extra = std::clamp(static_cast<int>(std::ceil(rounds)) - 1, 0, 7);
-        for (int k = 0; k < extra; ++k) {
-          ++generation;
-          auto p = next_proposals(static_cast<std::int64_t>(props->size()));
-          if (!p) break;
-          for (auto& x : *p) props->push_back(std::move(x));
-        }
-      }
-      const bool remeasure = opt_.remeasure_every > 0 && batches > 0 && batches % opt_.remeasure_every == 0;
-      const std::size_t proposed = props->size();
-      auto batch = prepare(generation, std::move(*props), remeasure, candidates_in_flight);
+  double yield_estimate = 0.5;  // candidates that reach the reserve per proposal (duplicates, failed builds, screens)
+  std::deque<std::unique_ptr<Round>> building;
+  bool first_population_launched = !population_.empty();
+  const bool choosing = opt_.cost_model && !measurers_.empty();
+  // Candidates a batch waits for: `batch`, or with the cost model enough that it has a choice.
+  const auto target = static_cast<std::size_t>(
+      std::max(1, choosing ? static_cast<int>(std::ceil(opt_.batch * opt_.build_factor)) : opt_.batch));
+  const std::size_t reserve_cap = static_cast<std::size_t>(std::max(opt_.reserve_factor, 1) * std::max(1, opt_.batch));
+
+  // The next proposals: what was in flight when the last run stopped first, a batch at a time;
+  // never more than the budget has left counting what is building or waiting (the rest waits,
+  // unrecorded, for a later round).
+  auto next_proposals = [&](std::int64_t committed, bool allow_llm) -> std::vector<Proposal> {
+    std::vector<Proposal> props;
+    if (!pending.empty()) {
+      const std::size_t take = std::min<std::size_t>(pending.size(), static_cast<std::size_t>(std::max(1, opt_.batch)));
+      props.assign(std::make_move_iterator(pending.begin()), std::make_move_iterator(pending.begin() + static_cast<std::ptrdiff_t>(take)));
+      pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(take));
+    } else {
+      props = propose(generation, rng, allow_llm);
       ++generation;
-      // Top up: children that were duplicates, failed to build or were screened out leave room,
-      // and a batch of one or two candidates spends most of its GPU time on per-batch set-up
-      // (input pools, references). Enough proposals for the yield seen so far are built at
-      // once (the builder runs them in parallel). Proposals come from the same population.
-      auto candidates_in = [](const Batch& b) {
-        return static_cast<std::int64_t>(
-            std::count_if(b.items.begin(), b.items.end(), [](const Item& it) { return it.purpose == "candidate"; }));
-      };
-      std::size_t tried = proposed;
-      for (int round = 0; round < opt_.top_up_rounds && !measurers_.empty() && !population_.empty() &&
-                          candidates_in(*batch) < target &&
-                          out_of_budget().empty();
-           ++round) {
-        const double yield = std::max(0.2, static_cast<double>(candidates_in(*batch)) / static_cast<double>(std::max<std::size_t>(tried, 1)));
-        const double want = static_cast<double>(target - candidates_in(*batch)) / yield;
-        const int calls = std::clamp(static_cast<int>(std::ceil(want / std::max(1, opt_.batch))), 1, 8);
-        std::vector<Proposal> more_props;
-        for (int k = 0; k < calls; ++k) {
-          auto p = next_proposals(candidates_in(*batch) + static_cast<std::int64_t>(more_props.size()));
-          if (!p) break;
-          for (auto& x : *p) more_props.push_back(std::move(x));
-          ++generation;
-        }
-        if (more_props.empty()) break;
-        tried += more_props.size();
-        auto more = prepare(generation, std::move(more_props), false, candidates_in_flight);
-        for (auto& it : more->items) batch->items.push_back(std::move(it));
+    }
+    const std::int64_t left = budget_ - committed;
+    if (left <= 0) {
+      pending.insert(pending.begin(), std::make_move_iterator(props.begin()), std::make_move_iterator(props.end()));
+      return {};
+    }
+    if (static_cast<std::int64_t>(props.size()) > left) {
+      pending.insert(pending.begin(), std::make_move_iterator(props.begin() + left), std::make_move_iterator(props.end()));
+      props.resize(static_cast<std::size_t>(left));
+    }
+    return props;
+  };
+  // What the budget already holds: measured, at a measurer, waiting, or expected from builds.
+  auto committed = [&]() -> std::int64_t {
+    std::int64_t expected = 0;
+    for (const auto& r : building) expected += static_cast<std::int64_t>(std::ceil(yield_estimate * static_cast<double>(r->fresh.size())));
+    if (measurers_.empty()) return result_.built_this_run + static_cast<std::int64_t>(std::accumulate(
+                                                                 building.begin(), building.end(), std::size_t{0},
+                                                                 [](std::size_t n, const auto& r) { return n + r->fresh.size(); }));
+    return evaluations_done() + queued + static_cast<std::int64_t>(reserve_.size()) + expected;
+  };
+  // Keeps up to build_rounds rounds building in the background, each sized by the yield seen so
+  // far to bring about `target` candidates. Only counts decide, never timing: a campaign with one
+  // measurer makes the same choices every run.
+  auto launch_rounds = [&] {
+    while (static_cast<int>(building.size()) < std::max(1, opt_.build_rounds)) {
+      if (!out_of_budget().empty()) return;
+      if (reserve_.size() >= reserve_cap) return;  // the GPU is the bottleneck: no need to build more
+      const bool first = population_.empty();
+      // The first population is building or measured and nothing has come back: another round
+      // now would be another first population (seeds and random genomes again), not children.
+      if (first && first_population_launched && pending.empty() &&
+          (in_flight > 0 || !building.empty() || !reserve_.empty()))
+        return;
+      const double per_call = std::max(1.0, static_cast<double>(opt_.batch) * std::max(0.2, yield_estimate));
+      const int calls = first ? 1 : std::clamp(static_cast<int>(std::ceil(static_cast<double>(target) / per_call)), 1, 8);
+      std::vector<Proposal> props;
+      for (int k = 0; k < calls; ++k) {
+        // Only a round's first call asks the LLM agents: filling it is the cheap rule agents' job.
+        auto p = next_proposals(committed() + static_cast<std::int64_t>(std::ceil(yield_estimate * static_cast<double>(props.size()))), k == 0);
+        if (p.empty()) break;
+        for (auto& x : p) props.push_back(std::move(x));
+        if (first) break;
       }
-      result_.prepare_s += now_s() - prep_t0;
-      if (tried > 0)
-        yield_estimate = 0.7 * yield_estimate + 0.3 * static_cast<double>(candidates_in(*batch)) / static_cast<double>(tried);
-      if (choosing)
-        select_for_gpu(*batch, candidates_in_flight, std::max<std::int64_t>(0, budget_ - (evaluations_done() + queued)));
+      if (first) first_population_launched = true;
+      if (props.empty()) {
+        ++empty_rounds;
+        return;
+      }
+      asked_this_round_.clear();
+      building.push_back(launch(generation, std::move(props), candidates_in_flight));
+      ++generation;
+    }
+  };
+
+  while (true) {
+    stop_reason = out_of_budget();
+    const double prep_t0 = now_s();
+    launch_rounds();
+    // Fill the measurers plus one batch ready: the GPU never waits for the compiler while the
+    // builds run ahead.
+    while (!measurers_.empty() && in_flight < static_cast<int>(measurers_.size()) + 1 && stop_reason.empty()) {
+      // A measurer with nothing to do takes a plain batch now; otherwise the queued batch waits
+      // until the model has its choice. (In flight counts batches, so this is still counts only.)
+      const std::size_t want =
+          in_flight < static_cast<int>(measurers_.size()) ? static_cast<std::size_t>(std::max(1, opt_.batch)) : target;
+      int rounds_waited = 0;
+      while (reserve_.size() < want && !building.empty() &&
+             (rounds_waited <= opt_.top_up_rounds || reserve_.empty())) {
+        auto r = std::move(building.front());
+        building.pop_front();
+        const std::size_t added = finish(*r, candidates_in_flight);
+        if (r->proposed > 0)
+          yield_estimate = 0.7 * yield_estimate + 0.3 * static_cast<double>(added) / static_cast<double>(r->proposed);
+        ++rounds_waited;
+        // Every child a duplicate, a failed build or screened out, round after round: the space
+        // reachable from this population is spent.
+        empty_rounds = added > 0 ? 0 : empty_rounds + 1;
+        stop_reason = empty_rounds > 50 ? "no-proposals" : out_of_budget();
+        if (!stop_reason.empty()) break;
+        launch_rounds();  // keep the cores busy while this batch goes out
+      }
+      if (reserve_.empty() || !stop_reason.empty()) break;
+      const bool remeasure = opt_.remeasure_every > 0 && batches > 0 && batches % opt_.remeasure_every == 0;
+      auto batch = dispatch(generation, remeasure, candidates_in_flight,
+                            std::max<std::int64_t>(0, budget_ - (evaluations_done() + queued)));
       ++batches;
       if (opt_.migrate_every > 0 && batches % opt_.migrate_every == 0) population_.migrate();
-      if (batch->items.empty()) {
-        // Everything was a duplicate, failed to build or was screened out.
-        if (++empty_rounds > 50) {
-          stop_reason = "no-proposals";
-          break;
-        }
-        if (measurers_.empty()) progress(false);
-        continue;
-      }
-      empty_rounds = 0;
+      if (batch->items.empty()) break;
       for (const auto& it : batch->items) queued += it.purpose == "candidate" ? 1 : 0;
       work.push(batch.release());
       ++in_flight;
     }
-    if (in_flight == 0) break;
+    if (measurers_.empty()) {
+      // Static mode: build and screen, nothing to measure.
+      if (!building.empty()) {
+        auto r = std::move(building.front());
+        building.pop_front();
+        empty_rounds = finish(*r, candidates_in_flight) > 0 || !r->fresh.empty() ? 0 : empty_rounds + 1;
+        progress(false);
+      }
+    }
+    result_.prepare_s += now_s() - prep_t0;
+    if (empty_rounds > 50 && in_flight == 0) {
+      stop_reason = "no-proposals";
+      break;
+    }
+    if (in_flight == 0) {
+      if (!stop_reason.empty()) break;
+      // Nothing building and nothing to measure: proposals came back empty (counted above).
+      continue;
+    }
     Batch* raw = nullptr;
     done.pop(raw);
     std::unique_ptr<Batch> b(raw);
@@ -909,7 +1065,11 @@ CampaignResult CampaignEngine::run() {
     absorb(*b);
     policy_.save(db_);
     progress(false);
-    if (stop_reason == "measurer-failed") break;
+  }
+  // Builds still running finish and are recorded (a resumed campaign measures what passed).
+  while (!building.empty()) {
+    finish(*building.front(), candidates_in_flight);
+    building.pop_front();
   }
   for (std::size_t i = 0; i < threads.size(); ++i) work.push(nullptr);
   for (auto& t : threads) t.join();

@@ -266,7 +266,8 @@ ptxevo::evaluator::Spec load(const std::string& file) {
 }
 
 // Every correctness shape of every kernels/kda spec (options as the spec fixes them: both gates,
-// states present or absent), each chunk size, the input distributions taken in turn; the op's
+// states present or absent), the chunk sizes and input distributions taken in turn (every chunk
+// size meets every spec; all three on every shape took two minutes of CI for little more); the op's
 // fills put gate extremes (constant -8 / 0 / +8, wide random) on the heads of every shape.
 TEST(KdaChunkedEmulation, MatchesTheRecurrentReferenceOnEverySpecShape) {
   double worst_out = 0, worst_state = 0;
@@ -275,21 +276,21 @@ TEST(KdaChunkedEmulation, MatchesTheRecurrentReferenceOnEverySpecShape) {
                            "kda_fwd_no_state.spec"}) {
     const auto spec = load(file);
     const auto& dists = ptxevo::evaluator::all_distributions();
-    for (int chunk : {16, 32, 64})
-      for (std::size_t i = 0; i < spec.correctness_shapes.size(); ++i) {
-        const Shape& s = spec.correctness_shapes[i];
-        const Distribution dist = dists[(i + static_cast<std::size_t>(chunk)) % dists.size()];
-        const Errors e = errors(s, spec.config, dist, ++seed, chunk, Mistake::None);
-        SCOPED_TRACE(std::string(file) + " " + ptxevo::evaluator::shape_to_string(s) + " C=" + std::to_string(chunk) +
-                     " " + to_string(dist));
-        EXPECT_LT(e.out, 5e-3);
-        EXPECT_LT(e.state, 5e-3);
-        if (e.out > 3.5e-3 || e.state > 3e-3)
-          std::printf("  %s %s C=%d %s: out %.3g, final_state %.3g\n", file, ptxevo::evaluator::shape_to_string(s).c_str(),
-                      chunk, to_string(dist), e.out, e.state);
-        worst_out = std::max(worst_out, e.out);
-        worst_state = std::max(worst_state, e.state);
-      }
+    for (std::size_t i = 0; i < spec.correctness_shapes.size(); ++i) {
+      const int chunk = 16 << ((i + seed) % 3);
+      const Shape& s = spec.correctness_shapes[i];
+      const Distribution dist = dists[(i / 3 + i) % dists.size()];
+      const Errors e = errors(s, spec.config, dist, ++seed, chunk, Mistake::None);
+      SCOPED_TRACE(std::string(file) + " " + ptxevo::evaluator::shape_to_string(s) + " C=" + std::to_string(chunk) +
+                   " " + to_string(dist));
+      EXPECT_LT(e.out, 5e-3);
+      EXPECT_LT(e.state, 5e-3);
+      if (e.out > 3.5e-3 || e.state > 3e-3)
+        std::printf("  %s %s C=%d %s: out %.3g, final_state %.3g\n", file, ptxevo::evaluator::shape_to_string(s).c_str(),
+                    chunk, to_string(dist), e.out, e.state);
+      worst_out = std::max(worst_out, e.out);
+      worst_state = std::max(worst_state, e.state);
+    }
   }
   std::printf("chunked model vs fp64 recurrence, worst rel_l2: out %.3g, final_state %.3g\n", worst_out, worst_state);
 }

@@ -240,6 +240,65 @@ TEST_F(CampaignTest, StopsWhenAskedAndKeepsWhatWasMeasured) {
   EXPECT_EQ(s.column_text(0), "stopped");
 }
 
+// Pass children whose pass refused the parent: how many, and whether any (parent, pass) pair
+// refused twice.
+std::pair<int, int> refusals(TraceDb& db, std::int64_t campaign_id) {
+  auto q = db.connection().prepare(
+      "SELECT count(*), count(*) - count(DISTINCT coalesce(parent_id, -1) || operator) FROM candidates "
+      "WHERE campaign_id = ? AND build_stage = 'pass' AND build_log LIKE 'pass-refused%'");
+  q.bind(1, campaign_id);
+  q.step();
+  return {static_cast<int>(q.column_int(0)), static_cast<int>(q.column_int(1))};
+}
+
+TEST_F(CampaignTest, PassesThatRefuseEveryParentAreRarelyProposedAgain) {
+  auto o = small();
+  o.max_evaluations = 60;
+  o.final_check = false;
+  auto db_off = TraceDb::open(dir_ / "off.db");
+  KnobModelMeasurer m_off;
+  o.refusals_before_rare = 0;  // off: refusals are free to the posterior, so they recur
+  const auto off = run(db_off, {&m_off}, o);
+  const auto [refused_off, repeats_off] = refusals(db_off, off.campaign_id);
+  ASSERT_GE(refused_off, 8) << "the toy kernel should have passes that cannot apply";
+  (void)repeats_off;
+
+  auto db_on = TraceDb::open(dir_ / "on.db");
+  KnobModelMeasurer m_on;
+  o.refusals_before_rare = 3;
+  // One build round at a time: with more, a round proposed before an earlier one's refusal was
+  // known may ask the same parent again.
+  o.build_rounds = 1;
+  const auto on = run(db_on, {&m_on}, o);
+  const auto [refused_on, repeats_on] = refusals(db_on, on.campaign_id);
+  EXPECT_EQ(repeats_on, 0) << "a pass proposed again for a parent it refused";
+  EXPECT_LT(refused_on, refused_off);
+  EXPECT_NE(log_.find("proposed only rarely"), std::string::npos);
+  std::printf("refused pass builds: %d with the rule, %d without (budget %lld)\n", refused_on, refused_off,
+              static_cast<long long>(o.max_evaluations));
+}
+
+// Builds run ahead of the GPU in several rounds at once, yet only counts decide what happens
+// next: with one measurer, the same seed gives the same campaign.
+TEST_F(CampaignTest, BuildRoundsRunAheadAndTheCampaignStaysDeterministic) {
+  auto snapshot = [&](const std::string& name, int rounds) {
+    auto db = TraceDb::open(dir_ / name);
+    KnobModelMeasurer m;
+    auto o = small();
+    o.max_evaluations = 40;
+    o.build_rounds = rounds;
+    const auto r = run(db, {&m}, o);
+    EXPECT_EQ(r.evaluations, 40);
+    std::string out;
+    auto q = db.connection().prepare("SELECT id || ' ' || genome_hash || ' ' || operator || ' ' || state FROM candidates ORDER BY id");
+    while (q.step()) out += q.column_text(0) + "\n";
+    return out;
+  };
+  const std::string a = snapshot("a.db", 3);
+  EXPECT_EQ(a, snapshot("b.db", 3));
+  EXPECT_FALSE(a.empty());
+}
+
 TEST_F(CampaignTest, StaticModeBuildsAndRecordsNoFitness) {
   auto db = TraceDb::open(dir_ / "c.db");
   auto o = small();
