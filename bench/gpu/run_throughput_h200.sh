@@ -6,10 +6,12 @@
 # measured again by `ptxevo eval` with every one of the 30 paired samples on every shape, and
 # their campaign fitness is printed beside the full one. Everything lands in $OUT.
 # Usage: bench/gpu/run_throughput_h200.sh COMMIT MINUTES [extra campaign options]
+# Env: BEST_EVALS (default 5) candidates re-measured with every sample at the end (0: none);
+#      OUT_SUB: a sub-folder of $OUT for this run (several runs in one call).
 set -uo pipefail
 commit="${1:?commit}"; minutes="${2:?minutes}"; shift 2
 [ -f .gpu/commit.txt ] && commit="$(cat .gpu/commit.txt)"  # what the bundle was built from
-out="${OUT:-/tmp/ptxevo-out}"
+out="${OUT:-/tmp/ptxevo-out}${OUT_SUB:+/$OUT_SUB}"
 mkdir -p "$out/logs"
 export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export PTXEVO_CACHE_DIR=/tmp/ptxevo-cache
@@ -42,8 +44,10 @@ for N, k, w in c.execute("""SELECT json_extract(shape_json,'$.N'), avg(json_extr
     avg((speedup_ci_high-speedup_ci_low)/speedup)*100 FROM shape_results WHERE speedup IS NOT NULL GROUP BY 1 ORDER BY 1"""):
     print(f"N={N:>7}: {k:5.1f} samples, CI {w:.2f}%")
 print("== the five best again with every sample (ptxevo eval) against their campaign figure")
+import os
 rows = c.execute("""SELECT candidate_id, fitness, fitness_low, fitness_high FROM evaluations
-  WHERE purpose='candidate' AND fitness IS NOT NULL ORDER BY fitness DESC LIMIT 5""").fetchall()
+  WHERE purpose='candidate' AND fitness IS NOT NULL ORDER BY fitness DESC LIMIT ?""",
+  (int(os.environ.get("BEST_EVALS", "5")),)).fetchall()
 for cid, f, lo, hi in rows:
     js = f"{out}/logs/eval_{cid}.json"
     subprocess.run(["timeout", "120", exe, "eval", spec, "--db", db, "--candidate", str(cid), "--json-out", js],
