@@ -10,6 +10,7 @@
 #include "cli/ir_commands.hpp"
 #include "cli/mutate_command.hpp"
 #include "cli/prior_command.hpp"
+#include "cli/prior_study_command.hpp"
 #include "cli/report_command.hpp"
 #include "cli/universe_command.hpp"
 #include "cli/worker_command.hpp"
@@ -83,6 +84,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "ptxevo 0.1.0");
   ptxevo::cli::register_export_command(app);
   ptxevo::cli::register_universe_command(app, argv[0]);
+  ptxevo::cli::register_prior_study_command(app);
 
   auto* ir = app.add_subcommand("ir", "Read PTX into the IR: print it canonically or show its analyses");
   ir->require_subcommand(1);

@@ -85,17 +85,22 @@ void OperatorPosterior::credit(const std::string& op, Outcome outcome, double sp
   for (const auto& k : {key(family_, arch_, op), key("*", arch_, op), key("*", "*", op)}) add(k, hit + bonus, miss);
 }
 
-void OperatorPosterior::load(TraceDb& db) {
-  auto s = db.connection().prepare("SELECT key, hits, misses FROM operator_stats");
-  while (s.step()) {
-    BetaCounts c{s.column_double(1), s.column_double(2)};
+void OperatorPosterior::carry(const std::map<std::string, BetaCounts>& earlier) {
+  for (auto [k, c] : earlier) {
     const double total = c.hits + c.misses;
     if (total > opt_.carried_cap) {
       c.hits *= opt_.carried_cap / total;
       c.misses *= opt_.carried_cap / total;
     }
-    counts_[s.column_text(0)] = c;
+    counts_[k] = c;
   }
+}
+
+void OperatorPosterior::load(TraceDb& db) {
+  std::map<std::string, BetaCounts> earlier;
+  auto s = db.connection().prepare("SELECT key, hits, misses FROM operator_stats");
+  while (s.step()) earlier[s.column_text(0)] = BetaCounts{s.column_double(1), s.column_double(2)};
+  carry(earlier);
 }
 
 void OperatorPosterior::save(TraceDb& db) const {

@@ -48,8 +48,11 @@ class OperatorPosterior : public OperatorPolicy {
   double mean(const std::string& op) const;
   const std::map<std::string, BetaCounts>& counts() const { return counts_; }
 
+  // Evidence from earlier campaigns (key -> counts, as counts() gives them), each key capped at
+  // carried_cap pseudo-observations; replaces what the keys held.
+  void carry(const std::map<std::string, BetaCounts>& earlier);
   // Persistence: rows (key, hits, misses) in the trace database's operator_stats table.
-  void load(TraceDb& db);   // evidence from earlier campaigns, capped per key
+  void load(TraceDb& db);   // carry() of what the database holds
   void save(TraceDb& db) const;
 
   static std::string key(const std::string& family, const std::string& arch, const std::string& op);

@@ -141,3 +141,35 @@ TEST(CliCampaign, ReplayFileMustExistAndFit) {
 }
 
 }  // namespace
+
+namespace {
+
+// `ptxevo universe` without a GPU builds and screens, says nothing was measured, and
+// `ptxevo prior-study` refuses such a file with a reason (docs/prior_study.md).
+TEST(CliUniverse, WithoutAGpuBuildsOnlyAndTheStudyRefusesIt) {
+  if (std::getenv("PTXEVO_HAS_GPU")) GTEST_SKIP() << "this machine has a GPU: the universe would be measured";
+  const std::string out = temp_file("");
+  std::remove(out.c_str());
+  auto r = run_process({PTXEVO_BIN, "universe", PTXEVO_SOURCE_DIR "/kernels/rmsnorm/rmsnorm_fwd.spec", "--out", out,
+                        "--vary", "VEC=4,8", "--vary", "STORE_HINT=0,1", "--max", "2"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("NOTHING IS MEASURED"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("4 admitted assignments, 2 in the file (a thinned subset"), std::string::npos) << r.output;
+  std::ifstream in(out);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("format"), "ptxevo-universe-1");
+  EXPECT_EQ(j.at("members").size(), 2u);
+  EXPECT_EQ(j.at("members")[0].at("genome").at("knobs").at("VEC"), 8);  // the baseline first
+  EXPECT_FALSE(j.at("members")[0].contains("eval"));
+  auto s = run_process({PTXEVO_BIN, "prior-study", "--universe", out});
+  EXPECT_EQ(s.exit_code, 1);
+  EXPECT_NE(s.output.find("holds no measurements"), std::string::npos) << s.output;
+  std::remove(out.c_str());
+
+  auto bad = run_process({PTXEVO_BIN, "universe", PTXEVO_SOURCE_DIR "/kernels/rmsnorm/rmsnorm_fwd.spec", "--out", out,
+                          "--vary", "VEC=3"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("3 is not a value of VEC in the spec (its values: 2,4,8)"), std::string::npos) << bad.output;
+}
+
+}  // namespace

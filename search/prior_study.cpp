@@ -1,0 +1,731 @@
+#include "search/prior_study.hpp"
+
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "evaluator/evaluation.hpp"
+#include "mutators/pass.hpp"
+#include "search/population.hpp"
+#include "search/prior/selection.hpp"
+#include "search/proposer.hpp"
+
+namespace ptxevo::search {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr std::int64_t kOwnCampaign = 2, kEarlierCampaign = 1;
+const char* const kStudyGpu = "study";  // one environment: earlier rows weigh as a same-GPU campaign's
+
+std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t z = a * 0x9e3779b97f4a7c15ULL + b + 0x632be59bd9b4e019ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// What a member is, as the study sees it.
+struct MemberData {
+  bool buildable = false;  // built and passed the screen
+  bool passes = false;     // passed the gate with a figure on every benchmark shape
+  std::vector<double> log_s, sd, cand_ms, log_low, log_high;  // per benchmark shape
+  std::vector<FeatureRow> features;                          // per benchmark shape
+};
+
+// The universe with the study's fixed parts: the restricted spec, the proposer, the features.
+struct Context {
+  const Universe* u = nullptr;
+  const evaluator::Op* op = nullptr;
+  evaluator::Spec spec;  // first seed only, its knob lists cut to the grid
+  std::shared_ptr<const mutators::PassRegistry> passes;
+  std::unique_ptr<Proposer> proposer;
+  FeatureLayout layout;
+  std::vector<MemberData> data;
+  std::map<std::string, std::size_t> index;  // genome hash -> member
+  std::string family;
+};
+
+// Figures of member i are those of member figure_of[i] (identity, or the shuffled control's
+// permutation over the passing members).
+struct Landscape {
+  std::vector<std::size_t> figure_of;
+};
+
+double true_fitness(const Context& c, const Landscape& l, std::size_t member, const std::vector<std::size_t>& shapes) {
+  const MemberData& d = c.data[l.figure_of[member]];
+  if (!c.data[member].buildable || !d.passes) return 0;
+  double s = 0;
+  for (const auto j : shapes) s += d.log_s[j];
+  return std::exp(s / static_cast<double>(shapes.size()));
+}
+
+struct Transfer {
+  const std::map<std::string, BetaCounts>* posterior = nullptr;
+  const std::vector<CostRow>* rows = nullptr;
+  const std::vector<std::size_t>* best = nullptr;  // members, best first, distinct
+};
+
+struct SimOutput {
+  StudyRun run;
+  std::map<std::string, BetaCounts> posterior;
+  std::vector<CostRow> rows;              // relabelled as the earlier campaign's
+  std::vector<std::size_t> best_members;  // by the best measured fitness, best first
+};
+
+struct Item {
+  std::size_t member = 0;
+  Proposal proposal;
+  std::vector<double> features;  // mean over the campaign's shapes
+  double analytic = 0;
+};
+
+bool is_policy_op(const std::string& op) { return op.rfind("knob_", 0) == 0; }
+
+// One campaign over the universe (mirrors CampaignEngine's propose / prepare / select_for_gpu /
+// absorb; see the header for what differs).
+SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, const Landscape& land, const Transfer& t,
+                   std::uint64_t seed, const StudyOptions& o, std::int64_t budget) {
+  SimOutput out;
+  StudyRun& run = out.run;
+  std::mt19937_64 rng(seed), model_rng(mix(seed, 17)), noise_rng(mix(seed, 29));
+  Population pop(PopulationOptions{o.islands, o.island_size, 3, 0.01});
+  OperatorPosterior policy(c.family, c.spec.arch);
+  if (t.posterior) policy.carry(*t.posterior);
+  CostModel model;
+  bool dirty = true;
+  std::vector<CostRow> own_rows;
+  std::map<std::int64_t, Member> measured;
+  std::map<std::size_t, double> best_measured;  // member -> its best measured fitness
+  std::set<std::size_t> seen;
+  std::vector<Item> reserve;
+  double best_true = 0;
+  const std::size_t ns = shapes.size();
+
+  // A measurement: noisy per-shape speedups around the stored medians, bounds shifted with them.
+  struct Figures {
+    double fitness = 0, low = 0, high = 0;
+  };
+  auto measure = [&](std::size_t member, std::optional<Figures>* fig) {
+    const MemberData& d = c.data[land.figure_of[member]];
+    if (!d.passes) {
+      fig->reset();
+      return;
+    }
+    double f = 0, lo = 0, hi = 0;
+    for (std::size_t k = 0; k < ns; ++k) {
+      const std::size_t j = shapes[k];
+      double ls = d.log_s[j];
+      if (o.noise && d.sd[j] > 0) ls += std::normal_distribution<double>(0.0, d.sd[j])(noise_rng);
+      f += ls;
+      lo += ls + (d.log_low[j] - d.log_s[j]);
+      hi += ls + (d.log_high[j] - d.log_s[j]);
+      // The cost row: this member's features, the figures' time (faster by the noisy speedup).
+      const FeatureRow& fr = c.data[member].features[j];
+      CostRow row;
+      row.campaign_id = kOwnCampaign;
+      row.candidate_id = static_cast<std::int64_t>(member) + 1;
+      row.group = kOwnCampaign * 1000 + static_cast<std::int64_t>(j);
+      row.gpu = kStudyGpu;
+      row.x = fr.x;
+      row.y = std::log(d.cand_ms[j] * std::exp(d.log_s[j] - ls) / fr.roofline_ms);
+      row.analytic = fr.analytic_log_time;
+      own_rows.push_back(std::move(row));
+    }
+    const double n = static_cast<double>(ns);
+    *fig = Figures{std::exp(f / n), std::exp(lo / n), std::exp(hi / n)};
+    dirty = true;
+  };
+
+  auto prepare = [&](std::vector<Proposal> props, std::vector<Item>& items) {
+    for (auto& p : props) {
+      const auto it = c.index.find(p.genome.hash());
+      const bool policy_op = is_policy_op(p.operator_id);
+      if (it == c.index.end()) {  // only a seed or warm genome can get here; proposals are checked
+        ++run.outside;
+        if (policy_op) policy.release(p.operator_id);
+        continue;
+      }
+      const std::size_t m = it->second;
+      if (!seen.insert(m).second) {
+        ++run.duplicates;
+        if (policy_op) policy.release(p.operator_id);
+        continue;
+      }
+      if (!c.data[m].buildable) {
+        if (policy_op) policy.credit(p.operator_id, Outcome::Failed);
+        continue;
+      }
+      Item item;
+      item.member = m;
+      item.proposal = std::move(p);
+      item.features.assign(c.layout.size(), 0.0);
+      for (const auto j : shapes) {
+        const FeatureRow& fr = c.data[m].features[j];
+        for (std::size_t k = 0; k < fr.x.size() && k < item.features.size(); ++k) item.features[k] += fr.x[k];
+        item.analytic += fr.analytic_log_time;
+      }
+      for (auto& v : item.features) v /= static_cast<double>(ns);
+      item.analytic /= static_cast<double>(ns);
+      items.push_back(std::move(item));
+    }
+  };
+
+  auto first_population = [&]() {
+    std::vector<Proposal> props;
+    int k = 0;
+    const int islands = pop.islands();
+    for (const auto& g : c.proposer->seeds()) {
+      Proposal p;
+      p.genome = g;
+      p.operator_id = "seed";
+      p.island = k++ % islands;
+      props.push_back(std::move(p));
+    }
+    int warm = 0;
+    const int cap = (static_cast<int>(props.size()) + o.initial) / 2;
+    if (t.best) {
+      std::set<std::string> have;
+      for (const auto& p : props) have.insert(p.genome.hash());
+      for (const auto m : *t.best) {
+        if (warm >= cap || warm >= o.initial) break;
+        const Genome& g = c.u->members[m].genome;
+        if (!c.proposer->admits(g).empty() || !have.insert(g.hash()).second) continue;
+        Proposal p;
+        p.genome = g;
+        p.operator_id = "warm_start";
+        p.island = k++ % islands;
+        props.push_back(std::move(p));
+        ++warm;
+      }
+    }
+    run.warm_seeds = warm;
+    for (int i = warm; i < o.initial; ++i) {
+      // The grid is closed under knob resets, so a random genome is a member unless the
+      // universe was thinned; then a few more draws.
+      for (int attempt = 0; attempt < 20; ++attempt) {
+        auto g = c.proposer->random_genome(c.spec.seeds.front().name, rng);
+        if (!g) break;
+        if (!c.index.count(g->hash())) {
+          ++run.outside;
+          continue;
+        }
+        Proposal p;
+        p.genome = std::move(*g);
+        p.operator_id = "random";
+        p.island = k++ % islands;
+        props.push_back(std::move(p));
+        break;
+      }
+    }
+    return props;
+  };
+
+  int generation = 0;
+  auto children = [&]() {
+    std::vector<Proposal> props;
+    const int islands = pop.islands();
+    for (int i = 0; i < o.batch; ++i) {
+      const int island = (generation * o.batch + i) % islands;
+      const Member* parent = pop.select(island, rng);
+      if (!parent) parent = pop.best();
+      const Member* mate = pop.select(island, rng);
+      if (mate == parent) mate = pop.select((island + 1) % islands, rng);
+      const bool has_mate = mate && mate != parent && mate->genome.seed == parent->genome.seed;
+      for (int attempt = 0; attempt < 6; ++attempt) {
+        std::vector<std::string> ops;
+        for (auto& op : c.proposer->applicable(parent->genome, has_mate))
+          if (is_policy_op(op)) ops.push_back(std::move(op));
+        const std::string op = policy.choose(ops, rng);
+        if (op.empty()) break;
+        std::string detail;
+        auto child = c.proposer->apply(op, parent->genome, has_mate ? &mate->genome : nullptr, rng, &detail);
+        if (!child || *child == parent->genome) {
+          policy.release(op);
+          continue;
+        }
+        if (!c.index.count(child->hash())) {  // outside the universe: drawn again, not charged
+          policy.release(op);
+          ++run.outside;
+          continue;
+        }
+        Proposal p;
+        p.genome = std::move(*child);
+        p.parent_id = parent->candidate_id;
+        p.operator_id = op;
+        p.island = island;
+        props.push_back(std::move(p));
+        break;
+      }
+    }
+    ++generation;
+    return props;
+  };
+
+  auto refit = [&]() {
+    if (!dirty) return;
+    dirty = false;
+    CostDataset d;
+    d.layout = c.layout;
+    d.rows = own_rows;
+    if (t.rows) d.rows.insert(d.rows.end(), t.rows->begin(), t.rows->end());
+    model.fit_for_campaign(d, kOwnCampaign, kStudyGpu, "", "", model_rng);
+  };
+
+  auto absorb = [&](const Item& it) {
+    ++run.evaluations;
+    std::optional<Figures> fig;
+    measure(it.member, &fig);
+    const std::string& op = it.proposal.operator_id;
+    if (!fig) {
+      ++run.failed;
+      if (is_policy_op(op)) policy.credit(op, Outcome::Failed);
+    } else {
+      Member child;
+      child.candidate_id = static_cast<std::int64_t>(it.member) + 1;
+      child.genome = it.proposal.genome;
+      child.fitness = fig->fitness;
+      child.fitness_low = fig->low;
+      child.fitness_high = fig->high;
+      if (is_policy_op(op)) {
+        const Member* best = pop.best();
+        auto parent = it.proposal.parent_id ? measured.find(*it.proposal.parent_id) : measured.end();
+        if (best && significantly_better(child, *best, 0.01))
+          policy.credit(op, Outcome::NewBest);
+        else if (parent != measured.end() && significantly_better(child, parent->second, 0.01))
+          policy.credit(op, Outcome::Faster, child.fitness / parent->second.fitness);
+        else
+          policy.credit(op, Outcome::NotFaster);
+      }
+      measured[child.candidate_id] = child;
+      auto& bm = best_measured[it.member];
+      bm = std::max(bm, child.fitness);
+      pop.offer(it.proposal.island, child, it.proposal.parent_id);
+      best_true = std::max(best_true, true_fitness(c, land, it.member, shapes));
+    }
+    run.best_true.push_back(best_true);
+  };
+
+  int batches = 0, empty_rounds = 0;
+  const std::int64_t target_built =
+      std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(o.batch * o.build_factor)));
+  while (run.evaluations < budget) {
+    std::vector<Item> fresh;
+    if (pop.empty()) {
+      prepare(first_population(), fresh);
+    } else {
+      // About build_factor x batch built and screened candidates (counting the reserve) for the
+      // model to choose from, in whole rounds of proposals as the campaign tops a batch up.
+      const std::int64_t want = std::max<std::int64_t>(1, target_built - static_cast<std::int64_t>(reserve.size()));
+      for (int call = 0; call < 8 && static_cast<std::int64_t>(fresh.size()) < want; ++call) prepare(children(), fresh);
+    }
+    for (auto& it : fresh) reserve.push_back(std::move(it));
+    ++batches;
+    if (o.migrate_every > 0 && batches % o.migrate_every == 0) pop.migrate();
+    if (reserve.empty()) {
+      if (++empty_rounds > 50) break;
+      continue;
+    }
+    empty_rounds = 0;
+    refit();
+    const auto n = static_cast<Eigen::Index>(reserve.size());
+    const auto cols = static_cast<Eigen::Index>(c.layout.size());
+    Eigen::MatrixXd X(n, cols);
+    Eigen::VectorXd p_valid = Eigen::VectorXd::Ones(n), analytic(n);
+    for (Eigen::Index i = 0; i < n; ++i) {
+      const Item& it = reserve[static_cast<std::size_t>(i)];
+      for (Eigen::Index j = 0; j < cols; ++j) X(i, j) = it.features[static_cast<std::size_t>(j)];
+      analytic(i) = it.analytic;
+    }
+    const std::size_t slots = std::min<std::size_t>(
+        {static_cast<std::size_t>(o.batch), reserve.size(), static_cast<std::size_t>(budget - run.evaluations)});
+    const auto picks = prior::select_batch(model.model(), X, p_valid, analytic, slots, model_rng, model.selection_options());
+    std::vector<bool> taken(reserve.size(), false);
+    std::vector<Item> batch;
+    for (const auto& p : picks) {
+      taken[p.index] = true;
+      batch.push_back(std::move(reserve[p.index]));
+    }
+    std::vector<Item> rest;
+    std::vector<double> score;
+    const bool cold = model.cold();
+    for (std::size_t i = 0; i < reserve.size(); ++i) {
+      if (taken[i]) continue;
+      const auto row = static_cast<Eigen::Index>(i);
+      score.push_back(cold ? analytic(row) : model.model().mean(X.row(row).transpose()));
+      rest.push_back(std::move(reserve[i]));
+    }
+    reserve = std::move(rest);
+    const std::size_t cap = static_cast<std::size_t>(std::max(1, o.reserve_factor * o.batch));
+    if (reserve.size() > cap) {
+      std::vector<std::size_t> order(reserve.size());
+      std::iota(order.begin(), order.end(), std::size_t{0});
+      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return score[a] < score[b]; });
+      std::vector<Item> kept;
+      for (std::size_t k = 0; k < order.size(); ++k) {
+        Item& it = reserve[order[k]];
+        if (k < cap) kept.push_back(std::move(it));
+        else if (is_policy_op(it.proposal.operator_id)) policy.release(it.proposal.operator_id);
+      }
+      reserve = std::move(kept);
+    }
+    for (const auto& it : batch) absorb(it);
+    // The best is measured again now and then (not charged to the budget, as in a campaign).
+    if (o.remeasure_every > 0 && batches % o.remeasure_every == 0)
+      if (const Member* best = pop.best(); best && best->measurements < o.max_measurements) {
+        const auto m = static_cast<std::size_t>(best->candidate_id - 1);
+        const std::int64_t id = best->candidate_id;
+        std::optional<Figures> fig;
+        measure(m, &fig);
+        if (fig) {
+          pop.remeasured(id, fig->fitness, fig->low, fig->high);
+          auto& bm = best_measured[m];
+          bm = std::max(bm, fig->fitness);
+          ++run.remeasures;
+        }
+      }
+  }
+  run.final_best = best_true;
+  out.posterior = policy.counts();
+  out.rows = std::move(own_rows);
+  for (auto& r : out.rows) {
+    r.campaign_id = kEarlierCampaign;
+    r.group = kEarlierCampaign * 1000 + (r.group % 1000);
+  }
+  std::vector<std::pair<double, std::size_t>> order;
+  for (const auto& [m, f] : best_measured) order.emplace_back(f, m);
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [f, m] : order) out.best_members.push_back(m);
+  return out;
+}
+
+double evaluations_to(const StudyRun& r, double target) {
+  for (std::size_t i = 0; i < r.best_true.size(); ++i)
+    if (r.best_true[i] >= target * (1 - 1e-12)) return static_cast<double>(i + 1);
+  return kInf;
+}
+
+std::string shapes_text(const std::vector<evaluator::Shape>& shapes) {
+  std::string s;
+  for (const auto& sh : shapes) {
+    auto it = sh.find("N");
+    s += (s.empty() ? "" : ",") + (it != sh.end() ? std::to_string(it->second) : evaluator::shape_to_string(sh));
+  }
+  return "N=" + s;
+}
+
+}  // namespace
+
+const ArmSummary* StudyDirection::arm(const std::string& name) const {
+  for (const auto& a : arms)
+    if (a.arm == name) return &a;
+  return nullptr;
+}
+
+StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, const evaluator::Op& op,
+                            const StudyOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (spec.seeds.empty() || spec.seeds.front().name != u.seed)
+    throw std::invalid_argument("the universe is over seed '" + u.seed + "', not the spec's first seed");
+  if (u.benchmark_shapes != spec.benchmark_shapes)
+    throw std::invalid_argument("the universe's benchmark shapes differ from the spec's");
+  if (o.seeds < 1 || o.batch < 1 || o.islands < 1 || o.island_size < 1 || o.build_factor < 1)
+    throw std::invalid_argument("seeds, batch, islands and island size must be positive and build factor at least 1");
+  const std::size_t nshapes = u.benchmark_shapes.size();
+  if (nshapes < 2) throw std::invalid_argument("two shape sets need at least two benchmark shapes");
+
+  StudyResult res;
+  res.options = o;
+  res.synthetic = u.synthetic;
+  res.members = u.members.size();
+  res.seeds = o.seeds;
+  res.provenance = u.synthetic ? "SYNTHETIC timings (a test fixture, not measured on a GPU)"
+                               : u.gpu + ", driver " + u.driver + ", " + u.toolchain + ", commit " +
+                                     (u.commit.empty() ? "?" : u.commit) + ", measured " + u.measured_at;
+  if (!u.closed) res.warnings.push_back("the universe is a thinned subset: proposals outside it are drawn again");
+
+  // ---- the fixed context ----
+  Context c;
+  c.u = &u;
+  c.op = &op;
+  c.spec = spec;
+  c.spec.seeds = {restrict_seed(spec.seeds.front(), u.grid)};
+  c.spec.baseline = u.seed;
+  c.passes = std::make_shared<const mutators::PassRegistry>(mutators::builtin_passes());
+  c.proposer = std::make_unique<Proposer>(c.spec, *c.passes);
+  c.family = op_family(spec.op);
+  std::set<std::string> knobs;
+  for (const auto& k : c.spec.seeds.front().knobs) knobs.insert(k.name);
+  c.layout.knobs.assign(knobs.begin(), knobs.end());
+  c.layout.passes = c.passes->names();
+  c.data.resize(u.members.size());
+  std::size_t unrecorded = 0;
+  for (std::size_t i = 0; i < u.members.size(); ++i) {
+    const UniverseMember& m = u.members[i];
+    MemberData& d = c.data[i];
+    // A member never built, or built but not measured (a partial file), is outside the record:
+    // a proposal of it is drawn again, as one outside the universe.
+    if (m.build == "pending" || (m.build == "ok" && !m.measured())) {
+      ++unrecorded;
+      continue;
+    }
+    c.index[m.genome.hash()] = i;
+    d.buildable = m.build == "ok";
+    if (!d.buildable) continue;
+    ++res.buildable;
+    try {
+      for (const auto& sh : u.benchmark_shapes)
+        d.features.push_back(cost_features(c.layout, op, spec.config, sh, m.genome, m.resources));
+    } catch (const std::exception& e) {
+      d.buildable = false;  // no launch plan on some shape: the campaign's screen would have said so
+      continue;
+    }
+    d.passes = m.verdict == "pass" && m.fitness && m.shapes.size() == nshapes;
+    for (std::size_t j = 0; d.passes && j < nshapes; ++j) {
+      const UniverseShape& s = m.shapes[j];
+      if (!(s.speedup > 0) || !(s.candidate_ms > 0) || s.shape != u.benchmark_shapes[j]) {
+        d.passes = false;
+        break;
+      }
+      const double ls = std::log(s.speedup);
+      const double lo = s.speedup_low > 0 ? std::log(std::min(s.speedup_low, s.speedup)) : ls;
+      const double hi = s.speedup_high > 0 ? std::log(std::max(s.speedup_high, s.speedup)) : ls;
+      d.log_s.push_back(ls);
+      d.log_low.push_back(lo);
+      d.log_high.push_back(hi);
+      d.sd.push_back((hi - lo) / (2 * 1.96));
+      d.cand_ms.push_back(s.candidate_ms);
+    }
+    if (d.passes) ++res.passing;
+  }
+  if (unrecorded > 0)
+    res.warnings.push_back(std::to_string(unrecorded) + " members are not built or not measured: proposals of them are drawn again");
+  if (res.passing < 2) throw std::invalid_argument("the universe has fewer than two measured, passing candidates");
+  const std::string base_hash = c.proposer->seeds().front().hash();
+  if (!c.index.count(base_hash) || !c.data[c.index.at(base_hash)].passes)
+    throw std::invalid_argument("the universe lacks a measured baseline (the seed at its defaults)");
+
+  std::int64_t budget = o.budget;
+  if (budget <= 0) {
+    const auto third = static_cast<std::int64_t>((res.passing + 2) / 3);
+    budget = std::max<std::int64_t>(2 * o.batch, (third + o.batch - 1) / o.batch * o.batch);
+  }
+  res.budget = budget;
+
+  // ---- the shape sets ----
+  std::vector<std::size_t> set_a = o.set_a, set_b;
+  if (set_a.empty())
+    for (std::size_t j = 0; j < nshapes; j += 2) set_a.push_back(j);
+  for (const auto j : set_a)
+    if (j >= nshapes) throw std::invalid_argument("set A names shape " + std::to_string(j) + " of " + std::to_string(nshapes));
+  for (std::size_t j = 0; j < nshapes; ++j)
+    if (std::find(set_a.begin(), set_a.end(), j) == set_a.end()) set_b.push_back(j);
+  if (set_a.empty() || set_b.empty()) throw std::invalid_argument("both shape sets need a shape");
+
+  const std::vector<std::string> arms = o.arms.empty() ? kStudyArms : o.arms;
+  for (const auto& a : arms)
+    if (std::find(kStudyArms.begin(), kStudyArms.end(), a) == kStudyArms.end())
+      throw std::invalid_argument("unknown arm '" + a + "'");
+  const bool need_source = std::any_of(arms.begin(), arms.end(), [](const auto& a) { return a != "cold" && a != "shuffled"; });
+  const bool need_shuffled = std::find(arms.begin(), arms.end(), "shuffled") != arms.end();
+
+  Landscape identity;
+  identity.figure_of.resize(u.members.size());
+  std::iota(identity.figure_of.begin(), identity.figure_of.end(), std::size_t{0});
+  std::vector<std::size_t> passing;
+  for (std::size_t i = 0; i < c.data.size(); ++i)
+    if (c.data[i].passes) passing.push_back(i);
+
+  std::optional<tbb::task_arena> arena;
+  if (o.threads > 0) arena.emplace(o.threads);
+  auto parallel = [&](std::size_t n, const std::function<void(std::size_t)>& f) {
+    auto body = [&] { tbb::parallel_for(std::size_t{0}, n, [&](std::size_t i) { f(i); }); };
+    if (arena) arena->execute(body);
+    else body();
+  };
+
+  struct Dir {
+    std::string target, source;
+    std::vector<std::size_t> tshapes, sshapes;
+  };
+  std::vector<Dir> dirs = {{"A", "B", set_a, set_b}};
+  if (o.both_directions) dirs.push_back({"B", "A", set_b, set_a});
+  for (const auto& dir : dirs) {
+    StudyDirection sd;
+    sd.target_name = dir.target;
+    sd.source_name = dir.source;
+    for (const auto j : dir.tshapes) sd.target_shapes.push_back(u.benchmark_shapes[j]);
+    for (const auto j : dir.sshapes) sd.source_shapes.push_back(u.benchmark_shapes[j]);
+    const std::size_t S = static_cast<std::size_t>(o.seeds);
+    // Earlier campaigns, one per seed: on the true figures and on permuted ones.
+    std::vector<SimOutput> sources(S), shuffled(S);
+    parallel(2 * S, [&](std::size_t k) {
+      const std::size_t s = k % S;
+      const std::uint64_t src_seed = mix(o.seed + s, 0x5eed);
+      if (k < S) {
+        if (need_source) sources[s] = simulate(c, dir.sshapes, identity, {}, src_seed, o, budget);
+      } else if (need_shuffled) {
+        Landscape perm = identity;
+        std::vector<std::size_t> to = passing;
+        std::mt19937_64 prng(mix(o.seed + s, 0x5b0ff1e));
+        std::shuffle(to.begin(), to.end(), prng);
+        for (std::size_t i = 0; i < passing.size(); ++i) perm.figure_of[passing[i]] = to[i];
+        shuffled[s] = simulate(c, dir.sshapes, perm, {}, src_seed, o, budget);
+      }
+    });
+    std::vector<ArmSummary> summaries(arms.size());
+    for (std::size_t a = 0; a < arms.size(); ++a) {
+      summaries[a].arm = arms[a];
+      summaries[a].runs.resize(S);
+    }
+    parallel(arms.size() * S, [&](std::size_t k) {
+      const std::size_t a = k / S, s = k % S;
+      const std::string& arm = arms[a];
+      Transfer t;
+      const SimOutput* src = arm == "shuffled" ? &shuffled[s] : &sources[s];
+      if (arm == "warm" || arm == "shuffled" || arm == "posterior") t.posterior = &src->posterior;
+      if (arm == "warm" || arm == "shuffled" || arm == "cost_model") t.rows = &src->rows;
+      if (arm == "warm" || arm == "shuffled" || arm == "seeds") t.best = &src->best_members;
+      summaries[a].runs[s] = simulate(c, dir.tshapes, identity, t, o.seed + s, o, budget).run;
+    });
+
+    // ---- the statistics ----
+    for (const auto i : passing) sd.optimum = std::max(sd.optimum, true_fitness(c, identity, i, dir.tshapes));
+    auto cold_it = std::find(arms.begin(), arms.end(), "cold");
+    std::vector<double> cold_final;
+    if (cold_it != arms.end())
+      for (const auto& r : summaries[static_cast<std::size_t>(cold_it - arms.begin())].runs) cold_final.push_back(r.final_best);
+    else
+      for (const auto& r : summaries.front().runs) cold_final.push_back(r.final_best);
+    // The lower median: with an even count the mean of the two middle values could lie above
+    // half the cold runs, and cold's own median E100 would then be censored.
+    std::sort(cold_final.begin(), cold_final.end());
+    sd.f_cold = cold_final[(cold_final.size() - 1) / 2];
+    sd.target100 = sd.f_cold;
+    sd.target95 = sd.f_cold > 1 ? std::exp(0.95 * std::log(sd.f_cold)) : sd.f_cold;
+    // Random search without replacement over the members a campaign could measure: with m of n
+    // at or above the target, (n + 1) / (m + 1) draws on average.
+    auto random_to = [&](double target) {
+      double n = 0, m = 0;
+      for (std::size_t i = 0; i < c.data.size(); ++i) {
+        if (!c.data[i].buildable) continue;
+        ++n;
+        if (true_fitness(c, identity, i, dir.tshapes) >= target * (1 - 1e-12)) ++m;
+      }
+      return (n + 1) / (m + 1);
+    };
+    sd.random95 = random_to(sd.target95);
+    sd.random100 = random_to(sd.target100);
+    for (auto& a : summaries) {
+      for (const auto& r : a.runs) {
+        a.e95.push_back(evaluations_to(r, sd.target95));
+        a.e100.push_back(evaluations_to(r, sd.target100));
+        a.final_best.push_back(r.final_best);
+      }
+      a.median95 = prior::median(a.e95);
+      a.median100 = prior::median(a.e100);
+      a.median_final = prior::median(a.final_best);
+      auto frac = [](const std::vector<double>& e) {
+        return static_cast<double>(std::count_if(e.begin(), e.end(), [](double x) { return std::isfinite(x); })) /
+               static_cast<double>(e.size());
+      };
+      a.reached95 = frac(a.e95);
+      a.reached100 = frac(a.e100);
+    }
+    const ArmSummary* cold = nullptr;
+    for (const auto& a : summaries)
+      if (a.arm == "cold") cold = &a;
+    if (cold)
+      for (std::size_t a = 0; a < summaries.size(); ++a) {
+        std::mt19937_64 boot(mix(o.seed, 1000 + a));
+        summaries[a].r95 = prior::bootstrap_median_ratio(summaries[a].e95, cold->e95, boot, o.resamples);
+        summaries[a].r100 = prior::bootstrap_median_ratio(summaries[a].e100, cold->e100, boot, o.resamples);
+        summaries[a].final_vs_cold = prior::mann_whitney_greater(summaries[a].final_best, cold->final_best);
+      }
+    sd.arms = std::move(summaries);
+    res.directions.push_back(std::move(sd));
+  }
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+namespace {
+
+std::string num(double v, int prec = 2) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (std::isnan(v)) return "n/a";
+  std::ostringstream s;
+  s.setf(std::ios::fixed);
+  s.precision(prec);
+  s << v;
+  return s.str();
+}
+
+std::string evals(double v) { return std::isfinite(v) ? num(v, v == std::floor(v) ? 0 : 1) : ">budget"; }
+
+}  // namespace
+
+std::string format_study(const StudyResult& r) {
+  std::ostringstream out;
+  out << "Prior study: " << r.members << " candidates in the universe, " << r.buildable << " built and screened in, "
+      << r.passing << " passing with figures; " << r.provenance << "\n";
+  if (r.synthetic) out << "*** SYNTHETIC: these numbers say nothing about the prior on a real GPU ***\n";
+  for (const auto& w : r.warnings) out << "warning: " << w << "\n";
+  out << "budget " << r.budget << " evaluations per campaign, " << r.seeds << " seeds per arm (seeds " << r.options.seed
+      << ".." << r.options.seed + static_cast<std::uint64_t>(r.seeds) - 1 << "), batch " << r.options.batch
+      << ", build factor " << r.options.build_factor << ", " << r.options.islands << " islands of "
+      << r.options.island_size << "; noise " << (r.options.noise ? "within each shape's stored 95% CI" : "off") << "\n";
+  out << "E95, E100: evaluations until the true best reaches 95% / 100% of the cold campaigns' median gain (log "
+         "fitness over the baseline); R: median E of the arm / median E of cold, 95% bootstrap CI ("
+      << r.options.resamples << " resamples, censored runs count as infinite); best: median true fitness at the "
+                                "budget, p: one-sided Mann-Whitney that it beats cold's\n";
+  for (const auto& d : r.directions) {
+    out << "\ntarget set " << d.target_name << " (" << shapes_text(d.target_shapes) << "), earlier campaigns on set "
+        << d.source_name << " (" << shapes_text(d.source_shapes) << ")\n";
+    out << "  universe optimum " << num(d.optimum, 4) << "; cold median best at the budget " << num(d.f_cold, 4)
+        << "; targets " << num(d.target95, 4) << " (95%) and " << num(d.target100, 4)
+        << " (100%); random search would need " << num(d.random95, 1) << " / " << num(d.random100, 1)
+        << " evaluations on average\n";
+    if (d.f_cold <= 1) out << "  (the cold campaigns found no gain over the baseline: the targets are met at once)\n";
+    char line[512];
+    std::snprintf(line, sizeof line, "  %-11s %12s %-22s %12s %-22s %-8s %-6s %s\n", "arm", "E95 [reach]", "R95 [95% CI]",
+                  "E100 [reach]", "R100 [95% CI]", "best", "p", "warm seeds / outside / dup");
+    out << line;
+    for (const auto& a : d.arms) {
+      const int s = static_cast<int>(a.runs.size());
+      auto reach = [&](double f) { return std::to_string(static_cast<int>(std::lround(f * s))) + "/" + std::to_string(s); };
+      auto ratio = [&](const prior::RatioInterval& ri) {
+        if (a.arm == "cold") return std::string("1 (reference)");
+        return num(ri.ratio) + " [" + num(ri.lower) + ", " + num(ri.upper) + "]";
+      };
+      double warm = 0, outside = 0, dup = 0;
+      for (const auto& run : a.runs) {
+        warm += static_cast<double>(run.warm_seeds);
+        outside += static_cast<double>(run.outside);
+        dup += static_cast<double>(run.duplicates);
+      }
+      std::snprintf(line, sizeof line, "  %-11s %5s [%5s] %-22s %5s [%5s] %-22s %-8s %-6s %.1f / %.1f / %.1f\n",
+                    a.arm.c_str(), evals(a.median95).c_str(), reach(a.reached95).c_str(), ratio(a.r95).c_str(),
+                    evals(a.median100).c_str(), reach(a.reached100).c_str(), ratio(a.r100).c_str(),
+                    num(a.median_final, 4).c_str(), a.arm == "cold" ? "" : num(a.final_vs_cold.p_value, 3).c_str(),
+                    warm / s, outside / s, dup / s);
+      out << line;
+    }
+  }
+  out << "\n(" << num(r.seconds, 1) << " s)\n";
+  return out.str();
+}
+
+}  // namespace ptxevo::search

@@ -1,0 +1,115 @@
+// The learned prior's replay proof (issue "Learned prior"; PRIOR.md 7): simulated campaigns over a
+// measured closed universe (search/universe.hpp), cold against warm at equal budgets.
+//
+// The benchmark shapes are split into two sets (interleaved by default); a campaign's fitness is
+// the geometric mean speedup over the baseline on its set's shapes. A "build" looks up the stored
+// build status and resources, an "evaluation" the stored per-shape figures (with noise drawn
+// within each shape's stored 95% CI; scores use the stored medians, the "true" fitness). The
+// search is the campaign's own parts: Population (islands, tournament, noise-aware
+// displacement, migration, re-measurement of the best), Proposer knob moves over the universe's
+// grid (a proposal outside the universe is drawn again and not charged, PRIOR.md 7.2; the PTX
+// operators are off, as the universe holds no PTX edits), OperatorPosterior credit rules, and
+// cost_features + CostModel choosing each batch by Thompson draws from about build_factor x batch
+// built candidates. The measurement is immediate, so proposals see the population of the
+// previous batch (a GPU campaign breeds one batch ahead of its measurements).
+//
+// The "earlier campaign" of a warm arm is a cold simulated campaign of the same budget on the
+// OTHER shape set (its own seed); what it leaves behind is what a real earlier campaign in the
+// same database leaves: operator evidence (carried in, capped per key), cost rows (weighted by
+// environment and faded by the new campaign's own rows, with the guard), and its best distinct
+// genomes as warm-start seeds (charged to the budget). Arms: cold (none of it), warm (all),
+// posterior, cost_model, seeds (one each), and shuffled: all of it from an earlier campaign run
+// on a universe whose figures were permuted across the passing candidates (must show no gain).
+//
+// Reported per arm: evaluations until the true best-so-far reaches 95% and 100% of the cold
+// campaigns' median gain over the baseline (in log fitness; the literal "95% of the fitness" is
+// met by the baseline itself when gains are a few percent), censored at the budget; the ratio of
+// medians to cold with a bootstrap CI; the fraction of seeds that reach it; the true best at the
+// budget with a one-sided Mann-Whitney test against cold. Deterministic given the options.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "evaluator/op.hpp"
+#include "evaluator/spec.hpp"
+#include "search/cost_model.hpp"
+#include "search/operator_posterior.hpp"
+#include "search/prior/rank_metrics.hpp"
+#include "search/universe.hpp"
+
+namespace ptxevo::search {
+
+struct StudyOptions {
+  int seeds = 10;
+  std::int64_t budget = 0;  // evaluations per campaign; 0: a third of the passing members, in whole batches
+  int batch = 16;
+  int islands = 4, island_size = 6, initial = 12;  // the campaign's defaults
+  double build_factor = 1.5;
+  int reserve_factor = 4;
+  int migrate_every = 4, remeasure_every = 5, max_measurements = 3;
+  bool noise = true;          // measured figures drawn within each shape's stored 95% CI
+  std::uint64_t seed = 1;     // the seed list (seed, seed + 1, ...) every arm shares
+  std::size_t resamples = 10000;
+  std::vector<std::string> arms;        // empty: kStudyArms
+  std::vector<std::size_t> set_a;       // benchmark-shape indices of set A; empty: every other shape from the first
+  bool both_directions = true;          // also target set B from set A
+  int threads = 0;                      // 0: TBB's default
+};
+
+inline const std::vector<std::string> kStudyArms = {"cold", "warm", "posterior", "cost_model", "seeds", "shuffled"};
+
+// One simulated campaign.
+struct StudyRun {
+  std::vector<double> best_true;  // true fitness of the best candidate measured so far, after each evaluation
+  std::int64_t evaluations = 0, failed = 0, duplicates = 0, outside = 0, remeasures = 0, warm_seeds = 0;
+  double final_best = 0;  // best_true at the end (0: nothing passed)
+};
+
+struct ArmSummary {
+  std::string arm;
+  std::vector<StudyRun> runs;       // one per seed
+  std::vector<double> e95, e100;    // evaluations to reach the targets; +inf: not within the budget
+  std::vector<double> final_best;
+  double median95 = 0, median100 = 0;
+  double reached95 = 0, reached100 = 0;  // fraction of seeds
+  prior::RatioInterval r95, r100;        // median E_arm / median E_cold
+  prior::MannWhitney final_vs_cold;      // H1: this arm's true best at the budget is larger
+  double median_final = 0;
+};
+
+struct StudyDirection {
+  std::string target_name, source_name;
+  std::vector<evaluator::Shape> target_shapes, source_shapes;
+  double optimum = 0;  // best true fitness in the universe on the target set
+  double f_cold = 0;   // median (the lower one) over cold seeds of the true best at the budget
+  double target95 = 0, target100 = 0;
+  double random95 = 0, random100 = 0;  // expected evaluations of random search without replacement
+  std::vector<ArmSummary> arms;
+  const ArmSummary* arm(const std::string& name) const;
+};
+
+struct StudyResult {
+  std::int64_t budget = 0;
+  int seeds = 0;
+  std::size_t members = 0, buildable = 0, passing = 0;
+  std::vector<std::string> warnings;
+  std::string provenance;
+  bool synthetic = false;
+  StudyOptions options;
+  std::vector<StudyDirection> directions;
+  double seconds = 0;
+};
+
+// Throws std::invalid_argument naming the problem when the universe holds no measurements, its
+// seed is not the spec's first, or an option is out of range.
+StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, const evaluator::Op& op,
+                            const StudyOptions& o);
+
+// The table, with the provenance and what each column means.
+std::string format_study(const StudyResult& r);
+
+}  // namespace ptxevo::search

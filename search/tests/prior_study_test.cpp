@@ -1,0 +1,137 @@
+// The learned prior's replay proof (search/prior_study.hpp): cold against warm simulated campaigns
+// over a closed universe. On the shipped H200 universe when it exists; always on the synthetic
+// fixture (real builds of the RMSNorm forward grid, SYNTHETIC timings), so the harness itself
+// is tested before and after the data arrives. Only what must hold is asserted: budgets are
+// respected and warm-start seeds are charged to them, the harness is deterministic, and the
+// shuffled-label control shows no gain. The tables are printed, never checked against numbers.
+#include "search/prior_study.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include <unistd.h>
+
+#include "kernels/builtin_ops.hpp"
+#include "synthetic_universe.hpp"
+
+namespace ptxevo::search {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kRoot = PTXEVO_SOURCE_DIR;
+const std::string kSpec = kRoot + "/kernels/rmsnorm/rmsnorm_fwd.spec";
+const std::string kShipped = kRoot + "/kernels/rmsnorm/rmsnorm_fwd.universe.json";
+const std::string kBuilds = kRoot + "/search/tests/data/rmsnorm_fwd.universe.builds.json";
+
+struct Loaded {
+  evaluator::OpRegistry registry = kernels::builtin_ops();
+  evaluator::Spec spec;
+  const evaluator::Op* op = nullptr;
+};
+
+Loaded load() {
+  Loaded l;
+  auto r = evaluator::load_spec(kSpec, l.registry);
+  if (!r.spec) throw std::runtime_error(r.error->format());
+  l.spec = *r.spec;
+  l.op = l.registry.find(l.spec.op);
+  return l;
+}
+
+// What must hold for any universe, synthetic or measured.
+void expect_sound(const StudyResult& r) {
+  ASSERT_EQ(r.directions.size(), 2u);
+  for (const auto& d : r.directions) {
+    SCOPED_TRACE("target set " + d.target_name);
+    ASSERT_EQ(d.arms.size(), kStudyArms.size());
+    for (const auto& a : d.arms) {
+      SCOPED_TRACE(a.arm);
+      ASSERT_EQ(a.runs.size(), static_cast<std::size_t>(r.seeds));
+      for (const auto& run : a.runs) {
+        // Every evaluation, warm-start seeds included, is charged; none beyond the budget.
+        EXPECT_LE(run.evaluations, r.budget);
+        EXPECT_EQ(run.best_true.size(), static_cast<std::size_t>(run.evaluations));
+        EXPECT_TRUE(std::is_sorted(run.best_true.begin(), run.best_true.end()));
+        EXPECT_LE(run.final_best, d.optimum * (1 + 1e-12));
+        if (a.arm == "warm" || a.arm == "seeds" || a.arm == "shuffled") EXPECT_GT(run.warm_seeds, 0);
+        else EXPECT_EQ(run.warm_seeds, 0);
+      }
+    }
+    // The shuffled-label control: an earlier campaign whose figures were permuted across the
+    // candidates carries no information, so it must not show a significant gain over cold.
+    const ArmSummary* control = d.arm("shuffled");
+    ASSERT_NE(control, nullptr);
+    EXPECT_GE(control->r100.upper, 1.0) << "the shuffled-label control reaches the cold result significantly sooner";
+    EXPECT_GE(control->r95.upper, 1.0) << "the shuffled-label control reaches 95% of it significantly sooner";
+  }
+}
+
+TEST(PriorStudy, OnTheSyntheticFixtureTheHarnessIsSoundAndDeterministic) {
+  const Loaded l = load();
+  const Universe u = testing::synthetic_universe(load_universe(kBuilds), l.spec, *l.op);
+  ASSERT_TRUE(u.synthetic);
+  ASSERT_GE(u.passing_count(), 150u);
+  {
+    // The mark survives the file, so a synthetic universe can never pass for a measured one.
+    const fs::path tmp = fs::temp_directory_path() / ("ptxevo_synthetic_universe_" + std::to_string(::getpid()) + ".json");
+    write_universe(tmp, u);
+    const Universe back = load_universe(tmp);
+    fs::remove(tmp);
+    EXPECT_TRUE(back.synthetic);
+    EXPECT_EQ(back.passing_count(), u.passing_count());
+  }
+  StudyOptions o;
+  o.resamples = 2000;
+  const auto r = run_prior_study(u, l.spec, *l.op, o);
+  std::printf("%s", format_study(r).c_str());
+  EXPECT_TRUE(r.synthetic);
+  EXPECT_NE(format_study(r).find("SYNTHETIC"), std::string::npos);
+  expect_sound(r);
+
+  // Deterministic given the options (a smaller study: the same code path).
+  StudyOptions small = o;
+  small.seeds = 3;
+  small.arms = {"cold", "warm", "shuffled"};
+  small.both_directions = false;
+  const auto a = run_prior_study(u, l.spec, *l.op, small);
+  const auto b = run_prior_study(u, l.spec, *l.op, small);
+  ASSERT_EQ(a.directions.size(), 1u);
+  for (std::size_t k = 0; k < a.directions[0].arms.size(); ++k) {
+    const auto& x = a.directions[0].arms[k];
+    const auto& y = b.directions[0].arms[k];
+    EXPECT_EQ(x.e95, y.e95) << x.arm;
+    EXPECT_EQ(x.e100, y.e100) << x.arm;
+    for (std::size_t s = 0; s < x.runs.size(); ++s) EXPECT_EQ(x.runs[s].best_true, y.runs[s].best_true) << x.arm;
+  }
+  // And the first seeds of the full study are those runs: a seed's campaign does not depend on
+  // how many seeds or arms run beside it.
+  EXPECT_EQ(a.directions[0].arm("cold")->runs[0].best_true, r.directions[0].arm("cold")->runs[0].best_true);
+  EXPECT_EQ(a.directions[0].arm("warm")->runs[2].best_true, r.directions[0].arm("warm")->runs[2].best_true);
+}
+
+TEST(PriorStudy, OnTheShippedH200Universe) {
+  if (!fs::exists(kShipped)) GTEST_SKIP() << kShipped << " does not exist yet (measure it on the H200: docs/prior_study.md)";
+  const Loaded l = load();
+  const Universe u = load_universe(kShipped);
+  if (u.measured_count() == 0) GTEST_SKIP() << kShipped << " holds builds only (it was made without a GPU)";
+  ASSERT_FALSE(u.synthetic) << kShipped << " must hold measurements, not synthetic timings";
+  StudyOptions o;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_prior_study(u, l.spec, *l.op, o);
+  std::printf("%s", format_study(r).c_str());
+  expect_sound(r);
+  std::printf("study took %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+TEST(PriorStudy, RejectsAUniverseWithoutMeasurements) {
+  const Loaded l = load();
+  Universe u = load_universe(kBuilds);
+  EXPECT_THROW(run_prior_study(u, l.spec, *l.op, StudyOptions{}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace ptxevo::search
