@@ -21,6 +21,7 @@
 #include "evaluator/runner.hpp"
 #include "evaluator/spec.hpp"
 #include "kernels/builtin_ops.hpp"
+#include "mutators/pass.hpp"
 #include "search/campaign.hpp"
 #include "search/measurer.hpp"
 #include "search/universe.hpp"
@@ -90,7 +91,28 @@ int run_universe_command(const UniverseOptions& o, std::ostream& out, std::ostre
     err << "error: no knob assignment of the grid meets the seed's constraints\n";
     return 2;
   }
+  const auto passes = mutators::builtin_passes();
+  std::vector<search::PtxEdit> edits;
+  for (const auto& text : o.edits) {
+    auto e = search::parse_edit(text, passes, &why);
+    if (!e) {
+      err << "error: " << why << "\n";
+      return 2;
+    }
+    if (e->pass == "launch_bounds") {
+      err << "error: --edits launch_bounds: campaigns never propose it (the knobs own the CTA size)\n";
+      return 2;
+    }
+    for (const auto& have : edits)
+      if (have.pass == e->pass) {
+        err << "error: --edits names " << e->pass << " twice (a campaign adds a pass at most once)\n";
+        return 2;
+      }
+    edits.push_back(std::move(*e));
+  }
   search::Universe u;
+  u.edits = edits;
+  u.max_edits = o.max_edits;
   u.spec_file = o.spec;
   u.spec_hash = sha256_hex(read_file(o.spec));
   u.op = spec.op;
@@ -100,10 +122,9 @@ int run_universe_command(const UniverseOptions& o, std::ostream& out, std::ostre
   u.closed = picked.size() == all.size();
   u.benchmark_shapes = spec.benchmark_shapes;
   u.created_at = utc_now();
-  for (const auto& k : picked) {
+  for (auto& g : search::universe_genomes(seed.name, picked, edits, o.max_edits)) {
     search::UniverseMember m;
-    m.genome.seed = seed.name;
-    m.genome.knobs = k;
+    m.genome = std::move(g);
     m.genome_hash = m.genome.hash();
     u.members.push_back(std::move(m));
   }
@@ -193,7 +214,12 @@ int run_universe_command(const UniverseOptions& o, std::ostream& out, std::ostre
                                                                                   : std::get<std::string>(g.values[i]));
       out << "} ";
     }
-  out << "(others at their defaults): " << all.size() << " admitted assignments, " << n << " in the file"
+  out << "(others at their defaults): " << all.size() << " admitted assignments";
+  if (!edits.empty()) {
+    out << ", each with every subset of " << edits.size() << " PTX edits";
+    if (o.max_edits >= 0) out << " (at most " << o.max_edits << ")";
+  }
+  out << ", " << n << " in the file"
       << (u.closed ? " (closed)" : " (a thinned subset: not closed under knob moves)") << std::endl;
 
   std::atomic<bool> stop{false};
@@ -242,6 +268,10 @@ void register_universe_command(CLI::App& app, const char* argv0) {
   cmd->add_option("--vary", o->vary,
                   "NAME=v1,v2,... (values from the spec; NAME alone: all): knobs the grid varies; the others stay at "
                   "their defaults. None given: every knob over its whole list");
+  cmd->add_option("--edits", o->edits,
+                  "PASS[:key=value...] (repeatable): each knob assignment also comes with every subset of these PTX "
+                  "edits, in this order (`ptxevo mutate --list` lists the passes)");
+  cmd->add_option("--max-edits", o->max_edits, "At most this many edits per member (-1: any)")->capture_default_str();
   cmd->add_option("--stride", o->stride, "Keep every K-th admitted assignment (the set is then not closed)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -1,6 +1,7 @@
-// `ptxevo universe SPEC --out FILE [--vary NAME=v1,v2 ...] [--stride K] [--max N]`: a closed
-// candidate set for the learned prior's replay proof (docs/prior_study.md). Every knob assignment
-// of a grid over the spec's first seed is built and screened as a campaign would, and on a GPU of
+// `ptxevo universe SPEC --out FILE [--vary NAME=v1,v2 ...] [--edits PASS[:k=v] ...] [--stride K]
+// [--max N]`: a closed candidate set for the learned prior's replay proof (docs/prior_study.md).
+// Every knob assignment of a grid over the spec's first seed (with every subset of the given PTX
+// edits) is built and screened as a campaign would, and on a GPU of
 // the spec's arch each survivor is gated and timed on every benchmark shape against the baseline
 // (a campaign's timing settings), a batch per worker call, the file rewritten after each batch.
 // Running the same command again keeps what was measured and measures the rest. Without such a
@@ -22,6 +23,8 @@ struct UniverseOptions {
   std::string out;
   std::string arch;
   std::vector<std::string> vary;  // "NAME=v1,v2,..." or "NAME"
+  std::vector<std::string> edits;  // "pass[:key=value...]": every subset goes with each assignment
+  int max_edits = -1;
   int stride = 1;
   int max = 0;
   int batch = 24;

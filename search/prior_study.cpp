@@ -54,8 +54,16 @@ struct Context {
   std::unique_ptr<Proposer> proposer;
   FeatureLayout layout;
   std::vector<MemberData> data;
-  std::map<std::string, std::size_t> index;  // genome hash -> member
+  std::map<std::string, std::size_t> index;  // hash of the genome with canonical edit order -> member
   std::string family;
+  // The proposer's operators a campaign over this universe can use: the knob moves, and with PTX
+  // edits in the universe, appending one of its passes or dropping one (others always leave it).
+  std::set<std::string> ops;
+  bool is_policy_op(const std::string& id) const { return ops.count(id) > 0; }
+  std::optional<std::size_t> find(const Genome& g) const {
+    const auto it = index.find(canonical_edits(g).hash());
+    return it == index.end() ? std::nullopt : std::optional<std::size_t>(it->second);
+  }
 };
 
 // Figures of member i are those of member figure_of[i] (identity, or the shuffled control's
@@ -91,8 +99,6 @@ struct Item {
   std::vector<double> features;  // mean over the campaign's shapes
   double analytic = 0;
 };
-
-bool is_policy_op(const std::string& op) { return op.rfind("knob_", 0) == 0; }
 
 // One campaign over the universe (mirrors CampaignEngine's propose / prepare / select_for_gpu /
 // absorb; see the header for what differs).
@@ -151,21 +157,24 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
 
   auto prepare = [&](std::vector<Proposal> props, std::vector<Item>& items) {
     for (auto& p : props) {
-      const auto it = c.index.find(p.genome.hash());
-      const bool policy_op = is_policy_op(p.operator_id);
-      if (it == c.index.end()) {  // only a seed or warm genome can get here; proposals are checked
+      const auto found = c.find(p.genome);
+      const bool policy_op = c.is_policy_op(p.operator_id);
+      if (!found) {  // only a seed or warm genome can get here; proposals are checked
         ++run.outside;
         if (policy_op) policy.release(p.operator_id);
         continue;
       }
-      const std::size_t m = it->second;
+      const std::size_t m = *found;
       if (!seen.insert(m).second) {
         ++run.duplicates;
         if (policy_op) policy.release(p.operator_id);
         continue;
       }
       if (!c.data[m].buildable) {
-        if (policy_op) policy.credit(p.operator_id, Outcome::Failed);
+        // A pass that refused this parent could not apply: not charged (as in a campaign).
+        const UniverseMember& um = c.u->members[m];
+        if (policy_op && um.stage == "pass" && um.reason.rfind("pass-refused", 0) == 0) policy.release(p.operator_id);
+        else if (policy_op) policy.credit(p.operator_id, Outcome::Failed);
         continue;
       }
       Item item;
@@ -198,11 +207,11 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
     const int cap = (static_cast<int>(props.size()) + o.initial) / 2;
     if (t.best) {
       std::set<std::string> have;
-      for (const auto& p : props) have.insert(p.genome.hash());
+      for (const auto& p : props) have.insert(canonical_edits(p.genome).hash());
       for (const auto m : *t.best) {
         if (warm >= cap || warm >= o.initial) break;
         const Genome& g = c.u->members[m].genome;
-        if (!c.proposer->admits(g).empty() || !have.insert(g.hash()).second) continue;
+        if (!c.proposer->admits(g).empty() || !have.insert(canonical_edits(g).hash()).second) continue;
         Proposal p;
         p.genome = g;
         p.operator_id = "warm_start";
@@ -218,7 +227,7 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
       for (int attempt = 0; attempt < 20; ++attempt) {
         auto g = c.proposer->random_genome(c.spec.seeds.front().name, rng);
         if (!g) break;
-        if (!c.index.count(g->hash())) {
+        if (!c.find(*g)) {
           ++run.outside;
           continue;
         }
@@ -247,7 +256,7 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
       for (int attempt = 0; attempt < 6; ++attempt) {
         std::vector<std::string> ops;
         for (auto& op : c.proposer->applicable(parent->genome, has_mate))
-          if (is_policy_op(op)) ops.push_back(std::move(op));
+          if (c.is_policy_op(op)) ops.push_back(std::move(op));
         const std::string op = policy.choose(ops, rng);
         if (op.empty()) break;
         std::string detail;
@@ -256,7 +265,7 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
           policy.release(op);
           continue;
         }
-        if (!c.index.count(child->hash())) {  // outside the universe: drawn again, not charged
+        if (!c.find(*child)) {  // outside the universe (e.g. other pass parameters): drawn again, not charged
           policy.release(op);
           ++run.outside;
           continue;
@@ -291,7 +300,7 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
     const std::string& op = it.proposal.operator_id;
     if (!fig) {
       ++run.failed;
-      if (is_policy_op(op)) policy.credit(op, Outcome::Failed);
+      if (c.is_policy_op(op)) policy.credit(op, Outcome::Failed);
     } else {
       Member child;
       child.candidate_id = static_cast<std::int64_t>(it.member) + 1;
@@ -299,7 +308,7 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
       child.fitness = fig->fitness;
       child.fitness_low = fig->low;
       child.fitness_high = fig->high;
-      if (is_policy_op(op)) {
+      if (c.is_policy_op(op)) {
         const Member* best = pop.best();
         auto parent = it.proposal.parent_id ? measured.find(*it.proposal.parent_id) : measured.end();
         if (best && significantly_better(child, *best, 0.01))
@@ -377,7 +386,7 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
       for (std::size_t k = 0; k < order.size(); ++k) {
         Item& it = reserve[order[k]];
         if (k < cap) kept.push_back(std::move(it));
-        else if (is_policy_op(it.proposal.operator_id)) policy.release(it.proposal.operator_id);
+        else if (c.is_policy_op(it.proposal.operator_id)) policy.release(it.proposal.operator_id);
       }
       reserve = std::move(kept);
     }
@@ -466,6 +475,9 @@ StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, cons
   c.passes = std::make_shared<const mutators::PassRegistry>(mutators::builtin_passes());
   c.proposer = std::make_unique<Proposer>(c.spec, *c.passes);
   c.family = op_family(spec.op);
+  c.ops = {"knob_step", "knob_reset", "knob_crossover"};
+  if (!u.edits.empty()) c.ops.insert("ptx_drop");
+  for (const auto& e : u.edits) c.ops.insert("ptx:" + e.pass);
   std::set<std::string> knobs;
   for (const auto& k : c.spec.seeds.front().knobs) knobs.insert(k.name);
   c.layout.knobs.assign(knobs.begin(), knobs.end());
@@ -481,7 +493,7 @@ StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, cons
       ++unrecorded;
       continue;
     }
-    c.index[m.genome.hash()] = i;
+    c.index[canonical_edits(m.genome).hash()] = i;
     d.buildable = m.build == "ok";
     if (!d.buildable) continue;
     ++res.buildable;
@@ -513,8 +525,8 @@ StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, cons
   if (unrecorded > 0)
     res.warnings.push_back(std::to_string(unrecorded) + " members are not built or not measured: proposals of them are drawn again");
   if (res.passing < 2) throw std::invalid_argument("the universe has fewer than two measured, passing candidates");
-  const std::string base_hash = c.proposer->seeds().front().hash();
-  if (!c.index.count(base_hash) || !c.data[c.index.at(base_hash)].passes)
+  const auto base = c.find(c.proposer->seeds().front());
+  if (!base || !c.data[*base].passes)
     throw std::invalid_argument("the universe lacks a measured baseline (the seed at its defaults)");
 
   std::int64_t budget = o.budget;

@@ -6,9 +6,11 @@
 // build status and resources, an "evaluation" the stored per-shape figures (with noise drawn
 // within each shape's stored 95% CI; scores use the stored medians, the "true" fitness). The
 // search is the campaign's own parts: Population (islands, tournament, noise-aware
-// displacement, migration, re-measurement of the best), Proposer knob moves over the universe's
-// grid (a proposal outside the universe is drawn again and not charged, PRIOR.md 7.2; the PTX
-// operators are off, as the universe holds no PTX edits), OperatorPosterior credit rules, and
+// displacement, migration, re-measurement of the best), the Proposer's knob moves over the
+// universe's grid and, when the universe has PTX edits, appending one of its passes or dropping
+// one (a proposal outside the universe, e.g. a pass with other parameters, is drawn again and not
+// charged, PRIOR.md 7.2; passes the universe lacks are not offered), OperatorPosterior credit
+// rules (a pass that refused its parent is not charged), and
 // cost_features + CostModel choosing each batch by Thompson draws from about build_factor x batch
 // built candidates. The measurement is immediate, so proposals see the population of the
 // previous batch (a GPU campaign breeds one batch ahead of its measurements).

@@ -3,6 +3,7 @@
 #include <tbb/concurrent_queue.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -18,6 +19,7 @@
 #include "evaluator/build_cache.hpp"
 #include "evaluator/evaluation.hpp"
 #include "mutators/knob_moves.hpp"
+#include "search/genome_build.hpp"
 #include "search/screen.hpp"
 
 namespace ptxevo::search {
@@ -176,6 +178,9 @@ Universe load_universe(const std::filesystem::path& path) {
       ks.default_value = value_from(k.at("default"));
       u.grid.push_back(std::move(ks));
     }
+    for (const auto& e : j.value("edits", json::array()))
+      u.edits.push_back(PtxEdit{e.at("pass").get<std::string>(), e.value("params", mutators::PassParams{})});
+    u.max_edits = j.value("max_edits", -1);
     u.closed = j.value("closed", false);
     for (const auto& sh : j.at("benchmark_shapes")) u.benchmark_shapes.push_back(sh.get<evaluator::Shape>());
     const json& env = j.at("environment");
@@ -208,11 +213,15 @@ void write_universe(const std::filesystem::path& path, const Universe& u) {
   }
   json members = json::array();
   for (const auto& m : u.members) members.push_back(member_json(m));
+  json edits = json::array();
+  for (const auto& e : u.edits) edits.push_back({{"pass", e.pass}, {"params", e.params}});
   json j = {{"format", kFormat},
             {"synthetic", u.synthetic},
             {"note", u.note},
             {"spec", {{"file", u.spec_file}, {"sha256", u.spec_hash}, {"op", u.op}, {"arch", u.arch}, {"seed", u.seed}}},
             {"grid", grid},
+            {"edits", edits},
+            {"max_edits", u.max_edits},
             {"closed", u.closed},
             {"benchmark_shapes", u.benchmark_shapes},
             {"environment",
@@ -318,6 +327,56 @@ std::vector<Knobs> grid_assignments(const evaluator::SeedTemplate& seed) {
   }
 }
 
+std::optional<PtxEdit> parse_edit(const std::string& text, const mutators::PassRegistry& passes, std::string* error) {
+  std::vector<std::string> parts;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, ':')) parts.push_back(part);
+  if (parts.empty() || parts[0].empty()) {
+    *error = "--edits '" + text + "': give pass[:key=value...]";
+    return std::nullopt;
+  }
+  PtxEdit e;
+  e.pass = parts[0];
+  if (!passes.find(e.pass)) {
+    *error = "--edits " + text + ": no PTX pass named '" + e.pass + "' (`ptxevo mutate --list` lists them)";
+    return std::nullopt;
+  }
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    const auto eq = parts[i].find('=');
+    if (eq == std::string::npos || eq == 0) {
+      *error = "--edits " + text + ": '" + parts[i] + "' is not key=value";
+      return std::nullopt;
+    }
+    e.params[parts[i].substr(0, eq)] = parts[i].substr(eq + 1);
+  }
+  return e;
+}
+
+std::vector<Genome> universe_genomes(const std::string& seed, const std::vector<Knobs>& assignments,
+                                     const std::vector<PtxEdit>& edits, int max_edits) {
+  std::vector<Genome> out;
+  const std::size_t n = edits.size();
+  for (const auto& k : assignments)
+    for (std::uint64_t mask = 0; mask < (std::uint64_t{1} << n); ++mask) {
+      if (max_edits >= 0 && std::popcount(mask) > max_edits) continue;
+      Genome g;
+      g.seed = seed;
+      g.knobs = k;
+      for (std::size_t i = 0; i < n; ++i)
+        if (mask >> i & 1) g.edits.push_back(edits[i]);
+      out.push_back(std::move(g));
+    }
+  return out;
+}
+
+Genome canonical_edits(Genome g) {
+  std::stable_sort(g.edits.begin(), g.edits.end(), [](const PtxEdit& a, const PtxEdit& b) {
+    return a.pass != b.pass ? a.pass < b.pass : a.params < b.params;
+  });
+  return g;
+}
+
 std::vector<Knobs> thin_assignments(const std::vector<Knobs>& all, const Knobs& defaults, int stride, int max) {
   std::vector<Knobs> picked;
   for (std::size_t i = 0; i < all.size(); i += static_cast<std::size_t>(std::max(1, stride))) picked.push_back(all[i]);
@@ -401,15 +460,17 @@ UniverseRunResult run_universe(Universe& u, const evaluator::Spec& spec, const e
     ss << in.rdbuf();
     source = ss.str();
   }
-  // As a campaign builds a knob genome (CampaignEngine::build_request).
-  auto request = [&](const Knobs& k) {
+  // As a campaign builds a genome (CampaignEngine::build_request).
+  const auto passes = std::make_shared<const mutators::PassRegistry>(mutators::builtin_passes());
+  auto request = [&](const Genome& g) {
     evaluator::BuildRequest r;
     r.name = seed.name;
     r.source_path = seed.source_path;
     r.source = source;
     r.defines = op.template_defines(spec.config);
-    r.knobs = k;
+    r.knobs = g.knobs;
     r.arch = spec.arch;
+    if (!g.edits.empty()) r.ptx_pass = edit_pass(g.edits, passes);
     return r;
   };
   const auto shapes = evaluator::select_shapes(spec, evaluator::ShapeSelection{});
@@ -419,7 +480,10 @@ UniverseRunResult run_universe(Universe& u, const evaluator::Spec& spec, const e
 
   evaluator::BuildResult baseline;
   if (measuring) {
-    baseline = builder.build(request(evaluator::default_knobs(*evaluator::baseline_seed(spec))));
+    Genome base;
+    base.seed = evaluator::baseline_seed(spec)->name;
+    base.knobs = evaluator::default_knobs(*evaluator::baseline_seed(spec));
+    baseline = builder.build(request(base));
     if (!baseline.ok) {
       log << "error: the baseline (seed defaults) does not build for " << spec.arch << " at stage " << baseline.stage
           << ":\n" << cut(baseline.error) << "\n";
@@ -517,6 +581,7 @@ UniverseRunResult run_universe(Universe& u, const evaluator::Spec& spec, const e
     flush(u);
   };
 
+  std::set<Knobs> compiled;
   for (std::size_t start = 0; start < todo.size(); start += batch_size) {
     if (stop.load()) {
       res.stop_reason = "interrupted";
@@ -528,9 +593,18 @@ UniverseRunResult run_universe(Universe& u, const evaluator::Spec& spec, const e
     }
     if (!res.stop_reason.empty()) break;
     const std::size_t end = std::min(todo.size(), start + batch_size);
-    std::vector<evaluator::BuildRequest> reqs;
-    for (std::size_t k = start; k < end; ++k) reqs.push_back(request(u.members[todo[k]].genome.knobs));
-    const auto built = builder.build_all(reqs);
+    // Members that share knobs share NVRTC's output (the builder keeps it): one of each knob
+    // assignment not compiled yet goes first, the rest after, instead of all compiling at once.
+    std::vector<std::size_t> first, rest;
+    for (std::size_t k = start; k < end; ++k)
+      (compiled.insert(u.members[todo[k]].genome.knobs).second ? first : rest).push_back(k);
+    std::vector<evaluator::BuildResult> built(end - start);
+    for (const auto* phase : {&first, &rest}) {
+      std::vector<evaluator::BuildRequest> reqs;
+      for (const auto k : *phase) reqs.push_back(request(u.members[todo[k]].genome));
+      auto results = builder.build_all(reqs);
+      for (std::size_t i = 0; i < phase->size(); ++i) built[(*phase)[i] - start] = std::move(results[i]);
+    }
     auto batch = std::make_unique<MeasureBatch>();
     for (std::size_t k = start; k < end; ++k) {
       UniverseMember& m = u.members[todo[k]];

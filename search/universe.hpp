@@ -21,6 +21,7 @@
 #include "evaluator/eval_types.hpp"
 #include "evaluator/spec.hpp"
 #include "search/genome.hpp"
+#include "mutators/pass.hpp"
 #include "search/measurer.hpp"
 
 namespace ptxevo::search {
@@ -56,6 +57,10 @@ struct UniverseMember {
 struct Universe {
   std::string spec_file, spec_hash, op, arch, seed;
   std::vector<evaluator::KnobSpace> grid;  // the seed's knobs, each with the values it takes here
+  // PTX edits (pass + fixed parameters): each knob assignment comes with every subset of them
+  // of at most max_edits (-1: any size), applied in this order. Empty: knob genomes only.
+  std::vector<PtxEdit> edits;
+  int max_edits = -1;
   bool closed = true;  // every assignment of the grid the constraints admit is a member
   std::vector<evaluator::Shape> benchmark_shapes;
   // Provenance: where and when the figures were measured.
@@ -91,6 +96,18 @@ evaluator::SeedTemplate restrict_seed(const evaluator::SeedTemplate& seed, const
 // Every assignment of `seed`'s (restricted) knob lists that meets its constraints, in odometer
 // order over the knobs as the seed lists them (the last knob fastest).
 std::vector<evaluator::Knobs> grid_assignments(const evaluator::SeedTemplate& seed);
+// "pass" or "pass:key=value[:key=value...]"; nullopt with *error set for an unknown pass or a
+// malformed parameter.
+std::optional<PtxEdit> parse_edit(const std::string& text, const mutators::PassRegistry& passes, std::string* error);
+// The members' genomes: each assignment with every subset of `edits` of at most `max_edits`
+// (-1: any), the edits in the given order; an assignment's subsets follow it, the empty one first.
+std::vector<Genome> universe_genomes(const std::string& seed, const std::vector<evaluator::Knobs>& assignments,
+                                     const std::vector<PtxEdit>& edits, int max_edits);
+// The genome with its edits in a canonical order (sorted by pass, then parameters): two edit
+// orders that build the same PTX are one candidate to the study, as a campaign's build key makes
+// them one measurement when the passes commute (the universe's edits touch different instructions).
+Genome canonical_edits(Genome g);
+
 // A deterministic subset: every `stride`-th (stride > 1), then at most `max` evenly spaced
 // (max > 0); the seed's defaults are always kept, first. Unchanged when neither applies.
 std::vector<evaluator::Knobs> thin_assignments(const std::vector<evaluator::Knobs>& all, const evaluator::Knobs& defaults,

@@ -25,7 +25,9 @@ namespace fs = std::filesystem;
 const std::string kRoot = PTXEVO_SOURCE_DIR;
 const std::string kSpec = kRoot + "/kernels/rmsnorm/rmsnorm_fwd.spec";
 const std::string kShipped = kRoot + "/kernels/rmsnorm/rmsnorm_fwd.universe.json";
+const std::string kShippedEdits = kRoot + "/kernels/rmsnorm/rmsnorm_fwd.edits.universe.json";
 const std::string kBuilds = kRoot + "/search/tests/data/rmsnorm_fwd.universe.builds.json";
+const std::string kEditBuilds = kRoot + "/search/tests/data/rmsnorm_fwd.edits.universe.builds.json";
 
 struct Loaded {
   evaluator::OpRegistry registry = kernels::builtin_ops();
@@ -113,19 +115,41 @@ TEST(PriorStudy, OnTheSyntheticFixtureTheHarnessIsSoundAndDeterministic) {
   EXPECT_EQ(a.directions[0].arm("warm")->runs[2].best_true, r.directions[0].arm("warm")->runs[2].best_true);
 }
 
-TEST(PriorStudy, OnTheShippedH200Universe) {
-  if (!fs::exists(kShipped)) GTEST_SKIP() << kShipped << " does not exist yet (measure it on the H200: docs/prior_study.md)";
+// PTX edits in the universe: the passes are operators, a refused pass (STORE_HINT 1 already
+// streams the stores store_streaming would) is not charged, edit orders are one candidate.
+TEST(PriorStudy, OnASyntheticUniverseWithPtxEdits) {
   const Loaded l = load();
-  const Universe u = load_universe(kShipped);
-  if (u.measured_count() == 0) GTEST_SKIP() << kShipped << " holds builds only (it was made without a GPU)";
-  ASSERT_FALSE(u.synthetic) << kShipped << " must hold measurements, not synthetic timings";
+  const Universe u = testing::synthetic_universe(load_universe(kEditBuilds), l.spec, *l.op);
+  ASSERT_EQ(u.edits.size(), 4u);
+  ASSERT_GE(u.passing_count(), 20u);
   StudyOptions o;
-  const auto t0 = std::chrono::steady_clock::now();
+  o.batch = 4;
+  o.initial = 3;  // the first population (the seed and 3) fits one batch, as 1 + 12 fits 16
+  o.islands = 2;
+  o.island_size = 4;
+  o.budget = 12;
+  o.resamples = 2000;
   const auto r = run_prior_study(u, l.spec, *l.op, o);
   std::printf("%s", format_study(r).c_str());
   expect_sound(r);
+}
+
+// The study on a universe measured on the H200 and shipped beside the spec, at the defaults.
+void study_shipped(const std::string& path) {
+  if (!fs::exists(path)) GTEST_SKIP() << path << " does not exist yet (measure it on the H200: docs/prior_study.md)";
+  const Loaded l = load();
+  const Universe u = load_universe(path);
+  if (u.measured_count() == 0) GTEST_SKIP() << path << " holds builds only (it was made without a GPU)";
+  ASSERT_FALSE(u.synthetic) << path << " must hold measurements, not synthetic timings";
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_prior_study(u, l.spec, *l.op, StudyOptions{});
+  std::printf("%s\n%s", path.c_str(), format_study(r).c_str());
+  expect_sound(r);
   std::printf("study took %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
+
+TEST(PriorStudy, OnTheShippedH200KnobGrid) { study_shipped(kShipped); }
+TEST(PriorStudy, OnTheShippedH200KnobGridWithPtxEdits) { study_shipped(kShippedEdits); }
 
 TEST(PriorStudy, RejectsAUniverseWithoutMeasurements) {
   const Loaded l = load();

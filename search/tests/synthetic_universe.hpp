@@ -7,7 +7,8 @@
 // inefficiency is what a kernel engineer would guess for RMSNorm forward: half the analytic
 // occupancy / wave-tail term of cost_features, idle lanes when a row gets more threads than it
 // has vectors, re-reads when a long row overflows its cluster's registers (CLUSTER 1 worst),
-// narrow vectors at large N, streaming stores helping only at large N, spills; plus a
+// narrow vectors at large N, streaming stores helping only at large N, spills, PTX edits (cache
+// hints and streaming stores help where the data outgrows L2); plus a
 // candidate-level and a per-shape idiosyncrasy from a hash of the genome (what no feature
 // explains). Speedup = baseline time / time, with a 95% CI of +-0.4% (+-1% below N = 2048).
 #pragma once
@@ -59,6 +60,13 @@ inline double synthetic_log_inefficiency(const evaluator::Op& op, const evaluato
   }
   if (vec < 8 && N >= 8192) x += 0.03;
   if (knob("STORE_HINT") > 0) x += N >= 65536 ? -0.02 : 0.01;
+  // PTX edits: cache hints and streaming stores pay off where the data no longer fits in L2.
+  for (const auto& e : m.genome.edits) {
+    if (e.pass == "l2_evict_hint") x += N >= 16384 ? -0.012 : -0.004;
+    if (e.pass == "store_streaming") x += N >= 65536 ? -0.006 : (N < 4096 ? 0.003 : 0.0);
+    if (e.pass == "fast_math") x -= 0.003;
+    if (e.pass == "hoist_global_loads") x += N >= 32768 ? -0.004 : 0.002;
+  }
   std::int64_t spills = 0;
   for (const auto& r : m.resources) spills += r.spill_stores;
   x += 0.002 * std::sqrt(static_cast<double>(spills));
@@ -76,7 +84,7 @@ inline Universe synthetic_universe(Universe builds, const evaluator::Spec& spec,
   const auto defaults = evaluator::default_knobs(spec.seeds.front());
   const UniverseMember* base = nullptr;
   for (const auto& m : u.members)
-    if (m.genome.knobs == defaults && m.build == "ok") base = &m;
+    if (m.genome.knobs == defaults && m.genome.edits.empty() && m.build == "ok") base = &m;
   if (!base) return u;
   std::vector<double> base_x;
   for (const auto& s : u.benchmark_shapes) base_x.push_back(synthetic_log_inefficiency(op, spec.config, s, *base));

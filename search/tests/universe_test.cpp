@@ -185,6 +185,34 @@ TEST_F(UniverseTest, WithoutAMeasurerItBuildsAndScreensOnly) {
   EXPECT_EQ(load_universe(dir_ / "u.json").measured_count(), 0u);
 }
 
+TEST_F(UniverseTest, EditsMultiplyTheGridAndTheirOrderIsCanonical) {
+  const auto passes = mutators::builtin_passes();
+  std::string why;
+  const auto hint = parse_edit("l2_evict_hint:priority=evict_last", passes, &why);
+  ASSERT_TRUE(hint) << why;
+  EXPECT_EQ(hint->params.at("priority"), "evict_last");
+  const auto plain = parse_edit("fast_math", passes, &why);
+  ASSERT_TRUE(plain) << why;
+  EXPECT_TRUE(plain->params.empty());
+  EXPECT_FALSE(parse_edit("no_such_pass", passes, &why));
+  EXPECT_NE(why.find("no PTX pass named 'no_such_pass'"), std::string::npos) << why;
+  EXPECT_FALSE(parse_edit("fast_math:oops", passes, &why));
+  EXPECT_NE(why.find("'oops' is not key=value"), std::string::npos) << why;
+
+  const std::vector<evaluator::Knobs> two = {evaluator::default_knobs(spec_.seeds.front()),
+                                             {{"BLOCK", std::int64_t{128}}, {"UNROLL", std::int64_t{1}}, {"PAD", std::int64_t{0}}}};
+  const auto all = universe_genomes("scale", two, {*hint, *plain}, -1);
+  ASSERT_EQ(all.size(), 8u);  // 2 assignments x 4 subsets
+  EXPECT_TRUE(all[0].edits.empty());  // each assignment's empty subset first
+  EXPECT_EQ(all[3].edits.size(), 2u);
+  EXPECT_EQ(all[3].edits[0].pass, "l2_evict_hint");  // in the given order
+  EXPECT_EQ(universe_genomes("scale", two, {*hint, *plain}, 1).size(), 6u);
+  Genome swapped = all[3];
+  std::swap(swapped.edits[0], swapped.edits[1]);
+  EXPECT_NE(swapped.hash(), all[3].hash());
+  EXPECT_EQ(canonical_edits(swapped).hash(), canonical_edits(all[3]).hash());
+}
+
 TEST_F(UniverseTest, ABadFileIsAnErrorNamingIt) {
   std::ofstream(dir_ / "bad.json") << "{\"format\": \"other\"}";
   try {
