@@ -113,6 +113,16 @@ double dtype_epsilon(DType t) {
   }
 }
 
+// Half the smallest positive subnormal: a value of smaller magnitude rounds to zero in that dtype.
+double dtype_underflow(DType t) {
+  switch (t) {
+    case DType::F16: return 0x1p-25;
+    case DType::BF16: return 0x1p-134;
+    case DType::F32: return 0x1p-150;
+    default: return 0x1p-1074;  // fp64: its smallest subnormal (half of it is not a double)
+  }
+}
+
 // Quiet NaNs with payloads no arithmetic produces (GPUs return canonical NaNs), so a written NaN
 // is never mistaken for poison; for integers, byte patterns unlikely as results.
 
@@ -469,6 +479,14 @@ OutputCheck judge_output(const std::string& tensor, DType out_dtype, std::int64_
   }
   if (a.ref_nonfinite > 0) {
     r.reason = "nonfinite-reference: " + std::to_string(a.ref_nonfinite) + " NaN/Inf reference elements";
+    return r;
+  }
+  // Every reference value rounds to zero in the output dtype (on the H200, KDA with beta logits
+  // of -670 gives outputs near 1e-292): an all-zero output is the only right answer, and the
+  // relative and constancy checks below would judge rounding, not the kernel.
+  if (is_float(out_dtype) && std::max(std::abs(a.ref_min), std::abs(a.ref_max)) < dtype_underflow(out_dtype) &&
+      a.out_min == 0 && a.out_max == 0) {
+    r.passed = true;
     return r;
   }
   // Written as !(x <= t) so that a NaN statistic fails instead of passing.

@@ -63,6 +63,30 @@ TEST(DeviceChecks, JudgeMatchesHostRulesOnSyntheticFigures) {
   OutputStats flat = s;
   flat.out_min = flat.out_max = 0.5;
   EXPECT_EQ(reason_code(judge_output("out", DType::BF16, 100, flat, {1e-2, 1e-1}).reason), "trivial-output");
+  // A reference below what the output dtype can hold (KDA with beta logits of -670: ~1e-292)
+  // rounds to zero: an all-zero output is right, any other constant is not, and a zero output of
+  // a reference the dtype does hold stays trivial.
+  OutputStats tiny;
+  tiny.counted = 100;
+  tiny.sum_r2 = 0;  // (1e-292)^2 underflows in double
+  tiny.ref_min = -8e-292;
+  tiny.ref_max = 8e-292;
+  tiny.max_r = 8e-292;
+  EXPECT_TRUE(judge_output("out", DType::BF16, 100, tiny, {1e-2, 1e-1}).passed);
+  EXPECT_TRUE(judge_output("out", DType::F32, 100, tiny, {1e-2, 1e-1}).passed);
+  OutputStats tiny_wrong = tiny;
+  tiny_wrong.out_min = tiny_wrong.out_max = 0.25;
+  tiny_wrong.sum_o2 = 6.25;
+  tiny_wrong.sum_d2 = 6.25;
+  tiny_wrong.max_d = 0.25;
+  EXPECT_FALSE(judge_output("out", DType::BF16, 100, tiny_wrong, {1e-2, 1e-1}).passed);
+  OutputStats small_ok = tiny;
+  small_ok.ref_min = -1e-30;  // representable in bf16 (its range reaches ~1e-38)
+  small_ok.ref_max = 1e-30;
+  small_ok.sum_r2 = 100 * 1e-60;
+  small_ok.sum_d2 = small_ok.sum_r2;
+  small_ok.max_d = 1e-30;
+  EXPECT_FALSE(judge_output("out", DType::BF16, 100, small_ok, {1e-2, 1e-1}).passed);
 
   HostTensor out("out", DType::F32, {3}), ref("out", DType::F64, {3});
   for (int i = 0; i < 3; ++i) {
