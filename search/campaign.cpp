@@ -16,11 +16,10 @@
 
 #include "evaluator/build_cache.hpp"
 #include "evaluator/evaluation.hpp"
-#include "evaluator/ir_checks.hpp"
-#include "search/entry_abi_check.hpp"
 #include "search/genome_build.hpp"
 #include "search/llm_evidence.hpp"
 #include "search/prior/selection.hpp"
+#include "search/screen.hpp"
 
 namespace ptxevo::search {
 
@@ -379,28 +378,7 @@ std::size_t CampaignEngine::finish(Round& round, std::set<std::int64_t>& in_flig
     rec.resources_json = resources_json(b);
     // Static screen: what would waste a GPU slot.
     if (b.ok) {
-      std::int64_t spills = 0;
-      for (const auto& f : b.resources) spills += f.spill_stores;
-      std::vector<std::string> why;
-      if (spills > opt_.max_spill_bytes)
-        why.push_back("screen-spills: " + std::to_string(spills) + " B of spill stores (bound " +
-                      std::to_string(opt_.max_spill_bytes) + " B)");
-      for (const auto& sc : shapes_) {
-        evaluator::LaunchPlan plan;
-        try {
-          plan = op_.launch_plan(sc.shape, spec_.config, it.proposal.genome.knobs);
-        } catch (const std::invalid_argument& e) {
-          why.push_back(std::string("launch-plan: ") + e.what());
-          break;
-        }
-        auto violations = evaluator::check_ir(*b.module, plan);
-        if (!it.proposal.genome.source.empty())
-          for (auto& v : check_entry_params(*b.module, plan)) violations.push_back(std::move(v));
-        for (const auto& v : violations) {
-          const std::string r = v.rule + ": " + v.message;
-          if (std::find(why.begin(), why.end(), r) == why.end()) why.push_back(r);
-        }
-      }
+      const auto why = screen_reasons(op_, spec_.config, shapes_, it.proposal.genome, b, opt_.max_spill_bytes);
       if (!why.empty()) {
         rec.ok = false;
         rec.stage = "screen";
