@@ -123,6 +123,10 @@ class CampaignEngine {
 
   CampaignResult run();
 
+  // The categories whose validity rates judge a genome: "seed:KNOB=value" per knob, "pass:NAME"
+  // per PTX edit, "agent-source" (also used by the prior's replay study, search/prior_study.cpp).
+  static std::vector<std::string> validity_categories(const Genome& g);
+
  private:
   struct Item;
   struct Batch;
@@ -194,7 +198,6 @@ class CampaignEngine {
   // model, so without this it kept choosing what it could not know fails (the toy's UNROLL = 3,
   // predicted between the fast UNROLL 2 and 4).
   prior::CategoryValidity validity_{2.0, 0.25};
-  static std::vector<std::string> validity_categories(const Genome& g);
   double p_valid(const Genome& g) const;
   void load_applicability();
   void note_build(const Item& it, bool refused, bool ok);

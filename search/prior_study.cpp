@@ -18,7 +18,9 @@
 
 #include "evaluator/evaluation.hpp"
 #include "mutators/pass.hpp"
+#include "search/campaign.hpp"
 #include "search/population.hpp"
+#include "search/prior/logistic_validity.hpp"
 #include "search/prior/selection.hpp"
 #include "search/proposer.hpp"
 
@@ -119,6 +121,25 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
   std::vector<Item> reserve;
   double best_true = 0;
   const std::size_t ns = shapes.size();
+  // As CampaignEngine: P(passes the gate) per knob value and pass, the weakest counting, in the
+  // cost model's choice; passes that refused a parent never proposed for it again, and one that
+  // refused every parent so far only rarely; one child per (parent, pass) a round.
+  prior::CategoryValidity validity(2.0, 0.25);
+  struct Applicability {
+    int refused = 0, applied = 0;
+  };
+  std::map<std::string, Applicability> applicability;
+  std::set<std::pair<std::int64_t, std::string>> refused_pairs, asked_this_round;
+  auto p_valid = [&](const Genome& g) {
+    double p = 1.0;
+    for (const auto& cat : CampaignEngine::validity_categories(g)) p = std::min(p, validity.probability(cat));
+    return p;
+  };
+  auto rarely_applies = [&](const std::string& op) {
+    const auto a = applicability.find(op);
+    return o.refusals_before_rare > 0 && a != applicability.end() && a->second.applied == 0 &&
+           a->second.refused >= o.refusals_before_rare;
+  };
 
   // A measurement: noisy per-shape speedups around the stored medians, bounds shifted with them.
   struct Figures {
@@ -170,10 +191,19 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
         if (policy_op) policy.release(p.operator_id);
         continue;
       }
+      const UniverseMember& um = c.u->members[m];
+      const bool refused = um.build == "failed" && um.stage == "pass" && um.reason.rfind("pass-refused", 0) == 0;
+      if (p.operator_id.rfind("ptx:", 0) == 0) {  // CampaignEngine::note_build
+        if (refused) {
+          ++applicability[p.operator_id].refused;
+          if (p.parent_id) refused_pairs.insert({*p.parent_id, p.operator_id});
+        } else if (um.build == "ok" || um.build == "screened") {
+          ++applicability[p.operator_id].applied;
+        }
+      }
       if (!c.data[m].buildable) {
         // A pass that refused this parent could not apply: not charged (as in a campaign).
-        const UniverseMember& um = c.u->members[m];
-        if (policy_op && um.stage == "pass" && um.reason.rfind("pass-refused", 0) == 0) policy.release(p.operator_id);
+        if (policy_op && refused) policy.release(p.operator_id);
         else if (policy_op) policy.credit(p.operator_id, Outcome::Failed);
         continue;
       }
@@ -257,6 +287,14 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
         std::vector<std::string> ops;
         for (auto& op : c.proposer->applicable(parent->genome, has_mate))
           if (c.is_policy_op(op)) ops.push_back(std::move(op));
+        // CampaignEngine::propose: a pass that refused this parent refuses it again; one child per
+        // (parent, pass) a round; a pass that refused every parent so far only now and then.
+        const bool explore = std::uniform_real_distribution<double>(0, 1)(rng) < 0.05;
+        std::erase_if(ops, [&](const std::string& op) {
+          if (refused_pairs.count({parent->candidate_id, op})) return true;
+          if (op.rfind("ptx:", 0) == 0 && asked_this_round.count({parent->candidate_id, op})) return true;
+          return !explore && rarely_applies(op);
+        });
         const std::string op = policy.choose(ops, rng);
         if (op.empty()) break;
         std::string detail;
@@ -270,6 +308,7 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
           ++run.outside;
           continue;
         }
+        asked_this_round.insert({parent->candidate_id, op});
         Proposal p;
         p.genome = std::move(*child);
         p.parent_id = parent->candidate_id;
@@ -298,6 +337,7 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
     std::optional<Figures> fig;
     measure(it.member, &fig);
     const std::string& op = it.proposal.operator_id;
+    for (const auto& cat : CampaignEngine::validity_categories(it.proposal.genome)) validity.add(cat, fig.has_value());
     if (!fig) {
       ++run.failed;
       if (c.is_policy_op(op)) policy.credit(op, Outcome::Failed);
@@ -332,6 +372,7 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
       std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(o.batch * o.build_factor)));
   while (run.evaluations < budget) {
     std::vector<Item> fresh;
+    asked_this_round.clear();  // one round of proposals: the first population, or a batch's top-up
     if (pop.empty()) {
       prepare(first_population(), fresh);
     } else {
@@ -352,15 +393,16 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
     const auto n = static_cast<Eigen::Index>(reserve.size());
     const auto cols = static_cast<Eigen::Index>(c.layout.size());
     Eigen::MatrixXd X(n, cols);
-    Eigen::VectorXd p_valid = Eigen::VectorXd::Ones(n), analytic(n);
+    Eigen::VectorXd p_valid_col = Eigen::VectorXd::Ones(n), analytic(n);
     for (Eigen::Index i = 0; i < n; ++i) {
       const Item& it = reserve[static_cast<std::size_t>(i)];
       for (Eigen::Index j = 0; j < cols; ++j) X(i, j) = it.features[static_cast<std::size_t>(j)];
       analytic(i) = it.analytic;
+      p_valid_col(i) = p_valid(it.proposal.genome);
     }
     const std::size_t slots = std::min<std::size_t>(
         {static_cast<std::size_t>(o.batch), reserve.size(), static_cast<std::size_t>(budget - run.evaluations)});
-    const auto picks = prior::select_batch(model.model(), X, p_valid, analytic, slots, model_rng, model.selection_options());
+    const auto picks = prior::select_batch(model.model(), X, p_valid_col, analytic, slots, model_rng, model.selection_options());
     std::vector<bool> taken(reserve.size(), false);
     std::vector<Item> batch;
     for (const auto& p : picks) {

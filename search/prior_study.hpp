@@ -10,10 +10,14 @@
 // universe's grid and, when the universe has PTX edits, appending one of its passes or dropping
 // one (a proposal outside the universe, e.g. a pass with other parameters, is drawn again and not
 // charged, PRIOR.md 7.2; passes the universe lacks are not offered), OperatorPosterior credit
-// rules (a pass that refused its parent is not charged), and
-// cost_features + CostModel choosing each batch by Thompson draws from about build_factor x batch
-// built candidates. The measurement is immediate, so proposals see the population of the
-// previous batch (a GPU campaign breeds one batch ahead of its measurements).
+// rules (a pass that refused its parent is not charged), CampaignEngine's applicability rules
+// (a pass that refused a parent is never proposed for it again, one that refused every parent so
+// far only rarely, one child per (parent, pass) a round), and cost_features + CostModel choosing
+// each batch by Thompson draws from about build_factor x batch built candidates, weighted by the
+// validity rates per knob value and pass (CampaignEngine::validity_categories). The measurement
+// is immediate, so each batch is measured before the next is proposed (a GPU campaign keeps a
+// batch queued behind the one at the GPU and builds rounds ahead, so its children come from a
+// population one or two batches older).
 //
 // The "earlier campaign" of a warm arm is a cold simulated campaign of the same budget on the
 // OTHER shape set (its own seed); what it leaves behind is what a real earlier campaign in the
@@ -53,6 +57,7 @@ struct StudyOptions {
   double build_factor = 1.5;
   int reserve_factor = 4;
   int migrate_every = 4, remeasure_every = 5, max_measurements = 3;
+  int refusals_before_rare = 4;  // CampaignOptions::refusals_before_rare
   bool noise = true;          // measured figures drawn within each shape's stored 95% CI
   std::uint64_t seed = 1;     // the seed list (seed, seed + 1, ...) every arm shares
   std::size_t resamples = 10000;
