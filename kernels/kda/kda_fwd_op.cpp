@@ -1,8 +1,10 @@
 #include "kernels/kda/kda_fwd_op.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <stdexcept>
+#include <variant>
 
 namespace ptxevo::kernels {
 
@@ -126,15 +128,34 @@ Knobs KdaFwdOp::chunked_knob_defaults() {
   return {{"CHUNK", g.chunk}, {"BV", g.bv}, {"WARPS", g.warps}, {"STAGE", g.stage}, {"LMTC", g.lmtc}};
 }
 
+Knobs KdaFwdOp::chunked_tcgen05_knob_defaults() {
+  Knobs k = chunked_knob_defaults();
+  k["MMA"] = std::string("tcgen05");
+  return k;
+}
+
 // Mirrors the enum layout of kda_fwd_chunked.cu: region A (fp32 q, k, cumsum-of-decays rows of
 // 129 floats, each array rounded up to 16 bytes; U and its bf16 terms reuse it), then V, beta,
 // 2^Gtot, Kd, Qd (bf16 rows of 136), KrT (bf16 rows of C + 8), S^T hi and lo (bf16 rows of 136),
 // L (fp32 C x C), M's hi and lo terms (bf16 rows of C + 8) and, with STAGE = 1, the staging buffer
 // (bf16 q, k, g rows of 128 and v rows of BV).
+//
+// kda_fwd_chunked_tcgen05.cu (g.tcgen05): a union of region A, S^T's two bf16 terms (128 x 128
+// each, region B1) and U' (fp32 C x BV) with U^T's two bf16 terms (128 x C each, region B2),
+// rounded up to 1 KB; then V, beta, 2^Gtot, [Kd; Qd] (bf16 2C x 128), Kr^T (bf16 128 x C), L (fp32
+// C x C), M's two terms (bf16 C x C), 16 bytes for the mbarrier and the tensor-memory address, and
+// the same staging buffer.
 std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
   auto round16 = [](std::int64_t b) { return (b + 15) / 16 * 16; };
   const std::int64_t c = g.chunk, bv = g.bv;
   const std::int64_t region_a = 3 * round16(c * (D + 1) * 4);
+  if (g.tcgen05) {
+    const std::int64_t b1 = 2 * 128 * D * 2, b2 = c * bv * 4 + 2 * 128 * c * 2;
+    const std::int64_t un = (std::max({region_a, b1, b2}) + 1023) / 1024 * 1024;
+    const std::int64_t staging = g.stage ? 3 * c * D * 2 + c * bv * 2 : 0;
+    return un + c * bv * 4 + round16(c * 4) + D * 4 + 2 * c * D * 2 + D * c * 2 + c * c * 4 + 2 * c * c * 2 + 16 +
+           staging;
+  }
   const std::int64_t staging = g.stage ? 3 * c * D * 2 + c * bv * 2 : 0;
   return region_a + c * bv * 4 + round16(c * 4) + D * 4 + 2 * c * (D + 8) * 2 + D * (c + 8) * 2 +
          2 * bv * (D + 8) * 2 + c * c * 4 + 2 * c * (c + 8) * 2 + staging;
@@ -142,9 +163,16 @@ std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
 
 KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   for (const auto& [name, v] : k)
-    if (name != "CHUNK" && name != "BV" && name != "WARPS" && name != "STAGE" && name != "LMTC")
-      fail("unknown knob '" + name + "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LMTC)");
+    if (name != "CHUNK" && name != "BV" && name != "WARPS" && name != "STAGE" && name != "LMTC" && name != "MMA")
+      fail("unknown knob '" + name + "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LMTC, MMA)");
   ChunkedGeometry g;
+  if (auto it = k.find("MMA"); it != k.end()) {
+    const auto* mma = std::get_if<std::string>(&it->second);
+    if (!mma || (*mma != "sync" && *mma != "tcgen05"))
+      fail("MMA=" + (mma ? *mma : std::to_string(std::get<std::int64_t>(it->second))) +
+           " must be sync (mma.sync, kda_fwd_chunked.cu) or tcgen05 (sm_100a only, kda_fwd_chunked_tcgen05.cu)");
+    g.tcgen05 = *mma == "tcgen05";
+  }
   g.chunk = evaluator::knob_int(k, "CHUNK", g.chunk);
   g.bv = evaluator::knob_int(k, "BV", g.bv);
   g.warps = evaluator::knob_int(k, "WARPS", g.warps);
@@ -162,7 +190,7 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   if (g.lmtc == 1 && g.chunk != 16) fail("LMTC=1 needs CHUNK=16, got CHUNK=" + std::to_string(g.chunk));
   if (chunked_smem_bytes(g) > 227 * 1024)
     fail("CHUNK=" + std::to_string(g.chunk) + " with BV=" + std::to_string(g.bv) + " and STAGE=" +
-         std::to_string(g.stage) + " needs " +
+         std::to_string(g.stage) + (g.tcgen05 ? " (MMA=tcgen05)" : "") + " needs " +
          std::to_string(chunked_smem_bytes(g)) + " bytes of shared memory, more than a CTA may have (227 KB)");
   return g;
 }
@@ -212,7 +240,7 @@ evaluator::LaunchPlan KdaFwdOp::launch_plan(const Shape& s, const OpConfig& cfg,
   std::int64_t bv = 0, threads = 0;
   if (is_chunked(k)) {
     const ChunkedGeometry g = chunked_geometry(k);
-    l.entry = kChunkedEntry;
+    l.entry = g.tcgen05 ? kChunkedTcgen05Entry : kChunkedEntry;
     bv = g.bv;
     threads = g.warps * 32;
     l.shared_bytes = static_cast<std::uint32_t>(chunked_smem_bytes(g));

@@ -30,7 +30,8 @@ namespace ptxevo::kernels {
 // true | false (true); final_state = true | false (true); head_dim = 128 (128; nothing else is
 // supported). Two seed templates, told apart by their knobs: the recurrent kda_fwd.cu (BV, KSPLIT,
 // TB, MIN_BLOCKS; geometry()) and the chunked kda_fwd_chunked.cu (CHUNK, BV, WARPS, STAGE, LMTC;
-// chunked_geometry()). Knobs that name a CHUNK select the chunked entry.
+// chunked_geometry()). Knobs that name a CHUNK select the chunked entry; with MMA = "tcgen05" as
+// well, its sm_100a variant kda_fwd_chunked_tcgen05.cu (kda_fwd_sm100a.spec).
 class KdaFwdOp : public evaluator::Op {
  public:
   static constexpr std::int64_t kHeadDim = 128;
@@ -64,15 +65,24 @@ class KdaFwdOp : public evaluator::Op {
     std::int64_t warps = 4;   // warps per CTA: 4, 8
     std::int64_t stage = 1;   // 1: the next chunk's inputs are staged in shared memory with cp.async
     std::int64_t lmtc = 1;    // 1: L and M on tensor cores (lower-bound gate, CHUNK = 16 only)
+    // Knob MMA, the matrix unit of the state GEMMs: "sync" (absent: mma.sync, kda_fwd_chunked.cu,
+    // any arch) or "tcgen05" (tcgen05.mma with tensor-memory accumulators,
+    // kda_fwd_chunked_tcgen05.cu, sm_100a only: the source refuses other arches with an #error
+    // naming the knob and the arch, since launch plans do not see the arch; compile-only, never run).
+    bool tcgen05 = false;
   };
   // True when the knobs are the chunked seed's (they name CHUNK).
   static bool is_chunked(const evaluator::Knobs& k);
   // Throws std::invalid_argument for unknown knobs or values the template cannot build.
   static ChunkedGeometry chunked_geometry(const evaluator::Knobs& k);
   static evaluator::Knobs chunked_knob_defaults();
-  // Dynamic shared memory of kda_fwd_chunked.cu's layout (the kernel traps on less).
+  // The tcgen05 variant's defaults (kda_fwd_chunked_tcgen05.cu; MMA = "tcgen05").
+  static evaluator::Knobs chunked_tcgen05_knob_defaults();
+  // Dynamic shared memory of kda_fwd_chunked.cu's layout, or of kda_fwd_chunked_tcgen05.cu's when
+  // g.tcgen05 (the kernels trap on less).
   static std::int64_t chunked_smem_bytes(const ChunkedGeometry& g);
   static constexpr const char* kChunkedEntry = "kda_fwd_chunked";
+  static constexpr const char* kChunkedTcgen05Entry = "kda_fwd_chunked_tcgen05";
 
   std::string name() const override { return "kda_fwd"; }
   std::string validate(const evaluator::OpConfig& cfg) const override;
