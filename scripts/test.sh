@@ -19,11 +19,11 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 # Tests that only drive NVRTC, nvJitLink and ptxas over many knob combinations (7 minutes under
-# ASan for RMSNorm), and the fp64/fp32 models of the KDA chunked algorithm (minutes of pure
+# ASan for RMSNorm; the KDA chunked and tcgen05 sweeps), and the fp64/fp32 models of the KDA chunked algorithm (minutes of pure
 # arithmetic), ran in the release build above; sanitizing our side of them adds little. The KDA
 # kernel's own source run on the host (KdaChunkedOnHost) stays for the layouts that bound its
 # indexing (the largest staged layout, BV 64 and 128, no states); its three slowest
 # configurations (minutes each under ASan) run in the release build only. The prior's
 # replay study (PriorStudy: hundreds of simulated campaigns) likewise runs in the release build only.
 ctest --test-dir build-asan --output-on-failure --parallel "$jobs" \
-  -E '^(RmsNormFwdBuild\.(SeedBuildsForKnobAndDtypeCombinations|ASampleOfTheAdmittedKnobSpaceBuilds)|KdaFwdChunkedBuild\.EveryAdmittedKnobAssignmentBuilds|KdaChunkedEmulation\..*|KdaChunkedOnHost\.(MainSpecDefaults|SoftplusChunk32Bv16Staged|InitialStateOnlyChunk64EightWarps)|PriorStudy\..*)$'
+  -E '^(RmsNormFwdBuild\.(SeedBuildsForKnobAndDtypeCombinations|ASampleOfTheAdmittedKnobSpaceBuilds)|KdaFwdChunkedBuild\.EveryAdmittedKnobAssignmentBuilds|KdaFwdTcgen05Build\.CompilesAndPassesPtxasForSm100a|KdaChunkedEmulation\..*|KdaChunkedOnHost\.(MainSpecDefaults|SoftplusChunk32Bv16Staged|InitialStateOnlyChunk64EightWarps)|PriorStudy\..*)$'
