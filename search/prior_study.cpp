@@ -423,7 +423,7 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
     if (reserve.size() > cap) {
       std::vector<std::size_t> order(reserve.size());
       std::iota(order.begin(), order.end(), std::size_t{0});
-      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return score[a] < score[b]; });
+      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return score[a] != score[b] ? score[a] < score[b] : a < b; });
       std::vector<Item> kept;
       for (std::size_t k = 0; k < order.size(); ++k) {
         Item& it = reserve[order[k]];
@@ -457,7 +457,8 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
   }
   std::vector<std::pair<double, std::size_t>> order;
   for (const auto& [m, f] : best_measured) order.emplace_back(f, m);
-  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  // Ties by member index (std::sort: libstdc++ 12's stable_sort trips clang's -Werror).
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
   for (const auto& [f, m] : order) out.best_members.push_back(m);
   return out;
 }

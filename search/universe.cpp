@@ -371,7 +371,9 @@ std::vector<Genome> universe_genomes(const std::string& seed, const std::vector<
 }
 
 Genome canonical_edits(Genome g) {
-  std::stable_sort(g.edits.begin(), g.edits.end(), [](const PtxEdit& a, const PtxEdit& b) {
+  // Equal (pass, params) pairs are identical, so std::sort is as deterministic as stable_sort
+  // (which trips clang's deprecation of get_temporary_buffer in libstdc++ 12 under -Werror).
+  std::sort(g.edits.begin(), g.edits.end(), [](const PtxEdit& a, const PtxEdit& b) {
     return a.pass != b.pass ? a.pass < b.pass : a.params < b.params;
   });
   return g;

@@ -22,7 +22,9 @@ void check_pair(std::span<const double> a, std::span<const double> b) {
 std::vector<std::size_t> order_by(std::span<const double> v) {
   std::vector<std::size_t> idx(v.size());
   std::iota(idx.begin(), idx.end(), std::size_t{0});
-  std::stable_sort(idx.begin(), idx.end(), [&](std::size_t i, std::size_t j) { return v[i] < v[j]; });
+  // std::sort with the index as tie-break: libstdc++ 12's stable_sort trips clang's deprecation
+  // of get_temporary_buffer under -Werror.
+  std::sort(idx.begin(), idx.end(), [&](std::size_t i, std::size_t j) { return v[i] != v[j] ? v[i] < v[j] : i < j; });
   return idx;
 }
 
