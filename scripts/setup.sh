@@ -14,6 +14,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-19 llvm-19 lld-19 libclang-rt-19-dev
   chromium  # headless: renders ptxevo report's HTML in search/tests/report_render_test.cpp
+  python3 python3-torch  # CPU torch for the bench harness tests (bench/*/test_*.py), run by /usr/bin/python3
 )
 
 command -v dpkg-query >/dev/null || die "this script needs a Debian-based system (dpkg/apt-get); install the packages listed in scripts/setup.sh by hand"
