@@ -123,6 +123,12 @@ double dtype_underflow(DType t) {
   }
 }
 
+// Below this magnitude a kernel's answer is allowed to be zero: what rounds to zero in the output
+// dtype, or what lies below fp32's normal range, where fp32 arithmetic compiled to flush
+// subnormals (ftz, the norm for GPU kernels) gives zero (H200: KDA's final state at T = 1 with a
+// beta logit of -100 is ~1e-42, an fp32 subnormal, and the kernel writes 0).
+double zero_answer_bound(DType t) { return std::max(dtype_underflow(t), 0x1p-126); }
+
 // Quiet NaNs with payloads no arithmetic produces (GPUs return canonical NaNs), so a written NaN
 // is never mistaken for poison; for integers, byte patterns unlikely as results.
 
@@ -481,11 +487,13 @@ OutputCheck judge_output(const std::string& tensor, DType out_dtype, std::int64_
     r.reason = "nonfinite-reference: " + std::to_string(a.ref_nonfinite) + " NaN/Inf reference elements";
     return r;
   }
-  // Every reference value rounds to zero in the output dtype (on the H200, KDA with beta logits
-  // of -670 gives outputs near 1e-292): an all-zero output is the only right answer, and the
-  // relative and constancy checks below would judge rounding, not the kernel.
-  if (is_float(out_dtype) && std::max(std::abs(a.ref_min), std::abs(a.ref_max)) < dtype_underflow(out_dtype) &&
-      a.out_min == 0 && a.out_max == 0) {
+  // Every reference value rounds to zero in the output dtype or lies below fp32's normal range
+  // (on the H200, KDA with beta logits of -670 gives outputs near 1e-292): an output of zeros (or
+  // of values as small) is right, and the relative and constancy checks below would judge
+  // rounding and flushing, not the kernel.
+  if (const double bound = zero_answer_bound(out_dtype);
+      is_float(out_dtype) && std::max(std::abs(a.ref_min), std::abs(a.ref_max)) < bound &&
+      std::max(std::abs(a.out_min), std::abs(a.out_max)) < bound) {
     r.passed = true;
     return r;
   }

@@ -87,6 +87,30 @@ TEST(DeviceChecks, JudgeMatchesHostRulesOnSyntheticFigures) {
   small_ok.sum_d2 = small_ok.sum_r2;
   small_ok.max_d = 1e-30;
   EXPECT_FALSE(judge_output("out", DType::BF16, 100, small_ok, {1e-2, 1e-1}).passed);
+  // Below fp32's normal range (KDA's final state at T = 1 with a beta logit of -100: ~1e-42, an
+  // fp32 subnormal) a kernel with flushed subnormals writes zeros: right for fp32 and bf16; an
+  // output of normal magnitude is not, and fp16 (whose normal range ends at 6e-5) keeps its rule.
+  OutputStats subnormal = tiny;
+  subnormal.ref_min = -4e-42;
+  subnormal.ref_max = 4e-42;
+  subnormal.max_r = 4e-42;
+  subnormal.sum_d2 = 100 * 16e-84;  // every element off by all of it: rel_l2 1
+  subnormal.sum_r2 = 100 * 16e-84;
+  subnormal.max_d = 4e-42;
+  EXPECT_TRUE(judge_output("final_state", DType::F32, 100, subnormal, {1e-2, 1e-1}).passed);
+  EXPECT_TRUE(judge_output("out", DType::BF16, 100, subnormal, {1e-2, 1e-1}).passed);
+  OutputStats subnormal_wrong = subnormal;
+  subnormal_wrong.out_min = -1e-20;
+  subnormal_wrong.out_max = 1e-20;
+  EXPECT_FALSE(judge_output("final_state", DType::F32, 100, subnormal_wrong, {1e-2, 1e-1}).passed);
+  OutputStats fp16_small = small_ok;  // 1e-30 rounds to zero in fp16 already
+  fp16_small.ref_min = -1e-6;         // but 1e-6 is an fp16 subnormal: a zero output stays wrong
+  fp16_small.ref_max = 1e-6;
+  fp16_small.max_r = 1e-6;
+  fp16_small.sum_r2 = 100 * 1e-12;
+  fp16_small.sum_d2 = fp16_small.sum_r2;
+  fp16_small.max_d = 1e-6;
+  EXPECT_FALSE(judge_output("out", DType::F16, 100, fp16_small, {1e-2, 1e-1}).passed);
 
   HostTensor out("out", DType::F32, {3}), ref("out", DType::F64, {3});
   for (int i = 0; i < 3; ++i) {
