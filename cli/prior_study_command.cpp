@@ -82,6 +82,14 @@ void register_prior_study_command(CLI::App& app) {
   cmd->add_option("--build-factor", o->study.build_factor, "Candidates built per measured one")
       ->check(CLI::Range(1.0, 8.0))
       ->capture_default_str();
+  cmd->add_option("--random-edit-share", o->study.random_edits.share,
+                  "Share of the first population's random genomes that carry PTX edits (the campaign's default)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--random-max-edits", o->study.random_edits.max_edits,
+                  "Such a genome carries 1 to this many distinct passes (the campaign's default)")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
   cmd->add_option("--seed", o->study.seed, "First seed of the list every arm shares")->capture_default_str();
   cmd->add_option("--arms", o->study.arms, "Arms to run, comma-separated (cold,warm,posterior,cost_model,seeds,shuffled; default all)")
       ->delimiter(',');

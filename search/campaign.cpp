@@ -68,6 +68,15 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
+// A random genome whose pass refused: "pass-refused: NAME: why" names the pass (the first of its
+// edits that refused). Counted for that pass as a refusal without a parent.
+std::string refused_pass_of(const std::string& build_log) {
+  const std::string tag = "pass-refused: ";
+  if (build_log.rfind(tag, 0) != 0) return {};
+  const auto end = build_log.find(':', tag.size());
+  return end == std::string::npos ? std::string() : build_log.substr(tag.size(), end - tag.size());
+}
+
 }  // namespace
 
 struct CampaignEngine::Item {
@@ -245,14 +254,19 @@ std::vector<Proposal> CampaignEngine::propose(int generation, std::mt19937_64& r
         ++warm;
       }
     }
+    // Random genomes, a share of them with PTX edits (passes that apply to the baseline and
+    // have not refused every parent so far).
+    std::vector<std::string> edit_passes;
+    for (const auto& pass : random_passes_)
+      if (!rarely_applies("ptx:" + pass)) edit_passes.push_back(pass);
     for (int i = warm; i < opt_.initial; ++i) {
       const auto& seeds = spec_.seeds;
       const auto& s = seeds[static_cast<std::size_t>(i) % seeds.size()];
-      if (auto g = proposer_.random_genome(s.name, rng)) {
+      if (auto g = proposer_.random_genome(s.name, rng, opt_.random_edits, edit_passes)) {
         Proposal p;
         p.genome = *g;
         p.operator_id = "random";
-        p.detail = "random knobs";
+        p.detail = g->edits.empty() ? "random knobs" : "random knobs and edits";
         p.island = k++ % islands;
         out.push_back(std::move(p));
       }
@@ -389,7 +403,7 @@ std::size_t CampaignEngine::finish(Round& round, std::set<std::int64_t>& in_flig
     in_flight.erase(it.candidate_id);
     const std::string& op_id = it.proposal.operator_id;
     const bool refused = !rec.ok && rec.stage == "pass" && rec.log.rfind("pass-refused", 0) == 0;
-    note_build(it, refused, b.ok);
+    note_build(it, refused, b.ok, rec.log);
     if (!rec.ok && is_policy_op(op_id)) {
       // A pass that refused this parent could not apply: not charged. Anything else failed.
       if (refused) policy_.release(op_id);
@@ -516,12 +530,24 @@ void CampaignEngine::load_applicability() {
   }
   // A resumed campaign remembers which passes refused which parents.
   auto st = db_.connection().prepare(
-      "SELECT operator, parent_id, build_ok, build_stage, substr(coalesce(build_log, ''), 1, 12) FROM candidates "
-      "WHERE campaign_id = ? AND operator LIKE 'ptx:%' AND build_stage IS NOT NULL");
+      "SELECT operator, parent_id, build_ok, build_stage, substr(coalesce(build_log, ''), 1, 200), genome_json "
+      "FROM candidates WHERE campaign_id = ? AND (operator LIKE 'ptx:%' OR operator = 'random') AND build_stage IS NOT NULL");
   st.bind(1, campaign_id_);
   while (st.step()) {
     const std::string op = st.column_text(0);
-    const bool refused = st.column_text(3) == "pass" && st.column_text(4) == "pass-refused";
+    const bool refused = st.column_text(3) == "pass" && st.column_text(4).rfind("pass-refused", 0) == 0;
+    if (op == "random") {  // as note_build counts the first population's random edits
+      if (refused) {
+        if (const auto pass = refused_pass_of(st.column_text(4)); !pass.empty()) ++applicability_["ptx:" + pass].refused;
+      } else if (st.column_int(2) != 0) {
+        try {
+          for (const auto& e : genome_from_json(json::parse(st.column_text(5))).edits) ++applicability_["ptx:" + e.pass].applied;
+        } catch (const std::exception&) {
+          // unreadable: reported when resumed
+        }
+      }
+      continue;
+    }
     if (refused) {
       ++applicability_[op].refused;
       if (auto parent = st.column_opt_int(1)) refused_pairs_.insert({*parent, op});
@@ -546,8 +572,41 @@ double CampaignEngine::p_valid(const Genome& g) const {
   return p;
 }
 
-void CampaignEngine::note_build(const Item& it, bool refused, bool ok) {
+void CampaignEngine::find_random_passes() {
+  random_passes_.clear();
+  if (opt_.random_edits.share <= 0 || !baseline_.module) return;
+  std::string refused;
+  for (const auto& name : proposer_.ptx_passes()) {
+    const auto* pass = passes_->find(name);
+    if (!pass) continue;
+    ir::Module m = *baseline_.module;  // a copy: passes rewrite in place
+    mutators::PassResult r;
+    try {
+      r = pass->apply(m, {});
+    } catch (const std::exception&) {
+      r.applied = false;
+    }
+    if (r.applied) random_passes_.push_back(name);
+    else refused += " " + name;
+  }
+  log_ << "random genomes: " << static_cast<int>(opt_.random_edits.share * 100 + 0.5) << "% carry 1-"
+       << opt_.random_edits.max_edits << " PTX edits of " << random_passes_.size() << " passes that apply to the baseline"
+       << (refused.empty() ? std::string() : "; refusing it:" + refused) << "\n";
+}
+
+
+void CampaignEngine::note_build(const Item& it, bool refused, bool ok, const std::string& build_log) {
   const std::string& op = it.proposal.operator_id;
+  if (op == "random") {
+    // The first population's random edits: a refusal counts against the pass that refused, a
+    // build counts as an application of each of its passes (no parent: no pair to remember).
+    if (refused) {
+      if (const auto pass = refused_pass_of(build_log); !pass.empty()) ++applicability_["ptx:" + pass].refused;
+    } else if (ok) {
+      for (const auto& e : it.proposal.genome.edits) ++applicability_["ptx:" + e.pass].applied;
+    }
+    return;
+  }
   if (op.rfind("ptx:", 0) != 0) return;
   if (refused) {
     ++applicability_[op].refused;
@@ -803,6 +862,7 @@ CampaignResult CampaignEngine::run() {
   // What earlier campaigns in this database learned about the operators (capped per key).
   policy_.load(db_);
   load_applicability();  // a resumed campaign's refusals and gate outcomes
+  find_random_passes();
   if (llm_agents_) {
     llm_ = std::make_unique<LlmProposer>(
         *llm_agents_, db_, campaign_id_, spec_, op_, opt_.arch,

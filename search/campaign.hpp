@@ -36,6 +36,10 @@ struct CampaignOptions {
   int island_size = 6;
   int batch = 16;           // children per batch (one generation); builds run in parallel over them
   int initial = 12;         // random genomes besides the seeds in a fresh campaign
+  // PTX edits on those random genomes: a share of them carries 1..max_edits distinct passes,
+  // drawn among the passes this campaign uses that apply to the baseline's PTX (and not among
+  // those that refused every parent so far). share 0: knob assignments only (as before).
+  RandomEdits random_edits;
   std::int64_t max_evaluations = 0;  // candidate evaluations; 0: the spec's budget (200 without one)
   double max_minutes = 0;            // 0: no wall-time limit
   double target_fitness = 0;         // stop once the best reaches it; 0: none
@@ -193,6 +197,9 @@ class CampaignEngine {
   std::set<std::pair<std::int64_t, std::string>> refused_pairs_;
   std::set<std::pair<std::int64_t, std::string>> asked_this_round_;
   std::set<std::string> rare_logged_;
+  // The passes a random genome of the first population may carry (CampaignOptions::random_edits).
+  std::vector<std::string> random_passes_;
+  void find_random_passes();
   // P(a screened candidate passes the gate), for the cost model's choice: a Beta rate per knob
   // value and per pass in its genome, the weakest one counting. Failures never enter the time
   // model, so without this it kept choosing what it could not know fails (the toy's UNROLL = 3,
@@ -200,7 +207,7 @@ class CampaignEngine {
   prior::CategoryValidity validity_{2.0, 0.25};
   double p_valid(const Genome& g) const;
   void load_applicability();
-  void note_build(const Item& it, bool refused, bool ok);
+  void note_build(const Item& it, bool refused, bool ok, const std::string& build_log);
   bool rarely_applies(const std::string& op) const;
   // Cubins of measured candidates still in the population, for re-measurements without a rebuild.
   std::map<std::int64_t, std::vector<std::uint8_t>> cubins_;

@@ -61,6 +61,9 @@ struct Context {
   // The proposer's operators a campaign over this universe can use: the knob moves, and with PTX
   // edits in the universe, appending one of its passes or dropping one (others always leave it).
   std::set<std::string> ops;
+  // The passes a random genome of the first population may carry: the universe's, in the
+  // proposer's order, less those that refuse the baseline (CampaignEngine::find_random_passes).
+  std::vector<std::string> random_passes;
   bool is_policy_op(const std::string& id) const { return ops.count(id) > 0; }
   std::optional<std::size_t> find(const Genome& g) const {
     const auto it = index.find(canonical_edits(g).hash());
@@ -86,6 +89,9 @@ struct Transfer {
   const std::map<std::string, BetaCounts>* posterior = nullptr;
   const std::vector<CostRow>* rows = nullptr;
   const std::vector<std::size_t>* best = nullptr;  // members, best first, distinct
+  // The shuffled control: `best` are random genomes as a cold campaign draws them (duplicates
+  // included), taken as they come, so its first population is distributed as cold's.
+  bool as_drawn = false;
 };
 
 struct SimOutput {
@@ -93,6 +99,7 @@ struct SimOutput {
   std::map<std::string, BetaCounts> posterior;
   std::vector<CostRow> rows;              // relabelled as the earlier campaign's
   std::vector<std::size_t> best_members;  // by the best measured fitness, best first
+  std::vector<std::size_t> first_random;  // the first population's random genomes, as drawn
 };
 
 struct Item {
@@ -193,7 +200,15 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
       }
       const UniverseMember& um = c.u->members[m];
       const bool refused = um.build == "failed" && um.stage == "pass" && um.reason.rfind("pass-refused", 0) == 0;
-      if (p.operator_id.rfind("ptx:", 0) == 0) {  // CampaignEngine::note_build
+      if (p.operator_id == "random") {  // CampaignEngine::note_build: the first population's edits
+        if (refused) {
+          const std::string tag = "pass-refused: ";
+          const auto end = um.reason.find(':', tag.size());
+          if (end != std::string::npos) ++applicability["ptx:" + um.reason.substr(tag.size(), end - tag.size())].refused;
+        } else if (um.build == "ok" || um.build == "screened") {
+          for (const auto& e : p.genome.edits) ++applicability["ptx:" + e.pass].applied;
+        }
+      } else if (p.operator_id.rfind("ptx:", 0) == 0) {  // CampaignEngine::note_build
         if (refused) {
           ++applicability[p.operator_id].refused;
           if (p.parent_id) refused_pairs.insert({*p.parent_id, p.operator_id});
@@ -241,6 +256,18 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
       for (const auto m : *t.best) {
         if (warm >= cap || warm >= o.initial) break;
         const Genome& g = c.u->members[m].genome;
+        if (t.as_drawn) {
+          // The shuffled control's random genomes: as a cold campaign's (a duplicate is dropped
+          // uncharged when it is prepared, as a cold campaign's duplicate random genome is).
+          Proposal p;
+          p.genome = g;
+          p.operator_id = "random";
+          p.detail = "warm_start";
+          p.island = k++ % islands;
+          props.push_back(std::move(p));
+          ++warm;
+          continue;
+        }
         if (!c.proposer->admits(g).empty() || !have.insert(canonical_edits(g).hash()).second) continue;
         Proposal p;
         p.genome = g;
@@ -251,16 +278,24 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
       }
     }
     run.warm_seeds = warm;
+    // As CampaignEngine::propose: a share of the random genomes carries edits, of the passes
+    // that apply to the baseline and have not refused every parent so far.
+    std::vector<std::string> edit_passes;
+    for (const auto& pass : c.random_passes)
+      if (!rarely_applies("ptx:" + pass)) edit_passes.push_back(pass);
     for (int i = warm; i < o.initial; ++i) {
-      // The grid is closed under knob resets, so a random genome is a member unless the
-      // universe was thinned; then a few more draws.
+      // The grid is closed under knob resets, so a knob assignment is a member unless the
+      // universe was thinned; edits with parameters the universe lacks are not. Then a few more
+      // draws (PRIOR.md 7.2).
       for (int attempt = 0; attempt < 20; ++attempt) {
-        auto g = c.proposer->random_genome(c.spec.seeds.front().name, rng);
+        auto g = c.proposer->random_genome(c.spec.seeds.front().name, rng, o.random_edits, edit_passes);
         if (!g) break;
-        if (!c.find(*g)) {
+        const auto m = c.find(*g);
+        if (!m) {
           ++run.outside;
           continue;
         }
+        out.first_random.push_back(*m);
         Proposal p;
         p.genome = std::move(*g);
         p.operator_id = "random";
@@ -521,6 +556,8 @@ StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, cons
   c.ops = {"knob_step", "knob_reset", "knob_crossover"};
   if (!u.edits.empty()) c.ops.insert("ptx_drop");
   for (const auto& e : u.edits) c.ops.insert("ptx:" + e.pass);
+  for (const auto& pass : c.proposer->ptx_passes())
+    if (c.ops.count("ptx:" + pass)) c.random_passes.push_back(pass);
   std::set<std::string> knobs;
   for (const auto& k : c.spec.seeds.front().knobs) knobs.insert(k.name);
   c.layout.knobs.assign(knobs.begin(), knobs.end());
@@ -571,6 +608,18 @@ StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, cons
   const auto base = c.find(c.proposer->seeds().front());
   if (!base || !c.data[*base].passes)
     throw std::invalid_argument("the universe lacks a measured baseline (the seed at its defaults)");
+  // A pass that refuses the baseline (its member with that one edit, at the universe's
+  // parameters) is left out of random genomes, as the campaign leaves out one refusing the
+  // baseline's PTX.
+  std::erase_if(c.random_passes, [&](const std::string& pass) {
+    Genome g = c.proposer->seeds().front();
+    for (const auto& e : u.edits)
+      if (e.pass == pass) g.edits.push_back(e);
+    const auto m = c.find(g);
+    if (!m) return false;
+    const UniverseMember& um = u.members[*m];
+    return um.build == "failed" && um.stage == "pass" && um.reason.rfind("pass-refused", 0) == 0;
+  });
 
   std::int64_t budget = o.budget;
   if (budget <= 0) {
@@ -640,6 +689,20 @@ StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, cons
         shuffled[s] = simulate(c, dir.sshapes, perm, {}, src_seed, o, budget);
       }
     });
+    // The shuffled control's warm-start genomes: drawn by labels permuted across the random
+    // genomes its earlier campaign drew before it saw any figure. Those are the only genomes of
+    // its database that no label chose: the ones it measured later were chosen by the permuted
+    // labels and by what its operators reach (on the edits universe they stack PTX edits, and
+    // the gains are edits), so even a permuted database's best hand a campaign better starting
+    // points than its random genomes. Drawn by permuted labels from random genomes, they are
+    // random genomes: the control's first population is distributed as cold's.
+    std::vector<std::vector<std::size_t>> shuffled_pool(S);
+    if (need_shuffled)
+      for (std::size_t s = 0; s < S; ++s) {
+        shuffled_pool[s] = shuffled[s].first_random;
+        std::mt19937_64 lrng(mix(o.seed + s, 0x1abe1));
+        std::shuffle(shuffled_pool[s].begin(), shuffled_pool[s].end(), lrng);
+      }
     std::vector<ArmSummary> summaries(arms.size());
     for (std::size_t a = 0; a < arms.size(); ++a) {
       summaries[a].arm = arms[a];
@@ -652,7 +715,11 @@ StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, cons
       const SimOutput* src = arm == "shuffled" ? &shuffled[s] : &sources[s];
       if (arm == "warm" || arm == "shuffled" || arm == "posterior") t.posterior = &src->posterior;
       if (arm == "warm" || arm == "shuffled" || arm == "cost_model") t.rows = &src->rows;
-      if (arm == "warm" || arm == "shuffled" || arm == "seeds") t.best = &src->best_members;
+      if (arm == "warm" || arm == "seeds") t.best = &src->best_members;
+      if (arm == "shuffled") {
+        t.best = &shuffled_pool[s];
+        t.as_drawn = true;
+      }
       summaries[a].runs[s] = simulate(c, dir.tshapes, identity, t, o.seed + s, o, budget).run;
     });
 

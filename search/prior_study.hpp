@@ -45,6 +45,7 @@
 #include "search/cost_model.hpp"
 #include "search/operator_posterior.hpp"
 #include "search/prior/rank_metrics.hpp"
+#include "search/proposer.hpp"
 #include "search/universe.hpp"
 
 namespace ptxevo::search {
@@ -54,6 +55,7 @@ struct StudyOptions {
   std::int64_t budget = 0;  // evaluations per campaign; 0: a third of the passing members, in whole batches
   int batch = 16;
   int islands = 4, island_size = 6, initial = 12;  // the campaign's defaults
+  RandomEdits random_edits;  // the campaign's default share of random genomes with PTX edits
   double build_factor = 1.5;
   int reserve_factor = 4;
   int migrate_every = 4, remeasure_every = 5, max_measurements = 3;

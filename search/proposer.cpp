@@ -97,6 +97,24 @@ std::optional<Genome> Proposer::random_genome(const std::string& seed_name, std:
   return g;
 }
 
+std::optional<Genome> Proposer::random_genome(const std::string& seed_name, std::mt19937_64& rng, const RandomEdits& e,
+                                              const std::vector<std::string>& passes) const {
+  auto g = random_genome(seed_name, rng);
+  if (!g || e.share <= 0 || e.max_edits < 1 || passes.empty()) return g;
+  if (std::uniform_real_distribution<double>(0, 1)(rng) >= e.share) return g;
+  std::vector<std::string> pool = passes;
+  const int most = std::min<int>(e.max_edits, static_cast<int>(pool.size()));
+  const int n = std::uniform_int_distribution<int>(1, most)(rng);
+  for (int i = 0; i < n; ++i) {
+    // A partial Fisher-Yates draw: distinct passes, in the order drawn.
+    const auto k = std::uniform_int_distribution<std::size_t>(static_cast<std::size_t>(i), pool.size() - 1)(rng);
+    std::swap(pool[static_cast<std::size_t>(i)], pool[k]);
+    const std::string& pass = pool[static_cast<std::size_t>(i)];
+    g->edits.push_back(PtxEdit{pass, sample_params(pass, rng, *g)});
+  }
+  return g;
+}
+
 mutators::PassParams Proposer::sample_params(const std::string& pass, std::mt19937_64& rng, const Genome&) const {
   auto pick = [&](std::vector<std::string> v) {
     std::uniform_int_distribution<std::size_t> d(0, v.size() - 1);

@@ -24,6 +24,14 @@ struct Proposal {
 };
 
 // Chooses which operator to try next; the uniform policy is the cold default.
+// PTX edits on the first population's random genomes (a cold campaign explores edits from its
+// first batch; without them its random genomes were knob assignments only, and every edit came
+// one `ptx:` child at a time).
+struct RandomEdits {
+  double share = 0.5;  // probability that a random genome carries edits
+  int max_edits = 2;   // it then carries 1..max_edits distinct passes (uniform count)
+};
+
 class OperatorPolicy {
  public:
   virtual ~OperatorPolicy() = default;
@@ -53,6 +61,14 @@ class Proposer {
   std::string admits(const Genome& g) const;
   // A random valid knob assignment of a seed; nullopt when none is found.
   std::optional<Genome> random_genome(const std::string& seed_name, std::mt19937_64& rng) const;
+  // The same knobs and, with probability e.share, 1..e.max_edits distinct passes drawn from
+  // `passes` (which should be passes this campaign uses and that apply), in the drawn order, each
+  // with parameters sampled as `ptx:<pass>` samples them. With e.share <= 0 or no passes it draws
+  // exactly what the knobs-only overload draws (the same random stream).
+  std::optional<Genome> random_genome(const std::string& seed_name, std::mt19937_64& rng, const RandomEdits& e,
+                                      const std::vector<std::string>& passes) const;
+  // The passes the campaign may use (every registered pass but launch_bounds).
+  const std::vector<std::string>& ptx_passes() const { return ptx_passes_; }
   // Applies one operator; nullopt with *why set when it produced nothing legal.
   std::optional<Genome> apply(const std::string& op, const Genome& parent, const Genome* mate, std::mt19937_64& rng,
                               std::string* detail) const;

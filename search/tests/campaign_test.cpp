@@ -278,6 +278,55 @@ TEST_F(CampaignTest, PassesThatRefuseEveryParentAreRarelyProposedAgain) {
               static_cast<long long>(o.max_evaluations));
 }
 
+// The first population's random genomes: about half carry PTX edits (CampaignOptions::random_edits),
+// only of passes that apply to the baseline's PTX, so a cold campaign explores edits from its
+// first batch; share 0 gives knob assignments only.
+TEST_F(CampaignTest, RandomGenomesOfTheFirstPopulationCarryEditsOfPassesThatApply) {
+  auto first_population = [&](const std::string& name, double share) {
+    auto db = TraceDb::open(dir_ / name);
+    KnobModelMeasurer m;
+    auto o = small();
+    o.initial = 16;
+    o.batch = 17;           // the seed and 16 random genomes in the first batch
+    o.max_evaluations = 17;  // the first population only (no more than the budget is proposed)
+    o.final_check = false;
+    o.random_edits.share = share;
+    const auto r = run(db, {&m}, o);
+    return genomes_by_operator(db, r.campaign_id, "random");
+  };
+  const auto with = first_population("with.db", 0.5);
+  const std::string log = log_;
+  ASSERT_GE(with.size(), 12u);  // 16 drawn; a duplicate is one candidate
+  // The passes that refuse the baseline are named in the log and never drawn.
+  const auto at = log.find("random genomes: 50% carry 1-2 PTX edits of ");
+  ASSERT_NE(at, std::string::npos) << log;
+  const std::string line = log.substr(at, log.find('\n', at) - at);
+  const auto refusing_at = line.find("refusing it:");
+  const std::string refusing = refusing_at == std::string::npos ? "" : line.substr(refusing_at) + " ";
+  int edited = 0;
+  for (const auto& g : with) {
+    if (!g.edits.empty()) ++edited;
+    EXPECT_LE(g.edits.size(), 2u) << g.describe();
+    for (const auto& e : g.edits) {
+      EXPECT_EQ(refusing.find(" " + e.pass + " "), std::string::npos) << e.pass << " refuses the baseline: " << line;
+      EXPECT_NE(e.pass, "launch_bounds");
+    }
+    if (g.edits.size() == 2) {
+      EXPECT_NE(g.edits[0].pass, g.edits[1].pass);
+    }
+  }
+  // Half of 16 in expectation: both kinds are there (deterministic for this seed).
+  EXPECT_GE(edited, 3) << line;
+  EXPECT_LE(edited, 13) << line;
+  std::printf("%d of %zu random genomes carry edits; %s\n", edited, with.size(), line.c_str());
+
+  // The same seed draws the same genomes; share 0 draws knob assignments only.
+  const auto again = first_population("again.db", 0.5);
+  ASSERT_EQ(again.size(), with.size());
+  for (std::size_t i = 0; i < with.size(); ++i) EXPECT_EQ(again[i], with[i]);
+  for (const auto& g : first_population("without.db", 0.0)) EXPECT_TRUE(g.edits.empty()) << g.describe();
+}
+
 // Builds run ahead of the GPU in several rounds at once, yet only counts decide what happens
 // next: with one measurer, the same seed gives the same campaign.
 TEST_F(CampaignTest, BuildRoundsRunAheadAndTheCampaignStaysDeterministic) {
