@@ -1,15 +1,82 @@
-// Seed for rmsnorm_bwd: a persistent grid walks the rows; per row one block reduction gives
-// c1 = mean(x_hat * w * dout), then dx = (w * dout - x_hat * c1) * rstd. Each CTA owns one dw
-// partial row in the scratch tensor (no atomics); a second kernel sums the partial rows.
-// Three paths, chosen per launch from N: rows of at most THREADS * ITEMS * VEC elements
-// (N % VEC == 0) are held in registers as 16-byte vectors, read once, and the CTA's dw partial
-// stays in registers until its last row; longer rows (N % VEC == 0) stream 16-byte vectors twice
-// (the second read mostly from L2) with the dw partial read-modify-written in place; any other N
-// takes the scalar path. fp32 arithmetic, 64-bit offsets.
-// Defines: XT, WT (element types), HAS_WEIGHT; knobs: THREADS (per CTA), ITEMS (vectors per
-// thread in registers), BLOCKS and RTHREADS (launch plan only).
+// Seed for rmsnorm_bwd: per row c1 = mean(x_hat * w * dout), dx = (w * dout - x_hat * c1) * rstd,
+// dw = sum over rows of dout * x_hat. A persistent grid of G row groups walks the rows (group g
+// takes rows g, g + G, ...); each group keeps its dw partial in fp32 and writes it once, as row g
+// of the scratch tensor dw_partial; rmsnorm_bwd_dw_reduce sums the G rows (no atomics).
+//
+// Entries (RmsNormBwdOp::launch_plan names one per shape; kernels/rmsnorm/README.md):
+//   rmsnorm_bwd               the first template's paths, one CTA per group (G = gridDim.x):
+//                             rows of at most THREADS * ITEMS * VEC elements held in registers,
+//                             longer rows streamed twice with the dw partial updated in place,
+//                             any other N (or misaligned pointers) scalar.
+//   rmsnorm_bwd_ring          (STAGES > 0) one CTA per group: the row's x and dout go through a
+//                             ring of shared-memory stages filled by cp.async.bulk (one thread
+//                             issues, an mbarrier per stage counts the bytes), so the next rows'
+//                             loads are in flight while a row is reduced and written.
+//   rmsnorm_bwd_ring_cluster  (STAGES > 0, CLUSTER > 1) the same with a group = a cluster of c
+//                             CTAs (c = 2, 4, 8, 16 from the launch): CTA rank r owns a fixed
+//                             slice of the columns (units [r s, (r + 1) s), s = ceil(N / VEC / c))
+//                             for every row, and the CTA sums of a row are added through
+//                             distributed shared memory (one barrier.cluster per row).
+// Ring layout: dynamic shared memory of `stages` stages, each s units of x then s units of dout
+// (16 bytes per unit); the kernel reads the stage count back from %dynamic_smem_size. Thread t
+// owns units t, t + THREADS, ... (at most ITEMS) of its CTA's slice, so its dw partial (and, with
+// WREG, its weights) stay in fp32 registers for the whole walk. Per row: wait for the stage's
+// mbarrier; pass 1 reads x, dout from shared memory and sums x * dout * w; the CTA sum goes
+// through shared memory with one __syncthreads, after which thread 0 refills the stage of the
+// previous row (every thread is done with it) with the row STAGES - 1 ahead; cluster sum; pass 2
+// reads x, dout from shared memory again and writes dx. Sums are added in a fixed order, so every
+// thread of a group gets the bitwise-same c1 and results are deterministic. 64-bit offsets.
+//
+// Defines: XT, WT (element types), HAS_WEIGHT; knobs: THREADS, ITEMS, STAGES, CLUSTER, WREG,
+// MIN_BLOCKS (and BLOCKS, SMEM_KB, RTHREADS for the launch plan only).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#ifndef XT
+#define XT __nv_bfloat16
+#endif
+#ifndef WT
+#define WT float
+#endif
+#ifndef HAS_WEIGHT
+#define HAS_WEIGHT 1
+#endif
+#ifndef THREADS
+#define THREADS 512
+#endif
+#ifndef ITEMS
+#define ITEMS 4
+#endif
+#ifndef STAGES
+#define STAGES 3
+#endif
+#ifndef CLUSTER
+#define CLUSTER 16
+#endif
+#ifndef WREG
+#define WREG 1
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1
+#endif
+#define VEC (16 / (int)sizeof(XT))
+
+#if (STAGES > 0 || CLUSTER > 1) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "STAGES > 0 (cp.async.bulk) and CLUSTER > 1 need sm_90 or later"
+#endif
+
+#if MIN_BLOCKS > 0
+#define PTXEVO_BOUNDS __launch_bounds__(THREADS, MIN_BLOCKS)
+#else
+#define PTXEVO_BOUNDS __launch_bounds__(THREADS)
+#endif
+
+// Enumerators, not constexpr variables: NVRTC emits namespace-scope constexpr variables as .global.
+enum : int { kThreads = THREADS, kItems = ITEMS, kStages = STAGES, kWarps = THREADS / 32 };
+static_assert(kThreads % 32 == 0 && kThreads >= 32 && kThreads <= 1024, "THREADS: a multiple of 32 in [32, 1024]");
+static_assert(kItems >= 1 && kItems <= 16, "ITEMS: 1..16");
+static_assert(kStages == 0 || (kStages >= 2 && kStages <= 8), "STAGES: 0 (no ring) or 2..8");
+static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4 || CLUSTER == 8 || CLUSTER == 16, "CLUSTER: 1, 2, 4, 8, 16");
 
 __device__ __forceinline__ float to_f(float v) { return v; }
 __device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
@@ -30,14 +97,34 @@ __device__ __forceinline__ __half from_f<__half>(float v) {
   return __float2half_rn(v);
 }
 
-#ifndef ITEMS
-#define ITEMS 4
-#endif
-#define VEC (16 / (int)sizeof(XT))
-
 __device__ __forceinline__ uint4 load16(const XT* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 __device__ __forceinline__ float elem(const uint4& raw, int i) { return to_f(reinterpret_cast<const XT*>(&raw)[i]); }
 __device__ __forceinline__ float weight(const WT* w, long long j) { return HAS_WEIGHT ? to_f(__ldg(w + j)) : 1.f; }
+
+// The VEC weights of unit u in fp32 (1 without a weight), in 16-byte loads: VEC * sizeof(WT) is 16
+// or 32 bytes (fp32 weights with 8- or 4-wide units, 16-bit weights with 8-wide ones), so
+// w + u * VEC is 16-byte aligned when w is.
+__device__ __forceinline__ void weights(const WT* __restrict__ w, long long u, float* wv) {
+#if HAS_WEIGHT
+  if constexpr (sizeof(WT) == 4) {  // VEC = 4 or 8: one or two float4
+#pragma unroll
+    for (int q = 0; q < VEC / 4; ++q) {
+      const float4 f = __ldg(reinterpret_cast<const float4*>(w + u * VEC) + q);
+      wv[4 * q] = f.x;
+      wv[4 * q + 1] = f.y;
+      wv[4 * q + 2] = f.z;
+      wv[4 * q + 3] = f.w;
+    }
+  } else {  // 16-bit weights with 16-bit x: VEC = 8, one 16-byte vector
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(w + u * VEC));
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) wv[i] = to_f(reinterpret_cast<const WT*>(&raw)[i]);
+  }
+#else
+#pragma unroll
+  for (int i = 0; i < VEC; ++i) wv[i] = 1.f;
+#endif
+}
 
 // Sum over the CTA; every thread gets the total.
 __device__ __forceinline__ float block_sum(float v, float* red) {
@@ -45,24 +132,27 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) red[warp] = v;
   __syncthreads();
-  float t = lane < (THREADS / 32) ? red[lane] : 0.f;
+  float t = lane < kWarps ? red[lane] : 0.f;
   for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
   __syncthreads();  // red is reused by the next row
   return t;
 }
 
+// ---- the first template's paths (entry rmsnorm_bwd; also the fallback of the ring entries) ----
+// Group g of G: rows g, g + G, ...; `part` is the group's dw partial row.
+
 // Rows that fit the registers: x and dout as raw 16-byte vectors, the dw partial in fp32.
 __device__ __forceinline__ void bwd_registers(const XT* __restrict__ x, const WT* __restrict__ w,
                                               const XT* __restrict__ dout, const float* __restrict__ rstd,
                                               XT* __restrict__ dx, float* __restrict__ part, long long M, long long N,
-                                              float* red) {
+                                              long long g, long long G, float* red) {
   const long long nv = N / VEC;
   float acc[ITEMS][VEC];
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k)
 #pragma unroll
     for (int i = 0; i < VEC; ++i) acc[k][i] = 0.f;
-  for (long long r = blockIdx.x; r < M; r += gridDim.x) {
+  for (long long r = g; r < M; r += G) {
     uint4 xv[ITEMS], dv[ITEMS];
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
@@ -114,11 +204,11 @@ __device__ __forceinline__ void bwd_registers(const XT* __restrict__ x, const WT
 __device__ __forceinline__ void bwd_stream(const XT* __restrict__ x, const WT* __restrict__ w,
                                            const XT* __restrict__ dout, const float* __restrict__ rstd,
                                            XT* __restrict__ dx, float* __restrict__ part, long long M, long long N,
-                                           float* red) {
+                                           long long g, long long G, float* red) {
   const long long nv = N / VEC;
   if (HAS_WEIGHT)
     for (long long j = threadIdx.x; j < N; j += THREADS) part[j] = 0.f;
-  for (long long r = blockIdx.x; r < M; r += gridDim.x) {
+  for (long long r = g; r < M; r += G) {
     const float rs = rstd[r];
     float c = 0.f;
     for (long long v = threadIdx.x; v < nv; v += THREADS) {
@@ -147,11 +237,11 @@ __device__ __forceinline__ void bwd_stream(const XT* __restrict__ x, const WT* _
 __device__ __forceinline__ void bwd_scalar(const XT* __restrict__ x, const WT* __restrict__ w,
                                            const XT* __restrict__ dout, const float* __restrict__ rstd,
                                            XT* __restrict__ dx, float* __restrict__ part, long long M, long long N,
-                                           float* red) {
+                                           long long g, long long G, float* red) {
   // Thread t owns columns t, t + THREADS, ... of the partial row, here and below: no race.
   if (HAS_WEIGHT)
     for (long long j = threadIdx.x; j < N; j += THREADS) part[j] = 0.f;
-  for (long long r = blockIdx.x; r < M; r += gridDim.x) {
+  for (long long r = g; r < M; r += G) {
     const XT* xr = x + r * N;
     const XT* dr = dout + r * N;
     const float rs = rstd[r];
@@ -167,22 +257,278 @@ __device__ __forceinline__ void bwd_scalar(const XT* __restrict__ x, const WT* _
   }
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS)
-    rmsnorm_bwd(const XT* __restrict__ x, const WT* __restrict__ w, const XT* __restrict__ dout,
-                const float* __restrict__ rstd, XT* __restrict__ dx, float* __restrict__ dw_partial, long long M,
-                long long N) {
-  __shared__ float red[32];
-  float* part = HAS_WEIGHT ? dw_partial + static_cast<long long>(blockIdx.x) * N : nullptr;
-  if (N % VEC != 0) bwd_scalar(x, w, dout, rstd, dx, part, M, N, red);
-  else if (N <= static_cast<long long>(THREADS) * ITEMS * VEC) bwd_registers(x, w, dout, rstd, dx, part, M, N, red);
-  else bwd_stream(x, w, dout, rstd, dx, part, M, N, red);
+__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<unsigned long long>(p) & 15) == 0; }
+
+// Null (absent) pointers count as aligned.
+__device__ __forceinline__ bool vectors_ok(const XT* x, const WT* w, const XT* dout, const XT* dx, const float* part,
+                                           long long N) {
+  return N % VEC == 0 && aligned16(x) && aligned16(dout) && aligned16(dx) && aligned16(part) &&
+         (!HAS_WEIGHT || aligned16(w));
 }
 
+__device__ __forceinline__ void bwd_classic(const XT* __restrict__ x, const WT* __restrict__ w,
+                                            const XT* __restrict__ dout, const float* __restrict__ rstd,
+                                            XT* __restrict__ dx, float* __restrict__ dw_partial, long long M,
+                                            long long N, long long g, long long G, float* red) {
+  float* part = HAS_WEIGHT ? dw_partial + g * N : nullptr;
+  if (!vectors_ok(x, w, dout, dx, dw_partial, N)) bwd_scalar(x, w, dout, rstd, dx, part, M, N, g, G, red);
+  else if (N <= static_cast<long long>(THREADS) * ITEMS * VEC) bwd_registers(x, w, dout, rstd, dx, part, M, N, g, G, red);
+  else bwd_stream(x, w, dout, rstd, dx, part, M, N, g, G, red);
+}
+
+extern "C" __global__ void PTXEVO_BOUNDS rmsnorm_bwd(const XT* __restrict__ x, const WT* __restrict__ w,
+                                                     const XT* __restrict__ dout, const float* __restrict__ rstd,
+                                                     XT* __restrict__ dx, float* __restrict__ dw_partial, long long M,
+                                                     long long N) {
+  __shared__ float red[32];
+  bwd_classic(x, w, dout, rstd, dx, dw_partial, M, N, blockIdx.x, gridDim.x, red);
+}
+
+#if STAGES > 0
+// ---- the ring (entries rmsnorm_bwd_ring and rmsnorm_bwd_ring_cluster) ----
+extern __shared__ __align__(128) unsigned char ring[];
+
+__device__ __forceinline__ unsigned int smem_addr(const void* p) {
+  return static_cast<unsigned int>(__cvta_generic_to_shared(p));
+}
+
+// Thread 0 only: loads row `row`'s slice of x and dout (`bytes` each) into the stage at `dst` and
+// makes the stage's mbarrier expect them. The arrive comes first so the phase cannot complete
+// before the transaction count is set; a zero-length slice completes the phase by the arrive.
+__device__ __forceinline__ void ring_issue(unsigned int bar, unsigned int dst, const XT* xs, const XT* ds,
+                                           unsigned int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(2u * bytes) : "memory");
+  if (bytes > 0) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "l"(xs), "r"(bytes), "r"(bar)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     dst + bytes),
+                 "l"(ds), "r"(bytes), "r"(bar)
+                 : "memory");
+  }
+}
+
+__device__ __forceinline__ void ring_wait(unsigned int bar, unsigned int parity) {
+  unsigned int done = 0;
+  do {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+template <bool kClustered>
+__device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __restrict__ w,
+                                          const XT* __restrict__ dout, const float* __restrict__ rstd,
+                                          XT* __restrict__ dx, float* __restrict__ dw_partial, long long M,
+                                          long long N) {
+  __shared__ __align__(8) unsigned long long full[kStages];  // one mbarrier per stage
+  __shared__ float red[2][32];                               // CTA sums, double-buffered by row parity
+  __shared__ float slots[2][16];                             // cluster: CTA sums of every rank, by parity
+  unsigned int rank = 0, nranks = 1;
+  if constexpr (kClustered) {
+    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(nranks));
+    if (nranks & (nranks - 1)) __trap();  // the plan launches clusters of 2, 4, 8 or 16 along x
+  }
+  const int shift = __ffs(nranks) - 1;
+  const long long g = blockIdx.x >> shift, G = gridDim.x >> shift;  // group, groups
+  const long long nu = N / VEC;                                     // units (vectors) per row
+  const long long s = (nu + nranks - 1) >> shift;                   // units per slice
+  const long long u0 = min(nu, static_cast<long long>(rank) * s);
+  const int len = static_cast<int>(min(nu - u0, s));  // this CTA's units: <= THREADS * ITEMS (the plan)
+  unsigned int dyn;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+  const unsigned int stage_bytes = static_cast<unsigned int>(s) * 32u;  // s units of x, s of dout
+  const int stages = static_cast<int>(min(static_cast<unsigned int>(kStages), dyn / max(stage_bytes, 1u)));
+  if (!vectors_ok(x, w, dout, dx, dw_partial, N) || stages < 2 || s > static_cast<long long>(kThreads) * kItems) {
+    // Not what the plan launches for (it checks the same); correct anyway: rank 0 of each group
+    // does the group's rows alone on the scalar path (few registers). No DSMEM is touched.
+    if (rank == 0) bwd_scalar(x, w, dout, rstd, dx, HAS_WEIGHT ? dw_partial + g * N : nullptr, M, N, g, G, red[0]);
+    return;
+  }
+  if constexpr (kClustered) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  const long long rows = g < M ? (M - g + G - 1) / G : 0;  // rows of this group: g, g + G, ...
+  const unsigned int ring0 = smem_addr(ring), bar0 = smem_addr(full);
+  const unsigned int bytes = static_cast<unsigned int>(len) * 16u;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < stages; ++i)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar0 + 8u * i) : "memory");
+    // Makes the initialised barriers visible to the async proxy (the bulk copies' complete_tx).
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (long long i = 0; i < min(rows, static_cast<long long>(stages)); ++i) {
+      const long long off = (g + i * G) * N + u0 * VEC;
+      ring_issue(bar0 + 8u * i, ring0 + static_cast<unsigned int>(i) * stage_bytes, x + off, dout + off, bytes);
+    }
+  }
+  __syncthreads();  // the barriers are initialised before anyone waits on them
+  // Every CTA of the cluster has started (its shared memory may be written) after this wait.
+  if constexpr (kClustered) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+
+  float acc[ITEMS][VEC];
+#if HAS_WEIGHT && WREG
+  float wr[ITEMS][VEC];
+#endif
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) acc[j][i] = 0.f;
+#if HAS_WEIGHT && WREG
+    const int k = threadIdx.x + j * THREADS;
+    if (k < len) weights(w, u0 + k, wr[j]);
+#endif
+  }
+  const float inv_n = 1.f / static_cast<float>(N);
+  // Stage of row `it` (it % stages), the stage of the previous row, and the phase parity of the
+  // stage's mbarrier (flips each time the ring wraps); counted, not divided (64-bit divisions
+  // are calls).
+  int st = 0, prev = stages - 1;
+  unsigned int parity = 0;
+  for (long long it = 0; it < rows; ++it) {
+    const long long row = g + it * G;
+    const unsigned char* xs = ring + static_cast<unsigned int>(st) * stage_bytes;
+    const unsigned char* ds = xs + bytes;
+    const float rs = rstd[row];
+    ring_wait(bar0 + 8u * st, parity);
+    float c = 0.f;
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+      const int k = threadIdx.x + j * THREADS;
+      if (k < len) {
+        const uint4 xv = reinterpret_cast<const uint4*>(xs)[k];
+        const uint4 dv = reinterpret_cast<const uint4*>(ds)[k];
+        float wv[VEC];
+#if HAS_WEIGHT && WREG
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) wv[i] = wr[j][i];
+#else
+        weights(w, u0 + k, wv);
+#endif
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) c = fmaf(elem(xv, i) * elem(dv, i), wv[i], c);
+      }
+    }
+    // CTA sum: one barrier; red is double-buffered by row parity (a row's slots are rewritten
+    // two rows later, after every thread has passed the next row's barrier, hence read them).
+    for (int o = 16; o > 0; o >>= 1) c += __shfl_xor_sync(0xffffffffu, c, o);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, p = static_cast<int>(it & 1);
+    if (lane == 0) red[p][warp] = c;
+    __syncthreads();
+    // Every thread has finished row it - 1 (pass 2 comes before this barrier): its stage takes
+    // row it - 1 + stages.
+    if (threadIdx.x == 0 && it >= 1 && it - 1 + stages < rows) {
+      const long long off = (g + (it - 1 + stages) * G) * N + u0 * VEC;
+      // Orders this CTA's generic-proxy reads of the stage before the async-proxy writes.
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      ring_issue(bar0 + 8u * prev, ring0 + static_cast<unsigned int>(prev) * stage_bytes, x + off, dout + off, bytes);
+    }
+    float total = 0.f;
+#pragma unroll
+    for (int i = 0; i < kWarps; ++i) total += red[p][i];
+    if constexpr (kClustered) {
+      // Rank i's sum goes to slot i of every CTA; after the barrier each CTA adds the slots in
+      // rank order. Slots are double-buffered by parity: a peer writes this parity again only
+      // after the next row's barrier, which every thread here passes after reading them.
+      if (threadIdx.x < nranks) {
+        unsigned int remote;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                     : "=r"(remote)
+                     : "r"(smem_addr(&slots[p][rank])), "r"(static_cast<unsigned int>(threadIdx.x)));
+        asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(total) : "memory");
+      }
+      asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+      total = 0.f;
+      for (unsigned int i = 0; i < nranks; ++i) total += slots[p][i];
+    }
+    const float c1 = total * rs * inv_n;
+    XT* dxr = dx + row * N + u0 * VEC;
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+      const int k = threadIdx.x + j * THREADS;
+      if (k < len) {
+        const uint4 xv = reinterpret_cast<const uint4*>(xs)[k];
+        const uint4 dv = reinterpret_cast<const uint4*>(ds)[k];
+        float wv[VEC];
+#if HAS_WEIGHT && WREG
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) wv[i] = wr[j][i];
+#else
+        weights(w, u0 + k, wv);
+#endif
+        uint4 o;
+        XT* oe = reinterpret_cast<XT*>(&o);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+          const float xh = elem(xv, i) * rs;
+          const float dy = elem(dv, i);
+          oe[i] = from_f<XT>((dy * wv[i] - xh * c1) * rs);
+          acc[j][i] = fmaf(dy, xh, acc[j][i]);
+        }
+        reinterpret_cast<uint4*>(dxr)[k] = o;
+      }
+    }
+    prev = st;
+    if (++st == stages) {
+      st = 0;
+      parity ^= 1u;
+    }
+  }
+  // No DSMEM access follows the last row's cluster barrier, so CTAs may exit at once.
+  if (HAS_WEIGHT) {
+    float* part = dw_partial + g * N + u0 * VEC;
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+      const int k = threadIdx.x + j * THREADS;
+      if (k < len)
+#pragma unroll
+        for (int q = 0; q < VEC / 4; ++q)
+          reinterpret_cast<float4*>(part + static_cast<long long>(k) * VEC)[q] =
+              make_float4(acc[j][4 * q], acc[j][4 * q + 1], acc[j][4 * q + 2], acc[j][4 * q + 3]);
+    }
+  }
+}
+
+extern "C" __global__ void PTXEVO_BOUNDS rmsnorm_bwd_ring(const XT* __restrict__ x, const WT* __restrict__ w,
+                                                          const XT* __restrict__ dout, const float* __restrict__ rstd,
+                                                          XT* __restrict__ dx, float* __restrict__ dw_partial,
+                                                          long long M, long long N) {
+  ring_body<false>(x, w, dout, rstd, dx, dw_partial, M, N);
+}
+
+#if CLUSTER > 1
+extern "C" __global__ void PTXEVO_BOUNDS rmsnorm_bwd_ring_cluster(const XT* __restrict__ x, const WT* __restrict__ w,
+                                                                  const XT* __restrict__ dout,
+                                                                  const float* __restrict__ rstd, XT* __restrict__ dx,
+                                                                  float* __restrict__ dw_partial, long long M,
+                                                                  long long N) {
+  ring_body<true>(x, w, dout, rstd, dx, dw_partial, M, N);
+}
+#endif
+#endif  // STAGES > 0
+
+// dw[j] = sum of the `rows` partial rows, in row order. A CTA covers 32 columns; its RTHREADS / 32
+// warps take rows q, q + RTHREADS / 32, ... (coalesced 128-byte rows, several loads in flight per
+// column), then warp 0 adds the warps' sums in order: deterministic.
+// Column blocks beyond the grid are taken in a grid-stride loop (N may exceed 32 * 2^31).
 extern "C" __global__ void rmsnorm_bwd_dw_reduce(const float* __restrict__ partial, float* __restrict__ dw,
                                                  long long rows, long long N) {
-  const long long j = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= N) return;
-  float s = 0.f;
-  for (long long p = 0; p < rows; ++p) s += partial[p * N + j];
-  dw[j] = s;
+  __shared__ float sums[32][33];
+  const int lane = threadIdx.x & 31, q = threadIdx.x >> 5, nq = blockDim.x >> 5;
+  for (long long j0 = static_cast<long long>(blockIdx.x) * 32; j0 < N; j0 += static_cast<long long>(gridDim.x) * 32) {
+    const long long j = j0 + lane;
+    float s = 0.f;
+    if (j < N)
+      for (long long p = q; p < rows; p += nq) s += partial[p * N + j];
+    sums[q][lane] = s;
+    __syncthreads();
+    if (q == 0 && j < N) {
+      float t = 0.f;
+      for (int i = 0; i < nq; ++i) t += sums[i][lane];
+      dw[j] = t;
+    }
+    __syncthreads();  // sums is rewritten by the next column block
+  }
 }

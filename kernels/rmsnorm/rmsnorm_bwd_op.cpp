@@ -5,6 +5,7 @@
 #include <tbb/parallel_for.h>
 #include <tbb/parallel_reduce.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -50,7 +51,12 @@ std::pair<std::int64_t, std::int64_t> dims(const Shape& s) {
     return it->second;
   };
   if (s.size() != 2) throw std::invalid_argument("rmsnorm_bwd: the shape's dimensions are M and N");
-  return {get("M"), get("N")};
+  const std::int64_t m = get("M"), n = get("N");
+  std::int64_t numel = 0;
+  if (__builtin_mul_overflow(m, n, &numel) || numel > (std::int64_t{1} << 40))
+    throw std::invalid_argument("rmsnorm_bwd: M*N = " + std::to_string(m) + "*" + std::to_string(n) +
+                                " is too large (at most 2^40 elements)");
+  return {m, n};
 }
 
 const char* c_type(DType t) {
@@ -96,31 +102,135 @@ std::map<std::string, std::string> RmsNormBwdOp::template_defines(const OpConfig
   return {{"XT", c_type(c.x)}, {"WT", c_type(c.w)}, {"HAS_WEIGHT", c.has_weight ? "1" : "0"}};
 }
 
+namespace {
+
+const char* const kKnobNames[] = {"THREADS", "ITEMS",  "STAGES", "CLUSTER", "SMEM_KB",
+                                  "WREG",    "MIN_BLOCKS", "BLOCKS", "CBLOCKS", "RTHREADS"};
+
+std::int64_t next_pow2(std::int64_t v) {
+  std::int64_t p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+Knobs RmsNormBwdOp::knob_defaults() {
+  // Reasoned for the H200 (kernels/rmsnorm/README.md, backward): 512 threads hold a 16K-element
+  // slice (4 vectors each); three 64 KB stages per CTA (one CTA per SM) keep two rows' loads in
+  // flight; clusters of up to 16 for the longest rows; 132 single CTAs or 128 clustered CTAs so
+  // every group is resident at once (clusters of 4, 8, 16 fill 16-SM GPC portions).
+  return {{"THREADS", std::int64_t{512}}, {"ITEMS", std::int64_t{4}},     {"STAGES", std::int64_t{3}},
+          {"CLUSTER", std::int64_t{16}},  {"SMEM_KB", std::int64_t{200}}, {"WREG", std::int64_t{1}},
+          {"MIN_BLOCKS", std::int64_t{1}}, {"BLOCKS", std::int64_t{132}},  {"CBLOCKS", std::int64_t{128}},
+          {"RTHREADS", std::int64_t{256}}};
+}
+
+namespace {
+
+struct Geometry {
+  std::int64_t threads, items, stages, cluster, smem_kb, wreg, min_blocks, blocks, cblocks, rthreads;
+};
+
+Geometry geometry(const Knobs& k) {
+  for (const auto& [name, v] : k) {
+    bool known = false;
+    for (const char* n : kKnobNames) known = known || name == n;
+    if (!known)
+      throw std::invalid_argument("rmsnorm_bwd: unknown knob '" + name +
+                                  "' (knobs: THREADS, ITEMS, STAGES, CLUSTER, SMEM_KB, WREG, MIN_BLOCKS, BLOCKS, "
+                                  "CBLOCKS, RTHREADS)");
+  }
+  const Knobs d = RmsNormBwdOp::knob_defaults();
+  auto get = [&](const char* n) { return knob_int(k, n, std::get<std::int64_t>(d.at(n))); };
+  Geometry g{get("THREADS"), get("ITEMS"),      get("STAGES"), get("CLUSTER"), get("SMEM_KB"),
+             get("WREG"),    get("MIN_BLOCKS"), get("BLOCKS"), get("CBLOCKS"), get("RTHREADS")};
+  auto fail = [](const std::string& m) { throw std::invalid_argument("rmsnorm_bwd: " + m); };
+  const std::string max_rows = std::to_string(RmsNormBwdOp::kMaxPartialRows);
+  if (g.threads < 32 || g.threads > 1024 || g.threads % 32 != 0)
+    fail("THREADS=" + std::to_string(g.threads) + " must be a multiple of 32 in 32..1024");
+  if (g.items < 1 || g.items > 16) fail("ITEMS=" + std::to_string(g.items) + " must be 1..16");
+  if (g.stages != 0 && (g.stages < 2 || g.stages > 8))
+    fail("STAGES=" + std::to_string(g.stages) + " must be 0 (no shared-memory ring) or 2..8");
+  if (g.cluster != 1 && g.cluster != 2 && g.cluster != 4 && g.cluster != 8 && g.cluster != 16)
+    fail("CLUSTER=" + std::to_string(g.cluster) + " must be 1, 2, 4, 8 or 16 (the largest cluster a row may use)");
+  if (g.smem_kb < 1 || g.smem_kb > 226)
+    fail("SMEM_KB=" + std::to_string(g.smem_kb) +
+         " must be 1..226: a CTA may have 227 KB of shared memory on sm_90a and sm_100a, and the kernel keeps "
+         "under 1 KB for its own");
+  if (g.wreg != 0 && g.wreg != 1) fail("WREG=" + std::to_string(g.wreg) + " must be 0 or 1");
+  if (g.min_blocks < 0 || g.min_blocks > 32 || g.threads * g.min_blocks > 2048)
+    fail("MIN_BLOCKS=" + std::to_string(g.min_blocks) + " must be in 0..32 with THREADS * MIN_BLOCKS <= 2048");
+  if (g.blocks < 1 || g.blocks > RmsNormBwdOp::kMaxPartialRows)
+    fail("BLOCKS=" + std::to_string(g.blocks) + " must be 1.." + max_rows);
+  if (g.cblocks < 1 || g.cblocks > RmsNormBwdOp::kMaxPartialRows)
+    fail("CBLOCKS=" + std::to_string(g.cblocks) + " must be 1.." + max_rows);
+  if (g.rthreads < 32 || g.rthreads > 1024 || g.rthreads % 32 != 0)
+    fail("RTHREADS=" + std::to_string(g.rthreads) + " must be a multiple of 32 in 32..1024");
+  return g;
+}
+
+}  // namespace
+
+// The ring when STAGES > 0 and N is a whole number of 16-byte units: the smallest power-of-two
+// cluster whose CTAs hold a slice in THREADS * ITEMS units, doubled until at least two stages of
+// it fit SMEM_KB, at most CLUSTER. Anything else (and STAGES = 0) runs the first template's paths.
+RmsNormBwdOp::Dispatch RmsNormBwdOp::dispatch(const OpConfig& cfg, const Knobs& k, std::int64_t m, std::int64_t n) {
+  const Config c = parse(cfg);
+  const Geometry g = geometry(k);
+  const std::int64_t vec = 16 / static_cast<std::int64_t>(dtype_size(c.x));
+  Dispatch d;
+  if (g.stages > 0 && n % vec == 0) {
+    const std::int64_t nu = n / vec;
+    for (std::int64_t cl = next_pow2(ceil_div(nu, g.threads * g.items)); cl <= g.cluster; cl *= 2) {
+      const std::int64_t slice = ceil_div(nu, cl);
+      const std::int64_t stages = std::min(g.stages, g.smem_kb * 1024 / (slice * 32));
+      if (stages < 2) continue;
+      d.entry = cl > 1 ? "rmsnorm_bwd_ring_cluster" : "rmsnorm_bwd_ring";
+      d.cluster = cl;
+      d.groups = std::min(m, cl > 1 ? std::max<std::int64_t>(1, g.cblocks / cl) : g.blocks);
+      d.slice = slice;
+      d.stages = stages;
+      d.shared_bytes = stages * slice * 32;
+      return d;
+    }
+  }
+  d.entry = "rmsnorm_bwd";
+  d.groups = std::min(m, g.blocks);
+  return d;
+}
+
+std::vector<std::string> RmsNormBwdOp::entries(const Knobs& k) {
+  const Geometry g = geometry(k);
+  std::vector<std::string> e = {"rmsnorm_bwd"};
+  if (g.stages > 0) e.push_back("rmsnorm_bwd_ring");
+  if (g.stages > 0 && g.cluster > 1) e.push_back("rmsnorm_bwd_ring_cluster");
+  return e;
+}
+
 LaunchPlan RmsNormBwdOp::launch_plan(const Shape& s, const OpConfig& cfg, const Knobs& k) const {
   const Config c = parse(cfg);
   const auto [m, n] = dims(s);
-  const std::int64_t threads = knob_int(k, "THREADS", 256);
-  const std::int64_t blocks = knob_int(k, "BLOCKS", 264);
-  const std::int64_t rthreads = knob_int(k, "RTHREADS", 256);
-  if (threads < 32 || threads > 1024 || threads % 32 != 0)
-    throw std::invalid_argument("rmsnorm_bwd: THREADS must be a multiple of 32 in 32..1024");
-  if (blocks < 1 || blocks > kMaxPartialRows)
-    throw std::invalid_argument("rmsnorm_bwd: BLOCKS must be 1.." + std::to_string(kMaxPartialRows));
-  if (rthreads < 32 || rthreads > 1024) throw std::invalid_argument("rmsnorm_bwd: RTHREADS must be 32..1024");
-  const auto used = static_cast<std::uint32_t>(std::min(blocks, m));
+  const Geometry g = geometry(k);
+  const Dispatch d = dispatch(cfg, k, m, n);
   KernelLaunch main;
-  main.entry = "rmsnorm_bwd";
-  main.grid = {used, 1, 1};
-  main.block = {static_cast<std::uint32_t>(threads), 1, 1};
+  main.entry = d.entry;
+  main.grid = {static_cast<std::uint32_t>(d.groups * d.cluster), 1, 1};
+  main.block = {static_cast<std::uint32_t>(g.threads), 1, 1};
+  main.cluster = {static_cast<std::uint32_t>(d.cluster), 1, 1};
+  main.shared_bytes = static_cast<std::uint32_t>(d.shared_bytes);
   main.args = {ArgTensor{"x"},  ArgTensor{c.has_weight ? "w" : ""}, ArgTensor{"dout"}, ArgTensor{"rstd"},
                ArgTensor{"dx"}, ArgTensor{c.has_weight ? "dw_partial" : ""}, m, n};
   LaunchPlan plan{{main}};
   if (c.has_weight) {
     KernelLaunch red;
     red.entry = "rmsnorm_bwd_dw_reduce";
-    red.grid = {static_cast<std::uint32_t>((n + rthreads - 1) / rthreads), 1, 1};
-    red.block = {static_cast<std::uint32_t>(rthreads), 1, 1};
-    red.args = {ArgTensor{"dw_partial"}, ArgTensor{"dw"}, static_cast<std::int64_t>(used), n};
+    // 32 columns per CTA; the kernel loops over column blocks past the grid.
+    red.grid = {static_cast<std::uint32_t>(std::min<std::int64_t>(ceil_div(n, 32), std::int64_t{1} << 30)), 1, 1};
+    red.block = {static_cast<std::uint32_t>(g.rthreads), 1, 1};
+    red.args = {ArgTensor{"dw_partial"}, ArgTensor{"dw"}, d.groups, n};
     plan.kernels.push_back(red);
   }
   return plan;

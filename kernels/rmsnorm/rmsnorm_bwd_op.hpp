@@ -1,6 +1,6 @@
 // RMSNorm backward (RMSNORM.md 1.2): dx and dw from x, weight, dout and rstd. dw is reduced on
-// the device: a persistent kernel writes one fp32 partial row per CTA into scratch, a second
-// kernel sums the partial rows. No host round trip.
+// the device: a persistent kernel writes one fp32 partial row per row group (a CTA or a cluster)
+// into scratch, a second kernel sums the partial rows. No host round trip.
 #pragma once
 
 #include "evaluator/op.hpp"
@@ -9,8 +9,24 @@ namespace ptxevo::kernels {
 
 class RmsNormBwdOp : public evaluator::Op {
  public:
-  // Scratch rows for the per-CTA dw partials: the most CTAs a launch plan may use.
+  // Scratch rows for the per-group dw partials: the most groups a launch plan may use.
   static constexpr std::int64_t kMaxPartialRows = 1024;
+
+  // What the launch plan runs for one shape (kernels/rmsnorm/README.md, backward).
+  struct Dispatch {
+    std::string entry;              // rmsnorm_bwd, rmsnorm_bwd_ring or rmsnorm_bwd_ring_cluster
+    std::int64_t cluster = 1;       // CTAs per group (a cluster when > 1)
+    std::int64_t groups = 1;        // row groups = dw partial rows; grid.x = groups * cluster
+    std::int64_t slice = 0;         // ring: 16-byte units per CTA slice, ceil(N / VEC / cluster)
+    std::int64_t stages = 0;        // ring: shared-memory stages
+    std::int64_t shared_bytes = 0;  // ring: stages * slice * 32 (x and dout)
+  };
+  // Knob defaults, the same as the spec's and the template's.
+  static evaluator::Knobs knob_defaults();
+  // Throws std::invalid_argument for unknown knobs and values the template cannot take.
+  static Dispatch dispatch(const evaluator::OpConfig& cfg, const evaluator::Knobs& k, std::int64_t m, std::int64_t n);
+  // The entries a module built with these knobs has (besides rmsnorm_bwd_dw_reduce).
+  static std::vector<std::string> entries(const evaluator::Knobs& k);
 
   std::string name() const override { return "rmsnorm_bwd"; }
   std::string validate(const evaluator::OpConfig& cfg) const override;

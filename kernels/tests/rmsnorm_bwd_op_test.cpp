@@ -1,9 +1,22 @@
+// RmsNormBwdOp: options, tensors, the per-shape dispatch (first-template paths, the shared-memory
+// ring, the ring over a cluster), launch plans, the fp64 reference, a host model of the ring
+// kernel's indexing and stage protocol (every element loaded, read and written exactly once; the
+// mbarrier parities match the refills), the spec's constraints against the plan, and NVRTC +
+// ptxas builds of a sample of the knob space (sm_90a; sm_100a compiled only, never run here).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
+#include <random>
+#include <set>
 #include <sstream>
 
+#include "evaluator/builder.hpp"
+#include "evaluator/elf_sections.hpp"
+#include "evaluator/evaluation.hpp"
+#include "evaluator/knob_constraints.hpp"
 #include "evaluator/nvrtc_compiler.hpp"
 #include "evaluator/ptxas.hpp"
 #include "evaluator/spec.hpp"
@@ -14,14 +27,72 @@ namespace ptxevo::kernels {
 namespace {
 
 using namespace evaluator;
+using I = std::int64_t;
 
 const OpConfig kBf16 = {{"x_dtype", "bf16"}, {"w_dtype", "fp32"}};
+const std::string kBwdSpec = PTXEVO_SOURCE_DIR "/kernels/rmsnorm/rmsnorm_bwd.spec";
 
 HostTensor filled(const std::string& name, DType t, std::vector<std::int64_t> shape, const std::vector<double>& v) {
   HostTensor h(name, t, std::move(shape));
   for (std::size_t i = 0; i < v.size(); ++i) h.set(static_cast<std::int64_t>(i), v[i]);
   return h;
 }
+
+Shape shape(I m, I n) { return {{"M", m}, {"N", n}}; }
+
+Knobs with(const Knobs& over) {
+  Knobs k = RmsNormBwdOp::knob_defaults();
+  for (const auto& [n, v] : over) k[n] = v;
+  return k;
+}
+
+std::string knobs_text(const Knobs& k) {
+  std::string s;
+  for (const auto& [n, v] : k) s += (s.empty() ? "" : ",") + n + "=" + std::to_string(std::get<I>(v));
+  return s;
+}
+
+Spec load_bwd_spec() {
+  static const auto registry = builtin_ops();
+  auto r = load_spec(kBwdSpec, registry);
+  if (!r.spec) throw std::runtime_error(r.error ? r.error->format() : "load_spec failed");
+  return *r.spec;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool admitted(const SeedTemplate& seed, const Knobs& k) {
+  for (const auto& c : seed.constraints)
+    if (!constraint_holds(c, k)) return false;
+  return true;
+}
+
+// Every assignment of the knobs in `vary` (the others at their defaults), in odometer order.
+template <class F>
+void for_each_assignment(const SeedTemplate& seed, const std::set<std::string>& vary, F&& f) {
+  std::vector<std::size_t> idx(seed.knobs.size(), 0), size(seed.knobs.size());
+  for (std::size_t i = 0; i < seed.knobs.size(); ++i) size[i] = vary.count(seed.knobs[i].name) ? seed.knobs[i].values.size() : 1;
+  while (true) {
+    Knobs k;
+    for (std::size_t i = 0; i < idx.size(); ++i)
+      k[seed.knobs[i].name] = size[i] == 1 ? seed.knobs[i].default_value : seed.knobs[i].values[idx[i]];
+    f(k);
+    std::size_t i = 0;
+    for (; i < idx.size(); ++i) {
+      if (++idx[i] < size[i]) break;
+      idx[i] = 0;
+    }
+    if (i == idx.size()) return;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options, tensors, reference
 
 TEST(RmsNormBwd, ReferenceMatchesAHandComputation) {
   RmsNormBwdOp op;
@@ -55,17 +126,23 @@ TEST(RmsNormBwd, TensorsAndTwoKernelPlan) {
   ASSERT_EQ(ts.size(), 7u);
   EXPECT_EQ(ts.back().name, "dw_partial");
   EXPECT_EQ(ts.back().role, Role::Scratch);
-  LaunchPlan p = op.launch_plan(s, kBf16, {{"THREADS", std::int64_t{128}}, {"BLOCKS", std::int64_t{264}}});
+  EXPECT_EQ(ts.back().shape, (std::vector<I>{RmsNormBwdOp::kMaxPartialRows, 4096}));
+  LaunchPlan p = op.launch_plan(s, kBf16, {{"THREADS", I{128}}, {"BLOCKS", I{264}}});
   ASSERT_EQ(p.kernels.size(), 2u);
-  EXPECT_EQ(p.kernels[0].grid.x, 100u) << "never more CTAs than rows";
+  EXPECT_EQ(p.kernels[0].entry, "rmsnorm_bwd_ring");
+  EXPECT_EQ(p.kernels[0].grid.x, 100u) << "never more groups than rows";
   EXPECT_EQ(p.kernels[0].block.x, 128u);
   EXPECT_EQ(p.kernels[1].entry, "rmsnorm_bwd_dw_reduce");
-  EXPECT_EQ(std::get<std::int64_t>(p.kernels[1].args[2]), 100);
-  EXPECT_THROW(op.launch_plan(s, kBf16, {{"BLOCKS", std::int64_t{5000}}}), std::invalid_argument);
-  EXPECT_THROW(op.launch_plan(s, kBf16, {{"THREADS", std::int64_t{48}}}), std::invalid_argument);
+  EXPECT_EQ(p.kernels[1].grid.x, 4096u / 32);
+  EXPECT_EQ(p.kernels[1].block.x, 256u);
+  EXPECT_EQ(std::get<I>(p.kernels[1].args[2]), 100);
+  EXPECT_EQ(std::get<I>(p.kernels[1].args[3]), 4096);
   const OpConfig no_w = {{"x_dtype", "bf16"}, {"has_weight", "false"}};
   EXPECT_EQ(op.tensors(s, no_w).size(), 4u);
-  EXPECT_EQ(op.launch_plan(s, no_w, {}).kernels.size(), 1u);
+  const LaunchPlan pn = op.launch_plan(s, no_w, {});
+  ASSERT_EQ(pn.kernels.size(), 1u);
+  EXPECT_EQ(std::get<ArgTensor>(pn.kernels[0].args[1]).name, "");
+  EXPECT_EQ(std::get<ArgTensor>(pn.kernels[0].args[5]).name, "");
 }
 
 TEST(RmsNormBwd, ValidatesOptionsAndCountsBytes) {
@@ -77,27 +154,482 @@ TEST(RmsNormBwd, ValidatesOptionsAndCountsBytes) {
   EXPECT_DOUBLE_EQ(op.tolerance("dw", kBf16).rel_l2, 1e-4);
 }
 
-TEST(RmsNormBwd, SpecLoadsAndSeedBuildsForHopperAndBlackwell) {
-  const OpRegistry reg = builtin_ops();
-  SpecResult sr = load_spec(PTXEVO_SOURCE_DIR "/kernels/rmsnorm/rmsnorm_bwd.spec", reg);
-  ASSERT_TRUE(sr.spec) << sr.error->format();
-  EXPECT_EQ(sr.spec->benchmark_shapes.size(), 4u);
-  std::ifstream in(sr.spec->seeds.at(0).source_path);
-  std::stringstream ss;
-  ss << in.rdbuf();
+TEST(RmsNormBwd, BadKnobsAndShapesThrowClearly) {
   RmsNormBwdOp op;
-  for (const OpConfig& cfg : {kBf16, OpConfig{{"x_dtype", "fp32"}}, OpConfig{{"x_dtype", "fp16"}, {"has_weight", "false"}}}) {
-    std::vector<std::string> opts = {"-DTHREADS=256"};
-    for (const auto& [k, v] : op.template_defines(cfg)) opts.push_back("-D" + k + "=" + v);
-    for (const char* arch : {"sm_90a", "sm_100a"}) {
-      NvrtcResult r = compile_to_ptx(ss.str(), "rmsnorm_bwd.cu", arch, opts);
-      ASSERT_TRUE(r.ok) << arch << ": " << r.log;
-      EXPECT_NE(r.ptx.find(".entry rmsnorm_bwd("), std::string::npos);
-      EXPECT_NE(r.ptx.find(".entry rmsnorm_bwd_dw_reduce("), std::string::npos);
-      PtxasResult a = run_ptxas(r.ptx, arch);
-      EXPECT_TRUE(a.ok) << arch << ": " << a.log;
+  const Shape s = shape(100, 4096);
+  auto message = [&](const Knobs& k, const Shape& sh) {
+    try {
+      op.launch_plan(sh, kBf16, k);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(message({{"BLOCKS", I{5000}}}, s).find("BLOCKS=5000"), std::string::npos);
+  EXPECT_NE(message({{"CBLOCKS", I{0}}}, s).find("CBLOCKS=0"), std::string::npos);
+  EXPECT_NE(message({{"THREADS", I{48}}}, s).find("THREADS=48"), std::string::npos);
+  EXPECT_NE(message({{"STAGES", I{1}}}, s).find("STAGES=1"), std::string::npos);
+  EXPECT_NE(message({{"CLUSTER", I{32}}}, s).find("CLUSTER=32"), std::string::npos);
+  EXPECT_NE(message({{"SMEM_KB", I{227}}}, s).find("SMEM_KB=227"), std::string::npos);
+  EXPECT_NE(message({{"WREG", I{2}}}, s).find("WREG=2"), std::string::npos);
+  EXPECT_NE(message({{"MIN_BLOCKS", I{5}}}, s).find("MIN_BLOCKS=5"), std::string::npos);  // 5 * 512 > 2048
+  EXPECT_NE(message({{"RTHREADS", I{100}}}, s).find("RTHREADS=100"), std::string::npos);
+  EXPECT_NE(message({{"ITEMS", I{0}}}, s).find("ITEMS=0"), std::string::npos);
+  EXPECT_NE(message({{"VEC", I{8}}}, s).find("unknown knob 'VEC'"), std::string::npos);
+  EXPECT_NE(message({}, shape(0, 4)).find("M >= 1"), std::string::npos);
+  EXPECT_NE(message({}, shape(1 << 21, 1 << 20)).find("2^40"), std::string::npos);
+  EXPECT_EQ(message({}, shape(1 << 20, 1 << 20)), "") << "M*N = 2^40 is allowed";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dispatch
+
+TEST(RmsNormBwd, DefaultsPutEveryBenchmarkRowOnTheRing) {
+  struct Row {
+    I m, n;
+    const char* entry;
+    I cluster, groups;
+  };
+  // A CTA holds 512 threads * 4 vectors * 8 = 16384 elements; three 64 KB stages.
+  for (const Row& r : {Row{32768, 16384, "rmsnorm_bwd_ring", 1, 132},
+                       Row{32768, 65536, "rmsnorm_bwd_ring_cluster", 4, 32},
+                       Row{16384, 131072, "rmsnorm_bwd_ring_cluster", 8, 16},
+                       Row{8192, 262144, "rmsnorm_bwd_ring_cluster", 16, 8}}) {
+    SCOPED_TRACE(r.n);
+    const auto d = RmsNormBwdOp::dispatch(kBf16, {}, r.m, r.n);
+    EXPECT_EQ(d.entry, r.entry);
+    EXPECT_EQ(d.cluster, r.cluster);
+    EXPECT_EQ(d.groups, r.groups);
+    EXPECT_EQ(d.slice, 2048);
+    EXPECT_EQ(d.stages, 3);
+    EXPECT_EQ(d.shared_bytes, 3 * 2048 * 32);
+    const LaunchPlan p = RmsNormBwdOp().launch_plan(shape(r.m, r.n), kBf16, {});
+    EXPECT_EQ(p.kernels[0].grid.x, static_cast<std::uint32_t>(r.groups * r.cluster));
+    EXPECT_EQ(p.kernels[0].cluster.x, static_cast<std::uint32_t>(r.cluster));
+    EXPECT_EQ(p.kernels[0].shared_bytes, 3u * 2048 * 32);
+    EXPECT_EQ(std::get<I>(p.kernels[1].args[2]), r.groups) << "one dw partial row per group";
+  }
+}
+
+TEST(RmsNormBwd, DispatchFollowsTheKnobs) {
+  auto d = [](const Knobs& k, I m, I n, const OpConfig& cfg = kBf16) {
+    return RmsNormBwdOp::dispatch(cfg, with(k), m, n);
+  };
+  // N % VEC != 0 and STAGES = 0: the first template's kernel, BLOCKS CTAs (at most M).
+  EXPECT_EQ(d({}, 7, 4097).entry, "rmsnorm_bwd");
+  EXPECT_EQ(d({}, 7, 4097).groups, 7);
+  EXPECT_EQ(d({}, 1000, 4097).groups, 132);
+  EXPECT_EQ(d({{"STAGES", I{0}}, {"BLOCKS", I{264}}}, 32768, 16384).entry, "rmsnorm_bwd");
+  EXPECT_EQ(d({{"STAGES", I{0}}, {"BLOCKS", I{264}}}, 32768, 16384).groups, 264);
+  EXPECT_EQ(d({{"STAGES", I{0}}}, 32768, 16384).shared_bytes, 0);
+  // A smaller stage budget takes a larger cluster: 96 KB holds three stages of 8K-element slices.
+  auto a = d({{"SMEM_KB", I{96}}}, 32768, 16384);
+  EXPECT_EQ(a.cluster, 2);
+  EXPECT_EQ(a.slice, 1024);
+  EXPECT_EQ(a.stages, 3);
+  EXPECT_EQ(a.groups, 64);
+  EXPECT_EQ(d({{"SMEM_KB", I{96}}, {"CBLOCKS", I{256}}}, 32768, 16384).groups, 128);
+  // STAGES caps the stages; SMEM_KB too (224 KB holds three 64 KB stages, not four).
+  EXPECT_EQ(d({{"STAGES", I{2}}}, 32768, 16384).stages, 2);
+  EXPECT_EQ(d({{"STAGES", I{4}}, {"SMEM_KB", I{224}}}, 32768, 16384).stages, 3);
+  EXPECT_EQ(d({{"STAGES", I{4}}}, 32768, 4096).stages, 4);
+  // CLUSTER caps the cluster; a row the largest cluster cannot hold runs the first template.
+  EXPECT_EQ(d({{"CLUSTER", I{8}}}, 8192, 262144).entry, "rmsnorm_bwd");
+  EXPECT_EQ(d({{"CLUSTER", I{8}}}, 16384, 131072).cluster, 8);
+  EXPECT_EQ(d({{"CLUSTER", I{1}}}, 32768, 65536).entry, "rmsnorm_bwd");
+  // Fewer vectors per CTA need more CTAs per row.
+  EXPECT_EQ(d({{"THREADS", I{256}}}, 32768, 16384).cluster, 2);
+  EXPECT_EQ(d({{"THREADS", I{256}}, {"ITEMS", I{8}}}, 32768, 16384).cluster, 1);
+  // fp32 x: 4-element vectors, the same 16-byte units.
+  const auto f = d({}, 100, 16384, {{"x_dtype", "fp32"}});
+  EXPECT_EQ(f.cluster, 2);
+  EXPECT_EQ(f.slice, 2048);
+  // Uneven slices: 8191 vectors over 4 CTAs of 2048.
+  const auto u = d({}, 150, 65528);
+  EXPECT_EQ(u.cluster, 4);
+  EXPECT_EQ(u.slice, 2048);
+  // Small rows and M: a cluster never has more groups than rows, and at least one.
+  EXPECT_EQ(d({}, 3, 40000).groups, 3);
+  EXPECT_EQ(d({{"CBLOCKS", I{64}}}, 20, 262144).groups, 4);
+  EXPECT_EQ(d({{"CBLOCKS", I{8}}}, 20, 262144).groups, 1);
+}
+
+TEST(RmsNormBwd, EntriesListWhatDispatchCanReturn) {
+  EXPECT_EQ(RmsNormBwdOp::entries(with({})),
+            (std::vector<std::string>{"rmsnorm_bwd", "rmsnorm_bwd_ring", "rmsnorm_bwd_ring_cluster"}));
+  EXPECT_EQ(RmsNormBwdOp::entries(with({{"CLUSTER", I{1}}})), (std::vector<std::string>{"rmsnorm_bwd", "rmsnorm_bwd_ring"}));
+  EXPECT_EQ(RmsNormBwdOp::entries(with({{"STAGES", I{0}}})), (std::vector<std::string>{"rmsnorm_bwd"}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// A host model of the kernels' indexing: the ring kernel's slices, thread ownership, stage ring
+// and mbarrier parities, written as the kernel computes them; and the first template's groups.
+
+struct Coverage {
+  I m = 0, nu = 0;
+  std::vector<std::uint8_t> loaded, read1, read2, written;  // per (row, unit)
+  std::vector<std::uint8_t> partial;                        // per (group, unit)
+  Coverage(I m_, I nu_, I groups)
+      : m(m_), nu(nu_), loaded(m_ * nu_), read1(m_ * nu_), read2(m_ * nu_), written(m_ * nu_), partial(groups * nu_) {}
+};
+
+// Returns "" or what went wrong first.
+std::string model_ring(const RmsNormBwdOp::Dispatch& d, const Knobs& k, I M, I N, I vec, Coverage& cov) {
+  const I threads = std::get<I>(k.at("THREADS")), items = std::get<I>(k.at("ITEMS")),
+          kstages = std::get<I>(k.at("STAGES"));
+  const I c = d.cluster, G = d.groups;
+  int shift = 0;
+  while ((I{1} << shift) < c) ++shift;
+  if ((I{1} << shift) != c) return "cluster not a power of two";
+  const I nu = N / vec;
+  for (I g = 0; g < G; ++g) {
+    for (I rank = 0; rank < c; ++rank) {
+      const I s = (nu + c - 1) >> shift;
+      const I u0 = std::min(nu, rank * s);
+      const I len = std::min(nu - u0, s);
+      if (s != d.slice) return "slice differs from the plan's";
+      const I stage_bytes = s * 32;
+      const I stages = std::min(kstages, d.shared_bytes / stage_bytes);
+      if (stages != d.stages || stages < 2) return "stage count differs or < 2";
+      if (s > threads * items) return "slice exceeds the register tile";
+      const I rows = g < M ? (M - g + G - 1) / G : 0;
+      std::vector<I> stage_row(static_cast<std::size_t>(stages), -1), issues(static_cast<std::size_t>(stages), 0);
+      auto issue = [&](I i, I st) {
+        const I row = g + i * G;
+        if (row >= M) return false;
+        stage_row[static_cast<std::size_t>(st)] = row;
+        ++issues[static_cast<std::size_t>(st)];
+        for (I u = 0; u < len; ++u) ++cov.loaded[static_cast<std::size_t>(row * nu + u0 + u)];
+        return true;
+      };
+      for (I i = 0; i < std::min(rows, stages); ++i)
+        if (!issue(i, i)) return "prologue loads a row past M";
+      I st = 0, prev = stages - 1, parity = 0;
+      for (I it = 0; it < rows; ++it) {
+        const I row = g + it * G;
+        // try_wait.parity(parity) passes once the stage's phase of that parity completed: exactly
+        // it / stages + 1 fills so far (one more would be a refill before this row was read).
+        if (issues[static_cast<std::size_t>(st)] != it / stages + 1) return "stage filled too often or too rarely";
+        if (((issues[static_cast<std::size_t>(st)] - 1) & 1) != parity) return "parity does not match the phase";
+        if (stage_row[static_cast<std::size_t>(st)] != row) return "stage holds another row";
+        for (I t = 0; t < threads; ++t)
+          for (I j = 0; j < items; ++j) {
+            const I kk = t + j * threads;
+            if (kk < len) ++cov.read1[static_cast<std::size_t>(row * nu + u0 + kk)];
+          }
+        if (it >= 1 && it - 1 + stages < rows) {
+          if (prev != (it - 1) % stages) return "refill of a stage other than the previous row's";
+          if (prev == st) return "refill of the stage in use";
+          if (!issue(it - 1 + stages, prev)) return "refill past M";
+        }
+        for (I t = 0; t < threads; ++t)
+          for (I j = 0; j < items; ++j) {
+            const I kk = t + j * threads;
+            if (kk < len) {
+              ++cov.read2[static_cast<std::size_t>(row * nu + u0 + kk)];
+              ++cov.written[static_cast<std::size_t>(row * nu + u0 + kk)];
+            }
+          }
+        prev = st;
+        if (++st == stages) {
+          st = 0;
+          parity ^= 1;
+        }
+      }
+      for (I t = 0; t < threads; ++t)
+        for (I j = 0; j < items; ++j) {
+          const I kk = t + j * threads;
+          if (kk < len) ++cov.partial[static_cast<std::size_t>(g * nu + u0 + kk)];
+        }
     }
   }
+  return "";
+}
+
+std::string check_once(const std::vector<std::uint8_t>& v, const char* what) {
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (v[i] != 1) return std::string(what) + " count " + std::to_string(v[i]) + " at " + std::to_string(i);
+  return "";
+}
+
+TEST(RmsNormBwdModel, TheRingCoversEveryElementOnceWithMatchingParities) {
+  struct Case {
+    I m, n;
+    Knobs k;
+  };
+  const std::vector<Case> cases = {
+      {300, 256, {}},                                     // one CTA per group, many rows: the stages wrap
+      {2000, 2048, {{"STAGES", I{2}}}},                   // two stages
+      {33, 16384, {}},                                    // one row per group
+      {1500, 12288, {{"STAGES", I{4}}}},                  // four stages
+      {3, 40000, {}},                                     // cluster of 4, one row per group
+      {150, 65528, {}},                                   // cluster of 4, uneven last slice, wraps
+      {20, 262144, {}},                                   // cluster of 16
+      {40, 100000, {{"SMEM_KB", I{96}}}},                 // the stage budget doubles the cluster
+      {70, 16384, {{"THREADS", I{128}}, {"ITEMS", I{2}}, {"CBLOCKS", I{64}}}},  // 8 CTAs of 2048 elements
+      {5, 1000, {{"THREADS", I{1024}}, {"ITEMS", I{1}}}},  // fewer units than threads
+      {1, 8, {}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + " " + knobs_text(c.k));
+    const Knobs k = with(c.k);
+    const auto d = RmsNormBwdOp::dispatch(kBf16, k, c.m, c.n);
+    ASSERT_NE(d.entry, "rmsnorm_bwd");
+    Coverage cov(c.m, c.n / 8, d.groups);
+    ASSERT_EQ(model_ring(d, k, c.m, c.n, 8, cov), "");
+    EXPECT_EQ(check_once(cov.loaded, "load"), "");
+    EXPECT_EQ(check_once(cov.read1, "pass 1 read"), "");
+    EXPECT_EQ(check_once(cov.read2, "pass 2 read"), "");
+    EXPECT_EQ(check_once(cov.written, "dx write"), "");
+    EXPECT_EQ(check_once(cov.partial, "dw partial write"), "") << "the reduce sums every group's full row";
+  }
+}
+
+// dw_reduce: 32 columns per CTA in a grid-stride loop: every column once.
+TEST(RmsNormBwdModel, TheReduceCoversEveryColumnOnce) {
+  for (I n : {I{1}, I{7}, I{31}, I{33}, I{4097}, I{65536}}) {
+    const LaunchPlan p = RmsNormBwdOp().launch_plan(shape(3, n), kBf16, {});
+    const auto& r = p.kernels.at(1);
+    std::vector<int> seen(static_cast<std::size_t>(n), 0);
+    for (I b = 0; b < r.grid.x; ++b)
+      for (I j0 = b * 32; j0 < n; j0 += I{r.grid.x} * 32)
+        for (I lane = 0; lane < 32; ++lane)
+          if (j0 + lane < n) ++seen[static_cast<std::size_t>(j0 + lane)];
+    for (I j = 0; j < n; ++j) ASSERT_EQ(seen[static_cast<std::size_t>(j)], 1) << n << " column " << j;
+  }
+}
+
+// The ring's arithmetic in fp32 as the kernel orders it (per-thread fmaf, per-CTA then per-cluster
+// sums), against the fp64 reference, within the op's tolerances; c1 off by 5% fails.
+TEST(RmsNormBwdModel, TheRingArithmeticPassesTheTolerance) {
+  RmsNormBwdOp op;
+  for (const auto& [m, n] : std::vector<std::pair<I, I>>{{6, 4096}, {5, 65528}, {3, 131072}}) {
+    SCOPED_TRACE(n);
+    const Shape s = shape(m, n);
+    std::mt19937_64 rng(7);
+    std::normal_distribution<double> nd(0.0, 1.0);
+    std::vector<HostTensor> in;
+    for (const auto& t : op.tensors(s, kBf16)) {
+      if (t.role != Role::In) continue;
+      HostTensor h(t.name, t.dtype, t.shape);
+      if (t.fixed_distribution) op.fill_fixed(t, rng, h);
+      else if (t.name == "dout")  // correlated with x, so that c1 is O(1) and an error in it shows
+        for (I i = 0; i < h.numel(); ++i) h.set(i, 0.8 * in[0].get(i) + 0.6 * nd(rng));
+      else
+        for (I i = 0; i < h.numel(); ++i) h.set(i, nd(rng));
+      in.push_back(std::move(h));
+    }
+    std::vector<HostTensor> ref;
+    op.reference(s, kBf16, in, ref);
+    const auto& x = in[0];
+    const auto& w = in[1];
+    const auto& dout = in[2];
+    const auto& rstd = in[3];
+    const Knobs k = with({});
+    const auto d = RmsNormBwdOp::dispatch(kBf16, k, m, n);
+    const I nu = n / 8, T = 512, items = 4, c = d.cluster, G = d.groups, sl = d.slice;
+    auto run = [&](float scale) {
+      HostTensor dx("dx", DType::BF16, {m, n});
+      std::vector<float> dw(static_cast<std::size_t>(n), 0.f);
+      for (I g = 0; g < G; ++g) {
+        std::vector<float> part(static_cast<std::size_t>(n), 0.f);
+        for (I row = g; row < m; row += G) {
+          const float rs = static_cast<float>(rstd.get(row));
+          float total = 0.f;
+          for (I rank = 0; rank < c; ++rank) {
+            const I u0 = std::min(nu, rank * sl), len = std::min(nu - u0, sl);
+            float cta = 0.f;
+            for (I t = 0; t < T; ++t) {
+              float cc = 0.f;
+              for (I j = 0; j < items; ++j)
+                if (t + j * T < len)
+                  for (I e = 0; e < 8; ++e) {
+                    const I col = (u0 + t + j * T) * 8 + e;
+                    cc = std::fma(static_cast<float>(x.get(row * n + col)) * static_cast<float>(dout.get(row * n + col)),
+                                  static_cast<float>(w.get(col)), cc);
+                  }
+              cta += cc;
+            }
+            total += cta;
+          }
+          const float c1 = total * rs * (scale / static_cast<float>(n));
+          for (I col = 0; col < n; ++col) {
+            const float xh = static_cast<float>(x.get(row * n + col)) * rs;
+            const float dy = static_cast<float>(dout.get(row * n + col));
+            dx.set(row * n + col, (dy * static_cast<float>(w.get(col)) - xh * c1) * rs);
+            part[static_cast<std::size_t>(col)] = std::fma(dy, xh, part[static_cast<std::size_t>(col)]);
+          }
+        }
+        for (I col = 0; col < n; ++col) dw[static_cast<std::size_t>(col)] += part[static_cast<std::size_t>(col)];
+      }
+      double e2 = 0, r2 = 0, w2 = 0, wr2 = 0;
+      for (I i = 0; i < m * n; ++i) {
+        e2 += std::pow(dx.get(i) - ref[0].get(i), 2);
+        r2 += std::pow(ref[0].get(i), 2);
+      }
+      for (I j = 0; j < n; ++j) {
+        w2 += std::pow(dw[static_cast<std::size_t>(j)] - ref[1].get(j), 2);
+        wr2 += std::pow(ref[1].get(j), 2);
+      }
+      return std::make_pair(std::sqrt(e2 / r2), std::sqrt(w2 / wr2));
+    };
+    const auto [dx_err, dw_err] = run(1.f);
+    EXPECT_LT(dx_err, op.tolerance("dx", kBf16).rel_l2);
+    EXPECT_LT(dw_err, op.tolerance("dw", kBf16).rel_l2);
+    EXPECT_GT(run(1.05f).first, op.tolerance("dx", kBf16).rel_l2) << "c1 off by 5% must fail";
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Spec
+
+TEST(RmsNormBwdSpec, LoadsWithTheTargetShapesAndTheOpsDefaults) {
+  const Spec spec = load_bwd_spec();
+  EXPECT_EQ(spec.op, "rmsnorm_bwd");
+  ASSERT_EQ(spec.benchmark_shapes.size(), 4u);
+  EXPECT_EQ(spec.benchmark_shapes[0], shape(32768, 16384));
+  EXPECT_EQ(spec.benchmark_shapes[3], shape(8192, 262144));
+  ASSERT_EQ(spec.seeds.size(), 1u);
+  EXPECT_EQ(default_knobs(spec.seeds[0]), RmsNormBwdOp::knob_defaults());
+  // Correctness shapes reach every entry with the defaults.
+  std::set<std::string> entries;
+  std::set<I> clusters;
+  for (const auto& s : spec.correctness_shapes) {
+    const auto d = RmsNormBwdOp::dispatch(spec.config, {}, s.at("M"), s.at("N"));
+    entries.insert(d.entry);
+    clusters.insert(d.cluster);
+  }
+  EXPECT_EQ(entries, (std::set<std::string>{"rmsnorm_bwd", "rmsnorm_bwd_ring", "rmsnorm_bwd_ring_cluster"}));
+  EXPECT_TRUE(clusters.count(16)) << "a 16-CTA cluster (non-portable size) among the correctness shapes";
+}
+
+// Every admitted assignment is a plan the op accepts on every shape, within the kernel's limits:
+// a slice fits the register tile, at least two stages, shared memory a CTA may have, at most 1024
+// groups. Knobs that only enter the plan through a lookup (BLOCKS, CBLOCKS, RTHREADS, WREG) vary on
+// their own, the rest jointly.
+TEST(RmsNormBwdSpec, ConstraintsImplyAValidPlan) {
+  const Spec spec = load_bwd_spec();
+  const auto& seed = spec.seeds.at(0);
+  std::vector<Shape> shapes = spec.benchmark_shapes;
+  shapes.insert(shapes.end(), spec.correctness_shapes.begin(), spec.correctness_shapes.end());
+  shapes.insert(shapes.end(), spec.heldout_shapes.begin(), spec.heldout_shapes.end());
+  RmsNormBwdOp op;
+  I admits = 0, total = 0;
+  auto check = [&](const Knobs& k) {
+    ++total;
+    if (!admitted(seed, k)) return;
+    ++admits;
+    for (const auto& s : shapes) {
+      try {
+        const LaunchPlan p = op.launch_plan(s, spec.config, k);
+        const auto d = RmsNormBwdOp::dispatch(spec.config, k, s.at("M"), s.at("N"));
+        const auto& l = p.kernels.at(0);
+        ASSERT_LE(l.shared_bytes, 226u * 1024) << knobs_text(k);
+        ASSERT_LE(d.groups, RmsNormBwdOp::kMaxPartialRows);
+        ASSERT_LE(l.cluster.x, 16u);
+        ASSERT_EQ(l.grid.x % l.cluster.x, 0u);
+        if (d.entry != "rmsnorm_bwd") {
+          ASSERT_GE(d.stages, 2);
+          ASSERT_LE(d.slice, std::get<I>(k.at("THREADS")) * std::get<I>(k.at("ITEMS")));
+        }
+      } catch (const std::invalid_argument& e) {
+        ADD_FAILURE() << "constraints admit a plan the op rejects (" << knobs_text(k) << "): " << e.what();
+        return;
+      }
+    }
+  };
+  for_each_assignment(seed, {"THREADS", "ITEMS", "STAGES", "CLUSTER", "SMEM_KB", "MIN_BLOCKS"}, check);
+  EXPECT_GT(admits, 500);
+  EXPECT_LT(admits, total);
+  for (const char* knob : {"BLOCKS", "CBLOCKS", "RTHREADS", "WREG"}) for_each_assignment(seed, {knob}, check);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Builds
+
+std::vector<std::string> nvrtc_options(const OpConfig& cfg, const Knobs& knobs) {
+  std::vector<std::string> opts;
+  for (const auto& [k, v] : RmsNormBwdOp().template_defines(cfg)) opts.push_back("-D" + k + "=" + v);
+  for (const auto& [k, v] : with(knobs)) opts.push_back("-D" + k + "=" + std::to_string(std::get<I>(v)));
+  return opts;
+}
+
+// Builds with NVRTC and ptxas; checks every entry the knobs call for is there and no device
+// global is declared (the gate's persistent-global rule).
+PtxasResult build(const std::string& arch, const OpConfig& cfg, const Knobs& knobs) {
+  const std::string source = read_file(PTXEVO_SOURCE_DIR "/kernels/rmsnorm/rmsnorm_bwd.cu");
+  const std::string what = arch + " " + knobs_text(with(knobs));
+  NvrtcResult r = compile_to_ptx(source, "rmsnorm_bwd.cu", arch, nvrtc_options(cfg, knobs));
+  EXPECT_TRUE(r.ok) << what << ": " << r.log;
+  if (!r.ok) return {};
+  EXPECT_EQ(r.ptx.find("\n.global "), std::string::npos) << what;
+  PtxasResult a = run_ptxas(r.ptx, arch);
+  EXPECT_TRUE(a.ok) << what << ": " << a.log;
+  std::vector<std::string> want = RmsNormBwdOp::entries(with(knobs));
+  want.push_back("rmsnorm_bwd_dw_reduce");
+  for (const auto& e : want)
+    EXPECT_NE(r.ptx.find(".entry " + e + "("), std::string::npos) << what << " lacks " << e;
+  return a;
+}
+
+TEST(RmsNormBwdBuild, DefaultsBuildForHopperWithoutSpillsAndForBlackwell) {
+  for (const OpConfig& cfg : {kBf16, OpConfig{{"x_dtype", "fp32"}}, OpConfig{{"x_dtype", "fp16"}, {"has_weight", "false"}},
+                              OpConfig{{"x_dtype", "fp16"}, {"w_dtype", "same"}}}) {
+    const PtxasResult a = build("sm_90a", cfg, {});
+    for (const auto& f : a.functions) {
+      if (!f.is_entry) continue;
+      EXPECT_EQ(f.spill_stores, 0) << f.name;
+      EXPECT_LE(f.registers, 128) << f.name << ": one 512-thread CTA per SM";
+    }
+  }
+  // Blackwell: compiled and assembled only; not run here or on the H200.
+  build("sm_100a", kBf16, {});
+}
+
+// An evenly spread sample of the admitted assignments of the knobs that change the code
+// (THREADS, ITEMS, STAGES, CLUSTER (1 or not), WREG, MIN_BLOCKS), about a dozen builds; the
+// launch-only knobs (SMEM_KB, BLOCKS, CBLOCKS, RTHREADS) are not defines the code depends on
+// beyond the plan.
+TEST(RmsNormBwdBuild, ASampleOfTheAdmittedKnobSpaceBuilds) {
+  const Spec spec = load_bwd_spec();
+  const auto& seed = spec.seeds.at(0);
+  std::vector<Knobs> all;
+  for_each_assignment(seed, {"THREADS", "ITEMS", "STAGES", "CLUSTER", "WREG", "MIN_BLOCKS"}, [&](const Knobs& k) {
+    const I cl = std::get<I>(k.at("CLUSTER"));
+    if (admitted(seed, k) && (cl == 1 || cl == 16)) all.push_back(k);
+  });
+  EXPECT_GE(all.size(), 100u);
+  constexpr std::size_t kStride = 71;  // prime: does not alias the knob lists' periods
+  std::size_t built = 0;
+  for (std::size_t i = 0; i < all.size(); i += kStride, ++built) {
+    const PtxasResult a = build(spec.arch, spec.config, all[i]);
+    for (const auto& f : a.functions)
+      if (f.is_entry && std::get<I>(all[i].at("MIN_BLOCKS")) <= 1) {
+        EXPECT_EQ(f.spill_stores, 0) << knobs_text(all[i]) << " " << f.name;
+      }
+  }
+  std::printf("built %zu of %zu admitted code variants\n", built, all.size());
+}
+
+// The engine's path: prepare_evaluation builds the seed with the Builder (NVRTC, the PTX IR,
+// nvJitLink) and runs the gate's static checks (launch resources, cluster directives, missing
+// entries) on the plan of every shape of the spec.
+TEST(RmsNormBwdBuild, TheEnginePreparesTheSpecWithoutStaticFindings) {
+  const Spec spec = load_bwd_spec();
+  const auto registry = builtin_ops();
+  Builder builder(nullptr);
+  const auto p = prepare_evaluation(spec, *registry.find(spec.op), builder, {}, {}, 1);
+  ASSERT_TRUE(p.reasons.empty()) << p.reasons.front();
+  ASSERT_TRUE(p.candidate.ok);
+  std::set<std::string> sections;
+  for (const auto& s : read_elf_sections(p.candidate.cubin)) sections.insert(s.name);
+  for (const auto& e : RmsNormBwdOp::entries(p.candidate_knobs)) EXPECT_TRUE(sections.count(".text." + e)) << e;
+  for (const auto& f : p.candidate.resources)
+    if (f.is_entry) {
+      EXPECT_EQ(f.spill_stores, 0) << f.name;
+      EXPECT_LE(f.registers, 128) << f.name;
+      std::printf("%s: %d registers (nvJitLink)\n", f.name.c_str(), f.registers);
+    }
 }
 
 }  // namespace
