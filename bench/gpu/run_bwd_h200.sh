@@ -1,32 +1,74 @@
 #!/usr/bin/env bash
-# The RMSNorm backward seed on the H200: `ptxevo eval` at its defaults and at alternative knobs,
-# and the previous template (FILE, scalar accesses, THREADS 256) as a candidate against it, on
-# every shape of rmsnorm_bwd.spec. Results in $OUT/bwd.md and $OUT/evals/.
-# Usage: bench/gpu/run_bwd_h200.sh COMMIT PREVIOUS_TEMPLATE.cu
+# The RMSNorm backward seed on the H200, in one GPU call of under 8 minutes: the device-reference
+# GPU tests of the backward; `ptxevo eval` on every shape of rmsnorm_bwd.spec at the defaults (the
+# shared-memory ring, clusters for N >= 32K), at the first template's paths (STAGES=0, BLOCKS=264:
+# the previous defaults, the `before`), optionally a previous template file as a candidate, and at
+# alternatives; then, with the time left, compute-sanitizer memcheck / racecheck / synccheck of the
+# defaults on the correctness and held-out shapes. Builds nothing: .gpu/ must be packed
+# (scripts/pack_gpu_bundle.sh) from a build that has the ring (the op's launch plan is in the
+# binary). Results: $OUT/bwd.md (table), $OUT/evals/*.json, $OUT/logs/.
+# Usage: bench/gpu/run_bwd_h200.sh COMMIT [PREVIOUS_TEMPLATE.cu]
 set -uo pipefail
-commit="${1:?commit}"; before="${2:?previous template}"
-out="${OUT:-/tmp/ptxevo-out}"; mkdir -p "$out/evals"
+commit="${1:?commit}"; before="${2:-}"
+out="${OUT:-/tmp/ptxevo-out}"; mkdir -p "$out/evals" "$out/logs"
 export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-export PTXEVO_CACHE_DIR=/tmp/ptxevo-cache
+export PTXEVO_SOURCE_DIR="$PWD" PTXEVO_CACHE_DIR=/tmp/ptxevo-cache
 bin="$PWD/.gpu/ptxevo"; spec=kernels/rmsnorm/rmsnorm_bwd.spec
-{ date -u +%FT%TZ; echo "commit: $commit"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } > "$out/env.txt"
-ev() { local label="$1"; shift; timeout 90 "$bin" eval "$spec" --json-out "$out/evals/$label.json" "$@" > "$out/evals/$label.txt" 2>&1; echo "$label rc=$?"; }
+t0=$(date +%s); budget=455  # seconds for everything but the table
+left() { echo $(( budget - ($(date +%s) - t0) )); }
+{ date -u +%FT%TZ; echo "commit: $commit (.gpu/commit.txt: $(cat .gpu/commit.txt 2>/dev/null || echo unknown))"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader; } > "$out/env.txt" 2>&1
+cat "$out/env.txt"
+if ! grep -q rmsnorm_bwd_ring_cluster "$bin"; then
+  echo "stale .gpu/ptxevo: its rmsnorm_bwd op has no ring entries; repack .gpu from this commit" | tee -a "$out/env.txt"
+  exit 2
+fi
+timeout 60 .gpu/ptxevo_gpu_tests --gtest_filter='DeviceReferenceGpu.Backward*' > "$out/logs/gpu_tests.log" 2>&1
+echo "gpu tests rc=$? $(( $(date +%s) - t0 ))s"; grep -E "^\[ *(OK|FAILED|SKIPPED|PASSED) *\]" "$out/logs/gpu_tests.log"
+ev() {  # label [eval options]; skipped when under 50 s are left
+  local label="$1"; shift
+  local lim=$(( $(left) < 80 ? $(left) : 80 )) s=$(date +%s)
+  if [ "$lim" -lt 50 ]; then echo "$label skipped (time)"; return; fi
+  timeout "$lim" "$bin" eval "$spec" --json-out "$out/evals/$label.json" "$@" > "$out/logs/eval_$label.txt" 2>&1
+  echo "$label rc=$? $(( $(date +%s) - s ))s"
+}
 ev defaults
-ev before --source "$before" --knobs THREADS=256
+ev old_paths --knobs STAGES=0,BLOCKS=264
+[ -n "$before" ] && ev before --source "$before" --knobs STAGES=0,BLOCKS=264
+ev wreg0 --knobs WREG=0
+ev stages2 --knobs STAGES=2
 ev t256_i8 --knobs THREADS=256,ITEMS=8
-ev t1024_i2 --knobs THREADS=1024,ITEMS=2
-ev t256_i4_b528 --knobs THREADS=256,ITEMS=4,BLOCKS=528
-ev b132 --knobs BLOCKS=132
+ev cblocks256 --knobs CBLOCKS=256
+# Two 256-thread CTAs per SM (96 KB of stages each): N = 16K on 2-CTA clusters; 256K does not fit
+# a 16-CTA cluster's slices and runs the first template's paths.
+ev two_per_sm --knobs THREADS=256,SMEM_KB=96,MIN_BLOCKS=2,BLOCKS=264,CBLOCKS=256
+san() {  # tool
+  local lim=$(( $(left) < 100 ? $(left) : 100 )) s=$(date +%s)
+  if [ "$lim" -lt 30 ]; then echo "$1 skipped (time)"; return; fi
+  timeout "$lim" /usr/local/cuda/bin/compute-sanitizer --tool "$1" --target-processes all \
+    "$bin" eval "$spec" --max-benchmark-shapes 0 > "$out/logs/sanitizer_$1.txt" 2>&1
+  echo "$1 rc=$? $(( $(date +%s) - s ))s: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/logs/sanitizer_$1.txt" | sort | uniq -c | tr '\n' ' ')"
+  grep -E "^verdict" "$out/logs/sanitizer_$1.txt" | head -2
+}
+san racecheck
+san memcheck
+san synccheck
 python3 - "$out/evals" > "$out/bwd.md" <<'PY'
 import json, os, sys
 d = sys.argv[1]
-print("| eval | verdict | fitness vs defaults | per-shape ms (N: candidate, fraction of floor) |\n|---|---|---|---|")
+print("| eval | verdict | fitness vs defaults | s | per-shape ms (N: candidate, fraction of floor) |\n|---|---|---|---|---|")
 for f in sorted(x for x in os.listdir(d) if x.endswith(".json")):
-    r = json.load(open(os.path.join(d, f)))["report"]
+    try:
+        r = json.load(open(os.path.join(d, f)))["report"]
+    except Exception as e:
+        print(f"| {f[:-5]} | unreadable: {e} | | | |")
+        continue
     sh = [f"{s['shape']['N']}: {s['candidate_ms']['median']:.4f} ({s.get('fraction_of_floor', 0):.2f})"
           for s in r["shapes"] if s.get("candidate_ms")]
     fit = r.get("fitness")
     print(f"| {f[:-5]} | {r['verdict']}{': ' + r['reasons'][0][:140] if r['reasons'] else ''} | "
-          f"{'' if fit is None else f'{fit:.3f}'} | {'; '.join(sh)} |")
+          f"{'' if fit is None else f'{fit:.3f}'} | {r.get('seconds', 0):.0f} | {'; '.join(sh)} |")
 PY
 cat "$out/bwd.md"
+grep -hE "registers" "$out/logs/eval_defaults.txt" 2>/dev/null | sort -u
+echo "total $(( $(date +%s) - t0 ))s"
