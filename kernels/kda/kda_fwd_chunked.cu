@@ -66,10 +66,14 @@
 #ifndef LMTC
 #define LMTC 1
 #endif
+#ifndef FUSED
+#define FUSED 1
+#endif
 #define KDA_LM_TC (LMTC && !KDA_GATE_SOFTPLUS && CHUNK == 16)
 
 namespace kda_chunked {
 
+#if FUSED
 // Compile-time constants as enumerators (namespace-scope constexpr variables would become .global
 // variables in the PTX, and a candidate must have none).
 enum : int {
@@ -132,6 +136,71 @@ static_assert(kRegionB <= kRegionA, "region B must fit in region A");
 // LMTC's partial L and M sums (4 channel quarters x 2 x 16 x 16 fp32) use the S^T area before 3c.
 static_assert(!KDA_LM_TC || 4 * 2 * 16 * 16 * 4 <= 2 * kBv * kPadK * 2, "LMTC scratch must fit the S^T area");
 static_assert(kSmemBytes <= 232448, "at most 227 KB of shared memory per CTA");
+
+#else
+// FUSED = 0: the prepare + recurrence pair (header comment, "FUSED = 0"). kda_fwd_prepare runs
+// with WARPS * 32 threads, kda_fwd_recurrence with BV / 16 warps (one warp per 16 value columns).
+enum : int {
+  kD = 128,  // K = V
+  kC = CHUNK,
+  kBv = BV,
+  kNb = kC / 16,                   // 16-token blocks of a chunk
+  kPThreads = WARPS * 32,          // prepare
+  kPWarps = WARPS,
+  kRWarps = BV / 16,               // recurrence
+  kRThreads = kRWarps * 32,
+  kLd = kD + 1,                    // fp32 [C][K] rows of the prepare
+  kPadK = kD + 8,                  // bf16 [.][K] rows in shared memory
+  kPadC = kC + 8,                  // bf16 / fp32 [.][C] rows in shared memory
+  kNtC = kC / 8,                   // n8 tiles over a chunk's tokens
+  kKsC = kC / 16,                  // k16 steps over a chunk's tokens
+  // The workspace of one (head, chunk slot), in bytes (every offset a multiple of 16).
+  kWsQd = 0,                       // bf16 [C][K]  Qd = scale q 2^G
+  kWsW = kWsQd + kC * kD * 2,      // bf16 [C][K]  W0 = (I + L)^-1 diag(beta) Kd
+  kWsKrT = kWsW + kC * kD * 2,     // bf16 [K][C]  Kr^T = (k 2^(Gtot - G))^T
+  kWsMhi = kWsKrT + kD * kC * 2,   // bf16 [C][C]  M (zero above the diagonal), high term
+  kWsMlo = kWsMhi + kC * kC * 2,   // bf16 [C][C]  M - high term
+  kWsDec = kWsMlo + kC * kC * 2,   // fp32 [K]     2^Gtot
+  kWsU = kWsDec + kD * 4,          // fp32 [V][C]  U0^T = ((I + L)^-1 diag(beta) V)^T
+  kWsChunkBytes = kWsU + kD * kC * 4,
+  // Prepare shared memory (bytes).
+  kPOffQ = 0,                                    // fp32 [C][kLd] scale q / |q|
+  kPOffK = kPOffQ + ((kC * kLd * 4 + 15) / 16) * 16,   // fp32 [C][kLd] k / |k|
+  kPOffG = kPOffK + ((kC * kLd * 4 + 15) / 16) * 16,   // fp32 [C][kLd] log2-decays, then G
+  kPOffBeta = kPOffG + ((kC * kLd * 4 + 15) / 16) * 16,  // fp32 [C]
+  kPOffL = kPOffBeta + ((kC * 4 + 15) / 16) * 16,  // fp32 [C][C] L (beta folded in)
+  kPOffXh = kPOffL + kC * kC * 4,                // bf16 [16][kPadK] left factors of one block, k
+  kPOffXl = kPOffXh + 16 * kPadK * 2,
+  kPOffQh = kPOffXl + 16 * kPadK * 2,            // bf16 [16][kPadK] left factors, q
+  kPOffQl = kPOffQh + 16 * kPadK * 2,
+  kPOffYh = kPOffQl + 16 * kPadK * 2,            // bf16 [C][kPadK] right factors
+  kPOffYl = kPOffYh + kC * kPadK * 2,
+  kPSmemBytes = kPOffYl + kC * kPadK * 2,
+  // Recurrence shared memory: STAGE ? 2 : 1 buffers of one chunk's operands.
+  kROffQd = 0,                                   // bf16 [C][kPadK]
+  kROffW = kROffQd + kC * kPadK * 2,             // bf16 [C][kPadK]
+  kROffKrT = kROffW + kC * kPadK * 2,            // bf16 [K][kPadC]
+  kROffMhi = kROffKrT + kD * kPadC * 2,          // bf16 [C][kPadC]
+  kROffMlo = kROffMhi + kC * kPadC * 2,          // bf16 [C][kPadC]
+  kROffDec = kROffMlo + kC * kPadC * 2,          // fp32 [K]
+  kROffU = kROffDec + kD * 4,                    // fp32 [BV][kPadC] this CTA's rows of U0^T
+  kRStageBytes = kROffU + kBv * kPadC * 4,
+  kRSmemBytes = (STAGE ? 2 : 1) * kRStageBytes,
+  // 16-byte segments a stage copies: Qd, W0 rows, Kr^T rows, M's two terms, 2^Gtot, U0^T rows.
+  kSegQW = kC * (kD * 2 / 16),
+  kSegKrT = kD * (kC * 2 / 16),
+  kSegM = kC * (kC * 2 / 16),
+  kSegDec = kD * 4 / 16,
+  kSegU = kBv * (kC * 4 / 16),
+  kSegTotal = 2 * kSegQW + kSegKrT + 2 * kSegM + kSegDec + kSegU,
+};
+static_assert(kC == 16 || kC == 32 || kC == 64, "CHUNK: 16, 32 or 64");
+static_assert(kBv == 16 || kBv == 32 || kBv == 64 || kBv == 128, "BV: 16, 32, 64 or 128");
+static_assert(WARPS == 4 || WARPS == 8, "WARPS: 4 or 8");
+static_assert(STAGE == 0 || STAGE == 1, "STAGE: 0 or 1");
+static_assert(LMTC == 0 || LMTC == 1, "LMTC: 0 or 1");
+static_assert(kPSmemBytes <= 232448 && kRSmemBytes <= 232448, "at most 227 KB of shared memory per CTA");
+#endif  // FUSED
 
 // The PTX primitives. kernels/tests/kda_chunked_host_test.cpp defines KDA_HOST_EMULATION and
 // supplies CPU versions of exactly these (an emulated warp for shfl and mma), so that the rest of
@@ -291,6 +360,7 @@ struct Args {
   float scale, lower_bound;
 };
 
+#if FUSED
 __device__ __forceinline__ void kda_chunked_body(const Args& a) {
   extern __shared__ __align__(16) unsigned char smem[];
   float* sQ = reinterpret_cast<float*>(smem + kOffQ);
@@ -707,8 +777,473 @@ __device__ __forceinline__ void kda_chunked_body(const Args& a) {
   (void)sbase;
 }
 
+#else
+// Tokens [bos, eos) of sequence n.
+__device__ __forceinline__ void seq_range(const Args& a, long long n, long long& bos, long long& eos) {
+  if (a.cu_seqlens) {
+    bos = a.cu_seqlens[n];
+    eos = a.cu_seqlens[n + 1];
+  } else {
+    bos = n * a.T;
+    eos = bos + a.T;
+  }
+}
+// Chunk slots a head has in the workspace: chunk c of sequence n is slot n + bos_n / C + c. Slots
+// of consecutive sequences never overlap (ceil(len / C) <= floor(len / C) + 1) and the last one is
+// below N + T_total / C, without a pass over the lengths; KdaFwdOp sizes the workspace the same way.
+__device__ __forceinline__ long long ws_slots(const Args& a, int nseq) {
+  const long long total = a.cu_seqlens ? a.T : (long long)nseq * a.T;
+  return nseq + total / kC;
+}
+
+#define KDA_SPLIT_FACTOR_DIAG (LMTC && !KDA_GATE_SOFTPLUS)
+
+// kda_fwd_prepare: one CTA per (chunk slot, head); everything of the chunk that does not depend on
+// the state, written to the workspace (layout kWs*).
+__device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* __restrict__ ws, int nseq) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  float* pQ = reinterpret_cast<float*>(smem + kPOffQ);
+  float* pK = reinterpret_cast<float*>(smem + kPOffK);
+  float* pG = reinterpret_cast<float*>(smem + kPOffG);
+  float* pBeta = reinterpret_cast<float*>(smem + kPOffBeta);
+  float* pL = reinterpret_cast<float*>(smem + kPOffL);
+  unsigned short* pXh = reinterpret_cast<unsigned short*>(smem + kPOffXh);
+  unsigned short* pXl = reinterpret_cast<unsigned short*>(smem + kPOffXl);
+  unsigned short* pQh = reinterpret_cast<unsigned short*>(smem + kPOffQh);
+  unsigned short* pQl = reinterpret_cast<unsigned short*>(smem + kPOffQl);
+  unsigned short* pYh = reinterpret_cast<unsigned short*>(smem + kPOffYh);
+  unsigned short* pYl = reinterpret_cast<unsigned short*>(smem + kPOffYl);
+  if (dynamic_smem_bytes() < (unsigned int)kPSmemBytes) trap_now();
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g8 = lane >> 2, t4 = lane & 3;
+  const long long x = blockIdx.x;
+  const int h = blockIdx.y;
+  // The sequence whose slots hold x: the last n with n + bos_n / C <= x (increasing in n).
+  int lo = 0, hi = nseq - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    long long b, e;
+    seq_range(a, mid, b, e);
+    if (mid + b / kC <= x) lo = mid;
+    else hi = mid - 1;
+  }
+  long long bos, eos;
+  seq_range(a, lo, bos, eos);
+  const long long t0 = bos + (x - lo - bos / kC) * kC;
+  if (t0 >= eos) return;  // a slot no chunk uses (the whole CTA leaves before any barrier)
+  const int count = (int)(eos - t0 < kC ? eos - t0 : (long long)kC);
+  unsigned char* wsc = ws + ((long long)h * ws_slots(a, nseq) + x) * kWsChunkBytes;
+
+  // 1. Pre-processing, one warp per token (as the fused kernel); padding rows are zero, a = 0.
+  float dtb[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) dtb[e] = a.dt_bias[h * kD + lane * 4 + e];
+  const float ea = ex2(a.a_log[h] * KDA_LOG2E);
+  for (int tt = warp; tt < kC; tt += kPWarps) {
+    float q[4] = {0.f, 0.f, 0.f, 0.f}, k[4] = {0.f, 0.f, 0.f, 0.f}, ld[4] = {0.f, 0.f, 0.f, 0.f};
+    float rq = 0.f, rk = 0.f;
+    if (tt < count) {
+      float gg[4];
+      const long long row = ((t0 + tt) * a.H + h) * (long long)kD + lane * 4;
+      load_bf16x4(a.q + row, q);
+      load_bf16x4(a.k + row, k);
+      load_bf16x4(a.g + row, gg);
+      float sq = 0.f, sk = 0.f;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        sq = fmaf(q[e], q[e], sq);
+        sk = fmaf(k[e], k[e], sk);
+        ld[e] = log_decay(gg[e] + dtb[e], ea, a.lower_bound) * KDA_LOG2E;
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        sq += shfl_bfly(sq, o);
+        sk += shfl_bfly(sk, o);
+      }
+      rq = rsqrt(sq + 1e-6f) * a.scale;
+      rk = rsqrt(sk + 1e-6f);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      pQ[tt * kLd + lane * 4 + e] = q[e] * rq;
+      pK[tt * kLd + lane * 4 + e] = k[e] * rk;
+      pG[tt * kLd + lane * 4 + e] = ld[e];
+    }
+  }
+  if (tid < kC) pBeta[tid] = tid < count ? sigmoid(load_bf16(a.beta + (t0 + tid) * a.H + h)) : 0.f;
+  __syncthreads();
+  // 2. G = chunk-local inclusive cumsum of the log2-decays; 2^Gtot to the workspace.
+  for (int d = tid; d < kD; d += kPThreads) {
+    float gsum = 0.f;
+#pragma unroll 8
+    for (int i = 0; i < kC; ++i) {
+      gsum += pG[i * kLd + d];
+      pG[i * kLd + d] = gsum;
+    }
+    reinterpret_cast<float*>(wsc + kWsDec)[d] = ex2(gsum);
+  }
+  __syncthreads();
+  // 3. Qd = q 2^G (scale folded into q) and Kr^T = (k 2^(Gtot - G))^T, bf16 pairs.
+  unsigned int* wQd = reinterpret_cast<unsigned int*>(wsc + kWsQd);
+  for (int idx = tid; idx < kC * kD / 2; idx += kPThreads) {
+    const int r = idx / (kD / 2), d = 2 * (idx % (kD / 2));
+    const float v0 = pQ[r * kLd + d] * ex2(pG[r * kLd + d]), v1 = pQ[r * kLd + d + 1] * ex2(pG[r * kLd + d + 1]);
+    wQd[idx] = (unsigned int)bf16_bits(v0) | ((unsigned int)bf16_bits(v1) << 16);
+  }
+  unsigned int* wKrT = reinterpret_cast<unsigned int*>(wsc + kWsKrT);
+  for (int idx = tid; idx < kD * kC / 2; idx += kPThreads) {
+    const int d = idx / (kC / 2), r = 2 * (idx % (kC / 2));
+    const float gt = pG[(kC - 1) * kLd + d];
+    const float v0 = pK[r * kLd + d] * ex2(gt - pG[r * kLd + d]);
+    const float v1 = pK[(r + 1) * kLd + d] * ex2(gt - pG[(r + 1) * kLd + d]);
+    wKrT[idx] = (unsigned int)bf16_bits(v0) | ((unsigned int)bf16_bits(v1) << 16);
+  }
+  // 4. L (fp32, shared memory) and M (hi + lo bf16, workspace) by 16-token row blocks. For rows
+  // i of block I and columns j of an earlier block, 2^(G_i - G_j) = 2^(G_i - G_p) 2^(G_p - G_j)
+  // with the pivot p = I's first token: both factors <= 1 for any gate, so the dot products run on
+  // tensor cores (factors as hi + lo bf16 terms, hi hi + hi lo + lo hi) without overflow. The
+  // diagonal block: with KDA_SPLIT_FACTOR_DIAG (lower-bound gate, LMTC = 1) the same with the
+  // pivot p = I's token 7 (the gate bounds a token's decay to 5 nats, so both factors stay within
+  // 2^58, as in the fused kernel's LMTC); otherwise term by term with one ex2 each.
+  unsigned short* wMhi = reinterpret_cast<unsigned short*>(wsc + kWsMhi);
+  unsigned short* wMlo = reinterpret_cast<unsigned short*>(wsc + kWsMlo);
+  for (int idx = tid; idx < kC * kC; idx += kPThreads)
+    if ((idx % kC) / 16 > (idx / kC) / 16) {
+      wMhi[idx] = 0;
+      wMlo[idx] = 0;
+    }
+#pragma unroll 1
+  for (int bi = 0; bi < kNb; ++bi) {
+    const int b0 = bi * 16;
+    const int piv = KDA_SPLIT_FACTOR_DIAG ? b0 + 7 : b0;
+    const int ny = KDA_SPLIT_FACTOR_DIAG ? b0 + 16 : b0;  // right-factor rows
+    for (int idx = tid; idx < 16 * kD / 2; idx += kPThreads) {
+      const int il = idx / (kD / 2), d = 2 * (idx % (kD / 2)), i = b0 + il;
+      float kx[2], qx[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float f = ex2(pG[i * kLd + d + e] - pG[piv * kLd + d + e]);
+        kx[e] = pK[i * kLd + d + e] * f;
+        qx[e] = pQ[i * kLd + d + e] * f;
+      }
+      unsigned int wh, wl;
+      split_bf16x2(kx[0], kx[1], wh, wl);
+      *reinterpret_cast<unsigned int*>(pXh + il * kPadK + d) = wh;
+      *reinterpret_cast<unsigned int*>(pXl + il * kPadK + d) = wl;
+      split_bf16x2(qx[0], qx[1], wh, wl);
+      *reinterpret_cast<unsigned int*>(pQh + il * kPadK + d) = wh;
+      *reinterpret_cast<unsigned int*>(pQl + il * kPadK + d) = wl;
+    }
+    for (int idx = tid; idx < ny * kD / 2; idx += kPThreads) {
+      const int j = idx / (kD / 2), d = 2 * (idx % (kD / 2));
+      float ky[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) ky[e] = pK[j * kLd + d + e] * ex2(pG[piv * kLd + d + e] - pG[j * kLd + d + e]);
+      unsigned int wh, wl;
+      split_bf16x2(ky[0], ky[1], wh, wl);
+      *reinterpret_cast<unsigned int*>(pYh + j * kPadK + d) = wh;
+      *reinterpret_cast<unsigned int*>(pYl + j * kPadK + d) = wl;
+    }
+    __syncthreads();
+    const int nblocks = KDA_SPLIT_FACTOR_DIAG ? bi + 1 : bi;  // column blocks on tensor cores
+    for (int bj = warp; bj < nblocks; bj += kPWarps) {
+      float al[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+      float am[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll 2
+      for (int ks = 0; ks < kD / 16; ++ks) {
+        unsigned int xh[4], xl[4], qh[4], ql[4];
+        load_a(xh, pXh, kPadK, 0, ks * 16, lane);
+        load_a(xl, pXl, kPadK, 0, ks * 16, lane);
+        load_a(qh, pQh, kPadK, 0, ks * 16, lane);
+        load_a(ql, pQl, kPadK, 0, ks * 16, lane);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          unsigned int yh[2], yl[2];
+          load_b(yh, pYh, kPadK, bj * 16 + nt * 8, ks * 16, lane);
+          load_b(yl, pYl, kPadK, bj * 16 + nt * 8, ks * 16, lane);
+          mma_bf16(al[nt], xh, yh);
+          mma_bf16(al[nt], xh, yl);
+          mma_bf16(al[nt], xl, yh);
+          mma_bf16(am[nt], qh, yh);
+          mma_bf16(am[nt], qh, yl);
+          mma_bf16(am[nt], ql, yh);
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = b0 + g8 + (e >> 1) * 8, j = bj * 16 + nt * 8 + 2 * t4 + (e & 1);
+          pL[i * kC + j] = j < i ? pBeta[i] * al[nt][e] : 0.f;
+          const float m = j <= i ? am[nt][e] : 0.f;
+          const unsigned short mh = bf16_bits(m);
+          wMhi[i * kC + j] = mh;
+          wMlo[i * kC + j] = bf16_bits(m - bf16_value(mh));
+        }
+    }
+#if !KDA_SPLIT_FACTOR_DIAG
+    for (int idx = tid; idx < 256; idx += kPThreads) {
+      const int i = b0 + (idx >> 4), j = b0 + (idx & 15);
+      float lk = 0.f, mq = 0.f;
+      if (j <= i) {
+#pragma unroll 4
+        for (int d = 0; d < kD; ++d) {
+          const float kx = pK[j * kLd + d] * ex2(pG[i * kLd + d] - pG[j * kLd + d]);
+          lk = fmaf(pK[i * kLd + d], kx, lk);
+          mq = fmaf(pQ[i * kLd + d], kx, mq);
+        }
+      }
+      pL[i * kC + j] = j < i ? pBeta[i] * lk : 0.f;
+      const unsigned short mh = bf16_bits(mq);
+      wMhi[i * kC + j] = mh;
+      wMlo[i * kC + j] = bf16_bits(mq - bf16_value(mh));
+    }
+#endif
+    __syncthreads();  // the next block overwrites the factors
+  }
+  // 5. The WY form: [W0 | U0] = (I + L)^-1 diag(beta) [Kd | V] by forward substitution in fp32,
+  // one thread per column (128 of Kd, then 128 of V), the column in registers.
+  unsigned short* wW = reinterpret_cast<unsigned short*>(wsc + kWsW);
+  float* wU = reinterpret_cast<float*>(wsc + kWsU);
+  for (int col = tid; col < 2 * kD; col += kPThreads) {
+    float xv[kC];
+#pragma unroll
+    for (int i = 0; i < kC; ++i) {
+      float b = 0.f;
+      if (col < kD) b = pBeta[i] * pK[i * kLd + col] * ex2(pG[i * kLd + col]);
+      else if (i < count) b = pBeta[i] * load_bf16(a.v + ((t0 + i) * a.H + h) * (long long)kD + (col - kD));
+      xv[i] = b;
+    }
+#pragma unroll
+    for (int i = 1; i < kC; ++i) {
+      float u = xv[i];
+#pragma unroll
+      for (int m = 0; m < i; ++m) u = fmaf(-pL[i * kC + m], xv[m], u);
+      xv[i] = u;
+    }
+    if (col < kD) {
+#pragma unroll
+      for (int i = 0; i < kC; ++i) wW[i * kD + col] = bf16_bits(xv[i]);
+    } else {
+      float4* dst = reinterpret_cast<float4*>(wU + (col - kD) * kC);
+#pragma unroll
+      for (int i = 0; i < kC; i += 4) {
+        float4 f;
+        f.x = xv[i];
+        f.y = xv[i + 1];
+        f.z = xv[i + 2];
+        f.w = xv[i + 3];
+        dst[i / 4] = f;
+      }
+    }
+  }
+}
+
+// kda_fwd_recurrence: one CTA per (sequence, head, value slice of BV columns), warp w owning value
+// columns [col0 + 16 w, col0 + 16 w + 16) of the state for all 128 key channels, as S^T in
+// accumulator fragments (rows: value column, columns: key channel), so that S^T serves as the A
+// operand of the next products straight from registers (hi + lo bf16) and U^T stays in the warp:
+// the warps never exchange data, the only barrier is the one that hands over a staged chunk.
+__device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigned char* __restrict__ ws, int nseq) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  if (dynamic_smem_bytes() < (unsigned int)kRSmemBytes) trap_now();
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g8 = lane >> 2, t4 = lane & 3;
+  const long long n = blockIdx.x;
+  const int h = blockIdx.y;
+  const int col0 = blockIdx.z * kBv;
+  long long bos, eos;
+  seq_range(a, n, bos, eos);
+  const unsigned char* wsh = ws + ((long long)h * ws_slots(a, nseq) + n + bos / kC) * kWsChunkBytes;
+  const int nchunks = (int)((eos - bos + kC - 1) / kC);
+  const int jw = warp * 16;  // the warp's first value column within the slice
+  const long long sbase = (n * a.H + h) * (long long)kD * kD;  // V-first [j][d]
+
+  // S^T: tile nt holds rows (value columns) col0 + jw + g8 (+ 8), key channels nt * 8 + 2 t4 (+ 1).
+  float s[kD / 8][4];
+#pragma unroll
+  for (int nt = 0; nt < kD / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int j = col0 + jw + g8 + (e >> 1) * 8, d = nt * 8 + 2 * t4 + (e & 1);
+#if HAS_INITIAL_STATE
+      s[nt][e] = a.initial_state[sbase + (long long)j * kD + d];
+#else
+      s[nt][e] = 0.f;
+      (void)j;
+      (void)d;
+#endif
+    }
+
+  // Copies chunk c's operands into buffer buf with cp.async (16-byte segments; padded rows).
+  auto stage = [&](int c, int buf) {
+    const unsigned char* src = wsh + (long long)c * kWsChunkBytes;
+    unsigned char* dst = smem + buf * kRStageBytes;
+    for (int idx = tid; idx < kSegTotal; idx += kRThreads) {
+      int r = idx;
+      const unsigned char* from;
+      unsigned char* to;
+      if (r < 2 * kSegQW) {
+        const int which = r / kSegQW;
+        r %= kSegQW;
+        const int row = r / 16, sg = r % 16;
+        from = src + (which ? kWsW : kWsQd) + row * (kD * 2) + sg * 16;
+        to = dst + (which ? kROffW : kROffQd) + row * (kPadK * 2) + sg * 16;
+      } else if ((r -= 2 * kSegQW) < kSegKrT) {
+        const int row = r / (kC / 8), sg = r % (kC / 8);
+        from = src + kWsKrT + row * (kC * 2) + sg * 16;
+        to = dst + kROffKrT + row * (kPadC * 2) + sg * 16;
+      } else if ((r -= kSegKrT) < 2 * kSegM) {
+        const int which = r / kSegM;
+        r %= kSegM;
+        const int row = r / (kC / 8), sg = r % (kC / 8);
+        from = src + (which ? kWsMlo : kWsMhi) + row * (kC * 2) + sg * 16;
+        to = dst + (which ? kROffMlo : kROffMhi) + row * (kPadC * 2) + sg * 16;
+      } else if ((r -= 2 * kSegM) < kSegDec) {
+        from = src + kWsDec + r * 16;
+        to = dst + kROffDec + r * 16;
+      } else {
+        r -= kSegDec;
+        const int row = r / (kC / 4), sg = r % (kC / 4);
+        from = src + kWsU + (col0 + row) * (kC * 4) + sg * 16;
+        to = dst + kROffU + row * (kPadC * 4) + sg * 16;
+      }
+      cp_async16(to, from);
+    }
+    cp_async_commit();
+  };
+#if STAGE
+  if (nchunks > 0) stage(0, 0);
+#endif
+  for (int c = 0; c < nchunks; ++c) {
+    const long long t0 = bos + (long long)c * kC;
+    const int count = (int)(eos - t0 < kC ? eos - t0 : (long long)kC);
+#if STAGE
+    const int buf = c & 1;
+#else
+    const int buf = 0;
+    stage(c, 0);
+#endif
+    cp_async_wait_all();
+    __syncthreads();  // chunk c is staged; every warp is done with chunk c - 1 (its buffer is free)
+#if STAGE
+    if (c + 1 < nchunks) stage(c + 1, buf ^ 1);
+#endif
+    const unsigned char* sb = smem + buf * kRStageBytes;
+    const unsigned short* sQd = reinterpret_cast<const unsigned short*>(sb + kROffQd);
+    const unsigned short* sW = reinterpret_cast<const unsigned short*>(sb + kROffW);
+    const unsigned short* sKrT = reinterpret_cast<const unsigned short*>(sb + kROffKrT);
+    const unsigned short* sMhi = reinterpret_cast<const unsigned short*>(sb + kROffMhi);
+    const unsigned short* sMlo = reinterpret_cast<const unsigned short*>(sb + kROffMlo);
+    const float* sDec = reinterpret_cast<const float*>(sb + kROffDec);
+    const float* sU = reinterpret_cast<const float*>(sb + kROffU);
+
+    // W^T = S^T W0^T and Qs^T = S^T Qd^T (16 value columns x C tokens), S^T as hi + lo terms.
+    float w[kNtC][4], qs[kNtC][4];
+#pragma unroll
+    for (int nt = 0; nt < kNtC; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        w[nt][e] = 0.f;
+        qs[nt][e] = 0.f;
+      }
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      unsigned int ah[4], al[4];
+      split_bf16x2(s[2 * ks][0], s[2 * ks][1], ah[0], al[0]);
+      split_bf16x2(s[2 * ks][2], s[2 * ks][3], ah[1], al[1]);
+      split_bf16x2(s[2 * ks + 1][0], s[2 * ks + 1][1], ah[2], al[2]);
+      split_bf16x2(s[2 * ks + 1][2], s[2 * ks + 1][3], ah[3], al[3]);
+#pragma unroll
+      for (int nt = 0; nt < kNtC; ++nt) {
+        unsigned int bw[2], bq[2];
+        load_b(bw, sW, kPadK, nt * 8, ks * 16, lane);
+        load_b(bq, sQd, kPadK, nt * 8, ks * 16, lane);
+        mma_bf16(w[nt], ah, bw);
+        mma_bf16(w[nt], al, bw);
+        mma_bf16(qs[nt], ah, bq);
+        mma_bf16(qs[nt], al, bq);
+      }
+    }
+    // U^T = U0^T - W^T, as hi + lo A fragments over the chunk's tokens.
+#pragma unroll
+    for (int nt = 0; nt < kNtC; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int jl = jw + g8 + (e >> 1) * 8, i = nt * 8 + 2 * t4 + (e & 1);
+        w[nt][e] = sU[jl * kPadC + i] - w[nt][e];
+      }
+    unsigned int uh[kKsC][4], ul[kKsC][4];
+#pragma unroll
+    for (int ks = 0; ks < kKsC; ++ks) {
+      split_bf16x2(w[2 * ks][0], w[2 * ks][1], uh[ks][0], ul[ks][0]);
+      split_bf16x2(w[2 * ks][2], w[2 * ks][3], uh[ks][1], ul[ks][1]);
+      split_bf16x2(w[2 * ks + 1][0], w[2 * ks + 1][1], uh[ks][2], ul[ks][2]);
+      split_bf16x2(w[2 * ks + 1][2], w[2 * ks + 1][3], uh[ks][3], ul[ks][3]);
+    }
+    // out^T = Qs^T + U^T M^T (M lower triangular: token blocks up to the output tile's own).
+#pragma unroll
+    for (int nt = 0; nt < kNtC; ++nt)
+#pragma unroll
+      for (int ks = 0; ks < kKsC; ++ks)
+        if (ks <= nt / 2) {
+          unsigned int bh[2], bl[2];
+          load_b(bh, sMhi, kPadC, nt * 8, ks * 16, lane);
+          load_b(bl, sMlo, kPadC, nt * 8, ks * 16, lane);
+          mma_bf16(qs[nt], uh[ks], bh);
+          mma_bf16(qs[nt], ul[ks], bh);
+          mma_bf16(qs[nt], uh[ks], bl);
+        }
+    // Stores: lanes g8 and g8 ^ 1 swap one value so that each stores two adjacent value columns
+    // of one token (even g8: token 2 t4, odd g8: token 2 t4 + 1).
+    const int odd = g8 & 1;
+#pragma unroll
+    for (int nt = 0; nt < kNtC; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float v0 = qs[nt][2 * half], v1 = qs[nt][2 * half + 1];
+        const float other = shfl_bfly(odd ? v0 : v1, 4);
+        const int i = nt * 8 + 2 * t4 + odd, j = col0 + jw + g8 + 8 * half - odd;
+        if (i < count)
+          store_bf16x2(a.out + ((t0 + i) * a.H + h) * (long long)kD + j, odd ? other : v0, odd ? v1 : other);
+      }
+    // S^T <- S^T diag(2^Gtot) + U^T Kr.
+#pragma unroll
+    for (int nt = 0; nt < kD / 8; ++nt) {
+      const float d0 = sDec[nt * 8 + 2 * t4], d1 = sDec[nt * 8 + 2 * t4 + 1];
+      s[nt][0] *= d0;
+      s[nt][1] *= d1;
+      s[nt][2] *= d0;
+      s[nt][3] *= d1;
+#pragma unroll
+      for (int ks = 0; ks < kKsC; ++ks) {
+        unsigned int bk[2];
+        load_b(bk, sKrT, kPadC, nt * 8, ks * 16, lane);
+        mma_bf16(s[nt], uh[ks], bk);
+        mma_bf16(s[nt], ul[ks], bk);
+      }
+    }
+#if !STAGE
+    __syncthreads();  // the next chunk's copies overwrite the only buffer
+#endif
+  }
+#if HAS_FINAL_STATE
+#pragma unroll
+  for (int nt = 0; nt < kD / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int j = col0 + jw + g8 + (e >> 1) * 8, d = nt * 8 + 2 * t4 + (e & 1);
+      a.final_state[sbase + (long long)j * kD + d] = s[nt][e];
+    }
+#endif
+  (void)sbase;
+}
+#endif  // FUSED
+
 }  // namespace kda_chunked
 
+#if FUSED
 #ifndef KDA_HOST_EMULATION
 extern "C" __global__ void __launch_bounds__(WARPS * 32) kda_fwd_chunked(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
@@ -720,3 +1255,23 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) kda_fwd_chunked(
       {q, k, v, g, beta, a_log, dt_bias, cu_seqlens, initial_state, out, final_state, T, H, scale, lower_bound});
 }
 #endif  // KDA_HOST_EMULATION
+#else
+#ifndef KDA_HOST_EMULATION
+extern "C" __global__ void __launch_bounds__(WARPS * 32, 1) kda_fwd_prepare(
+    const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
+    const __nv_bfloat16* __restrict__ g, const __nv_bfloat16* __restrict__ beta, const float* __restrict__ a_log,
+    const float* __restrict__ dt_bias, const long long* __restrict__ cu_seqlens, unsigned char* __restrict__ ws,
+    long long T, int H, int nseq, float scale, float lower_bound) {
+  kda_chunked::kda_prepare_body(
+      {q, k, v, g, beta, a_log, dt_bias, cu_seqlens, nullptr, nullptr, nullptr, T, H, scale, lower_bound}, ws, nseq);
+}
+extern "C" __global__ void __launch_bounds__(BV * 2) kda_fwd_recurrence(
+    const unsigned char* __restrict__ ws, const long long* __restrict__ cu_seqlens,
+    const float* __restrict__ initial_state, __nv_bfloat16* __restrict__ out, float* __restrict__ final_state,
+    long long T, int H, int nseq, float scale, float lower_bound) {
+  kda_chunked::kda_recurrence_body({nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, cu_seqlens,
+                                    initial_state, out, final_state, T, H, scale, lower_bound},
+                                   ws, nseq);
+}
+#endif  // KDA_HOST_EMULATION
+#endif  // FUSED

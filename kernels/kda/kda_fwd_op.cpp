@@ -124,12 +124,19 @@ KdaFwdOp::Geometry KdaFwdOp::geometry(const Knobs& k) {
 bool KdaFwdOp::is_chunked(const Knobs& k) { return k.count("CHUNK") > 0; }
 
 Knobs KdaFwdOp::chunked_knob_defaults() {
+  return {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{64}}, {"WARPS", std::int64_t{4}},
+          {"STAGE", std::int64_t{1}},  {"LMTC", std::int64_t{1}}, {"FUSED", std::int64_t{0}}};
+}
+
+Knobs KdaFwdOp::chunked_fused_knob_defaults() {
   const ChunkedGeometry g;
-  return {{"CHUNK", g.chunk}, {"BV", g.bv}, {"WARPS", g.warps}, {"STAGE", g.stage}, {"LMTC", g.lmtc}};
+  return {{"CHUNK", g.chunk}, {"BV", g.bv},     {"WARPS", g.warps},
+          {"STAGE", g.stage}, {"LMTC", g.lmtc}, {"FUSED", std::int64_t{1}}};
 }
 
 Knobs KdaFwdOp::chunked_tcgen05_knob_defaults() {
-  Knobs k = chunked_knob_defaults();
+  Knobs k = chunked_fused_knob_defaults();
+  k.erase("FUSED");
   k["MMA"] = std::string("tcgen05");
   return k;
 }
@@ -145,9 +152,15 @@ Knobs KdaFwdOp::chunked_tcgen05_knob_defaults() {
 // rounded up to 1 KB; then V, beta, 2^Gtot, [Kd; Qd] (bf16 2C x 128), Kr^T (bf16 128 x C), L (fp32
 // C x C), M's two terms (bf16 C x C), 16 bytes for the mbarrier and the tensor-memory address, and
 // the same staging buffer.
+//
+// FUSED = 0 (kda_fwd_recurrence): STAGE ? 2 : 1 buffers of Qd and W0 (bf16 C rows of 136), Kr^T
+// (bf16 128 rows of C + 8), M's two terms (bf16 C rows of C + 8), 2^Gtot (fp32 128) and the
+// slice's rows of U0^T (fp32 BV rows of C + 8).
 std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
   auto round16 = [](std::int64_t b) { return (b + 15) / 16 * 16; };
   const std::int64_t c = g.chunk, bv = g.bv;
+  if (!g.fused)
+    return (g.stage ? 2 : 1) * (2 * c * (D + 8) * 2 + D * (c + 8) * 2 + 2 * c * (c + 8) * 2 + D * 4 + bv * (c + 8) * 4);
   const std::int64_t region_a = 3 * round16(c * (D + 1) * 4);
   if (g.tcgen05) {
     const std::int64_t b1 = 2 * 128 * D * 2, b2 = c * bv * 4 + 2 * 128 * c * 2;
@@ -161,11 +174,35 @@ std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
          2 * bv * (D + 8) * 2 + c * c * 4 + 2 * c * (c + 8) * 2 + staging;
 }
 
+// kda_fwd_prepare's layout: fp32 q, k and G rows of 129 floats (each array rounded up to 16
+// bytes), beta (fp32 C, rounded up), L (fp32 C x C), the left factors of one 16-token block (four
+// bf16 arrays of 16 rows of 136) and the right factors (two bf16 arrays of C rows of 136).
+std::int64_t KdaFwdOp::prepare_smem_bytes(const ChunkedGeometry& g) {
+  auto round16 = [](std::int64_t b) { return (b + 15) / 16 * 16; };
+  const std::int64_t c = g.chunk;
+  return 3 * round16(c * (D + 1) * 4) + round16(c * 4) + c * c * 4 + 4 * 16 * (D + 8) * 2 + 2 * c * (D + 8) * 2;
+}
+
+// Qd, W0 (bf16 C x 128), Kr^T (bf16 128 x C), M's two terms (bf16 C x C), 2^Gtot (fp32 128),
+// U0^T (fp32 128 x C).
+std::int64_t KdaFwdOp::workspace_chunk_bytes(std::int64_t c) { return 3 * c * D * 2 + 2 * c * c * 2 + D * 4 + D * c * 4; }
+
+std::int64_t KdaFwdOp::workspace_bytes(const KdaDims& d) {
+  std::int64_t most = 0;
+  for (const std::int64_t c : {16, 32, 64})
+    most = std::max(most, d.heads * (d.sequences + d.total_tokens() / c) * workspace_chunk_bytes(c));
+  return most;
+}
+
 KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   for (const auto& [name, v] : k)
-    if (name != "CHUNK" && name != "BV" && name != "WARPS" && name != "STAGE" && name != "LMTC" && name != "MMA")
-      fail("unknown knob '" + name + "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LMTC, MMA)");
+    if (name != "CHUNK" && name != "BV" && name != "WARPS" && name != "STAGE" && name != "LMTC" && name != "MMA" &&
+        name != "FUSED")
+      fail("unknown knob '" + name + "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LMTC, MMA, FUSED)");
   ChunkedGeometry g;
+  const std::int64_t fused = evaluator::knob_int(k, "FUSED", 1);
+  if (fused != 0 && fused != 1) fail("FUSED=" + std::to_string(fused) + " must be 0 or 1");
+  g.fused = fused == 1;
   if (auto it = k.find("MMA"); it != k.end()) {
     const auto* mma = std::get_if<std::string>(&it->second);
     if (!mma || (*mma != "sync" && *mma != "tcgen05"))
@@ -187,7 +224,12 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   // The kernel ignores LMTC = 1 elsewhere (the factors' range holds only over 16 tokens of the
   // lower-bound gate); accepting it would put duplicates in the search space.
   if (g.lmtc != 0 && g.lmtc != 1) fail("LMTC=" + std::to_string(g.lmtc) + " must be 0 or 1");
-  if (g.lmtc == 1 && g.chunk != 16) fail("LMTC=1 needs CHUNK=16, got CHUNK=" + std::to_string(g.chunk));
+  if (!g.fused && g.tcgen05) fail("MMA=tcgen05 needs FUSED=1 (the prepare + recurrence pair is mma.sync only)");
+  // The split path factors L and M about pivot tokens at any CHUNK (kda_fwd_chunked.cu).
+  if (g.fused && g.lmtc == 1 && g.chunk != 16) fail("LMTC=1 needs CHUNK=16, got CHUNK=" + std::to_string(g.chunk));
+  if (!g.fused && prepare_smem_bytes(g) > 227 * 1024)
+    fail("CHUNK=" + std::to_string(g.chunk) + ": kda_fwd_prepare needs " + std::to_string(prepare_smem_bytes(g)) +
+         " bytes of shared memory, more than a CTA may have (227 KB)");
   if (chunked_smem_bytes(g) > 227 * 1024)
     fail("CHUNK=" + std::to_string(g.chunk) + " with BV=" + std::to_string(g.bv) + " and STAGE=" +
          std::to_string(g.stage) + (g.tcgen05 ? " (MMA=tcgen05)" : "") + " needs " +
@@ -221,6 +263,9 @@ std::vector<TensorDesc> KdaFwdOp::tensors(const Shape& s, const OpConfig& cfg) c
   if (c.initial_state) out.push_back({"initial_state", DType::F32, state, Role::In, false});
   out.push_back({"out", DType::BF16, tok, Role::Out, false});
   if (c.final_state) out.push_back({"final_state", DType::F32, state, Role::Out, false});
+  // Scratch of the prepare + recurrence pair (FUSED = 0); tensors do not see the knobs, so every
+  // kernel of the op gets it, sized for the largest CHUNK.
+  out.push_back({"workspace", DType::U8, {workspace_bytes(d)}, Role::Scratch, false});
   return out;
 }
 
@@ -238,6 +283,53 @@ evaluator::LaunchPlan KdaFwdOp::launch_plan(const Shape& s, const OpConfig& cfg,
   evaluator::KernelLaunch l;
   // One CTA per (sequence, head, value slice): x = sequence (up to 2^31 - 1), y = head, z = slice.
   std::int64_t bv = 0, threads = 0;
+  if (is_chunked(k) && !chunked_geometry(k).fused) {
+    // kda_fwd_prepare: one CTA per (chunk slot, head), slots as the workspace counts them; slots
+    // that no chunk uses return at once. Then kda_fwd_recurrence per (sequence, head, slice).
+    const ChunkedGeometry g = chunked_geometry(k);
+    const std::int64_t slots = d.sequences + d.total_tokens() / g.chunk;
+    if (slots > (std::int64_t{1} << 31) - 1) fail("T=" + std::to_string(d.total_tokens()) + " needs too many CTAs");
+    const auto f_scale = static_cast<float>(c.scale);
+    const auto f_lb = static_cast<float>(c.lower_bound);
+    evaluator::KernelLaunch prep;
+    prep.entry = kPrepareEntry;
+    prep.grid = {static_cast<std::uint32_t>(slots), static_cast<std::uint32_t>(d.heads), 1};
+    prep.block = {static_cast<std::uint32_t>(g.warps * 32), 1, 1};
+    prep.shared_bytes = static_cast<std::uint32_t>(prepare_smem_bytes(g));
+    prep.args = {evaluator::ArgTensor{"q"},
+                 evaluator::ArgTensor{"k"},
+                 evaluator::ArgTensor{"v"},
+                 evaluator::ArgTensor{"g"},
+                 evaluator::ArgTensor{"beta"},
+                 evaluator::ArgTensor{"A_log"},
+                 evaluator::ArgTensor{"dt_bias"},
+                 evaluator::ArgTensor{d.packed ? "cu_seqlens" : ""},
+                 evaluator::ArgTensor{"workspace"},
+                 std::int64_t{d.tokens},
+                 static_cast<std::int32_t>(d.heads),
+                 static_cast<std::int32_t>(d.sequences),
+                 f_scale,
+                 f_lb};
+    l.entry = kRecurrenceEntry;
+    l.grid = {static_cast<std::uint32_t>(d.sequences), static_cast<std::uint32_t>(d.heads),
+              static_cast<std::uint32_t>(D / g.bv)};
+    l.block = {static_cast<std::uint32_t>(g.bv * 2), 1, 1};  // a warp per 16 value columns
+    l.shared_bytes = static_cast<std::uint32_t>(chunked_smem_bytes(g));
+    l.args = {evaluator::ArgTensor{"workspace"},
+              evaluator::ArgTensor{d.packed ? "cu_seqlens" : ""},
+              evaluator::ArgTensor{c.initial_state ? "initial_state" : ""},
+              evaluator::ArgTensor{"out"},
+              evaluator::ArgTensor{c.final_state ? "final_state" : ""},
+              std::int64_t{d.tokens},
+              static_cast<std::int32_t>(d.heads),
+              static_cast<std::int32_t>(d.sequences),
+              f_scale,
+              f_lb};
+    evaluator::LaunchPlan p;
+    p.kernels.push_back(std::move(prep));
+    p.kernels.push_back(std::move(l));
+    return p;
+  }
   if (is_chunked(k)) {
     const ChunkedGeometry g = chunked_geometry(k);
     l.entry = g.tcgen05 ? kChunkedTcgen05Entry : kChunkedEntry;

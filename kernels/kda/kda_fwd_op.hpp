@@ -11,6 +11,7 @@
 //   initial_state   fp32 [N, H, 128, 128]  in, V-first (S^T), option initial_state
 //   out             bf16 [B, T, H, 128]    out
 //   final_state     fp32 [N, H, 128, 128]  out, V-first, option final_state
+//   workspace       u8 [workspace_bytes]   scratch: the prepare + recurrence pair's (FUSED = 0)
 // Shapes: kda_shape.hpp (B, T, H, N). kernels/kda/README.md documents the contract and knobs.
 #pragma once
 
@@ -70,17 +71,36 @@ class KdaFwdOp : public evaluator::Op {
     // kda_fwd_chunked_tcgen05.cu, sm_100a only: the source refuses other arches with an #error
     // naming the knob and the arch, since launch plans do not see the arch; compile-only, never run).
     bool tcgen05 = false;
+    // Knob FUSED: 1 (absent: 1) the one fused kernel kda_fwd_chunked; 0 the prepare + recurrence
+    // pair kda_fwd_prepare (parallel over chunks: everything that does not depend on the state,
+    // into the workspace) and kda_fwd_recurrence (per chunk only tensor-core products with the
+    // state). With FUSED = 0, WARPS is the prepare's warps, the recurrence runs BV / 16 warps,
+    // STAGE = 1 double-buffers the recurrence's operands (cp.async) and LMTC = 1 factors the
+    // diagonal blocks of L and M about a pivot token (lower-bound gate, any CHUNK).
+    bool fused = true;
   };
   // True when the knobs are the chunked seed's (they name CHUNK).
   static bool is_chunked(const evaluator::Knobs& k);
   // Throws std::invalid_argument for unknown knobs or values the template cannot build.
   static ChunkedGeometry chunked_geometry(const evaluator::Knobs& k);
+  // kda_fwd.spec's defaults for the chunked seed (the prepare + recurrence pair, FUSED = 0).
   static evaluator::Knobs chunked_knob_defaults();
+  // The fused kernel's defaults (FUSED = 1, CHUNK 16, BV 32, WARPS 4, STAGE 1, LMTC 1).
+  static evaluator::Knobs chunked_fused_knob_defaults();
   // The tcgen05 variant's defaults (kda_fwd_chunked_tcgen05.cu; MMA = "tcgen05").
   static evaluator::Knobs chunked_tcgen05_knob_defaults();
   // Dynamic shared memory of kda_fwd_chunked.cu's layout, or of kda_fwd_chunked_tcgen05.cu's when
   // g.tcgen05 (the kernels trap on less).
+  // With g.fused false: the recurrence's (kda_fwd_recurrence) dynamic shared memory.
   static std::int64_t chunked_smem_bytes(const ChunkedGeometry& g);
+  // kda_fwd_prepare's dynamic shared memory (FUSED = 0).
+  static std::int64_t prepare_smem_bytes(const ChunkedGeometry& g);
+  // Bytes of one (head, chunk slot) of the workspace at chunk size c (kda_fwd_chunked.cu, kWs*).
+  static std::int64_t workspace_chunk_bytes(std::int64_t c);
+  // The scratch tensor "workspace" (u8): H (N + T_total / C) chunk slots, the most any CHUNK needs.
+  static std::int64_t workspace_bytes(const KdaDims& d);
+  static constexpr const char* kPrepareEntry = "kda_fwd_prepare";
+  static constexpr const char* kRecurrenceEntry = "kda_fwd_recurrence";
   static constexpr const char* kChunkedEntry = "kda_fwd_chunked";
   static constexpr const char* kChunkedTcgen05Entry = "kda_fwd_chunked_tcgen05";
 

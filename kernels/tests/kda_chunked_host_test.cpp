@@ -407,6 +407,147 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef STAGE
 #undef LMTC
 
+// Configuration S0: the main spec's defaults (FUSED 0, CHUNK 32, BV 64, WARPS 4, STAGE 1, LMTC 1), both states.
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 64
+#define WARPS 4
+#define STAGE 1
+#define LMTC 1
+#undef FUSED  // the fused configurations left the .cu default (1) defined
+#define FUSED 0
+namespace split0 {
+namespace kda_chunked {
+using namespace ::kda_host;
+alignas(16) unsigned char smem[kSmemCap + kGuard];
+}  // namespace kda_chunked
+#include "kernels/kda/kda_fwd_chunked.cu"
+}  // namespace split0
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef CHUNK
+#undef BV
+#undef WARPS
+#undef STAGE
+#undef LMTC
+#undef FUSED
+
+// Configuration S1: softplus gate (diagonal blocks term by term), CHUNK 16, BV 16 (one-warp recurrence), WARPS 4, STAGE 0.
+#define KDA_GATE_SOFTPLUS 1
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 16
+#define BV 16
+#define WARPS 4
+#define STAGE 0
+#define LMTC 1
+#undef FUSED  // the fused configurations left the .cu default (1) defined
+#define FUSED 0
+namespace split1 {
+namespace kda_chunked {
+using namespace ::kda_host;
+alignas(16) unsigned char smem[kSmemCap + kGuard];
+}  // namespace kda_chunked
+#include "kernels/kda/kda_fwd_chunked.cu"
+}  // namespace split1
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef CHUNK
+#undef BV
+#undef WARPS
+#undef STAGE
+#undef LMTC
+#undef FUSED
+
+// Configuration S2: lower-bound gate with LMTC 0, initial state only, CHUNK 64, BV 128 (the largest
+// recurrence layout, 213 KB), WARPS 4, STAGE 1.
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 0
+#define CHUNK 64
+#define BV 128
+#define WARPS 4
+#define STAGE 1
+#define LMTC 0
+#undef FUSED  // the fused configurations left the .cu default (1) defined
+#define FUSED 0
+namespace split2 {
+namespace kda_chunked {
+using namespace ::kda_host;
+alignas(16) unsigned char smem[kSmemCap + kGuard];
+}  // namespace kda_chunked
+#include "kernels/kda/kda_fwd_chunked.cu"
+}  // namespace split2
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef CHUNK
+#undef BV
+#undef WARPS
+#undef STAGE
+#undef LMTC
+#undef FUSED
+
+// Configuration S3: lower-bound gate, final state only, CHUNK 16, BV 32, WARPS 8, STAGE 1, LMTC 1.
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 0
+#define HAS_FINAL_STATE 1
+#define CHUNK 16
+#define BV 32
+#define WARPS 8
+#define STAGE 1
+#define LMTC 1
+#undef FUSED  // the fused configurations left the .cu default (1) defined
+#define FUSED 0
+namespace split3 {
+namespace kda_chunked {
+using namespace ::kda_host;
+alignas(16) unsigned char smem[kSmemCap + kGuard];
+}  // namespace kda_chunked
+#include "kernels/kda/kda_fwd_chunked.cu"
+}  // namespace split3
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef CHUNK
+#undef BV
+#undef WARPS
+#undef STAGE
+#undef LMTC
+#undef FUSED
+
+// Configuration S4: softplus gate, no states, CHUNK 64, BV 32, WARPS 8, STAGE 0.
+#define KDA_GATE_SOFTPLUS 1
+#define HAS_INITIAL_STATE 0
+#define HAS_FINAL_STATE 0
+#define CHUNK 64
+#define BV 32
+#define WARPS 8
+#define STAGE 0
+#define LMTC 0
+#undef FUSED  // the fused configurations left the .cu default (1) defined
+#define FUSED 0
+namespace split4 {
+namespace kda_chunked {
+using namespace ::kda_host;
+alignas(16) unsigned char smem[kSmemCap + kGuard];
+}  // namespace kda_chunked
+#include "kernels/kda/kda_fwd_chunked.cu"
+}  // namespace split4
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef CHUNK
+#undef BV
+#undef WARPS
+#undef STAGE
+#undef LMTC
+#undef FUSED
+
 #pragma GCC diagnostic pop
 #undef __syncthreads
 #undef threadIdx
@@ -541,11 +682,174 @@ void check(const Config<Args>& c, const std::vector<Shape>& extra = {}) {
               c.name, worst_out, worst_state);
 }
 
+
+// The prepare + recurrence pair (FUSED = 0) of one compiled configuration.
+template <typename Args>
+struct SplitConfig {
+  const char* name;
+  OpConfig options;
+  ptxevo::evaluator::Knobs knobs;
+  int prep_threads, rec_threads, prep_smem, rec_smem, chunk, ws_chunk_bytes;
+  unsigned char* smem;
+  void (*prepare)(const Args&, unsigned char*, int);
+  void (*recurrence)(const Args&, const unsigned char*, int);
+};
+
+#define KDA_SPLIT_CONFIG(NS, OPTIONS, KNOBS)                                                                     \
+  SplitConfig<NS::kda_chunked::Args> {                                                                           \
+#NS, OPTIONS, KNOBS, NS::kda_chunked::kPThreads, NS::kda_chunked::kRThreads, NS::kda_chunked::kPSmemBytes,   \
+        NS::kda_chunked::kRSmemBytes, NS::kda_chunked::kC, NS::kda_chunked::kWsChunkBytes, NS::kda_chunked::smem, \
+        [](const NS::kda_chunked::Args& a, unsigned char* ws, int n) { NS::kda_chunked::kda_prepare_body(a, ws, n); }, \
+        [](const NS::kda_chunked::Args& a, const unsigned char* ws, int n) {                                   \
+          NS::kda_chunked::kda_recurrence_body(a, ws, n);                                                        \
+        }                                                                                                        \
+  }
+
+// Runs every CTA of a launch of `threads` threads: garbage-filled shared memory before each, the
+// guard bytes past the layout checked after all.
+inline std::string run_grid(const ptxevo::evaluator::KernelLaunch& l, int threads, int smem_bytes, unsigned char* smem,
+                            const std::function<void()>& body) {
+  std::string fault;
+  std::memset(smem + smem_bytes, 0xa5, kSmemCap + kGuard - static_cast<std::size_t>(smem_bytes));
+  for (unsigned x = 0; x < l.grid.x && fault.empty(); ++x)
+    for (unsigned y = 0; y < l.grid.y && fault.empty(); ++y)
+      for (unsigned z = 0; z < l.grid.z && fault.empty(); ++z) {
+        std::memset(smem, 0x7f, static_cast<std::size_t>(smem_bytes));
+        kda_host::run_cta(threads, {x, y, z}, l.shared_bytes, body);
+        fault = kda_host::g_cta.fault;
+        kda_host::g_cta.fault.clear();
+      }
+  for (std::size_t i = static_cast<std::size_t>(smem_bytes); i < kSmemCap + kGuard; ++i)
+    if (smem[i] != 0xa5 && fault.empty()) fault = "write past the shared-memory layout at byte " + std::to_string(i);
+  return fault;
+}
+
+template <typename Args>
+Outcome run_split(const SplitConfig<Args>& c, const Shape& s, Distribution dist, std::uint64_t seed) {
+  const KdaFwdOp op;
+  const auto descs = op.tensors(s, c.options);
+  std::vector<HostTensor> ts;
+  for (const auto& d : descs) ts.emplace_back(d.name, d.dtype, d.shape);
+  ptxevo::evaluator::fill_inputs(op, descs, dist, seed, ts);
+  std::vector<HostTensor> ref;
+  op.reference(s, c.options, ts, ref);
+  const auto plan = op.launch_plan(s, c.options, c.knobs);
+  Outcome o;
+  if (plan.kernels.size() != 2 || plan.kernels[0].entry != KdaFwdOp::kPrepareEntry ||
+      plan.kernels[1].entry != KdaFwdOp::kRecurrenceEntry) {
+    o.fault = "the op's plan is not kda_fwd_prepare then kda_fwd_recurrence";
+    return o;
+  }
+  const auto& prep = plan.kernels[0];
+  const auto& rec = plan.kernels[1];
+  if (prep.block.x != static_cast<unsigned>(c.prep_threads) || prep.shared_bytes != static_cast<unsigned>(c.prep_smem) ||
+      rec.block.x != static_cast<unsigned>(c.rec_threads) || rec.shared_bytes != static_cast<unsigned>(c.rec_smem) ||
+      rec.grid.z != static_cast<unsigned>(128 / (c.rec_threads / 2))) {
+    o.fault = "the op's plan (prepare block " + std::to_string(prep.block.x) + ", " + std::to_string(prep.shared_bytes) +
+              " B; recurrence block " + std::to_string(rec.block.x) + ", " + std::to_string(rec.shared_bytes) +
+              " B) disagrees with the kernels (" + std::to_string(c.prep_threads) + ", " + std::to_string(c.prep_smem) +
+              " B; " + std::to_string(c.rec_threads) + ", " + std::to_string(c.rec_smem) + " B)";
+    return o;
+  }
+  if (KdaFwdOp::workspace_chunk_bytes(c.chunk) != c.ws_chunk_bytes) {
+    o.fault = "KdaFwdOp::workspace_chunk_bytes disagrees with the kernel's kWsChunkBytes";
+    return o;
+  }
+  auto find = [&](const std::string& name) -> HostTensor* {
+    for (auto& t : ts)
+      if (t.name == name) return &t;
+    return nullptr;
+  };
+  auto bf = [&](const char* name) { return reinterpret_cast<const __nv_bfloat16*>(find(name)->data.data()); };
+  auto f32 = [&](const char* name) {
+    HostTensor* t = find(name);
+    return t ? reinterpret_cast<const float*>(t->data.data()) : nullptr;
+  };
+  HostTensor* out = find("out");
+  HostTensor* fin = find("final_state");
+  HostTensor* ws = find("workspace");
+  // NaN poison in the outputs and the workspace: an unwritten element, or a workspace byte read
+  // before the prepare wrote it, fails the comparison.
+  std::memset(out->data.data(), 0xff, out->data.size());
+  if (fin) std::memset(fin->data.data(), 0xff, fin->data.size());
+  std::memset(ws->data.data(), 0xff, ws->data.size());
+  const HostTensor* cu = find("cu_seqlens");
+  const auto* cup = cu ? reinterpret_cast<const long long*>(cu->data.data()) : nullptr;
+  const int nseq = std::get<std::int32_t>(prep.args.at(11));
+  const Args pa{bf("q"), bf("k"), bf("v"), bf("g"), bf("beta"), f32("A_log"), f32("dt_bias"), cup, nullptr, nullptr,
+                nullptr, std::get<I>(prep.args.at(9)), std::get<std::int32_t>(prep.args.at(10)),
+                std::get<float>(prep.args.at(12)), std::get<float>(prep.args.at(13))};
+  const Args ra{nullptr,
+                nullptr,
+                nullptr,
+                nullptr,
+                nullptr,
+                nullptr,
+                nullptr,
+                cup,
+                f32("initial_state"),
+                reinterpret_cast<__nv_bfloat16*>(out->data.data()),
+                fin ? reinterpret_cast<float*>(fin->data.data()) : nullptr,
+                std::get<I>(rec.args.at(5)),
+                std::get<std::int32_t>(rec.args.at(6)),
+                std::get<float>(rec.args.at(8)),
+                std::get<float>(rec.args.at(9))};
+  if (std::get<std::int32_t>(rec.args.at(7)) != nseq || prep.grid.y != rec.grid.y) {
+    o.fault = "the prepare and the recurrence get different sequence or head counts";
+    return o;
+  }
+  // The workspace must hold the slots the prepare's grid names.
+  if (static_cast<std::uint64_t>(prep.grid.x) * prep.grid.y * static_cast<std::uint64_t>(c.ws_chunk_bytes) >
+      ws->data.size()) {
+    o.fault = "the workspace is smaller than the prepare's slots";
+    return o;
+  }
+  auto* wsp = reinterpret_cast<unsigned char*>(ws->data.data());
+  o.fault = run_grid(prep, c.prep_threads, c.prep_smem, c.smem, [&] { c.prepare(pa, wsp, nseq); });
+  if (o.fault.empty())
+    o.fault = run_grid(rec, c.rec_threads, c.rec_smem, c.smem, [&] { c.recurrence(ra, wsp, nseq); });
+  auto rel = [](const HostTensor& x, const HostTensor& r) {
+    double d = 0, n = 0;
+    for (I i = 0; i < r.numel(); ++i) {
+      const double v = x.get(i), w = r.get(i);
+      if (!std::isfinite(v)) return std::numeric_limits<double>::infinity();
+      d += (v - w) * (v - w);
+      n += w * w;
+    }
+    return n > 0 ? std::sqrt(d / n) : std::sqrt(d);
+  };
+  o.out = rel(*out, ref.at(0));
+  if (fin) o.state = rel(*fin, ref.at(1));
+  return o;
+}
+
+template <typename Args>
+void check_split(const SplitConfig<Args>& c, const std::vector<Shape>& extra = {}) {
+  std::vector<Shape> shapes = {shape(1, 1, 1, 1),  shape(1, 17, 4, 1), shape(1, 65, 1, 1), shape(3, 17, 1, 3),
+                               shape(1, 2, 4, 2),  shape(1, 40, 1, 4), shape(1, 115, 2, 3), shape(1, 241, 4, 7)};
+  shapes.insert(shapes.end(), extra.begin(), extra.end());
+  const auto& dists = ptxevo::evaluator::all_distributions();
+  double worst_out = 0, worst_state = 0;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const Distribution dist = dists[i % dists.size()];
+    const Outcome o = run_split(c, shapes[i], dist, 2000 + i);
+    SCOPED_TRACE(std::string(c.name) + " " + ptxevo::evaluator::shape_to_string(shapes[i]) + " " + to_string(dist));
+    ASSERT_EQ(o.fault, "");
+    EXPECT_LT(o.out, 5e-3);
+    EXPECT_LT(o.state, 5e-3);
+    worst_out = std::max(worst_out, o.out);
+    worst_state = std::max(worst_state, o.state);
+  }
+  std::printf("%s (kda_fwd_prepare + kda_fwd_recurrence on the CPU) vs fp64 recurrence, worst rel_l2: out %.3g, "
+              "final_state %.3g\n",
+              c.name, worst_out, worst_state);
+}
+
 using ptxevo::evaluator::Knobs;
 
 TEST(KdaChunkedOnHost, MainSpecDefaults) {
   // Plus the held-out batched rows of 333 tokens (20 full chunks and a partial one per row).
-  check(KDA_CONFIG(cfg0, OpConfig{}, KdaFwdOp::chunked_knob_defaults()), {shape(4, 333, 3, 4)});
+  check(KDA_CONFIG(cfg0, OpConfig{}, KdaFwdOp::chunked_fused_knob_defaults()), {shape(4, 333, 3, 4)});
 }
 
 TEST(KdaChunkedOnHost, SoftplusChunk32Bv16Staged) {
@@ -572,6 +876,37 @@ TEST(KdaChunkedOnHost, LargestStagedLayoutChunk32Bv128) {
 TEST(KdaChunkedOnHost, NoStatesBv64EightWarps) {
   check(KDA_CONFIG(cfg4, (OpConfig{{"initial_state", "false"}, {"final_state", "false"}}),
                    (Knobs{{"CHUNK", I{16}}, {"BV", I{64}}, {"WARPS", I{8}}, {"STAGE", I{1}}, {"LMTC", I{1}}})));
+}
+
+
+Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc) {
+  return {{"CHUNK", chunk}, {"BV", bv}, {"WARPS", warps}, {"STAGE", stage}, {"LMTC", lmtc}, {"FUSED", I{0}}};
+}
+
+TEST(KdaSplitOnHost, MainSpecDefaults) {
+  // Plus the held-out batched rows of 333 tokens and the gate's T = 1000, H = 4.
+  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(32, 64, 4, 1, 1));
+  check_split(KDA_SPLIT_CONFIG(split0, OpConfig{}, KdaFwdOp::chunked_knob_defaults()),
+              {shape(4, 333, 3, 4), shape(1, 1000, 4, 1)});
+}
+
+TEST(KdaSplitOnHost, SoftplusChunk16Bv16Unstaged) {
+  check_split(KDA_SPLIT_CONFIG(split1, (OpConfig{{"gate", "softplus"}}), split_knobs(16, 16, 4, 0, 1)));
+}
+
+TEST(KdaSplitOnHost, InitialStateOnlyChunk64Bv128NoLmtc) {
+  check_split(KDA_SPLIT_CONFIG(split2, (OpConfig{{"final_state", "false"}, {"lower_bound", "-2.5"}, {"scale", "0.125"}}),
+                               split_knobs(64, 128, 4, 1, 0)),
+              {shape(1, 300, 2, 1)});
+}
+
+TEST(KdaSplitOnHost, FinalStateOnlyChunk16Bv32) {
+  check_split(KDA_SPLIT_CONFIG(split3, (OpConfig{{"initial_state", "false"}}), split_knobs(16, 32, 8, 1, 1)));
+}
+
+TEST(KdaSplitOnHost, SoftplusNoStatesChunk64Bv32) {
+  check_split(KDA_SPLIT_CONFIG(split4, (OpConfig{{"gate", "softplus"}, {"initial_state", "false"}, {"final_state", "false"}}),
+                               split_knobs(64, 32, 8, 0, 0)));
 }
 
 }  // namespace

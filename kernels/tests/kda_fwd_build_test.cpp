@@ -294,26 +294,43 @@ TEST(KdaFwdChunkedBuild, SeedBuildsForEveryOptionCombination) {
   for (const char* file : kSpecs) {
     SCOPED_TRACE(file);
     const Spec spec = load(file);
-    const auto r = builder.build(chunked_request(spec, seed, {}));
-    ASSERT_TRUE(r.ok) << r.stage << ": " << r.error;
-    for (const char* ins : {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "ld.global.nc.u16",
-                            "ex2.approx.ftz.f32", "rsqrt.approx.ftz.f32", "cvt.rn.bf16.f32", "cvt.rn.bf16x2.f32",
-                            "%dynamic_smem_size", "cp.async.cg.shared.global", ".maxntid 128"})
-      EXPECT_NE(r.ptx.find(ins), std::string::npos) << ins << " missing";
-    const auto c = KdaFwdOp::parse(spec.config);
-    EXPECT_EQ(r.ptx.find("lg2.approx.ftz.f32") != std::string::npos, c.gate == ptxevo::kernels::KdaGate::Softplus);
-    ASSERT_EQ(r.resources.size(), 1u);
-    EXPECT_EQ(r.resources[0].name, KdaFwdOp::kChunkedEntry);
-    EXPECT_EQ(r.resources[0].spill_stores, 0);
-    EXPECT_EQ(r.resources[0].spill_loads, 0);
-    std::printf("%s: kda_fwd_chunked defaults use %d registers\n", file, r.resources[0].registers);
-    // Three 128-thread CTAs a SM (what the shared memory allows, KdaFwdChunked.ChunkedLaunchPlan):
-    // 65536 / 384 registers a thread, rounded down to ptxas's multiple of 8. The six scenarios'
-    // 384 CTAs (H = 96, BV = 32) then fit the 132 SMs of an H200 in one wave.
-    EXPECT_LE(r.resources[0].registers, 168);
-    expect_ir_clean(r.ptx, spec, KdaFwdOp::chunked_knob_defaults());
-    const auto sass = ptxevo::evaluator::run_ptxas(r.ptx, spec.arch);
-    EXPECT_TRUE(sass.ok) << sass.log;
+    // The spec's defaults (the prepare + recurrence pair) and the fused kernel's.
+    for (const bool fused : {false, true}) {
+      SCOPED_TRACE(fused ? "FUSED=1" : "FUSED=0");
+      const Knobs knobs = fused ? KdaFwdOp::chunked_fused_knob_defaults() : KdaFwdOp::chunked_knob_defaults();
+      const auto r = builder.build(chunked_request(spec, seed, fused ? knobs : Knobs{}));
+      ASSERT_TRUE(r.ok) << r.stage << ": " << r.error;
+      for (const char* ins : {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "ld.global.nc.u16",
+                              "ex2.approx.ftz.f32", "rsqrt.approx.ftz.f32", "cvt.rn.bf16.f32", "cvt.rn.bf16x2.f32",
+                              "%dynamic_smem_size", "cp.async.cg.shared.global", ".maxntid 128"})
+        EXPECT_NE(r.ptx.find(ins), std::string::npos) << ins << " missing";
+      const auto c = KdaFwdOp::parse(spec.config);
+      EXPECT_EQ(r.ptx.find("lg2.approx.ftz.f32") != std::string::npos, c.gate == ptxevo::kernels::KdaGate::Softplus);
+      if (fused) {
+        ASSERT_EQ(r.resources.size(), 1u);
+        EXPECT_EQ(r.resources[0].name, KdaFwdOp::kChunkedEntry);
+        // Three 128-thread CTAs a SM (what the shared memory allows, KdaFwdChunked.ChunkedLaunchPlan):
+        // 65536 / 384 registers a thread, rounded down to ptxas's multiple of 8. The six scenarios'
+        // 384 CTAs (H = 96, BV = 32) then fit the 132 SMs of an H200 in one wave.
+        EXPECT_LE(r.resources[0].registers, 168);
+      } else {
+        ASSERT_EQ(r.resources.size(), 2u);
+        std::set<std::string> names;
+        for (const auto& f : r.resources) names.insert(f.name);
+        EXPECT_EQ(names, (std::set<std::string>{KdaFwdOp::kPrepareEntry, KdaFwdOp::kRecurrenceEntry}));
+        // The recurrence at BV = 64: 128 threads, two CTAs a SM (shared memory) need <= 255.
+        for (const auto& f : r.resources) EXPECT_LE(f.registers, 255) << f.name;
+      }
+      for (const auto& f : r.resources) {
+        EXPECT_EQ(f.spill_stores, 0) << f.name;
+        EXPECT_EQ(f.spill_loads, 0) << f.name;
+        std::printf("%s %s: %s uses %d registers\n", file, fused ? "fused defaults" : "defaults", f.name.c_str(),
+                    f.registers);
+      }
+      expect_ir_clean(r.ptx, spec, knobs);
+      const auto sass = ptxevo::evaluator::run_ptxas(r.ptx, spec.arch);
+      EXPECT_TRUE(sass.ok) << sass.log;
+    }
   }
 }
 

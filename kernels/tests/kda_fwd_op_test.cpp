@@ -140,7 +140,7 @@ TEST(KdaFwdOp, TensorsFollowTheShapeAndOptions) {
   const KdaFwdOp op;
   auto ts = op.tensors(shape(1, 8192, 96, 6), {});
   EXPECT_EQ(names(ts), (std::vector<std::string>{"q", "k", "v", "g", "beta", "A_log", "dt_bias", "cu_seqlens",
-                                                  "initial_state", "out", "final_state"}));
+                                                  "initial_state", "out", "final_state", "workspace"}));
   EXPECT_EQ(ts[0].shape, (std::vector<I>{1, 8192, 96, 128}));
   EXPECT_EQ(ts[4].shape, (std::vector<I>{1, 8192, 96}));
   EXPECT_EQ(ts[7].dtype, DType::I64);
@@ -149,15 +149,22 @@ TEST(KdaFwdOp, TensorsFollowTheShapeAndOptions) {
   EXPECT_EQ(ts[8].dtype, DType::F32);
   EXPECT_EQ(ts[9].role, Role::Out);
   EXPECT_EQ(ts[10].role, Role::Out);
+  // The prepare + recurrence pair's workspace: H (N + T / C) slots of the largest CHUNK's chunk
+  // bytes (C = 64: 1544 a token, 98816 a chunk): 96 x (6 + 128) x 98816.
+  EXPECT_EQ(ts[11].role, Role::Scratch);
+  EXPECT_EQ(ts[11].dtype, DType::U8);
+  EXPECT_EQ(ts[11].shape, (std::vector<I>{96 * (6 + 128) * 98816}));
+  EXPECT_EQ(KdaFwdOp::workspace_chunk_bytes(16), 16 * 1376);
+  EXPECT_EQ(KdaFwdOp::workspace_chunk_bytes(32), 32 * 1424);
   // Drawn by the op: g, A_log, dt_bias, cu_seqlens; the rest follow the gate's distributions.
   for (const auto& t : ts)
     EXPECT_EQ(t.fixed_distribution, t.name == "g" || t.name == "A_log" || t.name == "dt_bias" || t.name == "cu_seqlens")
         << t.name;
   ts = op.tensors(shape(2, 64, 4, 2), {{"initial_state", "false"}, {"final_state", "false"}});
-  EXPECT_EQ(names(ts), (std::vector<std::string>{"q", "k", "v", "g", "beta", "A_log", "dt_bias", "out"}));
+  EXPECT_EQ(names(ts), (std::vector<std::string>{"q", "k", "v", "g", "beta", "A_log", "dt_bias", "out", "workspace"}));
   ts = op.tensors(shape(2, 64, 4, 2), {{"initial_state", "false"}});
-  EXPECT_EQ(names(ts).back(), "final_state");
-  EXPECT_EQ(ts.back().shape, (std::vector<I>{2, 4, 128, 128}));
+  EXPECT_EQ(ts[ts.size() - 2].name, "final_state");
+  EXPECT_EQ(ts[ts.size() - 2].shape, (std::vector<I>{2, 4, 128, 128}));
 }
 
 TEST(KdaFwdOp, TemplateDefines) {
@@ -225,6 +232,65 @@ TEST(KdaFwdOp, ImpossibleKnobsThrowWithAReason) {
   has({{"CHUNK", I{16}}, {"STAGE", I{2}}}, "STAGE=2");
   has({{"CHUNK", I{32}}, {"LMTC", I{1}}}, "LMTC=1 needs CHUNK=16");
   has({{"CHUNK", I{32}}}, "LMTC=1 needs CHUNK=16");  // LMTC defaults to 1
+  // FUSED = 0: the prepare + recurrence pair, mma.sync only.
+  has({{"CHUNK", I{16}}, {"FUSED", I{2}}}, "FUSED=2");
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"MMA", std::string("tcgen05")}}, "MMA=tcgen05 needs FUSED=1");
+  EXPECT_NO_THROW(op.launch_plan(shape(1, 16, 1, 1), {}, {{"CHUNK", I{64}}, {"FUSED", I{0}}, {"BV", I{128}}}));
+}
+
+// FUSED = 0: kda_fwd_prepare over (chunk slot, head), then kda_fwd_recurrence over (sequence,
+// head, value slice) with a warp per 16 value columns; both get the workspace, T, H, N, the scale
+// and the lower bound.
+TEST(KdaFwdOp, SplitLaunchPlan) {
+  const KdaFwdOp op;
+  const auto p = op.launch_plan(shape(1, 8192, 96, 6), {}, KdaFwdOp::chunked_knob_defaults());
+  ASSERT_EQ(p.kernels.size(), 2u);
+  const auto& pr = p.kernels[0];
+  const auto& rc = p.kernels[1];
+  EXPECT_EQ(pr.entry, "kda_fwd_prepare");
+  EXPECT_EQ(pr.grid.x, 6u + 8192u / 32u);  // N + T / CHUNK slots
+  EXPECT_EQ(pr.grid.y, 96u);
+  EXPECT_EQ(pr.block.x, 128u);             // WARPS = 4
+  EXPECT_EQ(pr.shared_bytes, static_cast<std::uint32_t>(KdaFwdOp::prepare_smem_bytes(KdaFwdOp::chunked_geometry(
+                                 KdaFwdOp::chunked_knob_defaults()))));
+  ASSERT_EQ(pr.args.size(), 14u);
+  EXPECT_EQ(std::get<ArgTensor>(pr.args[7]).name, "cu_seqlens");
+  EXPECT_EQ(std::get<ArgTensor>(pr.args[8]).name, "workspace");
+  EXPECT_EQ(std::get<I>(pr.args[9]), 8192);
+  EXPECT_EQ(std::get<std::int32_t>(pr.args[10]), 96);
+  EXPECT_EQ(std::get<std::int32_t>(pr.args[11]), 6);
+  EXPECT_FLOAT_EQ(std::get<float>(pr.args[12]), static_cast<float>(1.0 / std::sqrt(128.0)));
+  EXPECT_FLOAT_EQ(std::get<float>(pr.args[13]), -5.0f);
+  EXPECT_EQ(rc.entry, "kda_fwd_recurrence");
+  EXPECT_EQ(rc.grid.x, 6u);
+  EXPECT_EQ(rc.grid.y, 96u);
+  EXPECT_EQ(rc.grid.z, 2u);   // BV = 64
+  EXPECT_EQ(rc.block.x, 128u);  // BV / 16 warps
+  ASSERT_EQ(rc.args.size(), 10u);
+  EXPECT_EQ(std::get<ArgTensor>(rc.args[0]).name, "workspace");
+  EXPECT_EQ(std::get<ArgTensor>(rc.args[2]).name, "initial_state");
+  EXPECT_EQ(std::get<ArgTensor>(rc.args[3]).name, "out");
+  EXPECT_EQ(std::get<ArgTensor>(rc.args[4]).name, "final_state");
+  EXPECT_EQ(std::get<std::int32_t>(rc.args[7]), 6);
+  // CHUNK 32, BV 64, STAGE 1: two buffers of Qd, W0 2 x 8704, Kr^T 10240, M 2 x 2560, 2^Gtot 512,
+  // U0^T 64 x 40 x 4; two CTAs a SM.
+  EXPECT_EQ(rc.shared_bytes, 2u * (17408u + 10240u + 5120u + 512u + 10240u));
+  EXPECT_LE(2 * (rc.shared_bytes + 1024), 228u * 1024);
+  // Fixed-length rows: null cu_seqlens, N = B.
+  const auto f = op.launch_plan(shape(3, 100, 2, 3), {{"initial_state", "false"}},
+                                {{"CHUNK", I{16}}, {"BV", I{16}}, {"FUSED", I{0}}, {"LMTC", I{0}}});
+  EXPECT_EQ(f.kernels[0].grid.x, 3u + 300u / 16u);
+  EXPECT_EQ(std::get<ArgTensor>(f.kernels[0].args[7]).name, "");
+  EXPECT_EQ(std::get<ArgTensor>(f.kernels[1].args[2]).name, "");
+  EXPECT_EQ(f.kernels[1].block.x, 32u);
+  // Every CHUNK's prepare and recurrence layouts fit a CTA.
+  for (I c : {16, 32, 64})
+    for (I bv : {16, 32, 64, 128})
+      for (I stage : {0, 1}) {
+        const KdaFwdOp::ChunkedGeometry g{c, bv, 4, stage, 1, false, false};
+        EXPECT_LE(KdaFwdOp::chunked_smem_bytes(g), 227 * 1024) << c << " " << bv << " " << stage;
+        EXPECT_LE(KdaFwdOp::prepare_smem_bytes(g), 227 * 1024) << c;
+      }
 }
 
 // Knobs that name a CHUNK launch kda_fwd_chunked: the same grid and arguments as the recurrent
@@ -232,7 +298,7 @@ TEST(KdaFwdOp, ImpossibleKnobsThrowWithAReason) {
 TEST(KdaFwdOp, ChunkedLaunchPlan) {
   const KdaFwdOp op;
   const auto rec = op.launch_plan(shape(1, 8192, 96, 6), {}, {}).kernels.at(0);
-  const auto p = op.launch_plan(shape(1, 8192, 96, 6), {}, KdaFwdOp::chunked_knob_defaults());
+  const auto p = op.launch_plan(shape(1, 8192, 96, 6), {}, KdaFwdOp::chunked_fused_knob_defaults());
   ASSERT_EQ(p.kernels.size(), 1u);
   const auto& l = p.kernels[0];
   EXPECT_EQ(l.entry, "kda_fwd_chunked");
@@ -261,7 +327,7 @@ TEST(KdaFwdOp, ChunkedLaunchPlan) {
   for (I c : {16, 32, 64})
     for (I bv : {16, 32, 64, 128}) {
       for (I stage : {0, 1}) {
-        const KdaFwdOp::ChunkedGeometry g{c, bv, 4, stage, 0};
+        const KdaFwdOp::ChunkedGeometry g{c, bv, 4, stage, 0, false, true};
         const bool fits = KdaFwdOp::chunked_smem_bytes(g) <= 227 * 1024;
         EXPECT_EQ(fits, c < 64 || (bv <= 32 && stage == 0)) << c << " " << bv << " " << stage;
       }
