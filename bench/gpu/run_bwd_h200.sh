@@ -29,19 +29,10 @@ ev() {  # label [eval options]; skipped when under 50 s are left
   local label="$1"; shift
   local lim=$(( $(left) < 80 ? $(left) : 80 )) s=$(date +%s)
   if [ "$lim" -lt 50 ]; then echo "$label skipped (time)"; return; fi
-  timeout "$lim" "$bin" eval "$spec" --json-out "$out/evals/$label.json" "$@" > "$out/logs/eval_$label.txt" 2>&1
+  timeout "$lim" "$bin" eval "$spec" --timeout $(( lim - 10 )) --json-out "$out/evals/$label.json" "$@" \
+    > "$out/logs/eval_$label.txt" 2>&1
   echo "$label rc=$? $(( $(date +%s) - s ))s"
 }
-ev defaults
-ev old_paths --knobs STAGES=0,BLOCKS=264
-[ -n "$before" ] && ev before --source "$before" --knobs STAGES=0,BLOCKS=264
-ev wreg0 --knobs WREG=0
-ev stages2 --knobs STAGES=2
-ev t256_i8 --knobs THREADS=256,ITEMS=8
-ev cblocks256 --knobs CBLOCKS=256
-# Two 256-thread CTAs per SM (96 KB of stages each): N = 16K on 2-CTA clusters; 256K does not fit
-# a 16-CTA cluster's slices and runs the first template's paths.
-ev two_per_sm --knobs THREADS=256,SMEM_KB=96,MIN_BLOCKS=2,BLOCKS=264,CBLOCKS=256
 san() {  # tool
   local lim=$(( $(left) < 100 ? $(left) : 100 )) s=$(date +%s)
   if [ "$lim" -lt 30 ]; then echo "$1 skipped (time)"; return; fi
@@ -50,6 +41,23 @@ san() {  # tool
   echo "$1 rc=$? $(( $(date +%s) - s ))s: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/logs/sanitizer_$1.txt" | sort | uniq -c | tr '\n' ' ')"
   grep -E "^verdict" "$out/logs/sanitizer_$1.txt" | head -2
 }
+ev defaults
+# A failing gate at the defaults: the sanitizers first, they say more than the alternatives.
+if ! grep -qE "^verdict: pass" "$out/logs/eval_defaults.txt" 2>/dev/null; then
+  echo "defaults did not pass: sanitizers first"; san memcheck; san racecheck
+fi
+ev old_paths --knobs STAGES=0,BLOCKS=264
+[ -n "$before" ] && ev before --source "$before" --knobs STAGES=0,BLOCKS=264
+# Clustered groups: 128 CTAs (every SM of 16-SM GPC portions; a second wave if one GPC has fewer)
+# and 512 (four or more waves of groups, 4x the dw partial rows).
+ev cblocks128 --knobs CBLOCKS=128
+ev cblocks512 --knobs CBLOCKS=512
+# Two 256-thread CTAs per SM (96 KB of stages each): N = 16K on 2-CTA clusters; 256K does not fit
+# a 16-CTA cluster's slices and runs the first template's paths.
+ev two_per_sm --knobs THREADS=256,SMEM_KB=96,MIN_BLOCKS=2,BLOCKS=264,CBLOCKS=256
+ev t256_i8 --knobs THREADS=256,ITEMS=8
+ev wreg0 --knobs WREG=0
+ev stages2 --knobs STAGES=2
 san racecheck
 san memcheck
 san synccheck

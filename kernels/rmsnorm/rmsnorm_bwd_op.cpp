@@ -120,11 +120,12 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 Knobs RmsNormBwdOp::knob_defaults() {
   // Reasoned for the H200 (kernels/rmsnorm/README.md, backward): 512 threads hold a 16K-element
   // slice (4 vectors each); three 64 KB stages per CTA (one CTA per SM) keep two rows' loads in
-  // flight; clusters of up to 16 for the longest rows; 132 single CTAs or 128 clustered CTAs so
-  // every group is resident at once (clusters of 4, 8, 16 fill 16-SM GPC portions).
+  // flight; clusters of up to 16 for the longest rows; 132 single CTAs, or 112 clustered CTAs so
+  // that every group is resident at once even if a GPC (a cluster's home) has fewer than 16 free
+  // SMs: a group that does not fit would run its fixed rows alone after the others.
   return {{"THREADS", std::int64_t{512}}, {"ITEMS", std::int64_t{4}},     {"STAGES", std::int64_t{3}},
           {"CLUSTER", std::int64_t{16}},  {"SMEM_KB", std::int64_t{200}}, {"WREG", std::int64_t{1}},
-          {"MIN_BLOCKS", std::int64_t{1}}, {"BLOCKS", std::int64_t{132}},  {"CBLOCKS", std::int64_t{128}},
+          {"MIN_BLOCKS", std::int64_t{1}}, {"BLOCKS", std::int64_t{132}},  {"CBLOCKS", std::int64_t{112}},
           {"RTHREADS", std::int64_t{256}}};
 }
 
