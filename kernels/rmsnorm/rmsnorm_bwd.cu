@@ -357,8 +357,9 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
   if (threadIdx.x == 0) {
     for (int i = 0; i < stages; ++i)
       asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar0 + 8u * i) : "memory");
-    // Makes the initialised barriers visible to the async proxy (the bulk copies' complete_tx).
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    // Makes the initialised barriers visible to the bulk copies' complete_tx (the async proxy);
+    // the proxy fence too, for the copies this thread issues right away.
+    asm volatile("fence.mbarrier_init.release.cluster;\n\tfence.proxy.async.shared::cta;" ::: "memory");
     for (long long i = 0; i < min(rows, static_cast<long long>(stages)); ++i) {
       const long long off = (g + i * G) * N + u0 * VEC;
       ring_issue(bar0 + 8u * i, ring0 + static_cast<unsigned int>(i) * stage_bytes, x + off, dout + off, bytes);
