@@ -144,6 +144,33 @@ TEST(CliCampaign, ReplayFileMustExistAndFit) {
 
 namespace {
 
+// `ptxevo prior --db FILE` on the H200 prior confirmation's warm database (a bf16 campaign and the
+// fp16 campaign it warmed): the campaigns feeding the prior per op family, the operator
+// posterior per (family, arch) scope, and the cost model's held-out rank correlation beside the
+// analytic guess's. A missing database is exit code 2.
+TEST(CliPrior, ShowsFeedingCampaignsOperatorPosteriorsAndHeldOutRank) {
+  const std::string db = temp_file("");
+  auto unzip = run_process({"/bin/sh", "-c",
+                            "gzip -dc '" PTXEVO_SOURCE_DIR "/bench/results/2026-11-30-h200-prior-confirm-7b02051/warm.db.gz' > '" +
+                                db + "'"});
+  ASSERT_EQ(unzip.exit_code, 0) << unzip.output;
+  auto r = run_process({PTXEVO_BIN, "prior", "--db", db});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("op family rmsnorm: campaigns feeding the prior"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("campaign 1  rmsnorm_fwd  sm_90a  rmsnorm_fwd.spec"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("campaign 2  rmsnorm_fwd  sm_90a  rmsnorm_fwd_fp16.spec"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("operator posterior [rmsnorm|sm_90a]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("knob_step"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ptx:store_streaming"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("held-out (fit on the first 70% by time, ranked the last 30% within each shape): Spearman model"),
+            std::string::npos)
+      << r.output;
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((db + suffix).c_str());
+  auto missing = run_process({PTXEVO_BIN, "prior", "--db", "/nonexistent/prior.db"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.output.find("no trace database"), std::string::npos) << missing.output;
+}
+
 // `ptxevo universe` without a GPU builds and screens, says nothing was measured, and
 // `ptxevo prior-study` refuses such a file with a reason (docs/prior_study.md).
 TEST(CliUniverse, WithoutAGpuBuildsOnlyAndTheStudyRefusesIt) {
