@@ -56,6 +56,9 @@ ev cblocks512 --knobs CBLOCKS=512
 # a 16-CTA cluster's slices and runs the first template's paths.
 ev two_per_sm --knobs THREADS=256,SMEM_KB=96,MIN_BLOCKS=2,BLOCKS=264,CBLOCKS=256
 ev t256_i8 --knobs THREADS=256,ITEMS=8
+ev t1024_i2 --knobs THREADS=1024,ITEMS=2
+# Two 512-thread CTAs per SM with 8K-element slices (16K on 2-CTA clusters; 256K falls back).
+ev i2_two_per_sm --knobs ITEMS=2,SMEM_KB=96,MIN_BLOCKS=2,BLOCKS=264,CBLOCKS=256
 ev wreg0 --knobs WREG=0
 ev stages2 --knobs STAGES=2
 san racecheck

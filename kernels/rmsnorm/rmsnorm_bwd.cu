@@ -521,8 +521,10 @@ extern "C" __global__ void rmsnorm_bwd_dw_reduce(const float* __restrict__ parti
   for (long long j0 = static_cast<long long>(blockIdx.x) * 32; j0 < N; j0 += static_cast<long long>(gridDim.x) * 32) {
     const long long j = j0 + lane;
     float s = 0.f;
-    if (j < N)
-      for (long long p = q; p < rows; p += nq) s += partial[p * N + j];
+    if (j < N) {
+#pragma unroll 4
+      for (long long p = q; p < rows; p += nq) s += partial[p * N + j];  // loads ahead of the (ordered) adds
+    }
     sums[q][lane] = s;
     __syncthreads();
     if (q == 0 && j < N) {
