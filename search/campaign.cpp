@@ -522,7 +522,7 @@ void CampaignEngine::load_applicability() {
     while (ev.step()) {
       try {
         const Genome g = genome_from_json(json::parse(ev.column_text(0)));
-        for (const auto& c : validity_categories(g)) validity_.add(c, ev.column_text(1) == "pass");
+        validity_.add(validity_categories(g), {}, ev.column_text(1) == "pass");  // rates only: no features here
       } catch (const std::exception&) {
         // An unreadable genome was reported when it was resumed; it teaches nothing here.
       }
@@ -566,10 +566,15 @@ std::vector<std::string> CampaignEngine::validity_categories(const Genome& g) {
   return out;
 }
 
-double CampaignEngine::p_valid(const Genome& g) const {
-  double p = 1.0;
-  for (const auto& c : validity_categories(g)) p = std::min(p, validity_.probability(c));
-  return p;
+double CampaignEngine::p_valid(const Genome& g, const std::vector<double>& features) {
+  const bool logistic = validity_.model() == prior::ValidityModel::Logistic;
+  if (logistic && !validity_logged_) {
+    validity_logged_ = true;
+    log_ << "validity: " << validity_.failures() << " gate failures among " << validity_.rows()
+         << " measured candidates; a logistic model on the cost features now predicts them (was: Beta rates per knob "
+            "value and pass)\n";
+  }
+  return validity_.probability(validity_categories(g), features);
 }
 
 void CampaignEngine::find_random_passes() {
@@ -660,7 +665,7 @@ void CampaignEngine::select_for_gpu(Batch& b, std::set<std::int64_t>& in_flight,
     for (Eigen::Index j = 0; j < cols && j < static_cast<Eigen::Index>(it.features.size()); ++j)
       X(i, j) = it.features[static_cast<std::size_t>(j)];
     analytic(i) = it.analytic;
-    valid(i) = p_valid(it.proposal.genome);
+    valid(i) = p_valid(it.proposal.genome, it.features);
   }
   const std::size_t slots = std::min<std::size_t>(
       {static_cast<std::size_t>(std::max(1, opt_.batch)), reserve_.size(), static_cast<std::size_t>(budget_left)});
@@ -735,7 +740,7 @@ void CampaignEngine::absorb(Batch& b) {
       }
     }
     if (it.purpose == "candidate" && r.verdict != "unmeasured" && r.verdict != "not-run")
-      for (const auto& c : validity_categories(it.proposal.genome)) validity_.add(c, r.verdict == "pass" && r.fitness);
+      validity_.add(validity_categories(it.proposal.genome), it.features, r.verdict == "pass" && r.fitness);
     if (r.verdict == "unmeasured") {
       if (it.purpose == "candidate") db_.settle_candidate(it.candidate_id, "unmeasured");
       ++result_.unmeasured_this_run;

@@ -204,8 +204,11 @@ class CampaignEngine {
   // value and per pass in its genome, the weakest one counting. Failures never enter the time
   // model, so without this it kept choosing what it could not know fails (the toy's UNROLL = 3,
   // predicted between the fast UNROLL 2 and 4).
-  prior::CategoryValidity validity_{2.0, 0.25};
-  double p_valid(const Genome& g) const;
+  // Once 50 failures and 50 passes with features are known, a logistic model on the cost
+  // features replaces the rates (prior::ValidityEstimator).
+  prior::ValidityEstimator validity_{2.0, 0.25};
+  bool validity_logged_ = false;
+  double p_valid(const Genome& g, const std::vector<double>& features);
   void load_applicability();
   void note_build(const Item& it, bool refused, bool ok, const std::string& build_log);
   bool rarely_applies(const std::string& op) const;

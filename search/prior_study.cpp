@@ -128,19 +128,17 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
   std::vector<Item> reserve;
   double best_true = 0;
   const std::size_t ns = shapes.size();
-  // As CampaignEngine: P(passes the gate) per knob value and pass, the weakest counting, in the
-  // cost model's choice; passes that refused a parent never proposed for it again, and one that
+  // As CampaignEngine: P(passes the gate) in the cost model's choice (Beta rates per knob value
+  // and pass, the weakest counting, then a logistic model on the features); passes that refused a parent never proposed for it again, and one that
   // refused every parent so far only rarely; one child per (parent, pass) a round.
-  prior::CategoryValidity validity(2.0, 0.25);
+  prior::ValidityEstimator validity(2.0, 0.25);
   struct Applicability {
     int refused = 0, applied = 0;
   };
   std::map<std::string, Applicability> applicability;
   std::set<std::pair<std::int64_t, std::string>> refused_pairs, asked_this_round;
-  auto p_valid = [&](const Genome& g) {
-    double p = 1.0;
-    for (const auto& cat : CampaignEngine::validity_categories(g)) p = std::min(p, validity.probability(cat));
-    return p;
+  auto p_valid = [&](const Genome& g, const std::vector<double>& features) {
+    return validity.probability(CampaignEngine::validity_categories(g), features);
   };
   auto rarely_applies = [&](const std::string& op) {
     const auto a = applicability.find(op);
@@ -372,7 +370,7 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
     std::optional<Figures> fig;
     measure(it.member, &fig);
     const std::string& op = it.proposal.operator_id;
-    for (const auto& cat : CampaignEngine::validity_categories(it.proposal.genome)) validity.add(cat, fig.has_value());
+    validity.add(CampaignEngine::validity_categories(it.proposal.genome), it.features, fig.has_value());
     if (!fig) {
       ++run.failed;
       if (c.is_policy_op(op)) policy.credit(op, Outcome::Failed);
@@ -433,7 +431,7 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
       const Item& it = reserve[static_cast<std::size_t>(i)];
       for (Eigen::Index j = 0; j < cols; ++j) X(i, j) = it.features[static_cast<std::size_t>(j)];
       analytic(i) = it.analytic;
-      p_valid_col(i) = p_valid(it.proposal.genome);
+      p_valid_col(i) = p_valid(it.proposal.genome, it.features);
     }
     const std::size_t slots = std::min<std::size_t>(
         {static_cast<std::size_t>(o.batch), reserve.size(), static_cast<std::size_t>(budget - run.evaluations)});

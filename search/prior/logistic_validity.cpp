@@ -1,5 +1,6 @@
 #include "search/prior/logistic_validity.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -154,6 +155,44 @@ double CategoryValidity::probability(const std::string& category) const {
 ValidityModel choose_validity_model(double failures, double successes, double min_per_class) {
   return failures >= min_per_class && successes >= min_per_class ? ValidityModel::Logistic
                                                                  : ValidityModel::CategoryBeta;
+}
+
+ValidityEstimator::ValidityEstimator(double a0, double b0, double min_per_class, LogisticOptions o)
+    : rates_(a0, b0), min_per_class_(min_per_class), logistic_(o) {}
+
+void ValidityEstimator::add(const std::vector<std::string>& categories, const std::vector<double>& features, bool valid) {
+  for (const auto& c : categories) rates_.add(c, valid);
+  if (features.empty() || (!x_.empty() && features.size() != x_.front().size())) return;
+  if (!std::all_of(features.begin(), features.end(), [](double v) { return std::isfinite(v); })) return;
+  x_.push_back(features);
+  y_.push_back(valid ? 1.0 : 0.0);
+  (valid ? successes_ : failures_) += 1;
+  dirty_ = true;
+}
+
+ValidityModel ValidityEstimator::model() const { return choose_validity_model(failures_, successes_, min_per_class_); }
+
+double ValidityEstimator::category_probability(const std::vector<std::string>& categories) const {
+  double p = 1.0;
+  for (const auto& c : categories) p = std::min(p, rates_.probability(c));
+  return p;
+}
+
+double ValidityEstimator::probability(const std::vector<std::string>& categories, const std::vector<double>& features) {
+  if (model() != ValidityModel::Logistic || x_.empty() || features.size() != x_.front().size())
+    return category_probability(categories);
+  if (dirty_) {
+    const auto n = static_cast<Eigen::Index>(x_.size()), d = static_cast<Eigen::Index>(x_.front().size());
+    Eigen::MatrixXd X(n, d);
+    Eigen::VectorXd y(n);
+    for (Eigen::Index i = 0; i < n; ++i) {
+      for (Eigen::Index j = 0; j < d; ++j) X(i, j) = x_[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
+      y(i) = y_[static_cast<std::size_t>(i)];
+    }
+    logistic_.fit(X, y, Eigen::VectorXd::Ones(n));
+    dirty_ = false;
+  }
+  return logistic_.probability(Eigen::Map<const Eigen::VectorXd>(features.data(), static_cast<Eigen::Index>(features.size())));
 }
 
 }  // namespace ptxevo::search::prior

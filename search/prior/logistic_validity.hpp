@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace ptxevo::search::prior {
 
@@ -73,5 +74,35 @@ enum class ValidityModel { CategoryBeta, Logistic };
 // (PRIOR.md: ~50 failures; failures are normally the rarer class, and a model with almost no
 // passes would be as starved as one with almost no failures).
 ValidityModel choose_validity_model(double failures, double successes, double min_per_class = 50.0);
+
+// What the campaign's choice multiplies its Thompson draws by (PRIOR.md 5.7): P(a built, screened
+// candidate passes the gate). Until both classes have min_per_class outcomes with features, the
+// Beta rates of its categories (a knob value, a pass; CampaignEngine::validity_categories), the
+// weakest counting; then a logistic regression on its features (the cost model's columns: knob
+// values in log2, pass counts, registers, spills, occupancy ...), which sees what the rates per
+// category cannot: two knob values that pass alone and fail together (THREADS x ITEMS over a
+// register or size limit is a line in log2 knob space). Outcomes without features count for the
+// rates only.
+class ValidityEstimator {
+ public:
+  explicit ValidityEstimator(double a0 = 2.0, double b0 = 0.25, double min_per_class = 50.0, LogisticOptions o = {});
+  void add(const std::vector<std::string>& categories, const std::vector<double>& features, bool valid);
+  // Refits the logistic model first when outcomes arrived since the last fit and it is in use.
+  double probability(const std::vector<std::string>& categories, const std::vector<double>& features);
+  // The Beta rates' estimate alone (the weakest category).
+  double category_probability(const std::vector<std::string>& categories) const;
+  ValidityModel model() const;
+  std::size_t rows() const { return y_.size(); }
+  double failures() const { return failures_; }
+
+ private:
+  CategoryValidity rates_;
+  double min_per_class_;
+  LogisticValidity logistic_;
+  std::vector<std::vector<double>> x_;
+  std::vector<double> y_;
+  double failures_ = 0, successes_ = 0;
+  bool dirty_ = true;
+};
 
 }  // namespace ptxevo::search::prior

@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "search/prior/tests/synthetic.hpp"
 
@@ -118,6 +122,88 @@ TEST(CategoryValidity, ModelChoiceNeedsEnoughFailures) {
   EXPECT_EQ(choose_validity_model(50, 1000), ValidityModel::Logistic);
   EXPECT_EQ(choose_validity_model(500, 10), ValidityModel::CategoryBeta);
   EXPECT_EQ(choose_validity_model(20, 30, 20), ValidityModel::Logistic);
+}
+
+// Two knobs, each with values 1..16, that pass alone and fail together: the gate fails when
+// A x B > 16 (a size or register limit), with 5% of the outcomes flipped (noise). The rates per
+// knob value, the weakest counting, cannot express it (A = 16 fails with most B, so they also
+// condemn A = 16, B = 1); the logistic model on the log2 knob values (the cost model's columns)
+// draws the line.
+TEST(ValidityEstimator, ALogisticModelSeesAnInteractionTheRatesPerCategoryCannot) {
+  const std::vector<int> values = {1, 2, 4, 8, 16};
+  const auto truth = [](int a, int b) { return a * b <= 16 ? 0.95 : 0.05; };
+  auto categories = [](int a, int b) {
+    return std::vector<std::string>{"s:A=" + std::to_string(a), "s:B=" + std::to_string(b)};
+  };
+  auto features = [](int a, int b) { return std::vector<double>{std::log2(a), std::log2(b)}; };
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<std::size_t> pick(0, values.size() - 1);
+  std::uniform_real_distribution<double> u;
+  ValidityEstimator est(2.0, 0.25, 30.0);
+  EXPECT_EQ(est.model(), ValidityModel::CategoryBeta);
+  int added = 0;
+  while (est.model() == ValidityModel::CategoryBeta) {
+    const int a = values[pick(rng)], b = values[pick(rng)];
+    est.add(categories(a, b), features(a, b), u(rng) < truth(a, b));
+    ++added;
+    // Before the switch the estimate is the rates' (the weakest category).
+    if (est.model() == ValidityModel::CategoryBeta) {
+      EXPECT_DOUBLE_EQ(est.probability(categories(2, 2), features(2, 2)), est.category_probability(categories(2, 2)));
+    }
+  }
+  for (int i = 0; i < 200; ++i) {  // a campaign's worth of gate outcomes
+    const int a = values[pick(rng)], b = values[pick(rng)];
+    est.add(categories(a, b), features(a, b), u(rng) < truth(a, b));
+  }
+  EXPECT_EQ(est.model(), ValidityModel::Logistic);
+  EXPECT_GE(est.failures(), 30.0);
+  // Brier score over the 25 cells (each equally likely) against the true pass probability.
+  double brier_logistic = 0, brier_rates = 0;
+  for (const int a : values)
+    for (const int b : values) {
+      const double p = truth(a, b);
+      const double pl = est.probability(categories(a, b), features(a, b));
+      const double pr = est.category_probability(categories(a, b));
+      // Expected squared error of a forecast against a Bernoulli(p) outcome.
+      brier_logistic += p * (1 - pl) * (1 - pl) + (1 - p) * pl * pl;
+      brier_rates += p * (1 - pr) * (1 - pr) + (1 - p) * pr * pr;
+    }
+  brier_logistic /= 25;
+  brier_rates /= 25;
+  std::printf("validity Brier over the 25 cells after %d + 200 outcomes: logistic %.3f, Beta rates %.3f "
+              "(a perfect forecast scores %.3f)\n",
+              added, brier_logistic, brier_rates, 0.95 * 0.05);
+  EXPECT_LT(brier_logistic, 0.7 * brier_rates);
+  // The cells the rates get wrong: A = 16 with B = 1 passes, A = 4 with B = 8 fails.
+  EXPECT_GT(est.probability(categories(16, 1), features(16, 1)), 0.7);
+  EXPECT_LT(est.category_probability(categories(16, 1)), 0.5);
+  EXPECT_LT(est.probability(categories(4, 8), features(4, 8)), 0.3);
+  // And the ranking: every passing cell above every failing one (the selection multiplies by it).
+  double worst_pass = 1, best_fail = 0;
+  for (const int a : values)
+    for (const int b : values) {
+      const double pl = est.probability(categories(a, b), features(a, b));
+      if (a * b <= 16) worst_pass = std::min(worst_pass, pl);
+      else best_fail = std::max(best_fail, pl);
+    }
+  EXPECT_GT(worst_pass, best_fail);
+}
+
+TEST(ValidityEstimator, OutcomesWithoutFeaturesCountForTheRatesOnly) {
+  ValidityEstimator est(1.0, 1.0, 1.0);
+  est.add({"pass:x"}, {}, false);
+  est.add({"pass:x"}, {}, true);
+  EXPECT_EQ(est.rows(), 0u);
+  EXPECT_EQ(est.model(), ValidityModel::CategoryBeta);
+  EXPECT_DOUBLE_EQ(est.probability({"pass:x"}, {1.0}), 0.5);
+  est.add({"pass:y"}, {1.0}, false);
+  est.add({"pass:y"}, {0.0}, true);
+  est.add({"pass:y"}, {0.0, 1.0}, true);  // another width: ignored by the model
+  EXPECT_EQ(est.rows(), 2u);
+  EXPECT_EQ(est.model(), ValidityModel::Logistic);
+  EXPECT_LT(est.probability({"pass:y"}, {1.0}), est.probability({"pass:y"}, {0.0}));
+  // A candidate without features (or of another width) falls back to the rates.
+  EXPECT_DOUBLE_EQ(est.probability({"pass:x"}, {}), est.category_probability({"pass:x"}));
 }
 
 }  // namespace
