@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root: the KDA forward seeds (kernels/kda/) through
 # their GPU gate test, then side by side with flash-linear-attention's chunk_kda on the six
-# TARGETS.md scenarios (bench/kda/fla_bench.py). Needs the binaries of scripts/pack_gpu_bundle.sh
+# TARGETS.md scenarios (bench/kda/fla_bench.py): the chunked seed's prepare + recurrence pair
+# (FUSED = 0, its defaults) at a few tiles against the fused kernel (FUSED = 1) and FLA. One call,
+# under 9 minutes (KDA_TOTAL_S bounds the whole script). Needs the binaries of scripts/pack_gpu_bundle.sh
 # in .gpu/ and the wheels of bench/kda/README.md in .whl/ (flash-linear-attention's fla-core,
 # einops, packaging; torch and triton come with the machine). Every step has its own timeout, so
 # one hang cannot eat the call; everything lands in $OUT.
@@ -10,10 +12,14 @@
 #   COMMIT     the commit the binaries were built from; "auto" reads .gpu/commit.txt (never git: the
 #              GPU machine's copy of .git may be stale)
 #   LABEL=DIR  more candidates, built elsewhere by `ptxevo build kernels/kda/kda_fwd.spec ... --out DIR`
-# Environment (defaults in brackets): KDA_GTEST_FILTER [KdaGpu.Chunked*], KDA_GTEST_TIMEOUT [200],
-#   KDA_TOTAL_S [470: the fla_bench step gets what is left of it, at least 60 s], KDA_FLA_TIMEOUT
-#   [none: a cap on that step],
-#   KDA_VARIANTS ["c16_bv16:CHUNK=16,BV=16 c16_bv64_w8:BV=64,WARPS=8 c32:CHUNK=32,LMTC=0"],
+# Environment (defaults in brackets): KDA_GTEST_FILTER [the split defaults on the main spec, both
+#   defaults on every other spec, the split's covering knob set: see gt_filter below; the fused
+#   knob sweep KdaGpu.ChunkedSeedPassesTheGateAtEveryAdmittedKnobAssignment passed before and is
+#   left out], KDA_GTEST_TIMEOUT [210], KDA_TOTAL_S [500: the fla_bench step gets what is left of
+#   it, at least 60 s], KDA_FLA_TIMEOUT [none: a cap on that step],
+#   KDA_VARIANTS [the fused kernel's defaults and FUSED = 0 at other CHUNK / BV: see below; the
+#   label "chunked" is the spec's defaults, FUSED = 0, CHUNK 32, BV 64],
+#   KDA_RECURRENT [0: 1 also builds and times the recurrent seed],
 #   KDA_BENCH_ARGS (more fla_bench.py options, e.g. "--fla-safe-gate").
 # The device command, with the carry list [".gpu", ".whl"]:
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -81,11 +87,12 @@ EOF
 cat "$out/env.txt"
 
 # ---- (b) the chunked seed through the GPU gate (kda_gpu_results.json is written only if it ends)
-gt_timeout="${KDA_GTEST_TIMEOUT:-200}"
+gt_timeout="${KDA_GTEST_TIMEOUT:-210}"
+gt_filter="${KDA_GTEST_FILTER:-KdaGpu.ChunkedSeedPassesTheGateOnTheMainSpec:KdaGpu.ChunkedSeedPassesTheGateOnEveryOtherSpec:KdaGpu.ChunkedSplitPassesTheGateOnACoveringSetOfKnobs}"
 if [ -x .gpu/ptxevo_kda_gpu_tests ]; then
-  echo "== gate test ${KDA_GTEST_FILTER:-KdaGpu.Chunked*} (timeout ${gt_timeout} s)"
+  echo "== gate test $gt_filter (timeout ${gt_timeout} s)"
   LD_LIBRARY_PATH="$ptxevo_ld" PTXEVO_SOURCE_DIR="$PWD" PTXEVO_BIN="$PWD/.gpu/ptxevo" PTXEVO_RESULTS_DIR="$out" \
-    timeout -k 10 "$gt_timeout" .gpu/ptxevo_kda_gpu_tests --gtest_filter="${KDA_GTEST_FILTER:-KdaGpu.Chunked*}" \
+    timeout -k 10 "$gt_timeout" .gpu/ptxevo_kda_gpu_tests --gtest_filter="$gt_filter" \
     > "$out/kda_gpu_tests.log" 2>&1
   rc=$?
   grep -E "^\[ *(OK|FAILED|RUN) *\]|verdict|FAILED$" "$out/kda_gpu_tests.log" | tail -n 40
@@ -94,34 +101,45 @@ else
   steps+=("gate test: .gpu/ptxevo_kda_gpu_tests missing")
 fi
 
-# ---- (c) builds: the recurrent seed, the chunked seed at its defaults and at a few knob settings
+# ---- (c) builds: the chunked seed at its defaults and at a few knob settings (and, with
+# KDA_RECURRENT=1, the recurrent seed), all at once (NVRTC is single-threaded; the machine has 16
+# cores), each with its own log, collected in order afterwards
 bd=/tmp/kda_bench_builds
 rm -rf "$bd" && mkdir -p "$bd"
 cands=()
-build() {  # LABEL SPEC KNOBS
+labels=()
+build_bg() {  # LABEL SPEC KNOBS
   local label="$1" spec="$2" knobs="$3"
   local k=()
   [ -n "$knobs" ] && k=(--knobs "$knobs")
-  echo "== build $label ${knobs:-(defaults)}" >> "$out/builds.log"
-  if LD_LIBRARY_PATH="$ptxevo_ld" timeout 120 .gpu/ptxevo build "$spec" "${k[@]}" --out "$bd/$label" >> "$out/builds.log" 2>&1; then
+  labels+=("$label")
+  ( echo "== build $label ${knobs:-(defaults)}"
+    LD_LIBRARY_PATH="$ptxevo_ld" timeout 150 .gpu/ptxevo build "$spec" "${k[@]}" --out "$bd/$label" 2>&1
+    echo "rc=$?" ) > "$bd/$label.log" 2>&1 &
+}
+if timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_chunked_seed "$bd/kda_fwd_chunked.spec" \
+    >> "$out/builds.log" 2>&1; then
+  build_bg chunked "$bd/kda_fwd_chunked.spec" ""
+  # FUSED = 1 at its own defaults (the seed before the split), then the split at other tiles.
+  for v in ${KDA_VARIANTS:-fused:FUSED=1,CHUNK=16,BV=32,WARPS=4,STAGE=1,LMTC=1 s16_bv32:CHUNK=16,BV=32 s32_bv32:BV=32 s32_bv128:BV=128 s64_bv64:CHUNK=64 s32_bv64_w8:WARPS=8}; do
+    build_bg "${v%%:*}" "$bd/kda_fwd_chunked.spec" "${v#*:}"
+  done
+else
+  echo "derive_spec.py failed (builds.log): no chunked candidates"
+  steps+=("derive_spec FAILED")
+fi
+[ "${KDA_RECURRENT:-0}" = 1 ] && build_bg recurrent kernels/kda/kda_fwd.spec ""
+wait
+for label in "${labels[@]}"; do
+  cat "$bd/$label.log" >> "$out/builds.log"
+  if tail -n 1 "$bd/$label.log" | grep -qx "rc=0" && [ -f "$bd/$label/launch.json" ]; then
     cands+=(--candidate "$label=$bd/$label")
     mkdir -p "$out/builds/$label" && cp "$bd/$label/launch.json" "$bd/$label/resources.json" "$out/builds/$label/"
   else
     echo "build $label failed (builds.log)"
     steps+=("build $label FAILED")
   fi
-}
-if timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_chunked_seed "$bd/kda_fwd_chunked.spec" \
-    >> "$out/builds.log" 2>&1; then
-  build chunked "$bd/kda_fwd_chunked.spec" ""
-  for v in ${KDA_VARIANTS:-c16_bv16:CHUNK=16,BV=16 c16_bv64_w8:BV=64,WARPS=8 c32:CHUNK=32,LMTC=0}; do
-    build "${v%%:*}" "$bd/kda_fwd_chunked.spec" "${v#*:}"
-  done
-else
-  echo "derive_spec.py failed (builds.log): no chunked candidates"
-  steps+=("derive_spec FAILED")
-fi
-build recurrent kernels/kda/kda_fwd.spec ""
+done
 for a in "${extra[@]}"; do cands+=(--candidate "$a"); done
 steps+=("builds: $(( ${#cands[@]} / 2 )) candidates")
 tail -n 30 "$out/builds.log" | grep -E "^==|registers|error" || true
@@ -131,7 +149,7 @@ if [ ${#cands[@]} -eq 0 ]; then
   echo "no candidates to benchmark"
   steps+=("fla_bench: no candidates")
 else
-  fla_timeout=$(( ${KDA_TOTAL_S:-470} - (SECONDS - t_start) - 5 ))
+  fla_timeout=$(( ${KDA_TOTAL_S:-500} - (SECONDS - t_start) - 5 ))
   [ -n "${KDA_FLA_TIMEOUT:-}" ] && [ "$KDA_FLA_TIMEOUT" -lt "$fla_timeout" ] && fla_timeout="$KDA_FLA_TIMEOUT"
   [ "$fla_timeout" -lt 60 ] && fla_timeout=60
   echo "== fla_bench.py (timeout ${fla_timeout} s)"

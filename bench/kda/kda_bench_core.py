@@ -173,7 +173,20 @@ def expected_tensors(B: int, T: int, H: int, N: int, opts: Dict[str, Any]) -> Li
     out.append(("out", "bf16", tok, "out"))
     if opts["final_state"]:
         out.append(("final_state", "f32", state, "out"))
+    out.append(("workspace", "u8", [workspace_bytes(B, T, H, N)], "scratch"))
     return out
+
+
+def workspace_chunk_bytes(c: int) -> int:
+    """One (head, chunk slot) of the prepare + recurrence pair's workspace (KdaFwdOp::workspace_chunk_bytes):
+    Qd, W0, Kr^T bf16, M's two bf16 terms, 2^Gtot fp32, U0^T fp32."""
+    return 3 * c * HEAD_DIM * 2 + 2 * c * c * 2 + HEAD_DIM * 4 + HEAD_DIM * c * 4
+
+
+def workspace_bytes(B: int, T: int, H: int, N: int) -> int:
+    """KdaFwdOp::workspace_bytes: H (N + T_total / C) slots at the largest CHUNK's need."""
+    total = B * T
+    return max(H * (N + total // c) * workspace_chunk_bytes(c) for c in (16, 32, 64))
 
 
 def check_shape(shape: ShapeSpec, opts: Dict[str, Any]) -> None:

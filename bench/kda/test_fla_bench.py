@@ -161,7 +161,7 @@ class OptionsAndShapesTest(unittest.TestCase):
         for s in b.shapes:
             core.check_shape(s, o)
         d = kda_doc()
-        d["shapes"][0]["tensors"][-2]["dtype"] = "f32"  # out
+        d["shapes"][0]["tensors"][-3]["dtype"] = "f32"  # out (then final_state, workspace)
         with self.assertRaises(core.BenchError) as cm:
             core.check_shape(build(doc=d).shapes[0], o)
         self.assertIn("lays out", str(cm.exception))
@@ -172,7 +172,8 @@ class OptionsAndShapesTest(unittest.TestCase):
         self.assertIn("scale", str(cm.exception))
         nostate = build(doc=kda_doc(initial_state="false", final_state="false"))
         core.check_shape(nostate.shapes[2], core.kda_options(nostate))
-        self.assertEqual([t.name for t in nostate.shapes[2].tensors][-2:], ["cu_seqlens", "out"])
+        self.assertEqual([t.name for t in nostate.shapes[2].tensors][-3:], ["cu_seqlens", "out", "workspace"])
+        self.assertEqual(nostate.shapes[2].tensors[-1].role, "scratch")
 
     def test_select_shapes(self):
         a, b = build("a"), build("b")

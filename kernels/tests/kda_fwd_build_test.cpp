@@ -6,6 +6,7 @@
 // the constraints admit builds within the campaign's spill screen.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -334,18 +335,41 @@ TEST(KdaFwdChunkedBuild, SeedBuildsForEveryOptionCombination) {
   }
 }
 
-// Every assignment the chunked seed's constraints admit is one the op accepts and builds without
-// spilling (the space is small: CHUNK x BV x WARPS).
+// Every assignment the chunked seed's constraints admit is one the op accepts; every admitted
+// fused one (46) builds without spilling, and so does a covering set of the FUSED = 0 ones: the
+// prepare depends on CHUNK, WARPS and LMTC only, the recurrence on CHUNK, BV and STAGE only, so
+// the 24 (CHUNK, BV, STAGE) combinations, each with a (WARPS, LMTC) pair that cycles through all
+// four per CHUNK, build both kernels of all 96 (a quarter of the compile time).
 TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   const Spec spec = load("kda_fwd.spec");
   const auto& seed = chunked_seed(spec);
-  const auto ok = admitted_for(seed);
-  EXPECT_GE(ok.size(), 12u);
-  std::vector<ptxevo::evaluator::BuildRequest> reqs;
-  for (const auto& k : ok) {
+  const auto admitted = admitted_for(seed);
+  EXPECT_EQ(admitted.size(), 46u + 96u);
+  std::vector<Knobs> ok;
+  std::set<std::string> prep_cover, rec_cover;
+  for (const auto& k : admitted) {
     EXPECT_NO_THROW(KdaFwdOp::chunked_geometry(k)) << knobs_text(k);
-    reqs.push_back(chunked_request(spec, seed, k));
+    if (KdaFwdOp::chunked_geometry(k).fused) ok.push_back(k);
   }
+  for (I c : {16, 32, 64}) {
+    int cycle = 0;
+    for (I bv : {16, 32, 64, 128})
+      for (I stage : {0, 1}) {
+        const I warps = (cycle & 1) ? 8 : 4, lmtc = (cycle & 2) ? 1 : 0;
+        ++cycle;
+        const Knobs k = {{"FUSED", I{0}}, {"CHUNK", c},         {"BV", bv},
+                         {"WARPS", warps}, {"STAGE", stage}, {"LMTC", lmtc}};
+        EXPECT_NE(std::find(admitted.begin(), admitted.end(), k), admitted.end()) << knobs_text(k);
+        ok.push_back(k);
+        prep_cover.insert(std::to_string(c) + "/" + std::to_string(warps) + "/" + std::to_string(lmtc));
+        rec_cover.insert(std::to_string(c) + "/" + std::to_string(bv) + "/" + std::to_string(stage));
+      }
+  }
+  EXPECT_EQ(prep_cover.size(), 12u);
+  EXPECT_EQ(rec_cover.size(), 24u);
+  EXPECT_EQ(ok.size(), 46u + 24u);
+  std::vector<ptxevo::evaluator::BuildRequest> reqs;
+  for (const auto& k : ok) reqs.push_back(chunked_request(spec, seed, k));
   const auto t0 = std::chrono::steady_clock::now();
   const auto results = ptxevo::evaluator::Builder(nullptr).build_all(reqs);
   for (std::size_t i = 0; i < results.size(); ++i) {

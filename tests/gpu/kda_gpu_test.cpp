@@ -202,15 +202,42 @@ TEST_F(KdaGpu, SeedPassesTheGateWithoutStates) { gate_seed("kda_fwd_no_state.spe
 // the main spec, then each other option combination on one benchmark shape.
 TEST_F(KdaGpu, ChunkedSeedPassesTheGateOnTheMainSpec) { gate_chunked("kda_fwd.spec", -1, {}, "chunked kda_fwd.spec"); }
 
+// The defaults are the prepare + recurrence pair (FUSED = 0); the fused kernel's defaults go
+// through the same shapes.
 TEST_F(KdaGpu, ChunkedSeedPassesTheGateOnEveryOtherSpec) {
   for (const char* file : {"kda_fwd_softplus.spec", "kda_fwd_state_in.spec", "kda_fwd_state_out.spec",
-                           "kda_fwd_no_state.spec"})
+                           "kda_fwd_no_state.spec"}) {
     gate_chunked(file, 1, {}, std::string("chunked ") + file);
+    gate_chunked(file, 1, kernels::KdaFwdOp::chunked_fused_knob_defaults(), std::string("chunked fused ") + file);
+  }
 }
 
-// Every knob assignment the chunked seed's constraints admit (46) on the main spec's correctness
-// shapes (small: their references take milliseconds, so the sweep takes minutes); the held-out and
-// benchmark shapes are left to the defaults' tests, the search times the rest.
+// FUSED = 0 at a covering set of its knobs (kernels/tests/kda_fwd_build_test.cpp,
+// KdaFwdChunkedBuild.EveryAdmittedKnobAssignmentBuilds: every (CHUNK, BV, STAGE) of the
+// recurrence, every (CHUNK, WARPS, LMTC) of the prepare) on the main spec's correctness shapes.
+TEST_F(KdaGpu, ChunkedSplitPassesTheGateOnACoveringSetOfKnobs) {
+  int gated = 0;
+  for (std::int64_t c : {16, 32, 64}) {
+    int cycle = 0;
+    for (std::int64_t bv : {16, 32, 64, 128})
+      for (std::int64_t stage : {0, 1}) {
+        const std::int64_t warps = (cycle & 1) ? 8 : 4, lmtc = (cycle & 2) ? 1 : 0;
+        ++cycle;
+        const Knobs k = {{"FUSED", std::int64_t{0}}, {"CHUNK", c}, {"BV", bv}, {"WARPS", warps}, {"STAGE", stage},
+                         {"LMTC", lmtc}};
+        std::string label = "chunked split";
+        for (const auto& [n, v] : k) label += " " + n + "=" + std::to_string(std::get<std::int64_t>(v));
+        gate_chunked("kda_fwd.spec", 0, k, label, false);
+        ++gated;
+      }
+  }
+  EXPECT_EQ(gated, 24);
+}
+
+// Every fused knob assignment the chunked seed's constraints admit (46, FUSED = 1; FUSED = 0 is
+// the covering set above) on the main spec's correctness shapes (small: their references take
+// milliseconds, so the sweep takes minutes); the held-out and benchmark shapes are left to the
+// defaults' tests, the search times the rest.
 TEST_F(KdaGpu, ChunkedSeedPassesTheGateAtEveryAdmittedKnobAssignment) {
   const SeedTemplate seed = chunked_seed();
   std::vector<Knobs> all = {{}};
@@ -228,7 +255,7 @@ TEST_F(KdaGpu, ChunkedSeedPassesTheGateAtEveryAdmittedKnobAssignment) {
   for (const auto& k : all) {
     bool ok = true;
     for (const auto& c : seed.constraints) ok = ok && constraint_holds(c, k);
-    if (!ok) continue;
+    if (!ok || std::get<std::int64_t>(k.at("FUSED")) != 1) continue;
     std::string label = "chunked";
     for (const auto& [n, v] : k) label += " " + n + "=" + std::to_string(std::get<std::int64_t>(v));
     gate_chunked("kda_fwd.spec", 0, k, label, false);
