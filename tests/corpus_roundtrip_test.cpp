@@ -33,6 +33,7 @@ struct Result {
   std::vector<std::string> verify_errors;
   bool idempotent = false;
   bool line_info = false;
+  bool assembled = false;  // went through ptxas (every file but under the sanitizers)
   evaluator::PtxasResult original;
   evaluator::PtxasResult printed;
   bool byte_identical = false;
@@ -44,6 +45,15 @@ struct Result {
 // ptxas writes the PTX text and PTX line table into these two sections when the input has
 // line info; both change with any layout change. Relocations that patch them go with them.
 const std::set<std::string> kLayoutSections = {".nv_debug_ptx_txt", ".nv_debug_line_sass"};
+
+// Under the sanitizers only every kPtxasStride-th file goes through ptxas: ptxas's time is not our
+// code's, and the release run assembles every file; the sanitized run still parses, verifies and
+// prints all of them and compares a sample of cubins.
+#ifdef PTXEVO_SANITIZED
+constexpr std::size_t kPtxasStride = 4;
+#else
+constexpr std::size_t kPtxasStride = 1;
+#endif
 
 // ptxas keeps PTX line numbers only when some function carries .loc directives.
 bool has_line_info(const ir::Module& m) {
@@ -67,7 +77,7 @@ class Corpus : public ::testing::Test {
       const fs::path out = dump / (r.entry.name + ".ptx");
       fs::create_directories(out.parent_path());
       std::ofstream(out, std::ios::binary) << r.entry.ptx;
-      check(r);
+      check(r, i % kPtxasStride == 0);
     });
     write_report();
   }
@@ -76,7 +86,7 @@ class Corpus : public ::testing::Test {
     results_ = nullptr;
   }
 
-  static void check(Result& r) {
+  static void check(Result& r, bool assemble) {
     ir::ParseResult p = ir::parse_ptx(r.entry.ptx);
     if (!p.ok()) {
       r.parse_error = p.error->format(r.entry.name);
@@ -90,6 +100,8 @@ class Corpus : public ::testing::Test {
     r.line_info = has_line_info(*p.module);
     for (const auto* f : p.module->functions())
       if (f->is_entry && f->has_body) r.estimates.emplace_back(f->name, ir::estimate_registers(*f));
+    if (!assemble) return;
+    r.assembled = true;
     r.original = evaluator::run_ptxas(r.entry.ptx, r.entry.arch);
     r.printed = evaluator::run_ptxas(once, r.entry.arch);
     if (!r.original.ok || !r.printed.ok) return;
@@ -167,9 +179,10 @@ TEST_F(Corpus, PrintingIsIdempotent) {
 }
 
 TEST_F(Corpus, PtxasBuildsTheSameCubinFromPrintedPtx) {
-  int identical = 0, section_equal = 0;
+  int identical = 0, section_equal = 0, assembled = 0;
   for (const auto& r : *results_) {
-    if (!r.parsed) continue;
+    if (!r.parsed || !r.assembled) continue;
+    ++assembled;
     ASSERT_TRUE(r.original.ok) << r.entry.name << ": ptxas rejected the original:\n" << r.original.log.substr(0, 2000);
     EXPECT_TRUE(r.printed.ok) << r.entry.name << ": ptxas rejected the printed PTX:\n" << r.printed.log.substr(0, 2000);
     if (!r.printed.ok) continue;
@@ -185,7 +198,8 @@ TEST_F(Corpus, PtxasBuildsTheSameCubinFromPrintedPtx) {
     }
   }
   std::cout << "corpus: " << identical << " byte-identical cubins (no line info), " << section_equal
-            << " section-identical cubins (line info)\n";
+            << " section-identical cubins (line info), of " << assembled << " assembled\n";
+  EXPECT_GE(assembled, static_cast<int>(200 / kPtxasStride));
 }
 
 double pearson(const std::vector<double>& x, const std::vector<double>& y) {
@@ -231,7 +245,7 @@ TEST_F(Corpus, LiveRegisterEstimateTracksPtxas) {
           actual.push_back(f.registers);
         }
   }
-  ASSERT_GE(est.size(), 50u);
+  ASSERT_GE(est.size(), 50u / kPtxasStride);
   const double p = pearson(est, actual);
   const double s = pearson(ranks(est), ranks(actual));
   std::cout << "register estimate vs ptxas over " << est.size() << " kernels: Pearson " << p << ", Spearman " << s
