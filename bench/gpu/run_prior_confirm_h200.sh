@@ -10,7 +10,9 @@
 # Usage: bench/gpu/run_prior_confirm_h200.sh COMMIT BUDGET SEED [SEED ...]
 #   A campaign of budget 96 takes about 2.5-3 minutes on the H200: the earlier one plus one seed
 #   fits one 10-minute call. For more seeds, keep the returned earlier.db and run again with
-#   EARLIER_DB=path/to/earlier.db (it is copied, never changed).
+#   EARLIER_DB=path/to/earlier.db (it is copied, never changed; a .gz is unpacked first).
+#   SPEC_B=path picks the cold/warm campaigns' spec (e.g. kernels/rmsnorm/rmsnorm_fwd_fp16.spec with
+#   the bf16 campaign of bench/results/2026-11-30-h200-throughput-7b02051/run-5min as EARLIER_DB).
 set -uo pipefail
 commit="${1:?commit}"; budget="${2:?budget}"; shift 2
 [ $# -ge 1 ] || { echo "give at least one seed" >&2; exit 2; }
@@ -21,7 +23,7 @@ export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PTXEVO_CACHE_DIR=/tmp/ptxevo-cache
 bin="$PWD/.gpu/ptxevo"
 spec_a=bench/prior/rmsnorm_fwd_set_a.spec
-spec_b=bench/prior/rmsnorm_fwd_set_b.spec
+spec_b="${SPEC_B:-bench/prior/rmsnorm_fwd_set_b.spec}"
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: $commit"
@@ -32,6 +34,7 @@ cat "$out/env.txt"
 
 earlier="$out/earlier.db"
 if [ -n "${EARLIER_DB:-}" ]; then
+  case "$EARLIER_DB" in *.gz) gunzip -c "$EARLIER_DB" > /tmp/earlier_unpacked.db && EARLIER_DB=/tmp/earlier_unpacked.db ;; esac
   python3 -c "import sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]); s.backup(d)" \
     "$EARLIER_DB" "$earlier" || exit 1
   echo "== earlier campaign (set A) from $EARLIER_DB"
@@ -51,10 +54,10 @@ for s in "$@"; do
   echo "rc=$?"; tail -n 3 "$out/warm_$s.txt"
 done
 
-python3 - "$out" "$@" <<'PY' | tee "$out/confirm.txt"
+python3 - "$out" "$(basename "$spec_b")" "$@" <<'PY' | tee "$out/confirm.txt"
 # Best-so-far by evaluation, from each database (python3's sqlite3: the GPU image has no sqlite3 CLI).
 import math, sqlite3, sys
-out, seeds = sys.argv[1], sys.argv[2:]
+out, spec_name, seeds = sys.argv[1], sys.argv[2], sys.argv[3:]
 def curve(db, spec_name):
     c = sqlite3.connect(db)
     (cid,) = c.execute("SELECT id FROM campaigns WHERE spec_path LIKE ? ORDER BY id DESC LIMIT 1",
@@ -71,8 +74,8 @@ def reach(curve, target):
     return math.inf
 print("seed  cold best  E100 cold  E100 warm  ratio   E95 cold  E95 warm  ratio   warm best")
 for s in seeds:
-    cold = curve(f"{out}/cold_{s}.db", "rmsnorm_fwd_set_b.spec")
-    warm = curve(f"{out}/warm_{s}.db", "rmsnorm_fwd_set_b.spec")
+    cold = curve(f"{out}/cold_{s}.db", spec_name)
+    warm = curve(f"{out}/warm_{s}.db", spec_name)
     f = cold[-1] if cold else 0
     t95 = math.exp(0.95 * math.log(f)) if f > 1 else f
     c100, w100, c95, w95 = reach(cold, f), reach(warm, f), reach(cold, t95), reach(warm, t95)
