@@ -42,6 +42,7 @@ san() {  # tool
   grep -E "^verdict" "$out/logs/sanitizer_$1.txt" | head -2
 }
 ev defaults
+grep -E "^(verdict|candidate|  rmsnorm|correctness|heldout|benchmark)" "$out/logs/eval_defaults.txt" | cut -c1-150
 # A failing gate at the defaults: the sanitizers first, they say more than the alternatives.
 if ! grep -qE "^verdict: pass" "$out/logs/eval_defaults.txt" 2>/dev/null; then
   echo "defaults did not pass: sanitizers first"; san memcheck; san racecheck
