@@ -25,6 +25,43 @@ if ! grep -q rmsnorm_bwd_ring_cluster "$bin"; then
 fi
 timeout 60 .gpu/ptxevo_gpu_tests --gtest_filter='DeviceReferenceGpu.Backward*' > "$out/logs/gpu_tests.log" 2>&1
 echo "gpu tests rc=$? $(( $(date +%s) - t0 ))s"; grep -E "^\[ *(OK|FAILED|SKIPPED|PASSED) *\]" "$out/logs/gpu_tests.log"
+# How many clusters of each size fit at once at one CTA per SM (the ring's defaults): decides
+# CBLOCKS (a group that does not fit runs its rows in a second wave). A few seconds of nvcc.
+cat > /tmp/bwd_occupancy.cu <<'CU'
+// How many clusters of 1..16 one-CTA-per-SM CTAs (512 threads, 192 KB of dynamic shared memory,
+// as the backward ring's defaults) the GPU holds at once.
+#include <cstdio>
+#include <cuda_runtime.h>
+__global__ void __launch_bounds__(512, 1) probe(int* p) { if (p) p[threadIdx.x] = 0; }
+int main() {
+  const int smem = 196608 + 1024;
+  cudaFuncSetAttribute(probe, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  cudaFuncSetAttribute(probe, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  printf("SMs %d; clusters of c resident at once (512 threads, %d B shared each):", sms, smem);
+  for (int c = 1; c <= 16; c *= 2) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = c;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cfg.gridDim = dim3(c * 64);
+    cfg.blockDim = dim3(512);
+    cfg.dynamicSmemBytes = smem;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int n = -1;
+    cudaError_t e = cudaOccupancyMaxActiveClusters(&n, probe, &cfg);
+    printf(" c=%d: %d%s", c, n, e == cudaSuccess ? "" : cudaGetErrorString(e));
+  }
+  printf("\n");
+  return 0;
+}
+CU
+/usr/local/cuda/bin/nvcc -arch=sm_90a -o /tmp/bwd_occupancy /tmp/bwd_occupancy.cu > "$out/logs/occupancy_build.txt" 2>&1 &&
+  timeout 30 /tmp/bwd_occupancy | tee "$out/occupancy.txt"
 ev() {  # label [eval options]; skipped when under 50 s are left
   local label="$1"; shift
   local lim=$(( $(left) < 80 ? $(left) : 80 )) s=$(date +%s)
