@@ -25,7 +25,11 @@
 // environment and faded by the new campaign's own rows, with the guard), and its best distinct
 // genomes as warm-start seeds (charged to the budget). Arms: cold (none of it), warm (all),
 // posterior, cost_model, seeds (one each), and shuffled: all of it from an earlier campaign run
-// on a universe whose figures were permuted across the passing candidates (must show no gain).
+// on a universe whose figures were permuted across the passing candidates, its warm-start genomes
+// drawn by those permuted labels from the random genomes that campaign drew for its first
+// population (genomes it chose later carry what its operators reach, e.g. stacked PTX edits), so
+// its first population is distributed as cold's: no gain by construction, and it must show none.
+// Every arm's first population has the campaign's random genomes, a share with PTX edits.
 //
 // Reported per arm: evaluations until the true best-so-far reaches 95% and 100% of the cold
 // campaigns' median gain over the baseline (in log fitness; the literal "95% of the fitness" is
