@@ -599,7 +599,6 @@ void CampaignEngine::find_random_passes() {
        << (refused.empty() ? std::string() : "; refusing it:" + refused) << "\n";
 }
 
-
 void CampaignEngine::note_build(const Item& it, bool refused, bool ok, const std::string& build_log) {
   const std::string& op = it.proposal.operator_id;
   if (op == "random") {

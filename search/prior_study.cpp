@@ -129,8 +129,9 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
   double best_true = 0;
   const std::size_t ns = shapes.size();
   // As CampaignEngine: P(passes the gate) in the cost model's choice (Beta rates per knob value
-  // and pass, the weakest counting, then a logistic model on the features); passes that refused a parent never proposed for it again, and one that
-  // refused every parent so far only rarely; one child per (parent, pass) a round.
+  // and pass, the weakest counting, then a logistic model on the features); passes that refused a
+  // parent never proposed for it again, and one that refused every parent so far only rarely; one
+  // child per (parent, pass) a round.
   prior::ValidityEstimator validity(2.0, 0.25);
   struct Applicability {
     int refused = 0, applied = 0;
