@@ -7,6 +7,12 @@
 // the warp-collective primitives switch between them, so a missing barrier, a warp-divergent
 // shuffle or mma (deadlock), an out-of-bounds shared-memory layout (guard bytes), a misaligned
 // cp.async or vector access, and an unwritten output element (NaN poison) all fail here.
+// cp.async lands late (at the issuing thread's next barrier or at its wait, at random) and each
+// pass of the scheduler stalls random warps, so a buffer refilled before every warp is done with
+// it, or read before its copies are waited for, fails too (checked by hand: moving the
+// recurrence's prefetch above its barrier fails KdaSplitOnHost.MainSpecDefaults at rel_l2 0.05).
+// The prepare + recurrence pair (FUSED = 0) runs the same way, both kernels in order, through a
+// NaN-poisoned workspace (KdaSplitOnHost).
 // The mma emulation decodes the fragments by the PTX ISA's m16n8k16 tables (row.col, bf16 in,
 // fp32 accumulate), independently of the kernel's load_a / load_b.
 //
@@ -45,12 +51,21 @@ struct Dim3 {
   unsigned x = 0, y = 0, z = 0;
 };
 
+// A cp.async in flight: its source is read at issue (global memory does not change during a
+// kernel), its destination written later (see cp_async16).
+struct PendingCopy {
+  void* dst = nullptr;
+  unsigned char data[16] = {};
+  bool early = false;  // lands at the thread's next barrier or warp collective, else at its wait
+};
+
 struct Thread {
   ucontext_t ctx{};
   std::vector<char> stack;
   Dim3 tid;
   bool done = false;
   bool waiting = false;
+  std::vector<PendingCopy> pending;
 };
 
 // One CTA at a time: its threads, the barrier counts and the warps' exchange areas.
@@ -67,6 +82,7 @@ struct Cta {
   unsigned int dyn_smem = 0;
   std::string fault;  // first misuse seen (trap, misalignment, deadlock)
   std::function<void()> body;
+  std::mt19937 copy_rng;  // when each cp.async lands
 };
 inline Cta g_cta;
 
@@ -75,8 +91,20 @@ inline void fault(const std::string& why) {
   if (g_cta.fault.empty()) g_cta.fault = why;
 }
 
+// Writes the calling thread's copies in flight: all of them, or only those that land early.
+inline void land_copies(bool all) {
+  auto& p = self().pending;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    if (all || p[i].early) std::memcpy(p[i].dst, p[i].data, 16);
+    else p[kept++] = p[i];
+  }
+  p.resize(kept);
+}
+
 // Blocks the calling coroutine until every thread of `group` (the CTA, or warp w) has arrived.
 inline void arrive(int& count, int size, int first, int stride_end) {
+  land_copies(false);
   if (++count == size) {
     count = 0;
     for (int t = first; t < stride_end; ++t) g_cta.threads[static_cast<std::size_t>(t)].waiting = false;
@@ -93,6 +121,7 @@ inline void syncwarp() {
 
 inline void trampoline() {
   g_cta.body();
+  land_copies(true);
   self().done = true;
 }
 
@@ -109,6 +138,7 @@ inline void run_cta(int nthreads, Dim3 bid, unsigned int dyn_smem, std::function
     th.stack.resize(kStackBytes);
     th.tid = {static_cast<unsigned>(t), 0, 0};
     th.done = false;
+    th.pending.clear();
     th.waiting = false;
     getcontext(&th.ctx);
     th.ctx.uc_stack.ss_sp = th.stack.data();
@@ -119,22 +149,31 @@ inline void run_cta(int nthreads, Dim3 bid, unsigned int dyn_smem, std::function
   // Each pass visits the threads in a fresh random order (fixed seed), so that a missing barrier
   // shows whichever warp the kernel wrongly assumes to be ahead.
   std::mt19937 rng(bid.x * 7919u + bid.y * 131u + bid.z);
+  g_cta.copy_rng.seed(bid.x * 104729u + bid.y * 31u + bid.z + 17u);
   std::vector<int> order(static_cast<std::size_t>(nthreads));
   for (int t = 0; t < nthreads; ++t) order[static_cast<std::size_t>(t)] = t;
+  // Each pass also stalls a random quarter of the warps, so that warps drift apart between
+  // barriers (in lockstep, a warp would never read a buffer another warp has begun to refill).
   for (;;) {
-    bool ran = false, all_done = true;
+    bool ran = false, stalled = false, all_done = true;
     std::shuffle(order.begin(), order.end(), rng);
+    bool stall[kMaxThreads / 32] = {};
+    for (int w = 0; w < (nthreads + 31) / 32; ++w) stall[w] = rng() % 4 == 0;
     for (int t : order) {
       Thread& th = g_cta.threads[static_cast<std::size_t>(t)];
       if (th.done) continue;
       all_done = false;
       if (th.waiting) continue;
+      if (stall[t / 32]) {
+        stalled = true;
+        continue;
+      }
       g_cta.current = t;
       swapcontext(&g_cta.scheduler, &th.ctx);
       ran = true;
     }
     if (all_done) return;
-    if (!ran) {
+    if (!ran && !stalled) {
       fault("deadlock: every live thread waits at a barrier or warp collective that not all reach");
       return;
     }
@@ -187,12 +226,20 @@ inline void store_bf16x2(__nv_bfloat16* p, float lo, float hi) {
   const unsigned short h[2] = {bf16_bits(lo), bf16_bits(hi)};
   std::memcpy(p, h, 4);
 }
+// cp.async lands asynchronously: each copy is written either at the issuing thread's next
+// barrier or warp collective (a copy issued before the barrier that frees its buffer then
+// overwrites what other warps still read) or only at its cp.async.wait_all (a read before the
+// wait then sees stale shared memory), at random; both kinds of mistake fail the comparison.
 inline void cp_async16(void* dst, const void* src) {
   if (!aligned(dst, 16) || !aligned(src, 16)) fault("cp.async of 16 bytes between addresses not 16-byte aligned");
-  std::memcpy(dst, src, 16);
+  PendingCopy c;
+  c.dst = dst;
+  std::memcpy(c.data, src, 16);
+  c.early = (g_cta.copy_rng() & 1u) != 0;
+  self().pending.push_back(c);
 }
 inline void cp_async_commit() {}
-inline void cp_async_wait_all() {}
+inline void cp_async_wait_all() { land_copies(true); }
 inline unsigned int dynamic_smem_bytes() { return g_cta.dyn_smem; }
 inline void trap_now() { fault("trap: the launch's dynamic shared memory is smaller than the kernel's layout"); }
 
