@@ -200,6 +200,7 @@ static_assert(WARPS == 4 || WARPS == 8, "WARPS: 4 or 8");
 static_assert(STAGE == 0 || STAGE == 1, "STAGE: 0 or 1");
 static_assert(LMTC == 0 || LMTC == 1, "LMTC: 0 or 1");
 static_assert(kPSmemBytes <= 232448 && kRSmemBytes <= 232448, "at most 227 KB of shared memory per CTA");
+static_assert(3 * kC * kD * 2 <= kPSmemBytes - kPOffXh, "the prepare's raw q, k, g rows must fit the factor area");
 #endif  // FUSED
 
 // The PTX primitives. kernels/tests/kda_chunked_host_test.cpp defines KDA_HOST_EMULATION and
@@ -835,6 +836,21 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   const int count = (int)(eos - t0 < kC ? eos - t0 : (long long)kC);
   unsigned char* wsc = ws + ((long long)h * ws_slots(a, nseq) + x) * kWsChunkBytes;
 
+  // 0. The chunk's raw q, k, g rows into shared memory with cp.async, all at once (step 1 would
+  // otherwise have one token's rows a warp in flight: too few bytes to keep DRAM busy); they use
+  // the factor area of step 4, which is free until then.
+  unsigned short* rawq = reinterpret_cast<unsigned short*>(smem + kPOffXh);
+  unsigned short* rawk = rawq + kC * kD;
+  unsigned short* rawg = rawk + kC * kD;
+  for (int idx = tid; idx < count * 48; idx += kPThreads) {
+    const int tt = idx / 48, sg = idx % 48, which = sg >> 4, seg = sg & 15;
+    const long long row = ((t0 + tt) * a.H + h) * (long long)kD + seg * 8;
+    cp_async16((which == 0 ? rawq : which == 1 ? rawk : rawg) + tt * kD + seg * 8,
+               (which == 0 ? a.q : which == 1 ? a.k : a.g) + row);
+  }
+  cp_async_commit();
+  cp_async_wait_all();
+  __syncthreads();
   // 1. Pre-processing, one warp per token (as the fused kernel); padding rows are zero, a = 0.
   float dtb[4];
 #pragma unroll
@@ -845,10 +861,9 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
     float rq = 0.f, rk = 0.f;
     if (tt < count) {
       float gg[4];
-      const long long row = ((t0 + tt) * a.H + h) * (long long)kD + lane * 4;
-      load_bf16x4(a.q + row, q);
-      load_bf16x4(a.k + row, k);
-      load_bf16x4(a.g + row, gg);
+      load_shared_bf16x4(rawq + tt * kD + lane * 4, q);
+      load_shared_bf16x4(rawk + tt * kD + lane * 4, k);
+      load_shared_bf16x4(rawg + tt * kD + lane * 4, gg);
       float sq = 0.f, sk = 0.f;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
