@@ -18,47 +18,71 @@ namespace {
 struct PriorStudyCliOptions {
   std::string universe;
   std::string spec;  // default: the universe's own spec path, as given, or beside the universe file
+  std::string source_universe, source_spec;  // transfer between two universes (run_prior_study_transfer)
   search::StudyOptions study;
   std::vector<std::size_t> set_a;
   bool no_noise = false;
   bool one_direction = false;
 };
 
-int run(const PriorStudyCliOptions& o, std::ostream& out, std::ostream& err) {
+// Loads a measured universe and its spec (given, or the universe's recorded path, or beside it).
+bool load(const std::string& path, const std::string& given_spec, const evaluator::OpRegistry& registry,
+          search::Universe* u, evaluator::Spec* spec, std::string* spec_path, std::ostream& err) {
   namespace fs = std::filesystem;
-  search::Universe u;
   try {
-    u = search::load_universe(o.universe);
+    *u = search::load_universe(path);
   } catch (const std::exception& e) {
     err << "error: " << e.what() << "\n";
-    return 1;
+    return false;
   }
-  if (u.measured_count() == 0) {
-    err << "error: universe " << o.universe << " holds no measurements (" << (u.note.empty() ? "built only" : u.note)
-        << "); measure it with `ptxevo universe` on a GPU of " << u.arch << "\n";
-    return 1;
+  if (u->measured_count() == 0) {
+    err << "error: universe " << path << " holds no measurements (" << (u->note.empty() ? "built only" : u->note)
+        << "); measure it with `ptxevo universe` on a GPU of " << u->arch << "\n";
+    return false;
   }
-  std::string spec_path = o.spec;
-  if (spec_path.empty()) {
-    const fs::path given = u.spec_file;
-    const fs::path beside = fs::path(o.universe).parent_path() / given.filename();
-    spec_path = fs::exists(given) ? given.string() : beside.string();
+  *spec_path = given_spec;
+  if (spec_path->empty()) {
+    const fs::path recorded = u->spec_file;
+    const fs::path beside = fs::path(path).parent_path() / recorded.filename();
+    *spec_path = fs::exists(recorded) ? recorded.string() : beside.string();
   }
-  const evaluator::OpRegistry registry = kernels::builtin_ops();
-  auto sr = evaluator::load_spec(spec_path, registry);
+  auto sr = evaluator::load_spec(*spec_path, registry);
   if (!sr.spec) {
-    err << sr.error->format() << "\n(the universe was made from " << u.spec_file << "; give it with --spec)\n";
+    err << sr.error->format() << "\n(the universe " << path << " was made from " << u->spec_file
+        << "; give it with --spec or --source-spec)\n";
+    return false;
+  }
+  *spec = *sr.spec;
+  spec->arch = u->arch;
+  return true;
+}
+
+int run(const PriorStudyCliOptions& o, std::ostream& out, std::ostream& err) {
+  const evaluator::OpRegistry registry = kernels::builtin_ops();
+  search::Universe u, su;
+  evaluator::Spec spec, source_spec;
+  std::string spec_path, source_spec_path;
+  if (!load(o.universe, o.spec, registry, &u, &spec, &spec_path, err)) return 1;
+  const bool transfer = !o.source_universe.empty();
+  if (transfer && !load(o.source_universe, o.source_spec, registry, &su, &source_spec, &source_spec_path, err)) return 1;
+  if (transfer && !o.set_a.empty()) {
+    err << "error: --set-a splits one universe's shapes; with --source-universe every shape of each is used\n";
     return 1;
   }
-  evaluator::Spec spec = *sr.spec;
-  spec.arch = u.arch;
   search::StudyOptions so = o.study;
   so.set_a = o.set_a;
   so.noise = !o.no_noise;
   so.both_directions = !o.one_direction;
   try {
-    const auto r = search::run_prior_study(u, spec, *registry.find(spec.op), so);
-    out << "universe " << o.universe << ", spec " << spec_path << "\n" << search::format_study(r);
+    if (transfer) {
+      const auto r = search::run_prior_study_transfer(su, source_spec, u, spec, *registry.find(spec.op), so);
+      out << "universe " << o.universe << ", spec " << spec_path << "; earlier campaigns on universe "
+          << o.source_universe << ", spec " << source_spec_path << "\n"
+          << search::format_study(r);
+    } else {
+      const auto r = search::run_prior_study(u, spec, *registry.find(spec.op), so);
+      out << "universe " << o.universe << ", spec " << spec_path << "\n" << search::format_study(r);
+    }
   } catch (const std::exception& e) {
     err << "error: " << o.universe << ": " << e.what() << "\n";
     return 1;
@@ -75,6 +99,11 @@ void register_prior_study_command(CLI::App& app) {
                                  "closed universe (ptxevo universe), with ablations and a shuffled-label control");
   cmd->add_option("--universe", o->universe, "Universe file measured on a GPU (ptxevo universe --out)")->required();
   cmd->add_option("--spec", o->spec, "Spec file (default: the universe's, as recorded, or beside the universe file)");
+  cmd->add_option("--source-universe", o->source_universe,
+                  "Earlier campaigns on this universe (every benchmark shape) and the new ones on --universe (every "
+                  "benchmark shape), e.g. the same grid under a bf16 and an fp16 spec; default: two shape sets of "
+                  "--universe");
+  cmd->add_option("--source-spec", o->source_spec, "Spec file of --source-universe (default: as for --spec)");
   cmd->add_option("--seeds", o->study.seeds, "Campaigns per arm")->check(CLI::Range(1, 1000))->capture_default_str();
   cmd->add_option("--budget", o->study.budget,
                   "Evaluations per campaign (default: a third of the passing candidates, in whole batches)");
@@ -99,7 +128,8 @@ void register_prior_study_command(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--resamples", o->study.resamples, "Bootstrap resamples")->capture_default_str();
   cmd->add_flag("--no-noise", o->no_noise, "Evaluations return the stored medians (no draw within the CI)");
-  cmd->add_flag("--one-direction", o->one_direction, "Only target set A (earlier campaigns on set B)");
+  cmd->add_flag("--one-direction", o->one_direction,
+                "Only target set A (earlier campaigns on set B); with --source-universe, only the new campaigns on --universe");
   cmd->add_option("--threads", o->study.threads, "Threads (0: all cores)")->capture_default_str();
   cmd->callback([o] {
     const int rc = run(*o, std::cout, std::cerr);

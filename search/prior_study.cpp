@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -520,18 +521,22 @@ const ArmSummary* StudyDirection::arm(const std::string& name) const {
   return nullptr;
 }
 
-StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, const evaluator::Op& op,
-                            const StudyOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
-  if (spec.seeds.empty() || spec.seeds.front().name != u.seed)
-    throw std::invalid_argument("the universe is over seed '" + u.seed + "', not the spec's first seed");
-  if (u.benchmark_shapes != spec.benchmark_shapes)
-    throw std::invalid_argument("the universe's benchmark shapes differ from the spec's");
+namespace {
+
+void check_options(const StudyOptions& o) {
   if (o.seeds < 1 || o.batch < 1 || o.islands < 1 || o.island_size < 1 || o.build_factor < 1)
     throw std::invalid_argument("seeds, batch, islands and island size must be positive and build factor at least 1");
-  const std::size_t nshapes = u.benchmark_shapes.size();
-  if (nshapes < 2) throw std::invalid_argument("two shape sets need at least two benchmark shapes");
+}
 
+std::vector<std::string> study_arms(const StudyOptions& o) {
+  const std::vector<std::string> arms = o.arms.empty() ? kStudyArms : o.arms;
+  for (const auto& a : arms)
+    if (std::find(kStudyArms.begin(), kStudyArms.end(), a) == kStudyArms.end())
+      throw std::invalid_argument("unknown arm '" + a + "'");
+  return arms;
+}
+
+StudyResult new_result(const Universe& u, const StudyOptions& o) {
   StudyResult res;
   res.options = o;
   res.synthetic = u.synthetic;
@@ -541,9 +546,25 @@ StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, cons
                                : u.gpu + ", driver " + u.driver + ", " + u.toolchain + ", commit " +
                                      (u.commit.empty() ? "?" : u.commit) + ", measured " + u.measured_at;
   if (!u.closed) res.warnings.push_back("the universe is a thinned subset: proposals outside it are drawn again");
+  return res;
+}
 
-  // ---- the fixed context ----
-  Context c;
+// A third of the passing members, in whole batches (at least two), unless the options give one.
+std::int64_t default_budget(const StudyOptions& o, std::size_t passing) {
+  if (o.budget > 0) return o.budget;
+  const auto third = static_cast<std::int64_t>((passing + 2) / 3);
+  return std::max<std::int64_t>(2 * o.batch, (third + o.batch - 1) / o.batch * o.batch);
+}
+
+// The universe with the study's fixed parts (built in place: the proposer refers to c.spec).
+// Counts the universe's buildable and passing members into *res and notes warnings there.
+void make_context(Context& c, const Universe& u, const evaluator::Spec& spec, const evaluator::Op& op, StudyResult* res) {
+  if (spec.seeds.empty() || spec.seeds.front().name != u.seed)
+    throw std::invalid_argument("the universe is over seed '" + u.seed + "', not the spec's first seed");
+  if (u.benchmark_shapes != spec.benchmark_shapes)
+    throw std::invalid_argument("the universe's benchmark shapes differ from the spec's");
+  if (u.benchmark_shapes.empty()) throw std::invalid_argument("the universe has no benchmark shape");
+  const std::size_t nshapes = u.benchmark_shapes.size();
   c.u = &u;
   c.op = &op;
   c.spec = spec;
@@ -575,7 +596,7 @@ StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, cons
     c.index[canonical_edits(m.genome).hash()] = i;
     d.buildable = m.build == "ok";
     if (!d.buildable) continue;
-    ++res.buildable;
+    ++res->buildable;
     try {
       for (const auto& sh : u.benchmark_shapes)
         d.features.push_back(cost_features(c.layout, op, spec.config, sh, m.genome, m.resources));
@@ -599,11 +620,11 @@ StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, cons
       d.sd.push_back((hi - lo) / (2 * 1.96));
       d.cand_ms.push_back(s.candidate_ms);
     }
-    if (d.passes) ++res.passing;
+    if (d.passes) ++res->passing;
   }
   if (unrecorded > 0)
-    res.warnings.push_back(std::to_string(unrecorded) + " members are not built or not measured: proposals of them are drawn again");
-  if (res.passing < 2) throw std::invalid_argument("the universe has fewer than two measured, passing candidates");
+    res->warnings.push_back(std::to_string(unrecorded) + " members are not built or not measured: proposals of them are drawn again");
+  if (res->passing < 2) throw std::invalid_argument("the universe has fewer than two measured, passing candidates");
   const auto base = c.find(c.proposer->seeds().front());
   if (!base || !c.data[*base].passes)
     throw std::invalid_argument("the universe lacks a measured baseline (the seed at its defaults)");
@@ -619,13 +640,173 @@ StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, cons
     const UniverseMember& um = u.members[*m];
     return um.build == "failed" && um.stage == "pass" && um.reason.rfind("pass-refused", 0) == 0;
   });
+}
 
-  std::int64_t budget = o.budget;
-  if (budget <= 0) {
-    const auto third = static_cast<std::int64_t>((res.passing + 2) / 3);
-    budget = std::max<std::int64_t>(2 * o.batch, (third + o.batch - 1) / o.batch * o.batch);
+using Parallel = std::function<void(std::size_t, const std::function<void(std::size_t)>&)>;
+
+// One direction: earlier campaigns on `sshapes` of the source universe, new ones on `tshapes` of
+// the target universe (the same context for the shape-set study). What the earlier campaigns
+// leave is carried across by genome: their best genomes become the target universe's members
+// with the same genome (those it lacks are dropped), their cost rows only when both universes
+// have the same feature layout.
+StudyDirection run_direction(const Context& tc, const std::vector<std::size_t>& tshapes, const Context& sc,
+                             const std::vector<std::size_t>& sshapes, const std::vector<std::string>& arms,
+                             const StudyOptions& o, std::int64_t budget, const Parallel& parallel,
+                             std::vector<std::string>* warnings) {
+  StudyDirection sd;
+  for (const auto j : tshapes) sd.target_shapes.push_back(tc.u->benchmark_shapes[j]);
+  for (const auto j : sshapes) sd.source_shapes.push_back(sc.u->benchmark_shapes[j]);
+  const bool need_source = std::any_of(arms.begin(), arms.end(), [](const auto& a) { return a != "cold" && a != "shuffled"; });
+  const bool need_shuffled = std::find(arms.begin(), arms.end(), "shuffled") != arms.end();
+  auto identity_of = [](const Context& c) {
+    Landscape l;
+    l.figure_of.resize(c.u->members.size());
+    std::iota(l.figure_of.begin(), l.figure_of.end(), std::size_t{0});
+    return l;
+  };
+  auto passing_of = [](const Context& c) {
+    std::vector<std::size_t> out;
+    for (std::size_t i = 0; i < c.data.size(); ++i)
+      if (c.data[i].passes) out.push_back(i);
+    return out;
+  };
+  const Landscape identity = identity_of(tc), s_identity = identity_of(sc);
+  const std::vector<std::size_t> passing = passing_of(tc), s_passing = passing_of(sc);
+  const bool same = &tc == &sc;
+  auto to_target = [&](const std::vector<std::size_t>& members) {
+    if (same) return members;
+    std::vector<std::size_t> out;
+    for (const auto m : members)
+      if (const auto t = tc.find(sc.u->members[m].genome)) out.push_back(*t);
+    return out;
+  };
+  const bool rows_transfer = same || tc.layout.names() == sc.layout.names();
+  if (!rows_transfer && warnings)
+    warnings->push_back("the two universes' cost features differ in layout: the earlier campaigns' cost rows are not carried");
+  const std::size_t S = static_cast<std::size_t>(o.seeds);
+  // Earlier campaigns, one per seed: on the true figures and on permuted ones.
+  std::vector<SimOutput> sources(S), shuffled(S);
+  parallel(2 * S, [&](std::size_t k) {
+    const std::size_t s = k % S;
+    const std::uint64_t src_seed = mix(o.seed + s, 0x5eed);
+    if (k < S) {
+      if (need_source) sources[s] = simulate(sc, sshapes, s_identity, {}, src_seed, o, budget);
+    } else if (need_shuffled) {
+      Landscape perm = s_identity;
+      std::vector<std::size_t> to = s_passing;
+      std::mt19937_64 prng(mix(o.seed + s, 0x5b0ff1e));
+      std::shuffle(to.begin(), to.end(), prng);
+      for (std::size_t i = 0; i < s_passing.size(); ++i) perm.figure_of[s_passing[i]] = to[i];
+      shuffled[s] = simulate(sc, sshapes, perm, {}, src_seed, o, budget);
+    }
+  });
+  // The shuffled control's warm-start genomes: drawn by labels permuted across the random
+  // genomes its earlier campaign drew before it saw any figure. Those are the only genomes of
+  // its database that no label chose: the ones it measured later were chosen by the permuted
+  // labels and by what its operators reach (on the edits universe they stack PTX edits, and
+  // the gains are edits), so even a permuted database's best hand a campaign better starting
+  // points than its random genomes. Drawn by permuted labels from random genomes, they are
+  // random genomes: the control's first population is distributed as cold's.
+  std::vector<std::vector<std::size_t>> shuffled_pool(S);
+  if (need_shuffled)
+    for (std::size_t s = 0; s < S; ++s) {
+      shuffled_pool[s] = to_target(shuffled[s].first_random);
+      std::mt19937_64 lrng(mix(o.seed + s, 0x1abe1));
+      std::shuffle(shuffled_pool[s].begin(), shuffled_pool[s].end(), lrng);
+    }
+  // The earlier campaigns' best genomes, as members of the target universe.
+  std::vector<std::vector<std::size_t>> source_best(S);
+  if (need_source)
+    for (std::size_t s = 0; s < S; ++s) source_best[s] = to_target(sources[s].best_members);
+  std::vector<ArmSummary> summaries(arms.size());
+  for (std::size_t a = 0; a < arms.size(); ++a) {
+    summaries[a].arm = arms[a];
+    summaries[a].runs.resize(S);
   }
-  res.budget = budget;
+  parallel(arms.size() * S, [&](std::size_t k) {
+    const std::size_t a = k / S, s = k % S;
+    const std::string& arm = arms[a];
+    Transfer t;
+    const SimOutput* src = arm == "shuffled" ? &shuffled[s] : &sources[s];
+    if (arm == "warm" || arm == "shuffled" || arm == "posterior") t.posterior = &src->posterior;
+    if ((arm == "warm" || arm == "shuffled" || arm == "cost_model") && rows_transfer) t.rows = &src->rows;
+    if (arm == "warm" || arm == "seeds") t.best = &source_best[s];
+    if (arm == "shuffled") {
+      t.best = &shuffled_pool[s];
+      t.as_drawn = true;
+    }
+    summaries[a].runs[s] = simulate(tc, tshapes, identity, t, o.seed + s, o, budget).run;
+  });
+
+  // ---- the statistics ----
+  for (const auto i : passing) sd.optimum = std::max(sd.optimum, true_fitness(tc, identity, i, tshapes));
+  auto cold_it = std::find(arms.begin(), arms.end(), "cold");
+  std::vector<double> cold_final;
+  if (cold_it != arms.end())
+    for (const auto& r : summaries[static_cast<std::size_t>(cold_it - arms.begin())].runs) cold_final.push_back(r.final_best);
+  else
+    for (const auto& r : summaries.front().runs) cold_final.push_back(r.final_best);
+  // The lower median: with an even count the mean of the two middle values could lie above
+  // half the cold runs, and cold's own median E100 would then be censored.
+  std::sort(cold_final.begin(), cold_final.end());
+  sd.f_cold = cold_final[(cold_final.size() - 1) / 2];
+  sd.target100 = sd.f_cold;
+  sd.target95 = sd.f_cold > 1 ? std::exp(0.95 * std::log(sd.f_cold)) : sd.f_cold;
+  // Random search without replacement over the members a campaign could measure: with m of n
+  // at or above the target, (n + 1) / (m + 1) draws on average.
+  auto random_to = [&](double target) {
+    double n = 0, m = 0;
+    for (std::size_t i = 0; i < tc.data.size(); ++i) {
+      if (!tc.data[i].buildable) continue;
+      ++n;
+      if (true_fitness(tc, identity, i, tshapes) >= target * (1 - 1e-12)) ++m;
+    }
+    return (n + 1) / (m + 1);
+  };
+  sd.random95 = random_to(sd.target95);
+  sd.random100 = random_to(sd.target100);
+  for (auto& a : summaries) {
+    for (const auto& r : a.runs) {
+      a.e95.push_back(evaluations_to(r, sd.target95));
+      a.e100.push_back(evaluations_to(r, sd.target100));
+      a.final_best.push_back(r.final_best);
+    }
+    a.median95 = prior::median(a.e95);
+    a.median100 = prior::median(a.e100);
+    a.median_final = prior::median(a.final_best);
+    auto frac = [](const std::vector<double>& e) {
+      return static_cast<double>(std::count_if(e.begin(), e.end(), [](double x) { return std::isfinite(x); })) /
+             static_cast<double>(e.size());
+    };
+    a.reached95 = frac(a.e95);
+    a.reached100 = frac(a.e100);
+  }
+  const ArmSummary* cold = nullptr;
+  for (const auto& a : summaries)
+    if (a.arm == "cold") cold = &a;
+  if (cold)
+    for (std::size_t a = 0; a < summaries.size(); ++a) {
+      std::mt19937_64 boot(mix(o.seed, 1000 + a));
+      summaries[a].r95 = prior::bootstrap_median_ratio(summaries[a].e95, cold->e95, boot, o.resamples);
+      summaries[a].r100 = prior::bootstrap_median_ratio(summaries[a].e100, cold->e100, boot, o.resamples);
+      summaries[a].final_vs_cold = prior::mann_whitney_greater(summaries[a].final_best, cold->final_best);
+    }
+  sd.arms = std::move(summaries);
+  return sd;
+}
+
+}  // namespace
+
+StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, const evaluator::Op& op,
+                            const StudyOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  check_options(o);
+  if (u.benchmark_shapes.size() < 2) throw std::invalid_argument("two shape sets need at least two benchmark shapes");
+  StudyResult res = new_result(u, o);
+  Context c;
+  make_context(c, u, spec, op, &res);
+  res.budget = default_budget(o, res.passing);
+  const std::size_t nshapes = u.benchmark_shapes.size();
 
   // ---- the shape sets ----
   std::vector<std::size_t> set_a = o.set_a, set_b;
@@ -637,28 +818,14 @@ StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, cons
     if (std::find(set_a.begin(), set_a.end(), j) == set_a.end()) set_b.push_back(j);
   if (set_a.empty() || set_b.empty()) throw std::invalid_argument("both shape sets need a shape");
 
-  const std::vector<std::string> arms = o.arms.empty() ? kStudyArms : o.arms;
-  for (const auto& a : arms)
-    if (std::find(kStudyArms.begin(), kStudyArms.end(), a) == kStudyArms.end())
-      throw std::invalid_argument("unknown arm '" + a + "'");
-  const bool need_source = std::any_of(arms.begin(), arms.end(), [](const auto& a) { return a != "cold" && a != "shuffled"; });
-  const bool need_shuffled = std::find(arms.begin(), arms.end(), "shuffled") != arms.end();
-
-  Landscape identity;
-  identity.figure_of.resize(u.members.size());
-  std::iota(identity.figure_of.begin(), identity.figure_of.end(), std::size_t{0});
-  std::vector<std::size_t> passing;
-  for (std::size_t i = 0; i < c.data.size(); ++i)
-    if (c.data[i].passes) passing.push_back(i);
-
+  const std::vector<std::string> arms = study_arms(o);
   std::optional<tbb::task_arena> arena;
   if (o.threads > 0) arena.emplace(o.threads);
-  auto parallel = [&](std::size_t n, const std::function<void(std::size_t)>& f) {
+  const Parallel parallel = [&](std::size_t n, const std::function<void(std::size_t)>& f) {
     auto body = [&] { tbb::parallel_for(std::size_t{0}, n, [&](std::size_t i) { f(i); }); };
     if (arena) arena->execute(body);
     else body();
   };
-
   struct Dir {
     std::string target, source;
     std::vector<std::size_t> tshapes, sshapes;
@@ -666,117 +833,58 @@ StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, cons
   std::vector<Dir> dirs = {{"A", "B", set_a, set_b}};
   if (o.both_directions) dirs.push_back({"B", "A", set_b, set_a});
   for (const auto& dir : dirs) {
-    StudyDirection sd;
+    StudyDirection sd = run_direction(c, dir.tshapes, c, dir.sshapes, arms, o, res.budget, parallel, &res.warnings);
     sd.target_name = dir.target;
     sd.source_name = dir.source;
-    for (const auto j : dir.tshapes) sd.target_shapes.push_back(u.benchmark_shapes[j]);
-    for (const auto j : dir.sshapes) sd.source_shapes.push_back(u.benchmark_shapes[j]);
-    const std::size_t S = static_cast<std::size_t>(o.seeds);
-    // Earlier campaigns, one per seed: on the true figures and on permuted ones.
-    std::vector<SimOutput> sources(S), shuffled(S);
-    parallel(2 * S, [&](std::size_t k) {
-      const std::size_t s = k % S;
-      const std::uint64_t src_seed = mix(o.seed + s, 0x5eed);
-      if (k < S) {
-        if (need_source) sources[s] = simulate(c, dir.sshapes, identity, {}, src_seed, o, budget);
-      } else if (need_shuffled) {
-        Landscape perm = identity;
-        std::vector<std::size_t> to = passing;
-        std::mt19937_64 prng(mix(o.seed + s, 0x5b0ff1e));
-        std::shuffle(to.begin(), to.end(), prng);
-        for (std::size_t i = 0; i < passing.size(); ++i) perm.figure_of[passing[i]] = to[i];
-        shuffled[s] = simulate(c, dir.sshapes, perm, {}, src_seed, o, budget);
-      }
-    });
-    // The shuffled control's warm-start genomes: drawn by labels permuted across the random
-    // genomes its earlier campaign drew before it saw any figure. Those are the only genomes of
-    // its database that no label chose: the ones it measured later were chosen by the permuted
-    // labels and by what its operators reach (on the edits universe they stack PTX edits, and
-    // the gains are edits), so even a permuted database's best hand a campaign better starting
-    // points than its random genomes. Drawn by permuted labels from random genomes, they are
-    // random genomes: the control's first population is distributed as cold's.
-    std::vector<std::vector<std::size_t>> shuffled_pool(S);
-    if (need_shuffled)
-      for (std::size_t s = 0; s < S; ++s) {
-        shuffled_pool[s] = shuffled[s].first_random;
-        std::mt19937_64 lrng(mix(o.seed + s, 0x1abe1));
-        std::shuffle(shuffled_pool[s].begin(), shuffled_pool[s].end(), lrng);
-      }
-    std::vector<ArmSummary> summaries(arms.size());
-    for (std::size_t a = 0; a < arms.size(); ++a) {
-      summaries[a].arm = arms[a];
-      summaries[a].runs.resize(S);
-    }
-    parallel(arms.size() * S, [&](std::size_t k) {
-      const std::size_t a = k / S, s = k % S;
-      const std::string& arm = arms[a];
-      Transfer t;
-      const SimOutput* src = arm == "shuffled" ? &shuffled[s] : &sources[s];
-      if (arm == "warm" || arm == "shuffled" || arm == "posterior") t.posterior = &src->posterior;
-      if (arm == "warm" || arm == "shuffled" || arm == "cost_model") t.rows = &src->rows;
-      if (arm == "warm" || arm == "seeds") t.best = &src->best_members;
-      if (arm == "shuffled") {
-        t.best = &shuffled_pool[s];
-        t.as_drawn = true;
-      }
-      summaries[a].runs[s] = simulate(c, dir.tshapes, identity, t, o.seed + s, o, budget).run;
-    });
-
-    // ---- the statistics ----
-    for (const auto i : passing) sd.optimum = std::max(sd.optimum, true_fitness(c, identity, i, dir.tshapes));
-    auto cold_it = std::find(arms.begin(), arms.end(), "cold");
-    std::vector<double> cold_final;
-    if (cold_it != arms.end())
-      for (const auto& r : summaries[static_cast<std::size_t>(cold_it - arms.begin())].runs) cold_final.push_back(r.final_best);
-    else
-      for (const auto& r : summaries.front().runs) cold_final.push_back(r.final_best);
-    // The lower median: with an even count the mean of the two middle values could lie above
-    // half the cold runs, and cold's own median E100 would then be censored.
-    std::sort(cold_final.begin(), cold_final.end());
-    sd.f_cold = cold_final[(cold_final.size() - 1) / 2];
-    sd.target100 = sd.f_cold;
-    sd.target95 = sd.f_cold > 1 ? std::exp(0.95 * std::log(sd.f_cold)) : sd.f_cold;
-    // Random search without replacement over the members a campaign could measure: with m of n
-    // at or above the target, (n + 1) / (m + 1) draws on average.
-    auto random_to = [&](double target) {
-      double n = 0, m = 0;
-      for (std::size_t i = 0; i < c.data.size(); ++i) {
-        if (!c.data[i].buildable) continue;
-        ++n;
-        if (true_fitness(c, identity, i, dir.tshapes) >= target * (1 - 1e-12)) ++m;
-      }
-      return (n + 1) / (m + 1);
-    };
-    sd.random95 = random_to(sd.target95);
-    sd.random100 = random_to(sd.target100);
-    for (auto& a : summaries) {
-      for (const auto& r : a.runs) {
-        a.e95.push_back(evaluations_to(r, sd.target95));
-        a.e100.push_back(evaluations_to(r, sd.target100));
-        a.final_best.push_back(r.final_best);
-      }
-      a.median95 = prior::median(a.e95);
-      a.median100 = prior::median(a.e100);
-      a.median_final = prior::median(a.final_best);
-      auto frac = [](const std::vector<double>& e) {
-        return static_cast<double>(std::count_if(e.begin(), e.end(), [](double x) { return std::isfinite(x); })) /
-               static_cast<double>(e.size());
-      };
-      a.reached95 = frac(a.e95);
-      a.reached100 = frac(a.e100);
-    }
-    const ArmSummary* cold = nullptr;
-    for (const auto& a : summaries)
-      if (a.arm == "cold") cold = &a;
-    if (cold)
-      for (std::size_t a = 0; a < summaries.size(); ++a) {
-        std::mt19937_64 boot(mix(o.seed, 1000 + a));
-        summaries[a].r95 = prior::bootstrap_median_ratio(summaries[a].e95, cold->e95, boot, o.resamples);
-        summaries[a].r100 = prior::bootstrap_median_ratio(summaries[a].e100, cold->e100, boot, o.resamples);
-        summaries[a].final_vs_cold = prior::mann_whitney_greater(summaries[a].final_best, cold->final_best);
-      }
-    sd.arms = std::move(summaries);
     res.directions.push_back(std::move(sd));
+  }
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+StudyResult run_prior_study_transfer(const Universe& source, const evaluator::Spec& source_spec, const Universe& target,
+                                     const evaluator::Spec& target_spec, const evaluator::Op& op, const StudyOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  check_options(o);
+  if (source.seed != target.seed) throw std::invalid_argument("the two universes are over different seeds");
+  if (source_spec.op != target_spec.op) throw std::invalid_argument("the two universes' specs are of different ops");
+  StudyResult res = new_result(target, o);
+  res.provenance = "target: " + res.provenance + "; source: " + new_result(source, o).provenance;
+  Context tc, sc;
+  make_context(tc, target, target_spec, op, &res);
+  StudyResult source_counts;
+  make_context(sc, source, source_spec, op, &source_counts);
+  for (const auto& w : source_counts.warnings) res.warnings.push_back("source universe: " + w);
+  res.budget = default_budget(o, res.passing);
+  std::vector<std::size_t> all_t(target.benchmark_shapes.size()), all_s(source.benchmark_shapes.size());
+  std::iota(all_t.begin(), all_t.end(), std::size_t{0});
+  std::iota(all_s.begin(), all_s.end(), std::size_t{0});
+  const std::vector<std::string> arms = study_arms(o);
+  std::optional<tbb::task_arena> arena;
+  if (o.threads > 0) arena.emplace(o.threads);
+  const Parallel parallel = [&](std::size_t n, const std::function<void(std::size_t)>& f) {
+    auto body = [&] { tbb::parallel_for(std::size_t{0}, n, [&](std::size_t i) { f(i); }); };
+    if (arena) arena->execute(body);
+    else body();
+  };
+  auto name_of = [](const Universe& u) {
+    const std::string f = std::filesystem::path(u.spec_file).filename().string();
+    return f.empty() ? std::string("?") : f;
+  };
+  StudyDirection sd = run_direction(tc, all_t, sc, all_s, arms, o, res.budget, parallel, &res.warnings);
+  sd.target_name = name_of(target);
+  sd.source_name = name_of(source);
+  res.directions.push_back(std::move(sd));
+  if (o.both_directions) {
+    // The other way: earlier campaigns on the target universe, the new ones on the source.
+    const std::int64_t back_budget = default_budget(o, source_counts.passing);
+    if (back_budget != res.budget)
+      res.warnings.push_back("the way back (on " + name_of(source) + ") runs at budget " + std::to_string(back_budget) +
+                             " (a third of its passing members)");
+    StudyDirection back = run_direction(sc, all_s, tc, all_t, arms, o, back_budget, parallel, &res.warnings);
+    back.target_name = name_of(source);
+    back.source_name = name_of(target);
+    res.directions.push_back(std::move(back));
   }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

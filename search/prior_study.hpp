@@ -122,6 +122,16 @@ struct StudyResult {
 StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, const evaluator::Op& op,
                             const StudyOptions& o);
 
+// Transfer between two universes of the same op and seed, e.g. the same grid measured under a
+// bf16 and an fp16 spec (the H200 confirmation's transfer): earlier campaigns on every benchmark
+// shape of `source`, the new ones on every benchmark shape of `target` (and, with
+// both_directions, the other way). The earlier campaigns' best genomes reach the target as its
+// members with the same genome (those it lacks are dropped); their cost rows only when both
+// universes have the same feature layout. Budget: a third of the target's passing members unless
+// given. Throws std::invalid_argument as run_prior_study, or when the universes' seeds or ops differ.
+StudyResult run_prior_study_transfer(const Universe& source, const evaluator::Spec& source_spec, const Universe& target,
+                                     const evaluator::Spec& target_spec, const evaluator::Op& op, const StudyOptions& o);
+
 // The table, with the provenance and what each column means.
 std::string format_study(const StudyResult& r);
 

@@ -136,6 +136,27 @@ TEST(PriorStudy, OnASyntheticUniverseWithPtxEdits) {
   expect_sound(r);
 }
 
+// Transfer between two universes (run_prior_study_transfer), here the synthetic grid as both: the
+// earlier campaigns search the very landscape the new ones do, on every shape. The harness rules
+// hold, warm-start genomes reach the target, and the shuffled control still shows no gain.
+TEST(PriorStudy, TransferBetweenTwoUniversesOfTheSameGrid) {
+  const Loaded l = load();
+  const Universe u = testing::synthetic_universe(load_universe(kBuilds), l.spec, *l.op);
+  StudyOptions o;
+  o.seeds = 6;
+  o.resamples = 2000;
+  const auto r = run_prior_study_transfer(u, l.spec, u, l.spec, *l.op, o);
+  std::printf("%s", format_study(r).c_str());
+  expect_sound(r);
+  EXPECT_EQ(r.directions[0].target_shapes.size(), u.benchmark_shapes.size());
+  EXPECT_EQ(r.directions[0].source_shapes.size(), u.benchmark_shapes.size());
+  // The same landscape: warm's best at the budget is at least cold's median.
+  EXPECT_GE(r.directions[0].arm("warm")->median_final, r.directions[0].arm("cold")->median_final);
+  Universe other = u;
+  other.seed = "another_seed";
+  EXPECT_THROW(run_prior_study_transfer(other, l.spec, u, l.spec, *l.op, o), std::invalid_argument);
+}
+
 // The study on a universe measured on the H200 and shipped beside the spec, at the defaults.
 void study_shipped(const std::string& path) {
   ASSERT_TRUE(fs::exists(path)) << path << " is shipped with the repository (measured on the H200: docs/prior_study.md)";
