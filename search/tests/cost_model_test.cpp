@@ -128,7 +128,7 @@ TEST_F(CostModelTest, RanksLaterCandidatesAndAShuffledControlDoesNot) {
 // at least 6 of 8 seeds (measured: 7 of 8). Evaluations to reach 99% of the optimum are printed,
 // not asserted: the model exploits, and on this toy it reached the optimum within 80 in 4 of 8
 // seeds against 6 of 8 for proposal order (median 35 vs 41 where both reached it).
-TEST_F(CostModelTest, ChoosingWithTheModelMeasuresFasterCandidates) {
+TEST_F(CostModelTest, ChoosingWithTheModelIsNoWorseThanProposalOrder) {
   const double optimum = testing::KnobModelMeasurer::speedup_of(
       {{"BLOCK", std::int64_t{256}}, {"UNROLL", std::int64_t{4}}, {"PAD", std::int64_t{0}}});
   std::map<std::pair<bool, std::uint64_t>, double> mean_fitness;
@@ -145,10 +145,7 @@ TEST_F(CostModelTest, ChoosingWithTheModelMeasuresFasterCandidates) {
     o.seed = seed;
     o.cost_model = model;
     o.build_factor = 2.0;
-    // Knob assignments only in the first population, as when the figures above were measured
-    // (this toy's fitness ignores PTX edits). The assertion is weaker than it looks: over seeds
-    // 1..24 the model measured the better candidates in 13 (11 with random edits), so these 8
-    // seeds are a lucky draw and any change of the random streams can fail it.
+    // Knob assignments only in the first population (this toy's fitness ignores PTX edits).
     o.random_edits.share = 0;
     std::ostringstream log;
     std::atomic<bool> never{false};
@@ -180,13 +177,22 @@ TEST_F(CostModelTest, ChoosingWithTheModelMeasuresFasterCandidates) {
   std::printf("| proposal order ");
   for (double v : without) std::printf("%g ", v);
   std::printf("\n");
+  // What holds on this toy: choosing by the model measures candidates as good as proposal order
+  // does, not reliably better (the model had the higher mean in 13 of seeds 1..24, and reached
+  // the optimum less often: it exploits). So the test guards against the model making the
+  // campaign worse (invalid or slow picks pull the mean down by far more than the margin); the
+  // held-out ranking it is for is tested on the model itself above, and measured on H200 data
+  // in bench/results (Spearman 0.70 against 0.13 for the analytic estimate).
   int model_better = 0;
+  double diff = 0;
   for (std::uint64_t seed = 1; seed <= 8; ++seed) {
     std::printf("  seed %llu: mean fitness measured, model %.4f, proposal order %.4f\n",
                 static_cast<unsigned long long>(seed), mean_fitness[{true, seed}], mean_fitness[{false, seed}]);
     model_better += mean_fitness[{true, seed}] > mean_fitness[{false, seed}] ? 1 : 0;
+    diff += (mean_fitness[{true, seed}] - mean_fitness[{false, seed}]) / 8;
   }
-  EXPECT_GE(model_better, 6) << "the model measured better candidates in only " << model_better << " of 8 seeds";
+  std::printf("model higher in %d of 8 seeds; mean difference %+.4f\n", model_better, diff);
+  EXPECT_GE(diff, -0.02) << "choosing by the model measured worse candidates than proposal order";
 }
 
 }  // namespace
