@@ -9,6 +9,7 @@ from bench_stats import geomean
 
 EAGER = "torch_eager"
 COMPILE = "torch_compile"
+AUTOGRAD = "torch_autograd"  # backward only: torch.autograd.grad through F.rms_norm
 
 
 def _ms(v: Optional[float]) -> str:
@@ -36,40 +37,51 @@ def _speedup(row: Dict[str, Any], label: str, other: str) -> Optional[float]:
 def markdown_table(rows: Sequence[Dict[str, Any]], labels: Sequence[str]) -> str:
     """One line per shape: floor, the torch providers and best known (ms), then per candidate its
     median [95% CI], fraction of the floor, and speedups (other ms / candidate ms; > 1: faster)
-    over torch.compile, eager and best known. A last line holds the speedups' geometric means."""
-    head = ["shape", "MB", "floor ms", "eager ms [95% CI]", "compile ms [95% CI]", "best known ms"]
+    over torch.compile, eager and best known. A last line holds the speedups' geometric means.
+    Rows with autograd times (backward) add its column and a speedup over it; rows with TARGETS.md's
+    torch.compile time add that column."""
+    has_ag = any(AUTOGRAD in r.get("providers", {}) for r in rows)
+    has_tc = any(r.get("targets_compile_ms") for r in rows)
+    others = [COMPILE, EAGER] + ([AUTOGRAD] if has_ag else []) + ["best_known"]
+    head = ["shape", "MB", "floor ms", "eager ms [95% CI]", "compile ms [95% CI]"]
+    head += ["autograd ms [95% CI]"] if has_ag else []
+    head += ["best known ms"] + (["TARGETS compile ms"] if has_tc else [])
+    fixed = len(head)
     for l in labels:
-        head += [f"{l} ms [95% CI]", f"{l} of floor", f"{l} vs compile", f"{l} vs eager", f"{l} vs best"]
+        head += [f"{l} ms [95% CI]", f"{l} of floor", f"{l} vs compile", f"{l} vs eager"]
+        head += [f"{l} vs autograd"] if has_ag else []
+        head += [f"{l} vs best"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     geo: Dict[str, List[float]] = {}
     for r in rows:
-        cells = [r["shape"], f"{r['bytes'] / 1e6:.0f}", _ms(r.get("floor_ms")), _ms_ci(r, EAGER), _ms_ci(r, COMPILE),
-                 _ms(r.get("best_known_ms"))]
+        cells = [r["shape"], f"{r['bytes'] / 1e6:.0f}", _ms(r.get("floor_ms")), _ms_ci(r, EAGER), _ms_ci(r, COMPILE)]
+        cells += [_ms_ci(r, AUTOGRAD)] if has_ag else []
+        cells += [_ms(r.get("best_known_ms"))] + ([_ms(r.get("targets_compile_ms"))] if has_tc else [])
         for l in labels:
             p = r.get("providers", {}).get(l)
             if not p:
-                cells += ["failed" if l in r.get("failed", {}) else "—", "—", "—", "—", "—"]
+                cells += ["failed" if l in r.get("failed", {}) else "—"] + ["—"] * (1 + len(others))
                 continue
             frac = r["floor_ms"] / p["median"] if r.get("floor_ms") else None
-            vs = {o: _speedup(r, l, o) for o in (COMPILE, EAGER, "best_known")}
+            vs = {o: _speedup(r, l, o) for o in others}
             for o, v in vs.items():
                 if v is not None:
                     geo.setdefault(f"{l}/{o}", []).append(v)
-            cells += [_ms_ci(r, l), _pct(frac), _x(vs[COMPILE]),
-                      _x(vs[EAGER]), _x(vs["best_known"])]
+            cells += [_ms_ci(r, l), _pct(frac)] + [_x(vs[o]) for o in others]
         lines.append("| " + " | ".join(cells) + " |")
     if rows:
-        cells = ["geomean", "", "", "", "", ""]
+        cells = ["geomean"] + [""] * (fixed - 1)
         for l in labels:
-            g = {o: geomean(geo[f"{l}/{o}"]) if geo.get(f"{l}/{o}") else None for o in (COMPILE, EAGER, "best_known")}
-            cells += ["", "", _x(g[COMPILE]), _x(g[EAGER]), _x(g["best_known"])]
+            g = {o: geomean(geo[f"{l}/{o}"]) if geo.get(f"{l}/{o}") else None for o in others}
+            cells += ["", ""] + [_x(g[o]) for o in others]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def markdown_report(env: Dict[str, Any], rows: Sequence[Dict[str, Any]], labels: Sequence[str],
                     notes: Sequence[str]) -> str:
-    out = ["# RMSNorm: candidates against PyTorch", ""]
+    what = {"rmsnorm_bwd": "RMSNorm backward", "rmsnorm_fwd": "RMSNorm forward"}.get(env.get("op", ""), "RMSNorm")
+    out = [f"# {what}: candidates against PyTorch", ""]
     for k in ("date", "commit", "gpu", "nvidia_driver", "cuda_driver_api", "torch", "torch_cuda", "triton", "mode"):
         out.append(f"- {k}: {env.get(k)}")
     bw = env.get("copy_bandwidth_Bps")

@@ -1,6 +1,13 @@
 """Tests of torch_bench.py's pure parts; they run without torch or a GPU:
 
     python3 -m pytest bench/rmsnorm        or        python3 bench/rmsnorm/test_torch_bench.py
+
+The backward's torch parts (formula, fp64 reference, checks, one whole shape with the CUDA calls
+faked on the CPU) run when torch is importable (ctest: Debian's CPU torch 1.13), else are skipped.
+testdata/rmsnorm_bwd_launch.json is the launch.json of
+`build/ptxevo build kernels/rmsnorm/rmsnorm_bwd.spec --shapes all` (defaults), keeping the four
+benchmark shapes and the correctness shapes M=7,N=4097 (scalar path), M=300,N=256 (ring),
+M=3,N=40000 (cluster of 4) and M=20,N=262144 (cluster of 16).
 """
 
 import contextlib
@@ -22,6 +29,19 @@ import bench_stats  # noqa: E402
 import cuda_ctypes  # noqa: E402
 import launch_json  # noqa: E402
 import torch_bench  # noqa: E402
+
+try:
+    import torch
+except ImportError:  # the pure tests still run
+    torch = None
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BWD_FIXTURE = os.path.join(HERE, "testdata", "rmsnorm_bwd_launch.json")
+
+
+def bwd_build(label="seed"):
+    with open(BWD_FIXTURE, encoding="utf-8") as f:
+        return launch_json.parse_launch(json.load(f), label, "/tmp/" + label)
 
 
 def launch_doc():
@@ -287,6 +307,391 @@ class BenchTest(unittest.TestCase):
         report = bench_report.markdown_report({"gpu": "NVIDIA H200", "copy_bandwidth_Bps": 4.27e12}, rows, ["seed"], ["n1"])
         self.assertIn("4.270 TB/s", report)
         self.assertIn("- n1", report)
+
+
+class BackwardPureTest(unittest.TestCase):
+    def test_parses_a_real_backward_launch_json(self):
+        b = bwd_build()
+        self.assertEqual(b.op, "rmsnorm_bwd")
+        opts = torch_bench.rmsnorm_options(b)
+        self.assertEqual((opts["op"], opts["x_dtype"], opts["has_weight"]), ("rmsnorm_bwd", "bf16", True))
+        self.assertEqual(torch_bench.rmsnorm_options(b, "rmsnorm_bwd")["op"], "rmsnorm_bwd")
+        with self.assertRaises(torch_bench.BenchError) as cm:
+            torch_bench.rmsnorm_options(b, "rmsnorm_fwd")
+        self.assertIn("--op rmsnorm_fwd", str(cm.exception))
+        self.assertEqual(torch_bench.select_shapes([b], [], 0),
+                         ["M=32768,N=16384", "M=32768,N=65536", "M=16384,N=131072", "M=8192,N=262144"])
+        for s in b.shapes:
+            torch_bench.check_tensors(s, "rmsnorm_bwd")
+            self.assertEqual([t.name for t in s.tensors], ["x", "w", "dout", "rstd", "dx", "dw", "dw_partial"])
+            self.assertEqual(s.tensor("dw_partial").role, "scratch")
+            self.assertEqual((s.tensor("dx").rel_l2, s.tensor("dw").rel_l2), (0.005, 1e-4))
+            self.assertEqual(len(s.kernels), 2)
+            self.assertEqual(s.kernels[1].entry, "rmsnorm_bwd_dw_reduce")
+            self.assertEqual([a.tensor for a in s.kernels[1].args[:2]], ["dw_partial", "dw"])
+            self.assertIn("dw_partial", [a.tensor for a in s.kernels[0].args])
+        by = {s.key(): s for s in b.shapes}
+        k = by["M=32768,N=16384"].kernels[0]
+        self.assertEqual((k.entry, k.cluster_size, k.shared_bytes), ("rmsnorm_bwd_ring", 1, 196608))
+        k = by["M=8192,N=262144"].kernels[0]
+        self.assertEqual((k.entry, k.cluster, k.shared_bytes), ("rmsnorm_bwd_ring_cluster", (16, 1, 1), 196608))
+        self.assertEqual(by["M=7,N=4097"].kernels[0].entry, "rmsnorm_bwd")
+        with self.assertRaises(torch_bench.BenchError):
+            torch_bench.check_tensors(launch_json.parse_launch(launch_doc(), "f", "/f").shapes[0], "rmsnorm_bwd")
+
+    def test_cluster_16_launch_gets_the_non_portable_attribute(self):
+        # PreparedLaunch with a fake driver: the max dynamic smem and non-portable cluster
+        # attributes are set before a cluster launch of 16 (cuLaunchKernelEx).
+        calls = []
+
+        class Lib:
+            def cuFuncSetAttribute(self, f, attr, value):
+                calls.append(("attr", attr, value))
+                return 0
+
+            def cuLaunchKernelEx(self, cfg, f, params, extra):
+                c = cfg._obj
+                calls.append(("ex", c.gridDimX, c.blockDimX, c.sharedMemBytes, c.numAttrs,
+                              tuple(c.attrs[0].value.clusterDim)))
+                return 0
+
+            def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+                calls.append(("plain", gx, bx, smem))
+                return 0
+
+        class Drv:
+            lib = Lib()
+
+            def check(self, rc, what):
+                assert rc == 0, what
+
+        class Mod:
+            drv = Drv()
+
+            def function(self, entry):
+                return ctypes.c_void_p(1)
+
+        s = {x.key(): x for x in bwd_build().shapes}["M=8192,N=262144"]
+        ptrs = {t.name: 0x1000 * (i + 1) for i, t in enumerate(s.tensors)}
+        plan = cuda_ctypes.prepare_plan(Mod(), s.kernels, ptrs)
+        cuda_ctypes.run_plan(plan, 0)
+        self.assertIn(("attr", cuda_ctypes.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 196608), calls)
+        self.assertIn(("attr", cuda_ctypes.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1), calls)
+        self.assertEqual([c for c in calls if c[0] != "attr"],
+                         [("ex", 112, 512, 196608, 1, (16, 1, 1)), ("plain", 8192, 256, 0)])
+
+    def test_byte_count_is_targets_md(self):
+        self.assertEqual(torch_bench.bwd_bytes(32768, 16384), 3 * 32768 * 16384 * 2 + 4 * 32768 + 4 * 16384)
+        for s in bwd_build().shapes:
+            self.assertEqual(s.bytes, torch_bench.bwd_bytes(s.dims["M"], s.dims["N"]))
+        # TARGETS.md's floors (4.27 TB/s) and best known times.
+        floors = {(32768, 16384): 0.754, (32768, 65536): 3.018, (16384, 131072): 3.018, (8192, 262144): 3.018}
+        for (m, n), fl in floors.items():
+            self.assertAlmostEqual(torch_bench.bwd_bytes(m, n) / 4.27e12 * 1e3, fl, delta=0.001)
+            self.assertGreater(torch_bench.BEST_KNOWN_BWD_MS[(m, n)], fl)
+            self.assertGreater(torch_bench.TARGETS_COMPILE_BWD_MS[(m, n)], torch_bench.BEST_KNOWN_BWD_MS[(m, n)])
+
+    def test_best_known_backward(self):
+        b = bwd_build()
+        opts = torch_bench.rmsnorm_options(b)
+        by = {s.key(): s for s in b.shapes}
+        self.assertEqual(torch_bench.best_known_ms(opts, by["M=32768,N=16384"]), 0.770)
+        self.assertEqual(torch_bench.best_known_ms(opts, by["M=8192,N=262144"]), 3.476)
+        self.assertIsNone(torch_bench.best_known_ms(opts, by["M=300,N=256"]))
+        self.assertIsNone(torch_bench.best_known_ms({**opts, "x_dtype": "fp16"}, by["M=32768,N=16384"]))
+        b.config["has_bias"] = "true"
+        with self.assertRaises(torch_bench.BenchError):
+            torch_bench.rmsnorm_options(b)
+
+    def test_check_blocks(self):
+        all_rows = torch_bench.check_blocks(100, 10, 0, block_elems=200)
+        self.assertEqual(all_rows, [(0, 20, True), (20, 40, True), (40, 60, True), (60, 80, True), (80, 100, True)])
+        some = torch_bench.check_blocks(100, 10, 30, block_elems=200)
+        self.assertEqual([b[:2] for b in some], [b[:2] for b in all_rows])  # dw needs every row
+        self.assertEqual([b[2] for b in some], [True, False, False, False, True])
+        self.assertEqual([b[2] for b in torch_bench.check_blocks(100, 10, 50, block_elems=200)],
+                         [True, False, True, False, True])
+        self.assertTrue(all(b[2] for b in torch_bench.check_blocks(100, 10, 100, block_elems=200)))
+        big = torch_bench.check_blocks(8192, 262144, 4096)
+        self.assertEqual((len(big), big[0][:2], big[-1][:2]), (64, (0, 128), (8064, 8192)))
+        self.assertEqual(sum(b[1] - b[0] for b in big if b[2]), 4096)
+
+    def test_backward_args(self):
+        args = torch_bench.parse_args(["--candidate", "a=/x", "--out", "/o"])
+        self.assertEqual((args.op, args.autograd, args.check_rows), (None, False, 8192))
+        args = torch_bench.parse_args(["--candidate", "a=/x", "--out", "/o", "--op", "rmsnorm_bwd", "--autograd",
+                                       "--check-rows", "0"])
+        self.assertEqual((args.op, args.autograd, args.check_rows), ("rmsnorm_bwd", True, 0))
+
+    def test_backward_table(self):
+        def prov(m):
+            return {"median": m, "ci_low": m * 0.99, "ci_high": m * 1.01}
+        row = {
+            "shape": "M=32768,N=16384", "bytes": torch_bench.bwd_bytes(32768, 16384), "floor_ms": 0.754,
+            "best_known_ms": 0.770, "targets_compile_ms": 1.138,
+            "providers": {"seed": prov(0.80), "torch_eager": prov(5.0), "torch_compile": prov(1.2),
+                          "torch_autograd": prov(3.0)},
+            "speedups": {"seed": {"torch_compile": {"ratio": 1.5}, "torch_eager": {"ratio": 6.25},
+                                  "torch_autograd": {"ratio": 3.75}, "best_known": {"ratio": 0.9625}}},
+            "failed": {},
+        }
+        md = bench_report.markdown_table([row], ["seed"])
+        lines = md.strip().splitlines()
+        self.assertEqual(len(lines), 4)
+        self.assertTrue(all(l.count("|") == lines[0].count("|") for l in lines))
+        self.assertIn("autograd ms [95% CI]", lines[0])
+        self.assertIn("seed vs autograd", lines[0])
+        self.assertIn("TARGETS compile ms", lines[0])
+        self.assertIn("| 3221 |", lines[2])
+        self.assertIn("94.2%", lines[2])
+        self.assertIn("1.1380", lines[2])
+        self.assertIn("3.750x", lines[2])
+        self.assertIn("0.963x", lines[3])
+        # Without autograd times the forward's columns are unchanged.
+        row2 = dict(row, providers={k: v for k, v in row["providers"].items() if k != "torch_autograd"})
+        head = bench_report.markdown_table([row2], ["seed"]).splitlines()[0]
+        self.assertNotIn("autograd", head)
+        report = bench_report.markdown_report({"op": "rmsnorm_bwd"}, [row], ["seed"], [])
+        self.assertTrue(report.startswith("# RMSNorm backward"))
+
+
+@unittest.skipIf(torch is None, "needs torch (CPU)")
+class BackwardTorchTest(unittest.TestCase):
+    def small_shape(self, m, n):
+        s = copy.deepcopy({x.key(): x for x in bwd_build().shapes}["M=300,N=256"])
+        s.dims = {"M": m, "N": n}
+        for t in s.tensors:
+            if t.shape and t.name != "dw_partial":
+                t.shape = [m, n] if len(t.shape) == 2 else ([n] if t.name in ("w", "dw") else [m])
+        return s
+
+    def test_inputs_have_the_real_rstd(self):
+        s = self.small_shape(6, 40)
+        st = torch_bench.make_bwd_inputs(s, 3, 1e-6, device="cpu")
+        self.assertEqual((st["x"].dtype, st["w"].dtype, st["dout"].dtype, st["rstd"].dtype),
+                         (torch.bfloat16, torch.float32, torch.bfloat16, torch.float32))
+        ref = torch.rsqrt(st["x"].double().square().mean(-1) + 1e-6)
+        self.assertLess(float((st["rstd"].double() - ref).abs().max() / ref.abs().max()), 1e-6)
+        again = torch_bench.make_bwd_inputs(s, 3, 1e-6, device="cpu")
+        self.assertTrue(torch.equal(st["x"], again["x"]))
+        self.assertFalse(torch.equal(st["x"], torch_bench.make_bwd_inputs(s, 4, 1e-6, device="cpu")["x"]))
+        # the block-by-block rstd equals one pass
+        x = st["x"]
+        self.assertTrue(torch.equal(torch_bench.real_rstd(x, 1e-6, block_elems=80), torch_bench.real_rstd(x, 1e-6)))
+
+    def test_eager_formula_against_fp64(self):
+        torch.manual_seed(0)
+        m, n = 64, 512
+        x = torch.randn(m, n).to(torch.bfloat16)
+        dout = torch.randn(m, n).to(torch.bfloat16)
+        w = 1.0 + 0.5 * torch.randn(n)
+        rstd = torch_bench.real_rstd(x, 1e-6)
+        dx, dw = torch_bench.rmsnorm_bwd_torch(x, w, dout, rstd)
+        self.assertEqual((dx.dtype, dw.dtype, dx.shape, dw.shape), (torch.bfloat16, torch.float32, (m, n), (n,)))
+        rdx, rdw = torch_bench.rmsnorm_bwd_reference(x, w, dout, rstd)
+        # fp64 autograd of the forward agrees with the closed form
+        xd = x.double().requires_grad_(True)
+        wd = w.double().requires_grad_(True)
+        y = xd * torch.rsqrt(xd.square().mean(-1, keepdim=True) + 1e-6) * wd
+        gx, gw = torch.autograd.grad(y, (xd, wd), dout.double())
+        self.assertLess(float((gx - rdx).norm() / gx.norm()), 1e-6)
+        self.assertLess(float((gw - rdw).norm() / gw.norm()), 1e-6)
+        self.assertLess(float((dx.double() - rdx).norm() / rdx.norm()), 5e-3)
+        self.assertLess(float((dw.double() - rdw).norm() / rdw.norm()), 1e-5)
+        ndx, ndw = torch_bench.rmsnorm_bwd_torch(x, None, dout, rstd)
+        self.assertIsNone(ndw)
+        self.assertLess(float((ndx.double() - torch_bench.rmsnorm_bwd_reference(x, None, dout, rstd)[0]).norm()
+                              / ndx.double().norm()), 5e-3)
+
+    def test_compare_bwd_flags_wrong_outputs(self):
+        s = self.small_shape(50, 64)
+        st = torch_bench.make_bwd_inputs(s, 1, 1e-6, device="cpu")
+        dx, dw = torch_bench.rmsnorm_bwd_torch(st["x"], st["w"], st["dout"], st["rstd"])
+        bad_dx = dx.clone()
+        bad_dx[37, 5] += 4.0
+        nan_dw = dw.clone()
+        nan_dw[3] = float("nan")
+        args = torch_bench.parse_args(["--candidate", "a=/x", "--out", "/o", "--check-rows", "0"])
+        r = torch_bench.compare_bwd(s, st, {"good": {"dx": dx, "dw": dw}, "bad": {"dx": bad_dx, "dw": dw * 1.001},
+                                            "nan": {"dx": dx, "dw": nan_dw}}, args)
+        self.assertTrue(r["good"]["dx"]["ok"] and r["good"]["dw"]["ok"], r["good"])
+        self.assertEqual(r["good"]["dx"]["rows_checked"], 50)
+        self.assertFalse(r["bad"]["dx"]["ok"])
+        self.assertFalse(r["bad"]["dw"]["ok"])
+        self.assertIn("rel_l2", r["bad"]["dw"]["message"])
+        self.assertEqual(r["nan"]["dw"]["nonfinite"], 1)
+
+
+@unittest.skipIf(torch is None, "needs torch (CPU)")
+class BackwardShapeFakeCudaTest(unittest.TestCase):
+    """run_shape_bwd end to end on the CPU: torch.cuda's streams, events, graphs and memory query
+    faked, the candidate's kernels replaced by the torch formula writing through the pointers the
+    plan was bound to, F.rms_norm by a composite one where torch lacks it."""
+
+    @contextlib.contextmanager
+    def fakes(self, shapes, bad=False):
+        """torch.cuda faked on the CPU; the candidate's plan computes the backward with the torch
+        formula through the pointers it was bound to (shapes: key -> ShapeSpec). Yields the list
+        of launches (entries, scratch pointer) and the streams graphs were captured on."""
+        import time
+        from unittest import mock
+        import torch.nn.functional as F
+        launches, captured = [], []
+
+        def view(ptr, t):
+            buf = (ctypes.c_char * t.nbytes).from_address(ptr)
+            return torch.frombuffer(buf, dtype=torch_bench.torch_dtype(t.dtype)).view(t.shape)
+
+        def prepare_plan(module, kernels, pointers):
+            shape = [s for s in shapes.values() if s.kernels == kernels][0]
+            self.assertEqual(set(pointers), {t.name for t in shape.tensors})
+            return [(k.entry, dict(pointers), shape) for k in kernels]
+
+        def run_plan(plan, stream):
+            (e0, p, shape), (e1, _, _) = plan
+            launches.append((e0, e1, p["dw_partial"]))
+            v = {t.name: view(p[t.name], t) for t in shape.tensors}
+            dx, dw = torch_bench.rmsnorm_bwd_torch(v["x"], v["w"], v["dout"], v["rstd"])
+            v["dx"].copy_(dx)
+            v["dw_partial"][:2].zero_()
+            v["dw"].copy_(dw if not bad else dw + 1.0)
+
+        class Stream:
+            cuda_stream = 0
+
+            def wait_stream(self, other):
+                pass
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.t = 0.0
+
+            def record(self):
+                self.t = time.perf_counter()
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, end):
+                return max(1e-3, (end.t - self.t) * 1e3)
+
+        class Graph:
+            def replay(self):
+                pass
+
+        @contextlib.contextmanager
+        def graph_ctx(g, pool=None, stream=None):
+            captured.append(stream)
+            yield
+
+        def rms_norm(x, shape_, w, eps):
+            xf = x.float()
+            return xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps) * w
+
+        class Module:
+            def __init__(self, drv, image, name):
+                pass
+
+        patches = [
+            mock.patch.object(torch_bench, "DEVICE", "cpu"),
+            mock.patch.object(cuda_ctypes, "prepare_plan", prepare_plan),
+            mock.patch.object(cuda_ctypes, "run_plan", run_plan),
+            mock.patch.object(cuda_ctypes, "Driver", lambda: None),
+            mock.patch.object(cuda_ctypes, "Module", Module),
+            mock.patch.object(torch_bench, "environment", lambda drv, args: {
+                "gpu": "fake", "l2_bytes": 256 << 10, "mode": "graph" if args.graph else "stream",
+                "nvidia_driver": None, "cuda_driver_api": None, "torch": torch.__version__, "triton": None}),
+            mock.patch.object(torch_bench, "copy_bandwidth", lambda l2: {"Bps": 4.27e12, "bytes": 1 << 30}),
+            mock.patch.object(torch.cuda, "is_available", lambda: True),
+            mock.patch.object(torch.cuda, "mem_get_info", lambda: (8 << 30, 16 << 30), create=True),
+            mock.patch.object(torch.cuda, "current_stream", lambda: Stream()),
+            mock.patch.object(torch.cuda, "Stream", Stream),
+            mock.patch.object(torch.cuda, "stream", lambda s: contextlib.nullcontext()),
+            mock.patch.object(torch.cuda, "synchronize", lambda: None),
+            mock.patch.object(torch.cuda, "empty_cache", lambda: None),
+            mock.patch.object(torch.cuda, "Event", Event),
+            mock.patch.object(torch.cuda, "CUDAGraph", Graph),
+            mock.patch.object(torch.cuda, "graph", graph_ctx),
+            mock.patch.object(F, "rms_norm", getattr(F, "rms_norm", rms_norm), create=True),
+        ]
+        with contextlib.ExitStack() as stack:
+            for p in patches:
+                stack.enter_context(p)
+            yield launches, captured
+
+    FAST = ["--skip-compile", "--autograd", "--check-rows", "100", "--warmup", "1", "--target-batch-ms", "0.01"]
+
+    def run_fake(self, graph, bad=False):
+        b = bwd_build()
+        key = "M=300,N=256"
+        args = torch_bench.parse_args(["--candidate", "seed=/s", "--out", "/o"] + self.FAST + (["--graph"] if graph else []))
+        env = {"copy_bandwidth_Bps": 4.27e12, "l2_bytes": 256 << 10}
+        with self.fakes({key: torch_bench.shape_of(b, key)}, bad) as (launches, captured):
+            with contextlib.redirect_stdout(io.StringIO()):
+                row = torch_bench.run_shape(key, [b], {"seed": None}, torch_bench.rmsnorm_options(b), env, args)
+        return row, launches, captured
+
+    def test_main_end_to_end(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(BWD_FIXTURE, encoding="utf-8") as f:
+                doc = json.load(f)
+            for s in doc["shapes"]:  # the small shapes stand in for the benchmark ones
+                s["class"] = "benchmark" if (s["dims"]["M"], s["dims"]["N"]) in ((300, 256), (7, 4097)) else "correctness"
+            cand = os.path.join(d, "seed")
+            os.makedirs(cand)
+            with open(os.path.join(cand, "launch.json"), "w") as f:
+                json.dump(doc, f)
+            with open(os.path.join(cand, "kernel.cubin"), "wb") as f:
+                f.write(b"\x7fELF")
+            b = launch_json.load_build_dir("seed", cand)
+            out = os.path.join(d, "out")
+            with self.fakes({s.key(): s for s in b.shapes}) as (launches, _):
+                with contextlib.redirect_stdout(io.StringIO()) as printed:
+                    rc = torch_bench.main(["--candidate", f"seed={cand}", "--out", out, "--graph"] + self.FAST)
+            self.assertEqual(rc, 0, printed.getvalue())
+            with open(os.path.join(out, "results.json")) as f:
+                res = json.load(f)
+            self.assertEqual([r["shape"] for r in res["shapes"]], ["M=7,N=4097", "M=300,N=256"])
+            self.assertEqual({l[0] for l in launches}, {"rmsnorm_bwd", "rmsnorm_bwd_ring"})
+            with open(os.path.join(out, "results.md")) as f:
+                md = f.read()
+            self.assertTrue(md.startswith("# RMSNorm backward"))
+            self.assertIn("3*M*N*2 + 4*M + 4*N", md)
+            self.assertIn("torch.autograd.grad(F.rms_norm", md)
+            self.assertIn("| M=300,N=256 |", md)
+            self.assertIn("check", printed.getvalue())
+
+    def test_stream_mode(self):
+        row, launches, _ = self.run_fake(graph=False)
+        self.assertEqual(row["errors"], [])
+        self.assertEqual(set(row["providers"]), {"seed", "torch_eager", "torch_autograd"})
+        self.assertEqual(row["providers"]["seed"]["n"], 30)
+        self.assertEqual(row["pool_sets"], 2)
+        self.assertTrue(all(r["ok"] for p in row["checks"].values() for r in p.values()), row["checks"])
+        self.assertEqual(set(row["checks"]), {"seed", "torch_eager", "torch_autograd"})
+        self.assertEqual(set(row["speedups"]["seed"]), {"torch_eager", "torch_autograd"})
+        self.assertEqual(row["plan"]["seed"][0]["entry"], "rmsnorm_bwd_ring")
+        # both kernels per step, one scratch buffer for every input set
+        self.assertTrue(all(l[:2] == ("rmsnorm_bwd_ring", "rmsnorm_bwd_dw_reduce") for l in launches))
+        self.assertEqual(len({l[2] for l in launches}), 1)
+        self.assertEqual(row["floor_ms"], row["bytes"] / 4.27e12 * 1e3)
+        self.assertIn("torch_autograd", row["autograd_note"])
+        md = bench_report.markdown_report({"op": "rmsnorm_bwd"}, [row], ["seed"], [])
+        self.assertIn("seed vs autograd", md)
+
+    def test_graph_mode_captures_autograd_on_its_stream(self):
+        row, _, captured = self.run_fake(graph=True)
+        self.assertEqual(row["errors"], [])
+        self.assertEqual(set(row["providers"]), {"seed", "torch_eager", "torch_autograd"})
+        self.assertEqual(len(captured), 3)
+        self.assertEqual(sum(s is not None for s in captured), 1)  # autograd's forward stream
+        self.assertEqual(row["providers"]["seed"]["per_batch"] % row["pool_sets"], 0)
+
+    def test_wrong_candidate_is_not_timed(self):
+        row, _, _ = self.run_fake(graph=False, bad=True)
+        self.assertIn("seed", row["failed"])
+        self.assertIn("dw:", row["failed"]["seed"])
+        self.assertNotIn("seed", row["providers"])
 
 
 if __name__ == "__main__":

@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
-"""RMSNorm forward candidates built by `ptxevo build` against PyTorch, side by side on one GPU.
+"""RMSNorm forward or backward candidates built by `ptxevo build` against PyTorch, side by side on one GPU.
 
     python3 bench/rmsnorm/torch_bench.py --candidate seed=DIR1 --candidate best=DIR2 --out OUTDIR \
         [--commit SHA] [--samples 30] [--graph] [--shapes M=32768,N=4096 ...]
+
+The op (rmsnorm_fwd or rmsnorm_bwd) comes from the candidates' launch.json (`--op` to insist on
+one). The backward's providers are the candidates (every kernel of the launch plan in order), an
+explicit fp32 torch formula (eager), torch.compile of that formula (QuACK's baseline) and, with
+--autograd, torch.autograd.grad through F.rms_norm (backward only; the forward is run once, untimed).
 
 In one process, for every benchmark shape of the candidates' launch.json: draw inputs (a pool of
 sets larger than 2x the L2), load each cubin through the driver API (ctypes), check each
@@ -32,7 +37,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_report import COMPILE, EAGER, markdown_report  # noqa: E402
+from bench_report import AUTOGRAD, COMPILE, EAGER, markdown_report  # noqa: E402
 from bench_stats import (launches_per_batch, paired_ratio, pool_sets, round_robin_order,  # noqa: E402
                          sets_that_fit, summarize)
 from launch_json import (BuildDir, LaunchFormatError, ShapeSpec, TensorSpec, load_build_dir,  # noqa: E402
@@ -48,11 +53,28 @@ BEST_KNOWN_MS = {
     (32768, 65536): 2.1495, (16384, 131072): 2.2064, (8192, 262144): 2.3343,
 }
 
+# The backward table of shared/TARGETS.md ("RMSNorm backward, bf16, dx + dw"), same H200 and
+# method: best known kernel and torch.compile (ms), keyed by (M, N).
+BEST_KNOWN_BWD_MS = {(32768, 16384): 0.770, (32768, 65536): 3.217, (16384, 131072): 4.025, (8192, 262144): 3.476}
+TARGETS_COMPILE_BWD_MS = {(32768, 16384): 1.138, (32768, 65536): 7.19, (16384, 131072): 7.06, (8192, 262144): 7.09}
+
+OPS = ("rmsnorm_fwd", "rmsnorm_bwd")
+
 # Options of the rmsnorm_fwd op (kernels/rmsnorm/README.md) this script's reference implements.
 # Any other option must be off ("false", "0", "none", ""): a bias or residual would need more.
 KNOWN_OPTIONS = {"x_dtype", "w_dtype", "has_weight", "store_rstd", "eps"}
 OFF_VALUES = {"false", "0", "none", ""}
 TENSOR_NAMES = {"x", "w", "out", "rstd"}
+# rmsnorm_bwd (kernels/rmsnorm/rmsnorm_bwd_op.cpp, RmsNormBwdOp::tensors): x, w, dout, rstd in;
+# dx, dw out; dw_partial scratch (fp32 partial rows of dw, one per row group).
+BWD_KNOWN_OPTIONS = {"x_dtype", "w_dtype", "has_weight"}
+BWD_TENSOR_NAMES = {"x", "w", "dout", "rstd", "dx", "dw", "dw_partial"}
+# The rstd fed to the backward is the real one of x (RMSNORM.md 2.4: QuACK's random rstd is not).
+BWD_RSTD_EPS = 1e-6
+
+
+# Where torch tensors live; the CPU tests set "cpu" to run the backward's code paths with fakes.
+DEVICE = "cuda"
 
 
 class BenchError(RuntimeError):
@@ -66,21 +88,38 @@ def float32(v: float) -> float:
     return struct.unpack("f", struct.pack("f", v))[0]
 
 
-def rmsnorm_options(b: BuildDir) -> Dict[str, Any]:
-    if b.op != "rmsnorm_fwd":
-        raise BenchError(f"{b.label}: op '{b.op}'; torch_bench.py benchmarks rmsnorm_fwd only")
+def rmsnorm_options(b: BuildDir, op: Optional[str] = None) -> Dict[str, Any]:
+    """The op's options from launch.json; `op` (--op), when given, must be the build's op."""
+    if op and op != b.op:
+        raise BenchError(f"{b.label}: launch.json is for op '{b.op}', but --op {op} was asked for")
+    if b.op not in OPS:
+        raise BenchError(f"{b.label}: op '{b.op}'; torch_bench.py benchmarks {' and '.join(OPS)} only")
+    known = KNOWN_OPTIONS if b.op == "rmsnorm_fwd" else BWD_KNOWN_OPTIONS
     cfg = b.config
     for k, v in cfg.items():
-        if k not in KNOWN_OPTIONS and v.lower() not in OFF_VALUES:
+        if k not in known and v.lower() not in OFF_VALUES:
             raise BenchError(f"{b.label}: option {k} = {v} is not implemented by torch_bench.py's reference "
                              "(extend rmsnorm_reference and the torch providers first)")
-    return {"x_dtype": cfg.get("x_dtype", "bf16"), "w_dtype": cfg.get("w_dtype", "fp32"),
+    if b.op == "rmsnorm_bwd":
+        return {"op": b.op, "x_dtype": cfg.get("x_dtype", "bf16"), "w_dtype": cfg.get("w_dtype", "fp32"),
+                "has_weight": cfg.get("has_weight", "true") == "true", "eps": float32(BWD_RSTD_EPS)}
+    return {"op": b.op, "x_dtype": cfg.get("x_dtype", "bf16"), "w_dtype": cfg.get("w_dtype", "fp32"),
             "has_weight": cfg.get("has_weight", "true") == "true", "store_rstd": cfg.get("store_rstd", "false") == "true",
             "eps": float32(float(cfg.get("eps", "1e-6")))}
 
 
+def bwd_bytes(m: int, n: int, x_bytes: int = 2) -> float:
+    """TARGETS.md's backward byte count: x and dout read, dx written (x's dtype), rstd read, dw
+    written (fp32): 3*M*N*2 + 4*M + 4*N for bf16."""
+    return 3.0 * m * n * x_bytes + 4.0 * m + 4.0 * n
+
+
 def best_known_ms(opts: Dict[str, Any], shape: ShapeSpec) -> Optional[float]:
     """TARGETS.md's best known time, only for the configuration it was measured in."""
+    if opts.get("op") == "rmsnorm_bwd":
+        if opts["x_dtype"] != "bf16" or opts["w_dtype"] != "fp32" or not opts["has_weight"]:
+            return None
+        return BEST_KNOWN_BWD_MS.get((shape.dims.get("M"), shape.dims.get("N")))
     # Options beyond KNOWN_OPTIONS are all off here (rmsnorm_options refuses the others).
     if (opts["x_dtype"] != "bf16" or opts["w_dtype"] != "fp32" or not opts["has_weight"] or opts["store_rstd"]
             or abs(opts["eps"] - 1e-6) > 1e-12):
@@ -127,11 +166,31 @@ def shape_of(b: BuildDir, key: str) -> ShapeSpec:
     raise KeyError(key)
 
 
-def check_tensors(shape: ShapeSpec) -> None:
-    unknown = [t.name for t in shape.tensors if t.name not in TENSOR_NAMES]
+def check_tensors(shape: ShapeSpec, op: str = "rmsnorm_fwd") -> None:
+    names = BWD_TENSOR_NAMES if op == "rmsnorm_bwd" else TENSOR_NAMES
+    unknown = [t.name for t in shape.tensors if t.name not in names]
     if unknown:
         raise BenchError(f"shape {shape.key()}: tensors {unknown} are unknown to torch_bench.py "
-                         f"(it knows {sorted(TENSOR_NAMES)})")
+                         f"(it knows {sorted(names)})")
+    if op == "rmsnorm_bwd":
+        missing = [n for n in ("x", "dout", "rstd", "dx") if shape.tensor(n) is None]
+        if missing:
+            raise BenchError(f"shape {shape.key()}: the backward needs tensors {missing}")
+
+
+def check_blocks(m: int, n: int, check_rows: int, block_elems: int = 1 << 25) -> List[Tuple[int, int, bool]]:
+    """Row blocks of at most block_elems elements covering all M rows (dw's fp64 reference needs
+    every row), each with whether dx is checked on it: all blocks when check_rows <= 0 or >= M,
+    else about check_rows rows in whole blocks spread evenly, the first and the last always."""
+    step = max(1, block_elems // max(1, n))
+    blocks = [(r0, min(m, r0 + step)) for r0 in range(0, m, step)]
+    if check_rows <= 0 or check_rows >= m:
+        return [(a, b, True) for a, b in blocks]
+    want = max(2, -(-check_rows // step))
+    if want >= len(blocks):
+        return [(a, b, True) for a, b in blocks]
+    chosen = {round(i * (len(blocks) - 1) / (want - 1)) for i in range(want)}
+    return [(a, b, i in chosen) for i, (a, b) in enumerate(blocks)]
 
 
 def output_names(shape: ShapeSpec) -> List[str]:
@@ -168,12 +227,12 @@ def make_inputs(shape: ShapeSpec, seed: int) -> Dict[str, Any]:
     return out
 
 
-def poisoned_outputs(shape: ShapeSpec) -> Dict[str, Any]:
+def poisoned_outputs(shape: ShapeSpec, roles: Sequence[str] = ("out", "inout", "scratch")) -> Dict[str, Any]:
     import torch
     outs = {}
     for t in shape.tensors:
-        if t.role in ("out", "inout", "scratch"):
-            v = torch.empty(t.shape, device="cuda", dtype=torch_dtype(t.dtype))
+        if t.role in roles:
+            v = torch.empty(t.shape, device=DEVICE, dtype=torch_dtype(t.dtype))
             v.fill_(float("nan") if v.is_floating_point() else -1)
             outs[t.name] = v
     return outs
@@ -244,6 +303,109 @@ def compare(shape: ShapeSpec, opts: Dict[str, Any], inputs: Dict[str, Any], resu
     return report
 
 
+# ---------------------------------------------------------------- torch: the backward
+
+def real_rstd(x, eps: float, block_elems: int = 1 << 26):
+    """fp32 rstd of each row of x, rsqrt(mean(x^2) + eps) in fp32, block by block (an fp32 copy of
+    a 2^31-element x would take 8 GiB)."""
+    import torch
+    m, n = x.shape[0], x.shape[-1]
+    out = torch.empty(m, dtype=torch.float32, device=x.device)
+    step = max(1, block_elems // max(1, n))
+    for r0 in range(0, m, step):
+        xf = x[r0:r0 + step].float()
+        out[r0:r0 + step] = torch.rsqrt(xf.square().mean(dim=-1) + eps)
+    return out
+
+
+def make_bwd_inputs(shape: ShapeSpec, seed: int, eps: float, device: Optional[str] = None) -> Dict[str, Any]:
+    """Inputs of one backward set: x, dout ~ N(0, 1); w ~ 1 + 0.5 N(0, 1) (as the op draws it);
+    rstd the real rstd of x (fp32, eps), not a random one."""
+    import torch
+    device = device or DEVICE
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    out = {}
+    for name in ("x", "w", "dout"):
+        t = shape.tensor(name)
+        if t is None:
+            continue
+        v = torch.randn(t.shape, generator=g, device=device, dtype=torch.float32)
+        if name == "w":
+            v = 1.0 + 0.5 * v
+        out[name] = v.to(torch_dtype(t.dtype))
+        del v
+    out["rstd"] = real_rstd(out["x"], eps).to(torch_dtype(shape.tensor("rstd").dtype))
+    return out
+
+
+def rmsnorm_bwd_torch(x, w, dout, rstd):
+    """The backward as an explicit fp32 torch formula (QuACK's rmsnorm_bwd_ref, RMSNORM.md 1.2):
+    xhat = x * rstd, g = dout * w, c1 = mean(xhat * g), dx = (g - xhat * c1) * rstd in x's dtype,
+    dw = sum over rows of dout * xhat (fp32). Eager runs it; torch.compile compiles it."""
+    r = rstd.float().unsqueeze(-1)
+    xhat = x.float() * r
+    g = dout.float() * w.float() if w is not None else dout.float()
+    c1 = (xhat * g).mean(dim=-1, keepdim=True)
+    dx = ((g - xhat * c1) * r).to(x.dtype)
+    dw = (dout.float() * xhat).sum(dim=0) if w is not None else None
+    return dx, dw
+
+
+def rmsnorm_bwd_reference(x, w, dout, rstd, with_dx: bool = True, with_dw: bool = True):
+    """fp64 dx and dw's partial sum over a block of rows (None where not asked for or without a
+    weight), from the given rstd."""
+    import torch
+    r = rstd.to(torch.float64).unsqueeze(-1)
+    xhat = x.to(torch.float64) * r
+    dd = dout.to(torch.float64)
+    dw = (dd * xhat).sum(dim=0) if w is not None and with_dw else None
+    dx = None
+    if with_dx:
+        g = dd * w.to(torch.float64) if w is not None else dd
+        c1 = (xhat * g).mean(dim=-1, keepdim=True)
+        dx = (g - xhat * c1) * r
+    return dx, dw
+
+
+def compare_bwd(shape: ShapeSpec, inputs: Dict[str, Any], results: Dict[str, Dict[str, Any]],
+                args: argparse.Namespace) -> Dict[str, Dict[str, Dict[str, Any]]]:
+    """Checks several providers' dx and dw of one input set against an fp64 reference: dw over
+    every row, dx on the rows of check_blocks (--check-rows), block by block."""
+    import torch
+    x, w, dout, rstd = inputs["x"], inputs.get("w"), inputs["dout"], inputs["rstd"]
+    m, n = x.shape[0], x.shape[-1]
+    accs = {p: {name: ErrorAcc() for name in outs} for p, outs in results.items()}
+    want_dw = w is not None and any("dw" in outs for outs in results.values())
+    dw_ref = torch.zeros(n, dtype=torch.float64, device=x.device) if want_dw else None
+    checked = 0
+    for r0, r1, with_dx in check_blocks(m, n, getattr(args, "check_rows", 0)):
+        if not with_dx and not want_dw:
+            continue
+        dx_ref, dw_part = rmsnorm_bwd_reference(x[r0:r1], w, dout[r0:r1], rstd[r0:r1], with_dx=with_dx,
+                                                with_dw=want_dw)
+        if dw_ref is not None:
+            dw_ref += dw_part
+        if with_dx:
+            checked += r1 - r0
+            for p, outs in results.items():
+                if "dx" in outs:
+                    accs[p]["dx"].add(outs["dx"][r0:r1], dx_ref)
+        del dx_ref, dw_part
+    for p, outs in results.items():
+        if "dw" in outs:
+            accs[p]["dw"].add(outs["dw"], dw_ref)
+    report: Dict[str, Dict[str, Dict[str, Any]]] = {}
+    for p, per in accs.items():
+        report[p] = {}
+        for name, acc in per.items():
+            r = acc.result(*tolerance(shape.tensor(name), args))
+            if name == "dx":
+                r["rows_checked"] = checked
+            report[p][name] = r
+    return report
+
+
 # ---------------------------------------------------------------- providers and timing
 
 class Provider:
@@ -254,6 +416,10 @@ class Provider:
         self.next = 0
         self.per_batch = 1
         self.graph = None
+        # The stream to warm up and capture on (None: a fresh side stream and torch's default
+        # capture stream). autograd runs backward ops on their forward's stream, so its provider
+        # captures on the stream its forward ran on.
+        self.capture_stream = None
 
     def run(self, n: int) -> None:
         import torch
@@ -292,13 +458,13 @@ def capture(p: Provider) -> None:
     import torch
     p.per_batch = math.ceil(p.per_batch / p.nsets) * p.nsets
     p.next = 0
-    side = torch.cuda.Stream()
+    side = p.capture_stream if p.capture_stream is not None else torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # warm-up off the capture, as torch's docs ask
         p.run(p.nsets)
     torch.cuda.current_stream().wait_stream(side)
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
+    with torch.cuda.graph(g, stream=p.capture_stream):
         p.run(p.per_batch)
     p.graph = g
 
@@ -316,6 +482,51 @@ def time_round_robin(providers: Sequence[Provider], samples: int, warmup: int) -
             p = by_name[name]
             times[name].append(event_ms(p.batch) / p.per_batch)
     return times
+
+
+def time_providers(row: Dict[str, Any], cand_steps: Dict[str, Callable[[int, int], Any]],
+                   torch_steps: Dict[str, Callable[[int], Any]], nsets: int, args: argparse.Namespace,
+                   capture_streams: Optional[Dict[str, Any]] = None,
+                   optional: Sequence[str] = ()) -> Dict[str, List[float]]:
+    """Calibrates (and with --graph captures) every provider, times them round-robin and records
+    their statistics in row["providers"]. A provider named in `optional` that fails to calibrate
+    or capture is left out with a note in row["errors"] instead of failing the shape."""
+    import torch
+    providers = [Provider(label, step, nsets) for label, step in cand_steps.items()]
+    providers += [Provider(name, (lambda f: lambda i, s: f(i))(f), nsets) for name, f in torch_steps.items()]
+    kept = []
+    for p in providers:
+        p.capture_stream = (capture_streams or {}).get(p.name)
+        try:
+            calibrate(p, args.target_batch_ms)
+            if args.graph:
+                capture(p)
+        except Exception as e:  # noqa: BLE001 -- only for optional providers
+            if p.name not in optional:
+                raise
+            torch.cuda.synchronize()
+            row["errors"].append(f"{p.name} left out: {'capture' if args.graph else 'calibration'} failed: "
+                                 f"{type(e).__name__}: {str(e)[:300]}")
+            continue
+        kept.append(p)
+    times = time_round_robin(kept, args.samples, args.warmup)
+    torch.cuda.synchronize()
+    for p in kept:
+        row["providers"][p.name] = {**summarize(times[p.name]), "per_batch": p.per_batch, "samples": times[p.name]}
+    return times
+
+
+def add_speedups(row: Dict[str, Any], labels: Sequence[str], others: Sequence[str],
+                 times: Dict[str, List[float]]) -> None:
+    """row["speedups"][candidate][other] = other's ms / candidate's ms over same-round pairs."""
+    for label in labels:
+        if label not in row["providers"]:
+            continue
+        mine = times[label]
+        sp = {o: paired_ratio(times[o], mine) for o in others if o in times and o in row["providers"]}
+        if row.get("best_known_ms"):
+            sp["best_known"] = {"ratio": row["best_known_ms"] / row["providers"][label]["median"]}
+        row["speedups"][label] = sp
 
 
 def copy_bandwidth(l2_bytes: int) -> Dict[str, float]:
@@ -339,6 +550,8 @@ def copy_bandwidth(l2_bytes: int) -> Dict[str, float]:
 
 def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opts: Dict[str, Any],
               env: Dict[str, Any], args: argparse.Namespace) -> Dict[str, Any]:
+    if opts.get("op") == "rmsnorm_bwd":
+        return run_shape_bwd(key, builds, modules, opts, env, args)
     import torch
     import torch._dynamo
     import torch.nn.functional as F
@@ -416,17 +629,8 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
             alive.append(b)
 
     # ---- timing
-    providers = [Provider(b.label, (lambda plans_b: lambda i, s: run_plan(plans_b[i], s))(plans[b.label]), nsets)
-                 for b in alive]
-    providers += [Provider(name, (lambda f: lambda i, s: f(i))(f), nsets) for name, f in providers_torch.items()]
-    for p in providers:
-        calibrate(p, args.target_batch_ms)
-        if args.graph:
-            capture(p)
-    times = time_round_robin(providers, args.samples, args.warmup)
-    torch.cuda.synchronize()
-    for p in providers:
-        row["providers"][p.name] = {**summarize(times[p.name]), "per_batch": p.per_batch, "samples": times[p.name]}
+    cand_steps = {b.label: (lambda plans_b: lambda i, s: run_plan(plans_b[i], s))(plans[b.label]) for b in alive}
+    times = time_providers(row, cand_steps, providers_torch, nsets, args)
 
     # ---- the timed runs' outputs must still be right (a kernel may not tell checks from timing)
     if alive:
@@ -437,15 +641,217 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
                 row["failed"][b.label] = "timed outputs wrong: " + "; ".join(bad)
                 del row["providers"][b.label]
 
-    for b in alive:
-        if b.label not in row["providers"]:
-            continue
-        mine = times[b.label]
-        sp = {o: paired_ratio(times[o], mine) for o in providers_torch}
-        if row["best_known_ms"]:
-            med = row["providers"][b.label]["median"]
-            sp["best_known"] = {"ratio": row["best_known_ms"] / med}
-        row["speedups"][b.label] = sp
+    add_speedups(row, [b.label for b in alive], list(providers_torch), times)
+    return row
+
+
+# ---------------------------------------------------------------- one backward shape
+
+def autograd_forward_bytes(st: Dict[str, Any], n: int, eps: float) -> int:
+    """Device memory one retained F.rms_norm forward holds (with dout in its output's dtype)."""
+    import torch
+    import torch.nn.functional as F
+    if not hasattr(F, "rms_norm"):
+        raise BenchError(f"torch {torch.__version__} has no F.rms_norm")
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    before = torch.cuda.mem_get_info()[0]
+    xr = st["x"].detach().requires_grad_(True)
+    wr = st["w"].detach().requires_grad_(True) if "w" in st else None
+    y = F.rms_norm(xr, (n,), wr, eps)
+    dy = st["dout"] if y.dtype == st["dout"].dtype else st["dout"].to(y.dtype)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()  # what the forward freed again is not held
+    used = before - torch.cuda.mem_get_info()[0]
+    del y, dy, xr, wr
+    torch.cuda.empty_cache()
+    return max(0, used)
+
+
+def autograd_setup(sets: Sequence[Dict[str, Any]], n: int, eps: float, stream) -> Tuple[Callable[[int], Any], str]:
+    """torch.autograd.grad through F.rms_norm, backward only: the forward runs once per input set
+    here (on `stream`, untimed), its graph retained; the step is one autograd.grad(retain_graph)
+    with dout (cast to the output's dtype here, so no cast is timed). Returns the step and a note."""
+    import torch
+    import torch.nn.functional as F
+    if not hasattr(F, "rms_norm"):
+        raise BenchError(f"torch {torch.__version__} has no F.rms_norm")
+    graphs = []
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for st in sets:
+            xr = st["x"].detach().requires_grad_(True)
+            wr = st["w"].detach().requires_grad_(True) if "w" in st else None
+            y = F.rms_norm(xr, (n,), wr, eps)
+            dy = st["dout"] if y.dtype == st["dout"].dtype else st["dout"].to(y.dtype)
+            graphs.append((y, (xr, wr) if wr is not None else (xr,), dy))
+    torch.cuda.current_stream().wait_stream(stream)
+    y = graphs[0][0]
+    note = (f"{AUTOGRAD}: torch.autograd.grad(F.rms_norm(x, (N,), w, eps), (x, w), dout, retain_graph=True), "
+            f"forward run once untimed; output {str(y.dtype).replace('torch.', '')}, grad_fn {type(y.grad_fn).__name__}; "
+            "its rstd is its forward's own")
+
+    def step(i: int):
+        yy, inputs, dy = graphs[i]
+        return torch.autograd.grad(yy, inputs, dy, retain_graph=True)
+    return step, note
+
+
+def run_shape_bwd(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opts: Dict[str, Any],
+                  env: Dict[str, Any], args: argparse.Namespace) -> Dict[str, Any]:
+    import torch
+    from cuda_ctypes import prepare_plan, run_plan
+    from launch_json import DTYPE_BYTES
+
+    shape = shape_of(builds[0], key)
+    check_tensors(shape, "rmsnorm_bwd")
+    xt = shape.tensor("x")
+    m, n = shape.dims.get("M", xt.shape[0]), shape.dims.get("N", xt.shape[-1])
+    row: Dict[str, Any] = {"shape": key, "dims": shape.dims, "bytes": shape.bytes, "flops": shape.flops,
+                           "providers": {}, "speedups": {}, "checks": {}, "failed": {}, "errors": []}
+    expected = bwd_bytes(m, n, DTYPE_BYTES[xt.dtype])
+    if abs(expected - shape.bytes) > 0.5:
+        row["errors"].append(f"launch.json counts {shape.bytes:.0f} bytes, TARGETS.md's formula {expected:.0f}; "
+                             "the floor uses launch.json's")
+    bw = env["copy_bandwidth_Bps"]
+    row["floor_ms"] = shape.bytes / bw * 1e3
+    row["best_known_ms"] = best_known_ms(opts, shape)
+    if row["best_known_ms"] is not None:
+        row["targets_compile_ms"] = TARGETS_COMPILE_BWD_MS.get((m, n))
+
+    in_bytes = sum(t.nbytes for t in shape.tensors if t.role == "in")
+    out_bytes = sum(t.nbytes for t in shape.tensors if t.role in ("out", "inout"))
+    scratch_bytes = sum(t.nbytes for t in shape.tensors if t.role == "scratch")
+    torch.cuda.empty_cache()
+    free, _ = torch.cuda.mem_get_info()
+    numel = xt.numel
+    # Eager's formula keeps about four fp32 copies of x alive (a CUDA graph keeps that pool), the
+    # compiled one its outputs; every candidate one scratch tensor for the whole shape.
+    reserve = 24 * numel + len(builds) * scratch_bytes
+    want = pool_sets(in_bytes + out_bytes, env["l2_bytes"], args.pool_l2_multiple)
+    fit = sets_that_fit(in_bytes + len(builds) * out_bytes, free, reserve)
+    nsets = min(want, fit)
+    if nsets < want:
+        row["errors"].append(f"pool limited by memory to {nsets} sets (wanted {want})")
+    row["pool_sets"], row["set_bytes"] = nsets, in_bytes + out_bytes
+
+    sets = [make_bwd_inputs(shape, args.seed * 1000003 + i, opts["eps"]) for i in range(nsets)]
+    outs = {b.label: [poisoned_outputs(shape, ("out", "inout")) for _ in range(nsets)] for b in builds}
+    scratch = {b.label: poisoned_outputs(shape, ("scratch",)) for b in builds}  # once per shape
+    plans = {b.label: [prepare_plan(modules[b.label], shape_of(b, key).kernels,
+                                    {**{k: v.data_ptr() for k, v in sets[i].items()},
+                                     **{k: v.data_ptr() for k, v in outs[b.label][i].items()},
+                                     **{k: v.data_ptr() for k, v in scratch[b.label].items()}})
+                       for i in range(nsets)] for b in builds}
+    row["plan"] = {b.label: [{"entry": k.entry, "grid": list(k.grid), "block": list(k.block),
+                              "cluster": list(k.cluster), "shared_bytes": k.shared_bytes}
+                             for k in shape_of(b, key).kernels] for b in builds}
+
+    # ---- correctness: every candidate on the first and the last set, before any timing
+    stream = torch.cuda.current_stream().cuda_stream
+    for b in builds:
+        run_plan(plans[b.label][0], stream)
+        run_plan(plans[b.label][nsets - 1], stream)
+    torch.cuda.synchronize()
+
+    def args_of(i: int):
+        st = sets[i]
+        return st["x"], st.get("w"), st["dout"], st["rstd"]
+
+    providers_torch: Dict[str, Callable[[int], Any]] = {EAGER: lambda i: rmsnorm_bwd_torch(*args_of(i))}
+    if not args.skip_compile:
+        import torch._dynamo
+        torch._dynamo.reset()  # a static compile per shape; the recompile limit would stop at 8
+        compiled = torch.compile(rmsnorm_bwd_torch, dynamic=False)
+        providers_torch[COMPILE] = lambda i: compiled(*args_of(i))
+    capture_streams: Dict[str, Any] = {}
+    if args.autograd:
+        # What one set's retained forward takes (its saved tensors, the output, dout in the
+        # output's dtype), measured on set 0; the backward's temporaries are guessed at four fp32
+        # copies of x, eager's and compile's graph pools (timed later) at 24 bytes an element.
+        try:
+            per_set = autograd_forward_bytes(sets[0], n, opts["eps"])
+        except (BenchError, RuntimeError) as e:
+            per_set = None
+            row["errors"].append(f"{AUTOGRAD} left out: {type(e).__name__}: {str(e)[:300]}")
+        torch.cuda.empty_cache()
+        free, _ = torch.cuda.mem_get_info()
+        need = nsets * (per_set or 0) + 16 * numel + 24 * numel
+        if per_set is None:
+            pass
+        elif need > 0.9 * free:
+            row["errors"].append(f"{AUTOGRAD} left out: needs about {need / 1e9:.0f} GB ({nsets} retained forwards "
+                                 f"of {per_set / 1e9:.1f} GB, backward and the other providers' pools), "
+                                 f"{free / 1e9:.0f} GB free")
+        else:
+            ag_stream = torch.cuda.Stream() if args.graph else torch.cuda.current_stream()
+            try:
+                step, note = autograd_setup(sets, n, opts["eps"], ag_stream)
+                providers_torch[AUTOGRAD] = step
+                capture_streams[AUTOGRAD] = ag_stream if args.graph else None
+                row["autograd_note"] = note
+            except (BenchError, RuntimeError) as e:  # torch's OutOfMemoryError is a RuntimeError
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+                row["errors"].append(f"{AUTOGRAD} left out: {type(e).__name__}: {str(e)[:300]}")
+
+    torch_out: Dict[str, Dict[str, Any]] = {}
+    for name, f in list(providers_torch.items()):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                dx, dw = (tuple(f(0)) + (None,))[:2]
+            except Exception as e:  # noqa: BLE001 -- an optional torch provider
+                if name != AUTOGRAD:
+                    raise
+                del providers_torch[name]
+                row["errors"].append(f"{AUTOGRAD} left out: {type(e).__name__}: {str(e)[:300]}")
+                continue
+        torch_out[name] = {"dx": dx, **({"dw": dw} if dw is not None else {})}
+        row.setdefault("torch_warnings", {})[name] = sorted({str(c.message)[:200] for c in caught})
+        row.setdefault("torch_out_dtype", {})[name] = str(dx.dtype).replace("torch.", "")
+    torch.cuda.synchronize()
+    cand_out = {b.label: {k: v for k, v in outs[b.label][0].items()} for b in builds}
+    checks = compare_bwd(shape, sets[0], {**cand_out, **torch_out}, args)
+    if nsets > 1:
+        last = compare_bwd(shape, sets[-1], {b.label: outs[b.label][-1] for b in builds}, args)
+        for label, per in last.items():
+            for name, r in per.items():
+                if not r["ok"] and checks[label][name]["ok"]:
+                    checks[label][name] = {**r, "message": r["message"] + " (on the last input set)"}
+    row["checks"] = checks
+    del torch_out
+    torch.cuda.empty_cache()
+    for name in providers_torch:
+        bad = [f"{t}: {r['message']}" for t, r in checks.get(name, {}).items() if not r["ok"]]
+        if bad:  # reported, not enforced, as for the forward
+            row["errors"].append(f"{name} differs from the fp64 reference: {'; '.join(bad)}")
+    alive = []
+    for b in builds:
+        bad = [f"{name}: {r['message']}" for name, r in checks[b.label].items() if not r["ok"]]
+        if bad:
+            row["failed"][b.label] = "; ".join(bad)
+            print(f"  {key}: {b.label} FAILED the correctness check, not timed: {'; '.join(bad)}", flush=True)
+        else:
+            alive.append(b)
+    for name, per in checks.items():
+        print("  check " + f"{name:>14}: " + ", ".join(
+            f"{t} rel_l2 {r['rel_l2']:.2e} max_abs {r['max_abs']:.2e} {'ok' if r['ok'] else 'FAIL'}"
+            for t, r in per.items()), flush=True)
+
+    # ---- timing (both kernels of a candidate's plan per step; --graph captures both launches)
+    cand_steps = {b.label: (lambda plans_b: lambda i, s: run_plan(plans_b[i], s))(plans[b.label]) for b in alive}
+    times = time_providers(row, cand_steps, providers_torch, nsets, args, capture_streams, optional=(AUTOGRAD,))
+
+    # ---- the timed runs' outputs must still be right
+    if alive:
+        after = compare_bwd(shape, sets[0], {b.label: outs[b.label][0] for b in alive}, args)
+        for b in alive:
+            bad = [f"{name}: {r['message']}" for name, r in after[b.label].items() if not r["ok"]]
+            if bad:
+                row["failed"][b.label] = "timed outputs wrong: " + "; ".join(bad)
+                row["providers"].pop(b.label, None)
+    add_speedups(row, [b.label for b in alive], list(providers_torch), times)
     return row
 
 
@@ -487,7 +893,7 @@ def load_exports(specs: Sequence[str], taken: set) -> Dict[str, Any]:
     mods: Dict[str, Any] = {}
     for spec in specs:
         label, sep, path = spec.partition("=")
-        if not sep or not label or label in taken or label in mods or label in (EAGER, COMPILE):
+        if not sep or not label or label in taken or label in mods or label in (EAGER, COMPILE, AUTOGRAD):
             raise BenchError(f"--export wants a new LABEL=DIR, got '{spec}'")
         files = [f for f in os.listdir(path) if f.startswith("ptxevo_") and f.endswith(".py")] if os.path.isdir(path) else []
         if len(files) != 1:
@@ -516,6 +922,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ap.add_argument("--skip-compile", action="store_true", help="leave torch.compile out")
     ap.add_argument("--export", action="append", default=[], metavar="LABEL=DIR",
                     help="also time a `ptxevo export --format torch` module (its rmsnorm_fwd) in this process")
+    ap.add_argument("--op", choices=OPS, help="insist on this op (default: the candidates' launch.json says)")
+    ap.add_argument("--autograd", action="store_true",
+                    help="backward: also time torch.autograd.grad through F.rms_norm (forward untimed)")
+    ap.add_argument("--check-rows", type=int, default=8192,
+                    help="backward: check dx on about this many rows in blocks spread over M (0: all); "
+                         "dw is always checked over every row")
     ap.add_argument("--rel-l2", type=float, help="override the relative L2 tolerance of launch.json")
     ap.add_argument("--max-abs", type=float, help="override the normalized max-abs tolerance of launch.json")
     ap.add_argument("--seed", type=int, default=1)
@@ -525,16 +937,62 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return args
 
 
+def closing_notes(opts: Dict[str, Any], args: argparse.Namespace, rows: Sequence[Dict[str, Any]]) -> List[str]:
+    """The notes under the table that describe the run rather than one shape."""
+    notes: List[str] = []
+    notes.append("speedup = other provider's ms / candidate's ms over pairs timed in the same round "
+                 "(> 1: the candidate is faster); of floor = (bytes / copy bandwidth) / median")
+    if opts["op"] == "rmsnorm_bwd":
+        notes.append("backward: bytes = 3*M*N*2 + 4*M + 4*N (x, dout read, dx written, rstd read, dw written); "
+                     "inputs x, dout ~ N(0, 1) bf16, w ~ 1 + 0.5 N(0, 1) fp32, rstd = the real fp32 rstd of x "
+                     f"(eps {BWD_RSTD_EPS:g}); a candidate's step is every kernel of its launch plan, with one "
+                     "dw_partial scratch per shape")
+        notes.append(f"{EAGER} / {COMPILE}: the fp32 formula xhat = x*rstd, g = dout*w, c1 = mean(xhat*g), "
+                     "dx = ((g - xhat*c1)*rstd).to(bf16), dw = (dout*xhat).sum(0) (QuACK's rmsnorm_bwd_ref), "
+                     "eager and torch.compile(dynamic=False)")
+        notes.append(f"checks: dx on about {args.check_rows or 'all'} rows per set (blocks spread over M), dw over "
+                     "every row, against fp64 from the same rstd; eager/compile/autograd reported, not enforced")
+        ag = sorted({r["autograd_note"] for r in rows if r.get("autograd_note")})
+        if ag:
+            notes += ag
+        elif args.autograd:
+            notes.append(f"{AUTOGRAD}: asked for but not timed on any shape (see the notes above)")
+        else:
+            notes.append(f"{AUTOGRAD}: not timed (--autograd): F.rms_norm's backward reads its own saved tensors "
+                         "and runs as several kernels; the explicit formula is the like-for-like baseline")
+    for name in (EAGER, COMPILE, AUTOGRAD):
+        dtypes = {r.get("torch_out_dtype", {}).get(name) for r in rows} - {None}
+        if dtypes:
+            notes.append(f"{name} output dtype: {', '.join(sorted(dtypes))}")
+    return notes
+
+
+def write_results(args: argparse.Namespace, env: Dict[str, Any], builds: Sequence[BuildDir], rows: List[Dict[str, Any]],
+                  notes: List[str], labels: Sequence[str], opts: Dict[str, Any]) -> str:
+    """results.json and results.md in --out (after every shape, so a run cut short keeps its rows)."""
+    notes = list(notes) + closing_notes(opts, args, rows)
+    os.makedirs(args.out, exist_ok=True)
+    result = {"environment": env, "candidates": [b.summary() for b in builds], "shapes": rows, "notes": notes}
+    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2)
+    md = markdown_report(env, rows, labels, notes)
+    with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as f:
+        f.write(md)
+    return md
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     try:
         cands = [parse_candidate_arg(c) for c in args.candidate]
         labels = [l for l, _ in cands]
-        if len(set(labels)) != len(labels) or set(labels) & {EAGER, COMPILE}:
+        if len(set(labels)) != len(labels) or set(labels) & {EAGER, COMPILE, AUTOGRAD}:
             raise BenchError(f"candidate labels must be distinct and not {EAGER}/{COMPILE}: {labels}")
         builds = [load_build_dir(l, p) for l, p in cands]
         check_candidates_agree(builds)
-        opts = rmsnorm_options(builds[0])
+        opts = rmsnorm_options(builds[0], args.op)
+        if args.export and opts["op"] != "rmsnorm_fwd":
+            raise BenchError("--export times an exported rmsnorm_fwd module; it does not apply to " + opts["op"])
         keys = select_shapes(builds, args.shapes, args.max_shapes)
     except (BenchError, LaunchFormatError, ValueError) as e:
         print(f"torch_bench.py: error: {e}", file=sys.stderr)
@@ -549,7 +1007,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not torch.cuda.is_available():
         print("torch_bench.py: error: torch sees no CUDA GPU", file=sys.stderr)
         return 2
-    torch.empty(1, device="cuda")  # makes torch's primary context current for the driver calls
+    torch.empty(1, device=DEVICE)  # makes torch's primary context current for the driver calls
     try:
         args.export_modules = load_exports(args.export, set(labels))
     except BenchError as e:
@@ -557,6 +1015,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     drv = Driver()
     env = environment(drv, args)
+    env["op"] = opts["op"]
     bw = copy_bandwidth(env["l2_bytes"])
     env["copy_bandwidth_Bps"], env["copy_bytes"] = bw["Bps"], bw["bytes"]
     print(f"{env['gpu']}, driver {env['nvidia_driver']} (CUDA {env['cuda_driver_api']}), torch {env['torch']}, "
@@ -598,24 +1057,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             status = 1
         for err in row["errors"]:
             notes.append(f"{key}: {err}")
+            print(f"  {key}: note: {err}", flush=True)
         rows.append(row)
         for name, p in row["providers"].items():
             print(f"  {name:>14}: {p['median']:.4f} ms [{p['ci_low']:.4f}, {p['ci_high']:.4f}] "
                   f"({p['per_batch']} per batch)", flush=True)
+        write_results(args, env, builds, rows, notes, labels, opts)
 
-    notes.append("speedup = other provider's ms / candidate's ms over pairs timed in the same round "
-                 "(> 1: the candidate is faster); of floor = (bytes / copy bandwidth) / median")
-    for name in (EAGER, COMPILE):
-        dtypes = {r.get("torch_out_dtype", {}).get(name) for r in rows} - {None}
-        if dtypes:
-            notes.append(f"{name} output dtype: {', '.join(sorted(dtypes))}")
-    os.makedirs(args.out, exist_ok=True)
-    result = {"environment": env, "candidates": [b.summary() for b in builds], "shapes": rows, "notes": notes}
-    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
-    md = markdown_report(env, rows, labels, notes)
-    with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as f:
-        f.write(md)
+    md = write_results(args, env, builds, rows, notes, labels, opts)
     print(md)
     return status
 
