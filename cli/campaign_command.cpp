@@ -238,6 +238,8 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
   co.timing_ci_width = o.ci_width;
   co.cost_model = !o.no_cost_model;
   co.build_factor = o.build_factor;
+  co.random_edits.share = o.random_edit_share;
+  co.random_edits.max_edits = o.random_max_edits;
   co.build_rounds = o.build_rounds;
   co.warm_start = o.warm_start;
   co.initial = o.initial;

@@ -57,6 +57,8 @@ struct CampaignCliOptions {
   int min_samples = 10;
   bool no_cost_model = false;
   double build_factor = 1.5;
+  double random_edit_share = 0.5;  // search::RandomEdits: random first-population genomes with PTX edits
+  int random_max_edits = 2;
   int build_rounds = 2;
   double ci_width = 0.01;
   int warm_start = -1;

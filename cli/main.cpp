@@ -61,6 +61,13 @@ int main(int argc, char** argv) {
                  "to choose from (1: no choice); a GPU worker with nothing to do never waits for them")
       ->check(CLI::Range(1.0, 8.0))
       ->capture_default_str();
+  app.add_option("--random-edit-share", camp.random_edit_share,
+                 "Share of the first population's random genomes that carry PTX edits (of passes that apply)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--random-max-edits", camp.random_max_edits, "Such a genome carries 1 to this many distinct passes")
+      ->check(CLI::Range(1, 8))
+      ->capture_default_str();
   app.add_flag("--no-cost-model", camp.no_cost_model,
                "Measure candidates in proposal order instead of letting the learned cost model choose among them");
   app.add_option("--build-rounds", camp.build_rounds,

@@ -133,6 +133,17 @@ TEST(CliCampaign, RejectsAnUnknownArchAndABadSpec) {
   EXPECT_NE(none.output.find("give a spec file"), std::string::npos) << none.output;
 }
 
+TEST(CliCampaign, RejectsOutOfRangeSearchOptions) {
+  for (const std::vector<std::string>& opt :
+       {std::vector<std::string>{"--random-edit-share", "1.5"}, {"--random-max-edits", "0"}, {"--build-factor", "0.5"}}) {
+    std::vector<std::string> argv = {PTXEVO_BIN, PTXEVO_SOURCE_DIR "/kernels/rmsnorm/rmsnorm_fwd.spec"};
+    argv.insert(argv.end(), opt.begin(), opt.end());
+    auto r = run_process(argv);
+    EXPECT_NE(r.exit_code, 0) << opt[0];
+    EXPECT_NE(r.output.find(opt[0]), std::string::npos) << r.output;
+  }
+}
+
 TEST(CliCampaign, ReplayFileMustExistAndFit) {
   auto r = run_process({PTXEVO_BIN, PTXEVO_SOURCE_DIR "/kernels/rmsnorm/rmsnorm_fwd.spec", "--replay", "/nonexistent/r.json",
                         "--db", "/tmp/ptxevo-cli-never.db"});
