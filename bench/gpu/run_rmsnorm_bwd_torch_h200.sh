@@ -11,7 +11,8 @@
 # Usage: bench/gpu/run_rmsnorm_bwd_torch_h200.sh [COMMIT] [TORCH_BENCH_OPTIONS ...]
 #   e.g. bench/gpu/run_rmsnorm_bwd_torch_h200.sh abc1234 --shapes M=32768,N=16384
 set -uo pipefail
-commit="${1:-unknown}"; [ $# -gt 0 ] && shift
+commit=unknown
+case "${1:-}" in ""|-*) ;; *) commit="$1"; shift ;; esac
 [ "$commit" = unknown ] && [ -f .gpu/commit.txt ] && commit="$(cat .gpu/commit.txt)"
 out="${OUT:-/tmp/ptxevo-out}"; mkdir -p "$out/builds"
 export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
