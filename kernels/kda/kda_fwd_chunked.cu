@@ -69,6 +69,9 @@
 #ifndef FUSED
 #define FUSED 1
 #endif
+#ifndef UPREC
+#define UPREC 32
+#endif
 #define KDA_LM_TC (LMTC && !KDA_GATE_SOFTPLUS && CHUNK == 16)
 
 namespace kda_chunked {
@@ -161,8 +164,9 @@ enum : int {
   kWsMhi = kWsKrT + kD * kC * 2,   // bf16 [C][C]  M (zero above the diagonal), high term
   kWsMlo = kWsMhi + kC * kC * 2,   // bf16 [C][C]  M - high term
   kWsDec = kWsMlo + kC * kC * 2,   // fp32 [K]     2^Gtot
-  kWsU = kWsDec + kD * 4,          // fp32 [V][C]  U0^T = ((I + L)^-1 diag(beta) V)^T
-  kWsChunkBytes = kWsU + kD * kC * 4,
+  kUBytes = UPREC / 8,             // U0^T elements: fp32 (UPREC 32) or bf16 (UPREC 16)
+  kWsU = kWsDec + kD * 4,          // [V][C]  U0^T = ((I + L)^-1 diag(beta) V)^T
+  kWsChunkBytes = kWsU + kD * kC * kUBytes,
   // Prepare shared memory (bytes).
   kPOffQ = 0,                                    // fp32 [C][kLd] scale q / |q|
   kPOffK = kPOffQ + ((kC * kLd * 4 + 15) / 16) * 16,   // fp32 [C][kLd] k / |k|
@@ -183,15 +187,15 @@ enum : int {
   kROffMhi = kROffKrT + kD * kPadC * 2,          // bf16 [C][kPadC]
   kROffMlo = kROffMhi + kC * kPadC * 2,          // bf16 [C][kPadC]
   kROffDec = kROffMlo + kC * kPadC * 2,          // fp32 [K]
-  kROffU = kROffDec + kD * 4,                    // fp32 [BV][kPadC] this CTA's rows of U0^T
-  kRStageBytes = kROffU + kBv * kPadC * 4,
+  kROffU = kROffDec + kD * 4,                    // fp32 / bf16 [BV][kPadC] this CTA's rows of U0^T
+  kRStageBytes = kROffU + kBv * kPadC * kUBytes,
   kRSmemBytes = (STAGE ? 2 : 1) * kRStageBytes,
   // 16-byte segments a stage copies: Qd, W0 rows, Kr^T rows, M's two terms, 2^Gtot, U0^T rows.
   kSegQW = kC * (kD * 2 / 16),
   kSegKrT = kD * (kC * 2 / 16),
   kSegM = kC * (kC * 2 / 16),
   kSegDec = kD * 4 / 16,
-  kSegU = kBv * (kC * 4 / 16),
+  kSegU = kBv * (kC * kUBytes / 16),
   kSegTotal = 2 * kSegQW + kSegKrT + 2 * kSegM + kSegDec + kSegU,
 };
 static_assert(kC == 16 || kC == 32 || kC == 64, "CHUNK: 16, 32 or 64");
@@ -199,6 +203,7 @@ static_assert(kBv == 16 || kBv == 32 || kBv == 64 || kBv == 128, "BV: 16, 32, 64
 static_assert(WARPS == 4 || WARPS == 8, "WARPS: 4 or 8");
 static_assert(STAGE == 0 || STAGE == 1, "STAGE: 0 or 1");
 static_assert(LMTC == 0 || LMTC == 1, "LMTC: 0 or 1");
+static_assert(UPREC == 16 || UPREC == 32, "UPREC: 16 or 32");
 static_assert(kPSmemBytes <= 232448 && kRSmemBytes <= 232448, "at most 227 KB of shared memory per CTA");
 static_assert(3 * kC * kD * 2 <= kPSmemBytes - kPOffXh, "the prepare's raw q, k, g rows must fit the factor area");
 #endif  // FUSED
@@ -1020,7 +1025,7 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   // 5. The WY form: [W0 | U0] = (I + L)^-1 diag(beta) [Kd | V] by forward substitution in fp32,
   // one thread per column (128 of Kd, then 128 of V), the column in registers.
   unsigned short* wW = reinterpret_cast<unsigned short*>(wsc + kWsW);
-  float* wU = reinterpret_cast<float*>(wsc + kWsU);
+  unsigned char* wU = wsc + kWsU;
   for (int col = tid; col < 2 * kD; col += kPThreads) {
     float xv[kC];
 #pragma unroll
@@ -1041,7 +1046,8 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
 #pragma unroll
       for (int i = 0; i < kC; ++i) wW[i * kD + col] = bf16_bits(xv[i]);
     } else {
-      float4* dst = reinterpret_cast<float4*>(wU + (col - kD) * kC);
+#if UPREC == 32
+      float4* dst = reinterpret_cast<float4*>(wU + (col - kD) * kC * 4);
 #pragma unroll
       for (int i = 0; i < kC; i += 4) {
         float4 f;
@@ -1051,6 +1057,19 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
         f.w = xv[i + 3];
         dst[i / 4] = f;
       }
+#else
+      // bf16 pairs (FLA keeps u in bf16): 256 fewer workspace bytes a token-head each way.
+      uint4* dst = reinterpret_cast<uint4*>(wU + (col - kD) * kC * 2);
+#pragma unroll
+      for (int i = 0; i < kC; i += 8) {
+        uint4 f;
+        f.x = (unsigned int)bf16_bits(xv[i]) | ((unsigned int)bf16_bits(xv[i + 1]) << 16);
+        f.y = (unsigned int)bf16_bits(xv[i + 2]) | ((unsigned int)bf16_bits(xv[i + 3]) << 16);
+        f.z = (unsigned int)bf16_bits(xv[i + 4]) | ((unsigned int)bf16_bits(xv[i + 5]) << 16);
+        f.w = (unsigned int)bf16_bits(xv[i + 6]) | ((unsigned int)bf16_bits(xv[i + 7]) << 16);
+        dst[i / 8] = f;
+      }
+#endif
     }
   }
 }
@@ -1120,9 +1139,9 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
         to = dst + kROffDec + r * 16;
       } else {
         r -= kSegDec;
-        const int row = r / (kC / 4), sg = r % (kC / 4);
-        from = src + kWsU + (col0 + row) * (kC * 4) + sg * 16;
-        to = dst + kROffU + row * (kPadC * 4) + sg * 16;
+        const int row = r / (kC * kUBytes / 16), sg = r % (kC * kUBytes / 16);
+        from = src + kWsU + (col0 + row) * (kC * kUBytes) + sg * 16;
+        to = dst + kROffU + row * (kPadC * kUBytes) + sg * 16;
       }
       cp_async16(to, from);
     }
@@ -1152,7 +1171,11 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     const unsigned short* sMhi = reinterpret_cast<const unsigned short*>(sb + kROffMhi);
     const unsigned short* sMlo = reinterpret_cast<const unsigned short*>(sb + kROffMlo);
     const float* sDec = reinterpret_cast<const float*>(sb + kROffDec);
+#if UPREC == 32
     const float* sU = reinterpret_cast<const float*>(sb + kROffU);
+#else
+    const unsigned short* sU = reinterpret_cast<const unsigned short*>(sb + kROffU);
+#endif
 
     // W^T = S^T W0^T and Qs^T = S^T Qd^T (16 value columns x C tokens), S^T as hi + lo terms.
     float w[kNtC][4], qs[kNtC][4];
@@ -1187,7 +1210,11 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int jl = jw + g8 + (e >> 1) * 8, i = nt * 8 + 2 * t4 + (e & 1);
+#if UPREC == 32
         w[nt][e] = sU[jl * kPadC + i] - w[nt][e];
+#else
+        w[nt][e] = bf16_value(sU[jl * kPadC + i]) - w[nt][e];
+#endif
       }
     unsigned int uh[kKsC][4], ul[kKsC][4];
 #pragma unroll

@@ -124,19 +124,20 @@ KdaFwdOp::Geometry KdaFwdOp::geometry(const Knobs& k) {
 bool KdaFwdOp::is_chunked(const Knobs& k) { return k.count("CHUNK") > 0; }
 
 Knobs KdaFwdOp::chunked_knob_defaults() {
-  return {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{64}}, {"WARPS", std::int64_t{4}},
-          {"STAGE", std::int64_t{1}},  {"LMTC", std::int64_t{1}}, {"FUSED", std::int64_t{0}}};
+  return {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{64}},   {"WARPS", std::int64_t{4}}, {"STAGE", std::int64_t{1}},
+          {"LMTC", std::int64_t{1}},  {"FUSED", std::int64_t{0}}, {"UPREC", std::int64_t{16}}};
 }
 
 Knobs KdaFwdOp::chunked_fused_knob_defaults() {
   const ChunkedGeometry g;
-  return {{"CHUNK", g.chunk}, {"BV", g.bv},     {"WARPS", g.warps},
-          {"STAGE", g.stage}, {"LMTC", g.lmtc}, {"FUSED", std::int64_t{1}}};
+  return {{"CHUNK", g.chunk}, {"BV", g.bv},     {"WARPS", g.warps},          {"STAGE", g.stage},
+          {"LMTC", g.lmtc},   {"FUSED", std::int64_t{1}}, {"UPREC", std::int64_t{32}}};
 }
 
 Knobs KdaFwdOp::chunked_tcgen05_knob_defaults() {
   Knobs k = chunked_fused_knob_defaults();
   k.erase("FUSED");
+  k.erase("UPREC");
   k["MMA"] = std::string("tcgen05");
   return k;
 }
@@ -160,7 +161,8 @@ std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
   auto round16 = [](std::int64_t b) { return (b + 15) / 16 * 16; };
   const std::int64_t c = g.chunk, bv = g.bv;
   if (!g.fused)
-    return (g.stage ? 2 : 1) * (2 * c * (D + 8) * 2 + D * (c + 8) * 2 + 2 * c * (c + 8) * 2 + D * 4 + bv * (c + 8) * 4);
+    return (g.stage ? 2 : 1) *
+           (2 * c * (D + 8) * 2 + D * (c + 8) * 2 + 2 * c * (c + 8) * 2 + D * 4 + bv * (c + 8) * (g.uprec / 8));
   const std::int64_t region_a = 3 * round16(c * (D + 1) * 4);
   if (g.tcgen05) {
     const std::int64_t b1 = 2 * 128 * D * 2, b2 = c * bv * 4 + 2 * 128 * c * 2;
@@ -184,8 +186,10 @@ std::int64_t KdaFwdOp::prepare_smem_bytes(const ChunkedGeometry& g) {
 }
 
 // Qd, W0 (bf16 C x 128), Kr^T (bf16 128 x C), M's two terms (bf16 C x C), 2^Gtot (fp32 128),
-// U0^T (fp32 128 x C).
-std::int64_t KdaFwdOp::workspace_chunk_bytes(std::int64_t c) { return 3 * c * D * 2 + 2 * c * c * 2 + D * 4 + D * c * 4; }
+// U0^T (fp32 or bf16 128 x C).
+std::int64_t KdaFwdOp::workspace_chunk_bytes(std::int64_t c, std::int64_t uprec) {
+  return 3 * c * D * 2 + 2 * c * c * 2 + D * 4 + D * c * (uprec / 8);
+}
 
 std::int64_t KdaFwdOp::workspace_bytes(const KdaDims& d) {
   std::int64_t most = 0;
@@ -197,12 +201,16 @@ std::int64_t KdaFwdOp::workspace_bytes(const KdaDims& d) {
 KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   for (const auto& [name, v] : k)
     if (name != "CHUNK" && name != "BV" && name != "WARPS" && name != "STAGE" && name != "LMTC" && name != "MMA" &&
-        name != "FUSED")
-      fail("unknown knob '" + name + "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LMTC, MMA, FUSED)");
+        name != "FUSED" && name != "UPREC")
+      fail("unknown knob '" + name +
+           "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LMTC, MMA, FUSED, UPREC)");
   ChunkedGeometry g;
   const std::int64_t fused = evaluator::knob_int(k, "FUSED", 1);
   if (fused != 0 && fused != 1) fail("FUSED=" + std::to_string(fused) + " must be 0 or 1");
   g.fused = fused == 1;
+  g.uprec = evaluator::knob_int(k, "UPREC", 32);
+  if (g.uprec != 16 && g.uprec != 32) fail("UPREC=" + std::to_string(g.uprec) + " must be 16 or 32");
+  if (g.fused && g.uprec != 32) fail("UPREC=16 needs FUSED=0 (only the workspace holds U0)");
   if (auto it = k.find("MMA"); it != k.end()) {
     const auto* mma = std::get_if<std::string>(&it->second);
     if (!mma || (*mma != "sync" && *mma != "tcgen05"))

@@ -78,12 +78,16 @@ class KdaFwdOp : public evaluator::Op {
     // STAGE = 1 double-buffers the recurrence's operands (cp.async) and LMTC = 1 factors the
     // diagonal blocks of L and M about a pivot token (lower-bound gate, any CHUNK).
     bool fused = true;
+    // Knob UPREC (FUSED = 0 only; absent: 32, kda_fwd.spec's default 16): the workspace's U0 in
+    // fp32 (32) or bf16 (16).
+    std::int64_t uprec = 32;
   };
   // True when the knobs are the chunked seed's (they name CHUNK).
   static bool is_chunked(const evaluator::Knobs& k);
   // Throws std::invalid_argument for unknown knobs or values the template cannot build.
   static ChunkedGeometry chunked_geometry(const evaluator::Knobs& k);
-  // kda_fwd.spec's defaults for the chunked seed (the prepare + recurrence pair, FUSED = 0).
+  // kda_fwd.spec's defaults for the chunked seed (the prepare + recurrence pair, FUSED = 0:
+  // CHUNK 32, BV 64, WARPS 4, STAGE 1, LMTC 1, UPREC 16).
   static evaluator::Knobs chunked_knob_defaults();
   // The fused kernel's defaults (FUSED = 1, CHUNK 16, BV 32, WARPS 4, STAGE 1, LMTC 1).
   static evaluator::Knobs chunked_fused_knob_defaults();
@@ -95,8 +99,9 @@ class KdaFwdOp : public evaluator::Op {
   static std::int64_t chunked_smem_bytes(const ChunkedGeometry& g);
   // kda_fwd_prepare's dynamic shared memory (FUSED = 0).
   static std::int64_t prepare_smem_bytes(const ChunkedGeometry& g);
-  // Bytes of one (head, chunk slot) of the workspace at chunk size c (kda_fwd_chunked.cu, kWs*).
-  static std::int64_t workspace_chunk_bytes(std::int64_t c);
+  // Bytes of one (head, chunk slot) of the workspace at chunk size c and U0 precision uprec
+  // (kda_fwd_chunked.cu, kWs*).
+  static std::int64_t workspace_chunk_bytes(std::int64_t c, std::int64_t uprec = 32);
   // The scratch tensor "workspace" (u8): H (N + T_total / C) chunk slots, the most any CHUNK needs.
   static std::int64_t workspace_bytes(const KdaDims& d);
   static constexpr const char* kPrepareEntry = "kda_fwd_prepare";

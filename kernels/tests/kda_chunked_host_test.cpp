@@ -454,7 +454,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef STAGE
 #undef LMTC
 
-// Configuration S0: the main spec's defaults (FUSED 0, CHUNK 32, BV 64, WARPS 4, STAGE 1, LMTC 1), both states.
+// Configuration S0: the main spec's defaults (FUSED 0, CHUNK 32, BV 64, WARPS 4, STAGE 1, LMTC 1,
+// UPREC 16), both states.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -465,6 +466,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define LMTC 1
 #undef FUSED  // the fused configurations left the .cu default (1) defined
 #define FUSED 0
+#undef UPREC  // likewise UPREC (32)
+#define UPREC 16
 namespace split0 {
 namespace kda_chunked {
 using namespace ::kda_host;
@@ -481,6 +484,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef STAGE
 #undef LMTC
 #undef FUSED
+#undef UPREC
 
 // Configuration S1: softplus gate (diagonal blocks term by term), CHUNK 16, BV 16 (one-warp recurrence), WARPS 4, STAGE 0.
 #define KDA_GATE_SOFTPLUS 1
@@ -594,6 +598,37 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef STAGE
 #undef LMTC
 #undef FUSED
+
+// Configuration S5: U0 in fp32 (UPREC 32), lower-bound gate, both states, CHUNK 32, BV 32, WARPS 4.
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 32
+#define WARPS 4
+#define STAGE 1
+#define LMTC 1
+#undef FUSED  // the fused configurations left the .cu default (1) defined
+#define FUSED 0
+#undef UPREC  // likewise UPREC (32)
+#define UPREC 32
+namespace split5 {
+namespace kda_chunked {
+using namespace ::kda_host;
+alignas(16) unsigned char smem[kSmemCap + kGuard];
+}  // namespace kda_chunked
+#include "kernels/kda/kda_fwd_chunked.cu"
+}  // namespace split5
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef CHUNK
+#undef BV
+#undef WARPS
+#undef STAGE
+#undef LMTC
+#undef FUSED
+#undef UPREC
 
 #pragma GCC diagnostic pop
 #undef __syncthreads
@@ -736,7 +771,7 @@ struct SplitConfig {
   const char* name;
   OpConfig options;
   ptxevo::evaluator::Knobs knobs;
-  int prep_threads, rec_threads, prep_smem, rec_smem, chunk, ws_chunk_bytes;
+  int prep_threads, rec_threads, prep_smem, rec_smem, chunk, ws_chunk_bytes, uprec;
   unsigned char* smem;
   void (*prepare)(const Args&, unsigned char*, int);
   void (*recurrence)(const Args&, const unsigned char*, int);
@@ -745,7 +780,8 @@ struct SplitConfig {
 #define KDA_SPLIT_CONFIG(NS, OPTIONS, KNOBS)                                                                     \
   SplitConfig<NS::kda_chunked::Args> {                                                                           \
 #NS, OPTIONS, KNOBS, NS::kda_chunked::kPThreads, NS::kda_chunked::kRThreads, NS::kda_chunked::kPSmemBytes,   \
-        NS::kda_chunked::kRSmemBytes, NS::kda_chunked::kC, NS::kda_chunked::kWsChunkBytes, NS::kda_chunked::smem, \
+        NS::kda_chunked::kRSmemBytes, NS::kda_chunked::kC, NS::kda_chunked::kWsChunkBytes,                      \
+        NS::kda_chunked::kUBytes * 8, NS::kda_chunked::smem,                                                     \
         [](const NS::kda_chunked::Args& a, unsigned char* ws, int n) { NS::kda_chunked::kda_prepare_body(a, ws, n); }, \
         [](const NS::kda_chunked::Args& a, const unsigned char* ws, int n) {                                   \
           NS::kda_chunked::kda_recurrence_body(a, ws, n);                                                        \
@@ -798,7 +834,7 @@ Outcome run_split(const SplitConfig<Args>& c, const Shape& s, Distribution dist,
               " B; " + std::to_string(c.rec_threads) + ", " + std::to_string(c.rec_smem) + " B)";
     return o;
   }
-  if (KdaFwdOp::workspace_chunk_bytes(c.chunk) != c.ws_chunk_bytes) {
+  if (KdaFwdOp::workspace_chunk_bytes(c.chunk, c.uprec) != c.ws_chunk_bytes) {
     o.fault = "KdaFwdOp::workspace_chunk_bytes disagrees with the kernel's kWsChunkBytes";
     return o;
   }
@@ -926,13 +962,14 @@ TEST(KdaChunkedOnHost, NoStatesBv64EightWarps) {
 }
 
 
-Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc) {
-  return {{"CHUNK", chunk}, {"BV", bv}, {"WARPS", warps}, {"STAGE", stage}, {"LMTC", lmtc}, {"FUSED", I{0}}};
+Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc, I uprec = 32) {
+  return {{"CHUNK", chunk}, {"BV", bv},       {"WARPS", warps},  {"STAGE", stage},
+          {"LMTC", lmtc},   {"FUSED", I{0}}, {"UPREC", uprec}};
 }
 
 TEST(KdaSplitOnHost, MainSpecDefaults) {
   // Plus the held-out batched rows of 333 tokens (10 full chunks and a partial one per row).
-  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(32, 64, 4, 1, 1));
+  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(32, 64, 4, 1, 1, 16));
   check_split(KDA_SPLIT_CONFIG(split0, OpConfig{}, KdaFwdOp::chunked_knob_defaults()), {shape(4, 333, 3, 4)});
 }
 
@@ -948,6 +985,10 @@ TEST(KdaSplitOnHost, InitialStateOnlyChunk64Bv128NoLmtc) {
 
 TEST(KdaSplitOnHost, FinalStateOnlyChunk16Bv32) {
   check_split(KDA_SPLIT_CONFIG(split3, (OpConfig{{"initial_state", "false"}}), split_knobs(16, 32, 8, 1, 1)));
+}
+
+TEST(KdaSplitOnHost, Fp32U0Chunk32Bv32) {
+  check_split(KDA_SPLIT_CONFIG(split5, OpConfig{}, split_knobs(32, 32, 4, 1, 1, 32)));
 }
 
 TEST(KdaSplitOnHost, SoftplusNoStatesChunk64Bv32) {

@@ -337,14 +337,15 @@ TEST(KdaFwdChunkedBuild, SeedBuildsForEveryOptionCombination) {
 
 // Every assignment the chunked seed's constraints admit is one the op accepts; every admitted
 // fused one (46) builds without spilling, and so does a covering set of the FUSED = 0 ones: the
-// prepare depends on CHUNK, WARPS and LMTC only, the recurrence on CHUNK, BV and STAGE only, so
-// the 24 (CHUNK, BV, STAGE) combinations, each with a (WARPS, LMTC) pair that cycles through all
-// four per CHUNK, build both kernels of all 96 (a quarter of the compile time).
+// prepare depends on CHUNK, WARPS, LMTC and UPREC only, the recurrence on CHUNK, BV, STAGE and
+// UPREC, so the 24 (CHUNK, BV, STAGE) combinations, each with a (WARPS, LMTC, UPREC) triple that
+// cycles through all eight per CHUNK, build both kernels of all 192 (an eighth of the compile
+// time; UPREC 16 is built at BV 64 and 128).
 TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   const Spec spec = load("kda_fwd.spec");
   const auto& seed = chunked_seed(spec);
   const auto admitted = admitted_for(seed);
-  EXPECT_EQ(admitted.size(), 46u + 96u);
+  EXPECT_EQ(admitted.size(), 46u + 192u);
   std::vector<Knobs> ok;
   std::set<std::string> prep_cover, rec_cover;
   for (const auto& k : admitted) {
@@ -355,17 +356,18 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
     int cycle = 0;
     for (I bv : {16, 32, 64, 128})
       for (I stage : {0, 1}) {
-        const I warps = (cycle & 1) ? 8 : 4, lmtc = (cycle & 2) ? 1 : 0;
+        const I warps = (cycle & 1) ? 8 : 4, lmtc = (cycle & 2) ? 1 : 0, uprec = (cycle & 4) ? 16 : 32;
         ++cycle;
-        const Knobs k = {{"FUSED", I{0}}, {"CHUNK", c},         {"BV", bv},
-                         {"WARPS", warps}, {"STAGE", stage}, {"LMTC", lmtc}};
+        const Knobs k = {{"FUSED", I{0}},   {"CHUNK", c},     {"BV", bv},      {"WARPS", warps},
+                         {"STAGE", stage}, {"LMTC", lmtc}, {"UPREC", uprec}};
         EXPECT_NE(std::find(admitted.begin(), admitted.end(), k), admitted.end()) << knobs_text(k);
         ok.push_back(k);
-        prep_cover.insert(std::to_string(c) + "/" + std::to_string(warps) + "/" + std::to_string(lmtc));
+        prep_cover.insert(std::to_string(c) + "/" + std::to_string(warps) + "/" + std::to_string(lmtc) + "/" +
+                          std::to_string(uprec));
         rec_cover.insert(std::to_string(c) + "/" + std::to_string(bv) + "/" + std::to_string(stage));
       }
   }
-  EXPECT_EQ(prep_cover.size(), 12u);
+  EXPECT_EQ(prep_cover.size(), 24u);
   EXPECT_EQ(rec_cover.size(), 24u);
   EXPECT_EQ(ok.size(), 46u + 24u);
   std::vector<ptxevo::evaluator::BuildRequest> reqs;
@@ -401,16 +403,24 @@ TEST(KdaFwdChunkedBuild, CompilesForSm100a) {
   }
   Spec spec = main;
   spec.arch = "sm_100a";
-  reqs.push_back(chunked_request(spec, seed, {{"CHUNK", I{32}}, {"BV", I{128}}, {"WARPS", I{8}}, {"STAGE", I{1}}, {"LMTC", I{0}}}));
-  reqs.push_back(chunked_request(spec, seed, {{"CHUNK", I{64}}, {"BV", I{32}}, {"WARPS", I{4}}, {"STAGE", I{0}}, {"LMTC", I{0}}}));
+  // The defaults above are the prepare + recurrence pair; the fused kernel at its defaults and its
+  // largest tiles, and the pair at its largest recurrence layout.
+  reqs.push_back(chunked_request(spec, seed, KdaFwdOp::chunked_fused_knob_defaults()));
+  reqs.push_back(chunked_request(
+      spec, seed,
+      {{"FUSED", I{1}}, {"UPREC", I{32}}, {"CHUNK", I{32}}, {"BV", I{128}}, {"WARPS", I{8}}, {"STAGE", I{1}}, {"LMTC", I{0}}}));
+  reqs.push_back(chunked_request(
+      spec, seed,
+      {{"FUSED", I{1}}, {"UPREC", I{32}}, {"CHUNK", I{64}}, {"BV", I{32}}, {"WARPS", I{4}}, {"STAGE", I{0}}, {"LMTC", I{0}}}));
+  reqs.push_back(chunked_request(spec, seed, {{"CHUNK", I{64}}, {"BV", I{128}}, {"UPREC", I{32}}}));
   const auto results = ptxevo::evaluator::Builder(nullptr).build_all(reqs);
   for (std::size_t i = 0; i < results.size(); ++i) {
     SCOPED_TRACE(reqs[i].name);
     ASSERT_TRUE(results[i].ok) << results[i].stage << ": " << results[i].error;
     EXPECT_NE(results[i].ptx.find(".target sm_100a"), std::string::npos);
     EXPECT_NE(results[i].ptx.find("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"), std::string::npos);
-    ASSERT_EQ(results[i].resources.size(), 1u);
-    EXPECT_EQ(results[i].resources[0].spill_stores, 0);
+    ASSERT_FALSE(results[i].resources.empty());
+    for (const auto& f : results[i].resources) EXPECT_EQ(f.spill_stores, 0) << f.name;
     const auto sass = ptxevo::evaluator::run_ptxas(results[i].ptx, "sm_100a");
     EXPECT_TRUE(sass.ok) << sass.log;
   }

@@ -235,6 +235,8 @@ TEST(KdaFwdOp, ImpossibleKnobsThrowWithAReason) {
   // FUSED = 0: the prepare + recurrence pair, mma.sync only.
   has({{"CHUNK", I{16}}, {"FUSED", I{2}}}, "FUSED=2");
   has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"MMA", std::string("tcgen05")}}, "MMA=tcgen05 needs FUSED=1");
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"UPREC", I{8}}}, "UPREC=8");
+  has({{"CHUNK", I{16}}, {"UPREC", I{16}}}, "UPREC=16 needs FUSED=0");
   EXPECT_NO_THROW(op.launch_plan(shape(1, 16, 1, 1), {}, {{"CHUNK", I{64}}, {"FUSED", I{0}}, {"BV", I{128}}}));
 }
 
@@ -272,10 +274,15 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   EXPECT_EQ(std::get<ArgTensor>(rc.args[3]).name, "out");
   EXPECT_EQ(std::get<ArgTensor>(rc.args[4]).name, "final_state");
   EXPECT_EQ(std::get<std::int32_t>(rc.args[7]), 6);
-  // CHUNK 32, BV 64, STAGE 1: two buffers of Qd, W0 2 x 8704, Kr^T 10240, M 2 x 2560, 2^Gtot 512,
-  // U0^T 64 x 40 x 4; two CTAs a SM.
-  EXPECT_EQ(rc.shared_bytes, 2u * (17408u + 10240u + 5120u + 512u + 10240u));
+  // CHUNK 32, BV 64, STAGE 1, UPREC 16: two buffers of Qd, W0 2 x 8704, Kr^T 10240, M 2 x 2560,
+  // 2^Gtot 512, U0^T 64 x 40 x 2; two CTAs a SM.
+  EXPECT_EQ(rc.shared_bytes, 2u * (17408u + 10240u + 5120u + 512u + 5120u));
   EXPECT_LE(2 * (rc.shared_bytes + 1024), 228u * 1024);
+  // UPREC = 32: U0^T in fp32, in the workspace and in shared memory.
+  Knobs u32 = KdaFwdOp::chunked_knob_defaults();
+  u32["UPREC"] = I{32};
+  EXPECT_EQ(op.launch_plan(shape(1, 8192, 96, 6), {}, u32).kernels[1].shared_bytes, rc.shared_bytes + 2u * 64u * 40u * 2u);
+  EXPECT_EQ(KdaFwdOp::workspace_chunk_bytes(32, 16), KdaFwdOp::workspace_chunk_bytes(32) - 128 * 32 * 2);
   // Fixed-length rows: null cu_seqlens, N = B.
   const auto f = op.launch_plan(shape(3, 100, 2, 3), {{"initial_state", "false"}},
                                 {{"CHUNK", I{16}}, {"BV", I{16}}, {"FUSED", I{0}}, {"LMTC", I{0}}});
