@@ -1084,9 +1084,28 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
   if (dynamic_smem_bytes() < (unsigned int)kRSmemBytes) trap_now();
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g8 = lane >> 2, t4 = lane & 3;
-  const long long n = blockIdx.x;
-  const int h = blockIdx.y;
-  const int col0 = blockIdx.z * kBv;
+  // Longest chains first: the block scheduler starts CTAs in linear order (x fastest), so the
+  // linear index L = x + N (y + H z) is read as (rank r = L / (H S), head, slice) and, for up to 16
+  // packed sequences, rank r as the r-th longest sequence (ties by index): every head and slice of
+  // the longest sequence starts in the first wave and short sequences fill the tail. A permutation
+  // of the grid, so every (sequence, head, slice) still runs once.
+  const long long hs = (long long)a.H * (kD / kBv);
+  const long long lin = blockIdx.x + (long long)nseq * (blockIdx.y + (long long)a.H * blockIdx.z);
+  const long long rank = lin / hs;
+  const int h = (int)((lin % hs) % a.H);
+  const int col0 = (int)((lin % hs) / a.H) * kBv;
+  long long n = rank;
+  if (a.cu_seqlens && nseq <= 16) {  // N^2 comparisons by every thread: a few hundred at most
+    for (int m = 0; m < nseq; ++m) {
+      const long long lm = a.cu_seqlens[m + 1] - a.cu_seqlens[m];
+      long long r = 0;
+      for (int j = 0; j < nseq; ++j) {
+        const long long lj = a.cu_seqlens[j + 1] - a.cu_seqlens[j];
+        r += (lj > lm || (lj == lm && j < m)) ? 1 : 0;
+      }
+      if (r == rank) n = m;
+    }
+  }
   long long bos, eos;
   seq_range(a, n, bos, eos);
   const unsigned char* wsh = ws + ((long long)h * ws_slots(a, nseq) + n + bos / kC) * kWsChunkBytes;
