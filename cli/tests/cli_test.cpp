@@ -165,7 +165,9 @@ TEST(CliPrior, ShowsFeedingCampaignsOperatorPosteriorsAndHeldOutRank) {
                             "gzip -dc '" PTXEVO_SOURCE_DIR "/bench/results/2026-11-30-h200-prior-confirm-7b02051/warm.db.gz' > '" +
                                 db + "'"});
   ASSERT_EQ(unzip.exit_code, 0) << unzip.output;
-  auto r = run_process({PTXEVO_BIN, "prior", "--db", db});
+  // From the repository root, as the campaigns ran: their specs are recorded as relative paths
+  // (kernels/rmsnorm/...), which the cost model needs for the op options.
+  auto r = run_process({"/bin/sh", "-c", "cd '" PTXEVO_SOURCE_DIR "' && '" PTXEVO_BIN "' prior --db '" + db + "'"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("op family rmsnorm: campaigns feeding the prior"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("campaign 1  rmsnorm_fwd  sm_90a  rmsnorm_fwd.spec"), std::string::npos) << r.output;
