@@ -123,7 +123,7 @@ if timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_
     >> "$out/builds.log" 2>&1; then
   build_bg chunked "$bd/kda_fwd_chunked.spec" ""
   # FUSED = 1 at its own defaults (the seed before the split), then the split at other tiles.
-  for v in ${KDA_VARIANTS:-fused:FUSED=1,CHUNK=16,BV=32,WARPS=4,STAGE=1,LMTC=1 s16_bv32:CHUNK=16,BV=32 s32_bv32:BV=32 s32_bv128:BV=128 s64_bv64:CHUNK=64 s32_u32:UPREC=32}; do
+  for v in ${KDA_VARIANTS:-fused:FUSED=1,CHUNK=16,BV=32,WARPS=4,STAGE=1,LMTC=1,UPREC=32 s32_bv64:CHUNK=32,BV=64 s16_bv16:BV=16 s16_bv64:BV=64 s16_u32:UPREC=32}; do
     build_bg "${v%%:*}" "$bd/kda_fwd_chunked.spec" "${v#*:}"
   done
 else

@@ -454,13 +454,13 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef STAGE
 #undef LMTC
 
-// Configuration S0: the main spec's defaults (FUSED 0, CHUNK 32, BV 64, WARPS 4, STAGE 1, LMTC 1,
+// Configuration S0: the main spec's defaults (FUSED 0, CHUNK 16, BV 32, WARPS 4, STAGE 1, LMTC 1,
 // UPREC 16), both states.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
-#define CHUNK 32
-#define BV 64
+#define CHUNK 16
+#define BV 32
 #define WARPS 4
 #define STAGE 1
 #define LMTC 1
@@ -969,7 +969,7 @@ Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc, I uprec = 32) {
 
 TEST(KdaSplitOnHost, MainSpecDefaults) {
   // Plus the held-out batched rows of 333 tokens (10 full chunks and a partial one per row).
-  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(32, 64, 4, 1, 1, 16));
+  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(16, 32, 4, 1, 1, 16));
   check_split(KDA_SPLIT_CONFIG(split0, OpConfig{}, KdaFwdOp::chunked_knob_defaults()), {shape(4, 333, 3, 4)});
 }
 

@@ -245,7 +245,10 @@ TEST(KdaFwdOp, ImpossibleKnobsThrowWithAReason) {
 // and the lower bound.
 TEST(KdaFwdOp, SplitLaunchPlan) {
   const KdaFwdOp op;
-  const auto p = op.launch_plan(shape(1, 8192, 96, 6), {}, KdaFwdOp::chunked_knob_defaults());
+  Knobs k = KdaFwdOp::chunked_knob_defaults();  // at CHUNK 32, BV 64
+  k["CHUNK"] = I{32};
+  k["BV"] = I{64};
+  const auto p = op.launch_plan(shape(1, 8192, 96, 6), {}, k);
   ASSERT_EQ(p.kernels.size(), 2u);
   const auto& pr = p.kernels[0];
   const auto& rc = p.kernels[1];
@@ -253,8 +256,7 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   EXPECT_EQ(pr.grid.x, 6u + 8192u / 32u);  // N + T / CHUNK slots
   EXPECT_EQ(pr.grid.y, 96u);
   EXPECT_EQ(pr.block.x, 128u);             // WARPS = 4
-  EXPECT_EQ(pr.shared_bytes, static_cast<std::uint32_t>(KdaFwdOp::prepare_smem_bytes(KdaFwdOp::chunked_geometry(
-                                 KdaFwdOp::chunked_knob_defaults()))));
+  EXPECT_EQ(pr.shared_bytes, static_cast<std::uint32_t>(KdaFwdOp::prepare_smem_bytes(KdaFwdOp::chunked_geometry(k))));
   ASSERT_EQ(pr.args.size(), 14u);
   EXPECT_EQ(std::get<ArgTensor>(pr.args[7]).name, "cu_seqlens");
   EXPECT_EQ(std::get<ArgTensor>(pr.args[8]).name, "workspace");
@@ -279,7 +281,7 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   EXPECT_EQ(rc.shared_bytes, 2u * (17408u + 10240u + 5120u + 512u + 5120u));
   EXPECT_LE(2 * (rc.shared_bytes + 1024), 228u * 1024);
   // UPREC = 32: U0^T in fp32, in the workspace and in shared memory.
-  Knobs u32 = KdaFwdOp::chunked_knob_defaults();
+  Knobs u32 = k;
   u32["UPREC"] = I{32};
   EXPECT_EQ(op.launch_plan(shape(1, 8192, 96, 6), {}, u32).kernels[1].shared_bytes, rc.shared_bytes + 2u * 64u * 40u * 2u);
   EXPECT_EQ(KdaFwdOp::workspace_chunk_bytes(32, 16), KdaFwdOp::workspace_chunk_bytes(32) - 128 * 32 * 2);
