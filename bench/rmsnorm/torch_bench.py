@@ -548,6 +548,19 @@ def copy_bandwidth(l2_bytes: int) -> Dict[str, float]:
 
 # ---------------------------------------------------------------- one shape
 
+def passing_builds(builds, checks, row, key):
+    """The candidates whose every output passed its check; the others go to row["failed"], untimed."""
+    alive = []
+    for b in builds:
+        bad = [f"{name}: {r['message']}" for name, r in checks[b.label].items() if not r["ok"]]
+        if bad:
+            row["failed"][b.label] = "; ".join(bad)
+            print(f"  {key}: {b.label} FAILED the correctness check, not timed: {'; '.join(bad)}", flush=True)
+        else:
+            alive.append(b)
+    return alive
+
+
 def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opts: Dict[str, Any],
               env: Dict[str, Any], args: argparse.Namespace) -> Dict[str, Any]:
     if opts.get("op") == "rmsnorm_bwd":
@@ -619,14 +632,7 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
                     checks[label][name] = {**r, "message": r["message"] + " (on the last input set)"}
     row["checks"] = checks
     del torch_out
-    alive = []
-    for b in builds:
-        bad = [f"{name}: {r['message']}" for name, r in checks[b.label].items() if not r["ok"]]
-        if bad:
-            row["failed"][b.label] = "; ".join(bad)
-            print(f"  {key}: {b.label} FAILED the correctness check, not timed: {'; '.join(bad)}", flush=True)
-        else:
-            alive.append(b)
+    alive = passing_builds(builds, checks, row, key)
 
     # ---- timing
     cand_steps = {b.label: (lambda plans_b: lambda i, s: run_plan(plans_b[i], s))(plans[b.label]) for b in alive}
@@ -826,14 +832,7 @@ def run_shape_bwd(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any],
         bad = [f"{t}: {r['message']}" for t, r in checks.get(name, {}).items() if not r["ok"]]
         if bad:  # reported, not enforced, as for the forward
             row["errors"].append(f"{name} differs from the fp64 reference: {'; '.join(bad)}")
-    alive = []
-    for b in builds:
-        bad = [f"{name}: {r['message']}" for name, r in checks[b.label].items() if not r["ok"]]
-        if bad:
-            row["failed"][b.label] = "; ".join(bad)
-            print(f"  {key}: {b.label} FAILED the correctness check, not timed: {'; '.join(bad)}", flush=True)
-        else:
-            alive.append(b)
+    alive = passing_builds(builds, checks, row, key)
     for name, per in checks.items():
         print("  check " + f"{name:>14}: " + ", ".join(
             f"{t} rel_l2 {r['rel_l2']:.2e} max_abs {r['max_abs']:.2e} {'ok' if r['ok'] else 'FAIL'}"
