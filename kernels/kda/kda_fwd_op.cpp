@@ -18,6 +18,14 @@ using evaluator::TensorDesc;
 
 namespace {
 
+// The inputs every KDA kernel takes first, in this order (kernels/kda/README.md, "Kernel contract").
+std::vector<evaluator::KernelArg> input_args(bool packed) {
+  return {evaluator::ArgTensor{"q"},    evaluator::ArgTensor{"k"},     evaluator::ArgTensor{"v"},
+          evaluator::ArgTensor{"g"},    evaluator::ArgTensor{"beta"},  evaluator::ArgTensor{"A_log"},
+          evaluator::ArgTensor{"dt_bias"}, evaluator::ArgTensor{packed ? "cu_seqlens" : ""}};
+}
+
+
 constexpr std::int64_t D = KdaFwdOp::kHeadDim;
 
 [[noreturn]] void fail(const std::string& m) { throw std::invalid_argument("kda_fwd: " + m); }
@@ -304,20 +312,13 @@ evaluator::LaunchPlan KdaFwdOp::launch_plan(const Shape& s, const OpConfig& cfg,
     prep.grid = {static_cast<std::uint32_t>(slots), static_cast<std::uint32_t>(d.heads), 1};
     prep.block = {static_cast<std::uint32_t>(g.warps * 32), 1, 1};
     prep.shared_bytes = static_cast<std::uint32_t>(prepare_smem_bytes(g));
-    prep.args = {evaluator::ArgTensor{"q"},
-                 evaluator::ArgTensor{"k"},
-                 evaluator::ArgTensor{"v"},
-                 evaluator::ArgTensor{"g"},
-                 evaluator::ArgTensor{"beta"},
-                 evaluator::ArgTensor{"A_log"},
-                 evaluator::ArgTensor{"dt_bias"},
-                 evaluator::ArgTensor{d.packed ? "cu_seqlens" : ""},
-                 evaluator::ArgTensor{"workspace"},
+    prep.args = input_args(d.packed);
+    prep.args.insert(prep.args.end(), {evaluator::ArgTensor{"workspace"},
                  std::int64_t{d.tokens},
                  static_cast<std::int32_t>(d.heads),
                  static_cast<std::int32_t>(d.sequences),
                  f_scale,
-                 f_lb};
+                 f_lb});
     l.entry = kRecurrenceEntry;
     l.grid = {static_cast<std::uint32_t>(d.sequences), static_cast<std::uint32_t>(d.heads),
               static_cast<std::uint32_t>(D / g.bv)};
@@ -353,21 +354,14 @@ evaluator::LaunchPlan KdaFwdOp::launch_plan(const Shape& s, const OpConfig& cfg,
   l.grid = {static_cast<std::uint32_t>(d.sequences), static_cast<std::uint32_t>(d.heads),
             static_cast<std::uint32_t>(D / bv)};
   l.block = {static_cast<std::uint32_t>(threads), 1, 1};
-  l.args = {evaluator::ArgTensor{"q"},
-            evaluator::ArgTensor{"k"},
-            evaluator::ArgTensor{"v"},
-            evaluator::ArgTensor{"g"},
-            evaluator::ArgTensor{"beta"},
-            evaluator::ArgTensor{"A_log"},
-            evaluator::ArgTensor{"dt_bias"},
-            evaluator::ArgTensor{d.packed ? "cu_seqlens" : ""},
-            evaluator::ArgTensor{c.initial_state ? "initial_state" : ""},
+  l.args = input_args(d.packed);
+  l.args.insert(l.args.end(), {evaluator::ArgTensor{c.initial_state ? "initial_state" : ""},
             evaluator::ArgTensor{"out"},
             evaluator::ArgTensor{c.final_state ? "final_state" : ""},
             std::int64_t{d.tokens},
             static_cast<std::int32_t>(d.heads),
             static_cast<float>(c.scale),
-            static_cast<float>(c.lower_bound)};
+            static_cast<float>(c.lower_bound)});
   evaluator::LaunchPlan p;
   p.kernels.push_back(std::move(l));
   return p;
