@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine from the repository root: where the KDA split's time goes. Builds the
+# chunked seed (FUSED = 0) at its defaults and at a few knob settings, times each kernel of each
+# plan on its own (bench/kda/phase_times.py) on chosen TARGETS.md scenarios, then profiles the
+# defaults' two kernels at scenario 1 with Nsight Compute (clocks left alone: METHOD.md). One call,
+# under 9 minutes; every step has its own timeout; everything lands in $OUT.
+#
+# Usage: bench/gpu/run_kda_profile_h200.sh COMMIT|auto
+# Environment: KDA_PROFILE_VARIANTS (LABEL:KNOBS words; default below), KDA_PROFILE_SHAPES
+#   [1 3 6], KDA_NCU [1: 0 skips Nsight Compute], KDA_NCU_TIMEOUT [150].
+# Device command (carry [".gpu"]): bench/gpu/run_kda_profile_h200.sh auto
+set -uo pipefail
+t_start=$SECONDS
+cd "$(dirname "$0")/../.." || exit 2
+commit="${1:-auto}"
+gpu_commit="$(cat .gpu/commit.txt 2>/dev/null || echo unknown)"
+[ "$commit" = auto ] && commit="$gpu_commit"
+out="${OUT:-/tmp/ptxevo-out}"
+mkdir -p "$out"
+ptxevo_ld="$PWD/.gpu/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PTXEVO_CACHE_DIR="${PTXEVO_CACHE_DIR:-/tmp/ptxevo-cache}" PYTHONUNBUFFERED=1
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $commit"
+  timeout 30 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu --format=csv
+  timeout 30 nvcc --version | tail -n 2
+} > "$out/env.txt" 2>&1
+cat "$out/env.txt"
+
+bd=/tmp/kda_profile_builds
+rm -rf "$bd" && mkdir -p "$bd"
+timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_chunked_seed "$bd/kda_fwd_chunked.spec" \
+  > "$out/builds.log" 2>&1 || { echo "derive_spec failed"; cat "$out/builds.log"; exit 1; }
+labels=(chunked)
+( LD_LIBRARY_PATH="$ptxevo_ld" timeout 150 .gpu/ptxevo build "$bd/kda_fwd_chunked.spec" --out "$bd/chunked" \
+    > "$bd/chunked.log" 2>&1; echo "rc=$?" >> "$bd/chunked.log" ) &
+for v in ${KDA_PROFILE_VARIANTS:-stage0:STAGE=0 bv16:BV=16 bv64:BV=64 c32:CHUNK=32,BV=64 w8:WARPS=8 lmtc0:LMTC=0}; do
+  l="${v%%:*}"; labels+=("$l")
+  ( LD_LIBRARY_PATH="$ptxevo_ld" timeout 150 .gpu/ptxevo build "$bd/kda_fwd_chunked.spec" --knobs "${v#*:}" \
+      --out "$bd/$l" > "$bd/$l.log" 2>&1; echo "rc=$?" >> "$bd/$l.log" ) &
+done
+wait
+cands=()
+for l in "${labels[@]}"; do
+  cat "$bd/$l.log" >> "$out/builds.log"
+  if tail -n 1 "$bd/$l.log" | grep -qx "rc=0"; then
+    cands+=(--candidate "$l=$bd/$l")
+    mkdir -p "$out/builds/$l" && cp "$bd/$l/launch.json" "$bd/$l/resources.json" "$out/builds/$l/" 2>/dev/null
+  else
+    echo "build $l failed (builds.log)"
+  fi
+done
+grep -h -E "registers|spill" "$bd"/*/resources.json 2>/dev/null | head -n 20
+
+echo "== phase times ($(( SECONDS - t_start )) s)"
+timeout -k 10 240 python3 bench/kda/phase_times.py "${cands[@]}" --shapes ${KDA_PROFILE_SHAPES:-1 3 6} \
+  --out "$out/phase" > "$out/phase.log" 2>&1
+echo "phase_times rc=$?"
+grep -v "^|" "$out/phase.log" | tail -n 5
+
+if [ "${KDA_NCU:-1}" = 1 ] && command -v ncu >/dev/null; then
+  echo "== ncu ($(( SECONDS - t_start )) s)"
+  timeout -k 10 "${KDA_NCU_TIMEOUT:-150}" ncu --clock-control none -k regex:kda_fwd --launch-count 2 \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section MemoryWorkloadAnalysis --section SchedulerStats --section ComputeWorkloadAnalysis \
+    python3 bench/kda/phase_times.py --candidate "chunked=$bd/chunked" --shapes 1 --reps 1 --rounds 1 \
+    > "$out/ncu.txt" 2>&1
+  echo "ncu rc=$?"
+  grep -E "kda_fwd_(prepare|recurrence)|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Warp Cycles Per Issued|Stall|L2 Hit|L1/TEX Hit|Block Limit" \
+    "$out/ncu.txt" | head -n 60
+fi
+echo "== $(( SECONDS - t_start )) s"
+cat "$out/phase/phase_times.md" 2>/dev/null || tail -n 20 "$out/phase.log"
