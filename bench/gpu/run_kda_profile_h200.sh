@@ -7,7 +7,9 @@
 #
 # Usage: bench/gpu/run_kda_profile_h200.sh COMMIT|auto
 # Environment: KDA_PROFILE_VARIANTS (LABEL:KNOBS words; default below), KDA_PROFILE_SHAPES
-#   [1 3 6], KDA_NCU [1: 0 skips Nsight Compute], KDA_NCU_TIMEOUT [150].
+#   [1 3 6], KDA_NCU [1: 0 skips Nsight Compute], KDA_NCU_TIMEOUT [150], KDA_PROFILE_GATE [1: the
+#   GPU gate test KDA_GATE_FILTER (default: the chunked seed on the main spec) runs first],
+#   KDA_GATE_TIMEOUT [200].
 # Device command (carry [".gpu"]): bench/gpu/run_kda_profile_h200.sh auto
 set -uo pipefail
 t_start=$SECONDS
@@ -26,6 +28,16 @@ export PTXEVO_CACHE_DIR="${PTXEVO_CACHE_DIR:-/tmp/ptxevo-cache}" PYTHONUNBUFFERE
   timeout 30 nvcc --version | tail -n 2
 } > "$out/env.txt" 2>&1
 cat "$out/env.txt"
+
+# The GPU gate on the main spec first (KDA_PROFILE_GATE=1): speed without correctness counts for nothing.
+if [ "${KDA_PROFILE_GATE:-1}" = 1 ] && [ -x .gpu/ptxevo_kda_gpu_tests ]; then
+  echo "== gate ${KDA_GATE_FILTER:-KdaGpu.ChunkedSeedPassesTheGateOnTheMainSpec}"
+  LD_LIBRARY_PATH="$ptxevo_ld" PTXEVO_SOURCE_DIR="$PWD" PTXEVO_BIN="$PWD/.gpu/ptxevo" PTXEVO_RESULTS_DIR="$out" \
+    timeout -k 10 "${KDA_GATE_TIMEOUT:-200}" .gpu/ptxevo_kda_gpu_tests \
+    --gtest_filter="${KDA_GATE_FILTER:-KdaGpu.ChunkedSeedPassesTheGateOnTheMainSpec}" > "$out/gate.log" 2>&1
+  echo "gate rc=$?"
+  grep -E "^\[ *(OK|FAILED) *\]|verdict|rel_l2|worst" "$out/gate.log" | tail -n 20
+fi
 
 bd=/tmp/kda_profile_builds
 rm -rf "$bd" && mkdir -p "$bd"

@@ -179,24 +179,22 @@ enum : int {
   kPOffQl = kPOffQh + 16 * kPadK * 2,
   kPOffYh = kPOffQl + 16 * kPadK * 2,            // bf16 [C][kPadK] right factors
   kPOffYl = kPOffYh + kC * kPadK * 2,
-  kPSmemBytes = kPOffYl + kC * kPadK * 2,
-  // Recurrence shared memory: STAGE ? 2 : 1 buffers of one chunk's operands.
-  kROffQd = 0,                                   // bf16 [C][kPadK]
-  kROffW = kROffQd + kC * kPadK * 2,             // bf16 [C][kPadK]
-  kROffKrT = kROffW + kC * kPadK * 2,            // bf16 [K][kPadC]
-  kROffMhi = kROffKrT + kD * kPadC * 2,          // bf16 [C][kPadC]
-  kROffMlo = kROffMhi + kC * kPadC * 2,          // bf16 [C][kPadC]
-  kROffDec = kROffMlo + kC * kPadC * 2,          // fp32 [K]
-  kROffU = kROffDec + kD * 4,                    // fp32 / bf16 [BV][kPadC] this CTA's rows of U0^T
-  kRStageBytes = kROffU + kBv * kPadC * kUBytes,
+  kPOffV = kPOffYl + kC * kPadK * 2,             // bf16 [C][K] raw v rows (step 5), copied in step 0
+  kPSmemBytes = kPOffV + kC * kD * 2,
+  // Recurrence shared memory: STAGE ? 2 : 1 buffers of one chunk's operands, each the
+  // workspace's own dense (swizzled, see swz) layout of Qd, W0, Kr^T, M and 2^Gtot, then this
+  // CTA's BV rows of U0^T: two linear copies a chunk.
+  kROffQd = kWsQd,
+  kROffW = kWsW,
+  kROffKrT = kWsKrT,
+  kROffMhi = kWsMhi,
+  kROffMlo = kWsMlo,
+  kROffDec = kWsDec,
+  kROffU = kWsU,
+  kRStageBytes = kWsU + kBv * kC * kUBytes,
   kRSmemBytes = (STAGE ? 2 : 1) * kRStageBytes,
-  // 16-byte segments a stage copies: Qd, W0 rows, Kr^T rows, M's two terms, 2^Gtot, U0^T rows.
-  kSegQW = kC * (kD * 2 / 16),
-  kSegKrT = kD * (kC * 2 / 16),
-  kSegM = kC * (kC * 2 / 16),
-  kSegDec = kD * 4 / 16,
-  kSegU = kBv * (kC * kUBytes / 16),
-  kSegTotal = 2 * kSegQW + kSegKrT + 2 * kSegM + kSegDec + kSegU,
+  kSegShared = kWsU / 16,             // 16-byte segments of Qd .. 2^Gtot
+  kSegU = kBv * kC * kUBytes / 16,    // and of the slice's U0^T rows
 };
 static_assert(kC == 16 || kC == 32 || kC == 64, "CHUNK: 16, 32 or 64");
 static_assert(kBv == 16 || kBv == 32 || kBv == 64 || kBv == 128, "BV: 16, 32, 64 or 128");
@@ -205,7 +203,7 @@ static_assert(STAGE == 0 || STAGE == 1, "STAGE: 0 or 1");
 static_assert(LMTC == 0 || LMTC == 1, "LMTC: 0 or 1");
 static_assert(UPREC == 16 || UPREC == 32, "UPREC: 16 or 32");
 static_assert(kPSmemBytes <= 232448 && kRSmemBytes <= 232448, "at most 227 KB of shared memory per CTA");
-static_assert(3 * kC * kD * 2 <= kPSmemBytes - kPOffXh, "the prepare's raw q, k, g rows must fit the factor area");
+static_assert(3 * kC * kD * 2 <= kPOffV - kPOffXh, "the prepare's raw q, k, g rows must fit the factor area");
 #endif  // FUSED
 
 // The PTX primitives. kernels/tests/kda_chunked_host_test.cpp defines KDA_HOST_EMULATION and
@@ -274,20 +272,23 @@ __device__ __forceinline__ unsigned short bf16_bits(float x) {
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
   return h;
 }
+// Two floats as one bf16 pair, lo in the low half (cvt.rn.bf16x2.f32 puts its first operand in
+// the upper half): one instruction where two cvt and a shift-or were.
+__device__ __forceinline__ unsigned int pack_bf16x2(float lo, float hi) {
+  unsigned int d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
 #endif  // KDA_HOST_EMULATION
 __device__ __forceinline__ float bf16_value(unsigned short h) { return __uint_as_float((unsigned int)h << 16); }
 // Two floats as hi + lo bf16 pairs (element 0 in the low half, as fragments want it).
 __device__ __forceinline__ void split_bf16x2(float v0, float v1, unsigned int& hi, unsigned int& lo) {
-  const unsigned short h0 = bf16_bits(v0), h1 = bf16_bits(v1);
-  const unsigned short l0 = bf16_bits(v0 - bf16_value(h0)), l1 = bf16_bits(v1 - bf16_value(h1));
-  hi = (unsigned int)h0 | ((unsigned int)h1 << 16);
-  lo = (unsigned int)l0 | ((unsigned int)l1 << 16);
+  hi = pack_bf16x2(v0, v1);
+  lo = pack_bf16x2(v0 - __uint_as_float(hi << 16), v1 - __uint_as_float(hi & 0xffff0000u));
 }
 #ifndef KDA_HOST_EMULATION
 __device__ __forceinline__ void store_bf16x2(__nv_bfloat16* p, float lo, float hi) {
-  unsigned int d;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
-  asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(d) : "memory");
+  asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(pack_bf16x2(lo, hi)) : "memory");
 }
 
 __device__ __forceinline__ unsigned int smem_addr(const void* p) {
@@ -340,6 +341,16 @@ __device__ __forceinline__ void load_a(unsigned int* a, const unsigned short* ba
   a[2] = *reinterpret_cast<const unsigned int*>(p + 8);
   a[3] = *reinterpret_cast<const unsigned int*>(p + 8 * ld + 8);
 }
+// Element offset of (r, c) in a [rows][n] array whose 16-byte chunks (epc elements each) are
+// XOR-permuted within each row by a function of r, so that the eight rows g = 0..7 that one
+// fragment load touches read eight different chunks (conflict-free, as padding would be) while
+// the array stays dense: the prepare writes the workspace so and the recurrence copies a chunk's
+// operands with one linear loop.
+__device__ __forceinline__ int swz(int r, int c, int n, int epc) {
+  const int nch = n / epc;  // chunks a row: 2 .. 16
+  const int x = nch >= 8 ? (r & 7) : ((r >> (nch == 2 ? 2 : 1)) & (nch - 1));
+  return r * n + (((c / epc) ^ x) * epc) + (c % epc);
+}
 // B (16 x 8 at k0, column n0) from its transpose stored row-major [n][k]: lane holds
 // (k0 + 2t.., n0 + g) and (k0 + 8 + 2t.., n0 + g).
 __device__ __forceinline__ void load_b(unsigned int* b, const unsigned short* base_t, int ld, int n0, int k0, int lane) {
@@ -347,6 +358,14 @@ __device__ __forceinline__ void load_b(unsigned int* b, const unsigned short* ba
   const unsigned short* p = base_t + (n0 + g) * ld + k0 + 2 * t;
   b[0] = *reinterpret_cast<const unsigned int*>(p);
   b[1] = *reinterpret_cast<const unsigned int*>(p + 8);
+}
+
+// load_b from a swizzled (swz) bf16 [n][ld] array.
+__device__ __forceinline__ void load_b_swz(unsigned int* b, const unsigned short* base_t, int ld, int n0, int k0,
+                                           int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  b[0] = *reinterpret_cast<const unsigned int*>(base_t + swz(n0 + g, k0 + 2 * t, ld, 8));
+  b[1] = *reinterpret_cast<const unsigned int*>(base_t + swz(n0 + g, k0 + 8 + 2 * t, ld, 8));
 }
 
 struct Args {
@@ -844,23 +863,28 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   // 0. The chunk's raw q, k, g rows into shared memory with cp.async, all at once (step 1 would
   // otherwise have one token's rows a warp in flight: too few bytes to keep DRAM busy); they use
   // the factor area of step 4, which is free until then.
+  // v goes to its own area (step 5 reads it after the factors are used): its load latency is
+  // then hidden here rather than exposed at the end.
   unsigned short* rawq = reinterpret_cast<unsigned short*>(smem + kPOffXh);
   unsigned short* rawk = rawq + kC * kD;
   unsigned short* rawg = rawk + kC * kD;
-  for (int idx = tid; idx < count * 48; idx += kPThreads) {
-    const int tt = idx / 48, sg = idx % 48, which = sg >> 4, seg = sg & 15;
+  unsigned short* rawv = reinterpret_cast<unsigned short*>(smem + kPOffV);
+  for (int idx = tid; idx < count * 64; idx += kPThreads) {
+    const int tt = idx / 64, sg = idx % 64, which = sg >> 4, seg = sg & 15;
     const long long row = ((t0 + tt) * a.H + h) * (long long)kD + seg * 8;
-    cp_async16((which == 0 ? rawq : which == 1 ? rawk : rawg) + tt * kD + seg * 8,
-               (which == 0 ? a.q : which == 1 ? a.k : a.g) + row);
+    cp_async16((which == 0 ? rawq : which == 1 ? rawk : which == 2 ? rawg : rawv) + tt * kD + seg * 8,
+               (which == 0 ? a.q : which == 1 ? a.k : which == 2 ? a.g : a.v) + row);
   }
   cp_async_commit();
-  cp_async_wait_all();
-  __syncthreads();
-  // 1. Pre-processing, one warp per token (as the fused kernel); padding rows are zero, a = 0.
+  // The small per-head and per-token inputs load while the copies fly.
   float dtb[4];
 #pragma unroll
   for (int e = 0; e < 4; ++e) dtb[e] = a.dt_bias[h * kD + lane * 4 + e];
   const float ea = ex2(a.a_log[h] * KDA_LOG2E);
+  const float beta_logit = tid < count ? load_bf16(a.beta + (t0 + tid) * a.H + h) : 0.f;
+  cp_async_wait_all();
+  __syncthreads();
+  // 1. Pre-processing, one warp per token (as the fused kernel); padding rows are zero, a = 0.
   for (int tt = warp; tt < kC; tt += kPWarps) {
     float q[4] = {0.f, 0.f, 0.f, 0.f}, k[4] = {0.f, 0.f, 0.f, 0.f}, ld[4] = {0.f, 0.f, 0.f, 0.f};
     float rq = 0.f, rk = 0.f;
@@ -891,7 +915,7 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
       pG[tt * kLd + lane * 4 + e] = ld[e];
     }
   }
-  if (tid < kC) pBeta[tid] = tid < count ? sigmoid(load_bf16(a.beta + (t0 + tid) * a.H + h)) : 0.f;
+  if (tid < kC) pBeta[tid] = tid < count ? sigmoid(beta_logit) : 0.f;
   __syncthreads();
   // 2. G = chunk-local inclusive cumsum of the log2-decays; 2^Gtot to the workspace.
   for (int d = tid; d < kD; d += kPThreads) {
@@ -905,19 +929,19 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   }
   __syncthreads();
   // 3. Qd = q 2^G (scale folded into q) and Kr^T = (k 2^(Gtot - G))^T, bf16 pairs.
-  unsigned int* wQd = reinterpret_cast<unsigned int*>(wsc + kWsQd);
+  unsigned short* wQd = reinterpret_cast<unsigned short*>(wsc + kWsQd);
   for (int idx = tid; idx < kC * kD / 2; idx += kPThreads) {
     const int r = idx / (kD / 2), d = 2 * (idx % (kD / 2));
     const float v0 = pQ[r * kLd + d] * ex2(pG[r * kLd + d]), v1 = pQ[r * kLd + d + 1] * ex2(pG[r * kLd + d + 1]);
-    wQd[idx] = (unsigned int)bf16_bits(v0) | ((unsigned int)bf16_bits(v1) << 16);
+    *reinterpret_cast<unsigned int*>(wQd + swz(r, d, kD, 8)) = pack_bf16x2(v0, v1);
   }
-  unsigned int* wKrT = reinterpret_cast<unsigned int*>(wsc + kWsKrT);
+  unsigned short* wKrT = reinterpret_cast<unsigned short*>(wsc + kWsKrT);
   for (int idx = tid; idx < kD * kC / 2; idx += kPThreads) {
     const int d = idx / (kC / 2), r = 2 * (idx % (kC / 2));
     const float gt = pG[(kC - 1) * kLd + d];
     const float v0 = pK[r * kLd + d] * ex2(gt - pG[r * kLd + d]);
     const float v1 = pK[(r + 1) * kLd + d] * ex2(gt - pG[(r + 1) * kLd + d]);
-    wKrT[idx] = (unsigned int)bf16_bits(v0) | ((unsigned int)bf16_bits(v1) << 16);
+    *reinterpret_cast<unsigned int*>(wKrT + swz(d, r, kC, 8)) = pack_bf16x2(v0, v1);
   }
   // 4. L (fp32, shared memory) and M (hi + lo bf16, workspace) by 16-token row blocks. For rows
   // i of block I and columns j of an earlier block, 2^(G_i - G_j) = 2^(G_i - G_p) 2^(G_p - G_j)
@@ -930,8 +954,8 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   unsigned short* wMlo = reinterpret_cast<unsigned short*>(wsc + kWsMlo);
   for (int idx = tid; idx < kC * kC; idx += kPThreads)
     if ((idx % kC) / 16 > (idx / kC) / 16) {
-      wMhi[idx] = 0;
-      wMlo[idx] = 0;
+      wMhi[swz(idx / kC, idx % kC, kC, 8)] = 0;
+      wMlo[swz(idx / kC, idx % kC, kC, 8)] = 0;
     }
 #pragma unroll 1
   for (int bi = 0; bi < kNb; ++bi) {
@@ -967,40 +991,37 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
     }
     __syncthreads();
     const int nblocks = KDA_SPLIT_FACTOR_DIAG ? bi + 1 : bi;  // column blocks on tensor cores
-    for (int bj = warp; bj < nblocks; bj += kPWarps) {
-      float al[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-      float am[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-#pragma unroll 2
+    // Four jobs a column block, one a warp: (n8 tile, L or M); three accumulators (hi hi, hi lo,
+    // lo hi) so that no chain of dependent mma.sync is longer than the k loop.
+    for (int job = warp; job < nblocks * 4; job += kPWarps) {
+      const int bj = job >> 2, nt = (job >> 1) & 1, is_m = job & 1;
+      const unsigned short* fh = is_m ? pQh : pXh;
+      const unsigned short* fl = is_m ? pQl : pXl;
+      float c0[4] = {0.f, 0.f, 0.f, 0.f}, c1[4] = {0.f, 0.f, 0.f, 0.f}, c2[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
       for (int ks = 0; ks < kD / 16; ++ks) {
-        unsigned int xh[4], xl[4], qh[4], ql[4];
-        load_a(xh, pXh, kPadK, 0, ks * 16, lane);
-        load_a(xl, pXl, kPadK, 0, ks * 16, lane);
-        load_a(qh, pQh, kPadK, 0, ks * 16, lane);
-        load_a(ql, pQl, kPadK, 0, ks * 16, lane);
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          unsigned int yh[2], yl[2];
-          load_b(yh, pYh, kPadK, bj * 16 + nt * 8, ks * 16, lane);
-          load_b(yl, pYl, kPadK, bj * 16 + nt * 8, ks * 16, lane);
-          mma_bf16(al[nt], xh, yh);
-          mma_bf16(al[nt], xh, yl);
-          mma_bf16(al[nt], xl, yh);
-          mma_bf16(am[nt], qh, yh);
-          mma_bf16(am[nt], qh, yl);
-          mma_bf16(am[nt], ql, yh);
-        }
+        unsigned int xh[4], xl[4], yh[2], yl[2];
+        load_a(xh, fh, kPadK, 0, ks * 16, lane);
+        load_a(xl, fl, kPadK, 0, ks * 16, lane);
+        load_b(yh, pYh, kPadK, bj * 16 + nt * 8, ks * 16, lane);
+        load_b(yl, pYl, kPadK, bj * 16 + nt * 8, ks * 16, lane);
+        mma_bf16(c0, xh, yh);
+        mma_bf16(c1, xh, yl);
+        mma_bf16(c2, xl, yh);
       }
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = b0 + g8 + (e >> 1) * 8, j = bj * 16 + nt * 8 + 2 * t4 + (e & 1);
-          pL[i * kC + j] = j < i ? pBeta[i] * al[nt][e] : 0.f;
-          const float m = j <= i ? am[nt][e] : 0.f;
+      for (int e = 0; e < 4; ++e) {
+        const int i = b0 + g8 + (e >> 1) * 8, j = bj * 16 + nt * 8 + 2 * t4 + (e & 1);
+        const float v = c0[e] + (c1[e] + c2[e]);
+        if (!is_m) {
+          pL[i * kC + j] = j < i ? pBeta[i] * v : 0.f;
+        } else {
+          const float m = j <= i ? v : 0.f;
           const unsigned short mh = bf16_bits(m);
-          wMhi[i * kC + j] = mh;
-          wMlo[i * kC + j] = bf16_bits(m - bf16_value(mh));
+          wMhi[swz(i, j, kC, 8)] = mh;
+          wMlo[swz(i, j, kC, 8)] = bf16_bits(m - bf16_value(mh));
         }
+      }
     }
 #if !KDA_SPLIT_FACTOR_DIAG
     for (int idx = tid; idx < 256; idx += kPThreads) {
@@ -1016,8 +1037,8 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
       }
       pL[i * kC + j] = j < i ? pBeta[i] * lk : 0.f;
       const unsigned short mh = bf16_bits(mq);
-      wMhi[i * kC + j] = mh;
-      wMlo[i * kC + j] = bf16_bits(mq - bf16_value(mh));
+      wMhi[swz(i, j, kC, 8)] = mh;
+      wMlo[swz(i, j, kC, 8)] = bf16_bits(mq - bf16_value(mh));
     }
 #endif
     __syncthreads();  // the next block overwrites the factors
@@ -1032,22 +1053,29 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
     for (int i = 0; i < kC; ++i) {
       float b = 0.f;
       if (col < kD) b = pBeta[i] * pK[i * kLd + col] * ex2(pG[i * kLd + col]);
-      else if (i < count) b = pBeta[i] * load_bf16(a.v + ((t0 + i) * a.H + h) * (long long)kD + (col - kD));
+      else if (i < count) b = pBeta[i] * bf16_value(rawv[i * kD + col - kD]);
       xv[i] = b;
     }
+    // L's rows by 16-byte reads (every thread reads the same row: broadcasts), 4x fewer loads.
 #pragma unroll
     for (int i = 1; i < kC; ++i) {
       float u = xv[i];
 #pragma unroll
-      for (int m = 0; m < i; ++m) u = fmaf(-pL[i * kC + m], xv[m], u);
+      for (int m = 0; m < i; m += 4) {
+        const float4 l = *reinterpret_cast<const float4*>(pL + i * kC + m);
+        u = fmaf(-l.x, xv[m], u);
+        if (m + 1 < i) u = fmaf(-l.y, xv[m + 1], u);
+        if (m + 2 < i) u = fmaf(-l.z, xv[m + 2], u);
+        if (m + 3 < i) u = fmaf(-l.w, xv[m + 3], u);
+      }
       xv[i] = u;
     }
     if (col < kD) {
 #pragma unroll
-      for (int i = 0; i < kC; ++i) wW[i * kD + col] = bf16_bits(xv[i]);
+      for (int i = 0; i < kC; ++i) wW[swz(i, col, kD, 8)] = bf16_bits(xv[i]);
     } else {
 #if UPREC == 32
-      float4* dst = reinterpret_cast<float4*>(wU + (col - kD) * kC * 4);
+      float* dst = reinterpret_cast<float*>(wU);
 #pragma unroll
       for (int i = 0; i < kC; i += 4) {
         float4 f;
@@ -1055,19 +1083,19 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
         f.y = xv[i + 1];
         f.z = xv[i + 2];
         f.w = xv[i + 3];
-        dst[i / 4] = f;
+        *reinterpret_cast<float4*>(dst + swz(col - kD, i, kC, 4)) = f;
       }
 #else
       // bf16 pairs (FLA keeps u in bf16): 256 fewer workspace bytes a token-head each way.
-      uint4* dst = reinterpret_cast<uint4*>(wU + (col - kD) * kC * 2);
+      unsigned short* dst = reinterpret_cast<unsigned short*>(wU);
 #pragma unroll
       for (int i = 0; i < kC; i += 8) {
         uint4 f;
-        f.x = (unsigned int)bf16_bits(xv[i]) | ((unsigned int)bf16_bits(xv[i + 1]) << 16);
-        f.y = (unsigned int)bf16_bits(xv[i + 2]) | ((unsigned int)bf16_bits(xv[i + 3]) << 16);
-        f.z = (unsigned int)bf16_bits(xv[i + 4]) | ((unsigned int)bf16_bits(xv[i + 5]) << 16);
-        f.w = (unsigned int)bf16_bits(xv[i + 6]) | ((unsigned int)bf16_bits(xv[i + 7]) << 16);
-        dst[i / 8] = f;
+        f.x = pack_bf16x2(xv[i], xv[i + 1]);
+        f.y = pack_bf16x2(xv[i + 2], xv[i + 3]);
+        f.z = pack_bf16x2(xv[i + 4], xv[i + 5]);
+        f.w = pack_bf16x2(xv[i + 6], xv[i + 7]);
+        *reinterpret_cast<uint4*>(dst + swz(col - kD, i, kC, 8)) = f;
       }
 #endif
     }
@@ -1129,41 +1157,14 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #endif
     }
 
-  // Copies chunk c's operands into buffer buf with cp.async (16-byte segments; padded rows).
+  // Copies chunk c's operands into buffer buf with cp.async: the workspace already holds them in
+  // the layout the reads below want (dense, swizzled), so two linear loops of 16-byte segments.
   auto stage = [&](int c, int buf) {
     const unsigned char* src = wsh + (long long)c * kWsChunkBytes;
     unsigned char* dst = smem + buf * kRStageBytes;
-    for (int idx = tid; idx < kSegTotal; idx += kRThreads) {
-      int r = idx;
-      const unsigned char* from;
-      unsigned char* to;
-      if (r < 2 * kSegQW) {
-        const int which = r / kSegQW;
-        r %= kSegQW;
-        const int row = r / 16, sg = r % 16;
-        from = src + (which ? kWsW : kWsQd) + row * (kD * 2) + sg * 16;
-        to = dst + (which ? kROffW : kROffQd) + row * (kPadK * 2) + sg * 16;
-      } else if ((r -= 2 * kSegQW) < kSegKrT) {
-        const int row = r / (kC / 8), sg = r % (kC / 8);
-        from = src + kWsKrT + row * (kC * 2) + sg * 16;
-        to = dst + kROffKrT + row * (kPadC * 2) + sg * 16;
-      } else if ((r -= kSegKrT) < 2 * kSegM) {
-        const int which = r / kSegM;
-        r %= kSegM;
-        const int row = r / (kC / 8), sg = r % (kC / 8);
-        from = src + (which ? kWsMlo : kWsMhi) + row * (kC * 2) + sg * 16;
-        to = dst + (which ? kROffMlo : kROffMhi) + row * (kPadC * 2) + sg * 16;
-      } else if ((r -= 2 * kSegM) < kSegDec) {
-        from = src + kWsDec + r * 16;
-        to = dst + kROffDec + r * 16;
-      } else {
-        r -= kSegDec;
-        const int row = r / (kC * kUBytes / 16), sg = r % (kC * kUBytes / 16);
-        from = src + kWsU + (col0 + row) * (kC * kUBytes) + sg * 16;
-        to = dst + kROffU + row * (kPadC * kUBytes) + sg * 16;
-      }
-      cp_async16(to, from);
-    }
+    for (int idx = tid; idx < kSegShared; idx += kRThreads) cp_async16(dst + idx * 16, src + idx * 16);
+    const unsigned char* srcu = src + kWsU + col0 * (kC * kUBytes);
+    for (int idx = tid; idx < kSegU; idx += kRThreads) cp_async16(dst + kROffU + idx * 16, srcu + idx * 16);
     cp_async_commit();
   };
 #if STAGE
@@ -1215,24 +1216,28 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #pragma unroll
       for (int nt = 0; nt < kNtC; ++nt) {
         unsigned int bw[2], bq[2];
-        load_b(bw, sW, kPadK, nt * 8, ks * 16, lane);
-        load_b(bq, sQd, kPadK, nt * 8, ks * 16, lane);
+        load_b_swz(bw, sW, kD, nt * 8, ks * 16, lane);
+        load_b_swz(bq, sQd, kD, nt * 8, ks * 16, lane);
         mma_bf16(w[nt], ah, bw);
         mma_bf16(w[nt], al, bw);
         mma_bf16(qs[nt], ah, bq);
         mma_bf16(qs[nt], al, bq);
       }
     }
-    // U^T = U0^T - W^T, as hi + lo A fragments over the chunk's tokens.
+    // U^T = U0^T - W^T, as hi + lo A fragments over the chunk's tokens (one read per pair).
 #pragma unroll
     for (int nt = 0; nt < kNtC; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int jl = jw + g8 + (e >> 1) * 8, i = nt * 8 + 2 * t4 + (e & 1);
+      for (int hf = 0; hf < 2; ++hf) {
+        const int jl = jw + g8 + hf * 8, i = nt * 8 + 2 * t4;
 #if UPREC == 32
-        w[nt][e] = sU[jl * kPadC + i] - w[nt][e];
+        const float2 u = *reinterpret_cast<const float2*>(sU + swz(jl, i, kC, 4));
+        w[nt][2 * hf] = u.x - w[nt][2 * hf];
+        w[nt][2 * hf + 1] = u.y - w[nt][2 * hf + 1];
 #else
-        w[nt][e] = bf16_value(sU[jl * kPadC + i]) - w[nt][e];
+        const unsigned int u = *reinterpret_cast<const unsigned int*>(sU + swz(jl, i, kC, 8));
+        w[nt][2 * hf] = __uint_as_float(u << 16) - w[nt][2 * hf];
+        w[nt][2 * hf + 1] = __uint_as_float(u & 0xffff0000u) - w[nt][2 * hf + 1];
 #endif
       }
     unsigned int uh[kKsC][4], ul[kKsC][4];
@@ -1250,8 +1255,8 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
       for (int ks = 0; ks < kKsC; ++ks)
         if (ks <= nt / 2) {
           unsigned int bh[2], bl[2];
-          load_b(bh, sMhi, kPadC, nt * 8, ks * 16, lane);
-          load_b(bl, sMlo, kPadC, nt * 8, ks * 16, lane);
+          load_b_swz(bh, sMhi, kC, nt * 8, ks * 16, lane);
+          load_b_swz(bl, sMlo, kC, nt * 8, ks * 16, lane);
           mma_bf16(qs[nt], uh[ks], bh);
           mma_bf16(qs[nt], ul[ks], bh);
           mma_bf16(qs[nt], uh[ks], bl);
@@ -1280,7 +1285,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #pragma unroll
       for (int ks = 0; ks < kKsC; ++ks) {
         unsigned int bk[2];
-        load_b(bk, sKrT, kPadC, nt * 8, ks * 16, lane);
+        load_b_swz(bk, sKrT, kC, nt * 8, ks * 16, lane);
         mma_bf16(s[nt], uh[ks], bk);
         mma_bf16(s[nt], ul[ks], bk);
       }

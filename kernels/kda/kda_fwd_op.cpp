@@ -162,15 +162,14 @@ Knobs KdaFwdOp::chunked_tcgen05_knob_defaults() {
 // C x C), M's two terms (bf16 C x C), 16 bytes for the mbarrier and the tensor-memory address, and
 // the same staging buffer.
 //
-// FUSED = 0 (kda_fwd_recurrence): STAGE ? 2 : 1 buffers of Qd and W0 (bf16 C rows of 136), Kr^T
-// (bf16 128 rows of C + 8), M's two terms (bf16 C rows of C + 8), 2^Gtot (fp32 128) and the
-// slice's rows of U0^T (fp32 BV rows of C + 8).
+// FUSED = 0 (kda_fwd_recurrence): STAGE ? 2 : 1 buffers of the workspace's dense, swizzled
+// layout: Qd and W0 (bf16 C x 128), Kr^T (bf16 128 x C), M's two terms (bf16 C x C), 2^Gtot
+// (fp32 128) and the slice's rows of U0^T (BV x C, fp32 or bf16 by UPREC).
 std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
   auto round16 = [](std::int64_t b) { return (b + 15) / 16 * 16; };
   const std::int64_t c = g.chunk, bv = g.bv;
   if (!g.fused)
-    return (g.stage ? 2 : 1) *
-           (2 * c * (D + 8) * 2 + D * (c + 8) * 2 + 2 * c * (c + 8) * 2 + D * 4 + bv * (c + 8) * (g.uprec / 8));
+    return (g.stage ? 2 : 1) * (3 * c * D * 2 + 2 * c * c * 2 + D * 4 + bv * c * (g.uprec / 8));
   const std::int64_t region_a = 3 * round16(c * (D + 1) * 4);
   if (g.tcgen05) {
     const std::int64_t b1 = 2 * 128 * D * 2, b2 = c * bv * 4 + 2 * 128 * c * 2;
@@ -186,11 +185,13 @@ std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
 
 // kda_fwd_prepare's layout: fp32 q, k and G rows of 129 floats (each array rounded up to 16
 // bytes), beta (fp32 C, rounded up), L (fp32 C x C), the left factors of one 16-token block (four
-// bf16 arrays of 16 rows of 136) and the right factors (two bf16 arrays of C rows of 136).
+// bf16 arrays of 16 rows of 136), the right factors (two bf16 arrays of C rows of 136) and the raw
+// v rows (bf16 C x 128).
 std::int64_t KdaFwdOp::prepare_smem_bytes(const ChunkedGeometry& g) {
   auto round16 = [](std::int64_t b) { return (b + 15) / 16 * 16; };
   const std::int64_t c = g.chunk;
-  return 3 * round16(c * (D + 1) * 4) + round16(c * 4) + c * c * 4 + 4 * 16 * (D + 8) * 2 + 2 * c * (D + 8) * 2;
+  return 3 * round16(c * (D + 1) * 4) + round16(c * 4) + c * c * 4 + 4 * 16 * (D + 8) * 2 + 2 * c * (D + 8) * 2 +
+         c * D * 2;
 }
 
 // Qd, W0 (bf16 C x 128), Kr^T (bf16 128 x C), M's two terms (bf16 C x C), 2^Gtot (fp32 128),

@@ -210,6 +210,9 @@ inline unsigned short bf16_bits(float x) {  // cvt.rn.bf16.f32
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<unsigned short>((u >> 16) | 0x40);
   return static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
+inline unsigned int pack_bf16x2(float lo, float hi) {  // cvt.rn.bf16x2.f32 (hi, lo)
+  return static_cast<unsigned int>(bf16_bits(lo)) | (static_cast<unsigned int>(bf16_bits(hi)) << 16);
+}
 inline void load_bf16x4(const __nv_bfloat16* p, float* f) {
   if (!aligned(p, 8)) fault("ld.global.nc.v2.u32 from an address not 8-byte aligned");
   unsigned short h[4];
