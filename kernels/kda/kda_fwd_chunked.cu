@@ -69,6 +69,9 @@
 #ifndef FUSED
 #define FUSED 1
 #endif
+#ifndef KSPLIT
+#define KSPLIT 1
+#endif
 #ifndef UPREC
 #define UPREC 32
 #endif
@@ -150,7 +153,9 @@ enum : int {
   kNb = kC / 16,                   // 16-token blocks of a chunk
   kPThreads = WARPS * 32,          // prepare
   kPWarps = WARPS,
-  kRWarps = BV / 16,               // recurrence
+  kKs = KSPLIT,                    // recurrence warps a 16-column group (key channels split)
+  kDw = kD / KSPLIT,               // key channels a recurrence warp holds
+  kRWarps = BV / 16 * KSPLIT,      // recurrence
   kRThreads = kRWarps * 32,
   kLd = kD + 1,                    // fp32 [C][K] rows of the prepare
   kPadK = kD + 8,                  // bf16 [.][K] rows in shared memory
@@ -195,6 +200,11 @@ enum : int {
   kRSmemBytes = (STAGE ? 2 : 1) * kRStageBytes,
   kSegShared = kWsU / 16,             // 16-byte segments of Qd .. 2^Gtot
   kSegU = kBv * kC * kUBytes / 16,    // and of the slice's U0^T rows
+  // KSPLIT > 1: each warp's partial W^T and Qs^T (2 x C / 8 tiles of 4 floats a lane), two
+  // buffers by chunk parity, after the stage buffers.
+  kXFloats = 2 * (kC / 8) * 4,
+  kROffX = kRSmemBytes,
+  kRSmemTotal = kRSmemBytes + (KSPLIT > 1 ? 2 * kRWarps * 32 * kXFloats * 4 : 0),
 };
 static_assert(kC == 16 || kC == 32 || kC == 64, "CHUNK: 16, 32 or 64");
 static_assert(kBv == 16 || kBv == 32 || kBv == 64 || kBv == 128, "BV: 16, 32, 64 or 128");
@@ -202,7 +212,8 @@ static_assert(WARPS == 4 || WARPS == 8, "WARPS: 4 or 8");
 static_assert(STAGE == 0 || STAGE == 1, "STAGE: 0 or 1");
 static_assert(LMTC == 0 || LMTC == 1, "LMTC: 0 or 1");
 static_assert(UPREC == 16 || UPREC == 32, "UPREC: 16 or 32");
-static_assert(kPSmemBytes <= 232448 && kRSmemBytes <= 232448, "at most 227 KB of shared memory per CTA");
+static_assert(KSPLIT == 1 || KSPLIT == 2 || KSPLIT == 4, "KSPLIT: 1, 2 or 4");
+static_assert(kPSmemBytes <= 232448 && kRSmemTotal <= 232448, "at most 227 KB of shared memory per CTA");
 static_assert(3 * kC * kD * 2 <= kPOffV - kPOffXh, "the prepare's raw q, k, g rows must fit the factor area");
 #endif  // FUSED
 
@@ -1109,7 +1120,7 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
 // the warps never exchange data, the only barrier is the one that hands over a staged chunk.
 __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigned char* __restrict__ ws, int nseq) {
   extern __shared__ __align__(16) unsigned char smem[];
-  if (dynamic_smem_bytes() < (unsigned int)kRSmemBytes) trap_now();
+  if (dynamic_smem_bytes() < (unsigned int)kRSmemTotal) trap_now();
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g8 = lane >> 2, t4 = lane & 3;
   // Longest chains first: the block scheduler starts CTAs in linear order (x fastest), so the
@@ -1138,16 +1149,20 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
   seq_range(a, n, bos, eos);
   const unsigned char* wsh = ws + ((long long)h * ws_slots(a, nseq) + n + bos / kC) * kWsChunkBytes;
   const int nchunks = (int)((eos - bos + kC - 1) / kC);
-  const int jw = warp * 16;  // the warp's first value column within the slice
+  // KSPLIT warps share a group of 16 value columns, warp kh of them holding key channels
+  // [kh kDw, kh kDw + kDw): the chain's per-warp work shrinks by KSPLIT at the price of one
+  // exchange of partial W^T and Qs^T through shared memory (and one more barrier) a chunk.
+  const int jw = (warp / kKs) * 16;  // the warp's first value column within the slice
+  const int kh = warp % kKs, d0 = kh * kDw;
   const long long sbase = (n * a.H + h) * (long long)kD * kD;  // V-first [j][d]
 
-  // S^T: tile nt holds rows (value columns) col0 + jw + g8 (+ 8), key channels nt * 8 + 2 t4 (+ 1).
-  float s[kD / 8][4];
+  // S^T: tile nt holds rows (value columns) col0 + jw + g8 (+ 8), key channels d0 + nt * 8 + 2 t4 (+ 1).
+  float s[kDw / 8][4];
 #pragma unroll
-  for (int nt = 0; nt < kD / 8; ++nt)
+  for (int nt = 0; nt < kDw / 8; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int j = col0 + jw + g8 + (e >> 1) * 8, d = nt * 8 + 2 * t4 + (e & 1);
+      const int j = col0 + jw + g8 + (e >> 1) * 8, d = d0 + nt * 8 + 2 * t4 + (e & 1);
 #if HAS_INITIAL_STATE
       s[nt][e] = a.initial_state[sbase + (long long)j * kD + d];
 #else
@@ -1207,7 +1222,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
         qs[nt][e] = 0.f;
       }
 #pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
+    for (int ks = 0; ks < kDw / 16; ++ks) {
       unsigned int ah[4], al[4];
       split_bf16x2(s[2 * ks][0], s[2 * ks][1], ah[0], al[0]);
       split_bf16x2(s[2 * ks][2], s[2 * ks][3], ah[1], al[1]);
@@ -1216,14 +1231,43 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #pragma unroll
       for (int nt = 0; nt < kNtC; ++nt) {
         unsigned int bw[2], bq[2];
-        load_b_swz(bw, sW, kD, nt * 8, ks * 16, lane);
-        load_b_swz(bq, sQd, kD, nt * 8, ks * 16, lane);
+        load_b_swz(bw, sW, kD, nt * 8, d0 + ks * 16, lane);
+        load_b_swz(bq, sQd, kD, nt * 8, d0 + ks * 16, lane);
         mma_bf16(w[nt], ah, bw);
         mma_bf16(w[nt], al, bw);
         mma_bf16(qs[nt], ah, bq);
         mma_bf16(qs[nt], al, bq);
       }
     }
+#if KSPLIT > 1
+    // Every warp of the group writes its partials and sums all of them in the same order, so the
+    // group's warps hold bit-identical W^T and Qs^T (and so the same U).
+    {
+      float* xb = reinterpret_cast<float*>(smem + kROffX) + (c & 1) * (kRWarps * 32 * kXFloats);
+#pragma unroll
+      for (int nt = 0; nt < kNtC; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          xb[((warp * kXFloats) + nt * 4 + e) * 32 + lane] = w[nt][e];
+          xb[((warp * kXFloats) + kXFloats / 2 + nt * 4 + e) * 32 + lane] = qs[nt][e];
+        }
+      __syncthreads();
+      const int w0 = warp - kh;
+#pragma unroll
+      for (int nt = 0; nt < kNtC; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float sw = 0.f, sq = 0.f;
+#pragma unroll
+          for (int r = 0; r < kKs; ++r) {
+            sw += r == kh ? w[nt][e] : xb[(((w0 + r) * kXFloats) + nt * 4 + e) * 32 + lane];
+            sq += r == kh ? qs[nt][e] : xb[(((w0 + r) * kXFloats) + kXFloats / 2 + nt * 4 + e) * 32 + lane];
+          }
+          w[nt][e] = sw;
+          qs[nt][e] = sq;
+        }
+    }
+#endif
     // U^T = U0^T - W^T, as hi + lo A fragments over the chunk's tokens (one read per pair).
 #pragma unroll
     for (int nt = 0; nt < kNtC; ++nt)
@@ -1248,7 +1292,9 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
       split_bf16x2(w[2 * ks + 1][0], w[2 * ks + 1][1], uh[ks][2], ul[ks][2]);
       split_bf16x2(w[2 * ks + 1][2], w[2 * ks + 1][3], uh[ks][3], ul[ks][3]);
     }
-    // out^T = Qs^T + U^T M^T (M lower triangular: token blocks up to the output tile's own).
+    // out^T = Qs^T + U^T M^T (M lower triangular: token blocks up to the output tile's own), by
+    // the group's first warp.
+    if (kh == 0) {
 #pragma unroll
     for (int nt = 0; nt < kNtC; ++nt)
 #pragma unroll
@@ -1274,18 +1320,19 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
         if (i < count)
           store_bf16x2(a.out + ((t0 + i) * a.H + h) * (long long)kD + j, odd ? other : v0, odd ? v1 : other);
       }
+    }
     // S^T <- S^T diag(2^Gtot) + U^T Kr.
 #pragma unroll
-    for (int nt = 0; nt < kD / 8; ++nt) {
-      const float d0 = sDec[nt * 8 + 2 * t4], d1 = sDec[nt * 8 + 2 * t4 + 1];
-      s[nt][0] *= d0;
-      s[nt][1] *= d1;
-      s[nt][2] *= d0;
-      s[nt][3] *= d1;
+    for (int nt = 0; nt < kDw / 8; ++nt) {
+      const float2 dec = *reinterpret_cast<const float2*>(sDec + d0 + nt * 8 + 2 * t4);
+      s[nt][0] *= dec.x;
+      s[nt][1] *= dec.y;
+      s[nt][2] *= dec.x;
+      s[nt][3] *= dec.y;
 #pragma unroll
       for (int ks = 0; ks < kKsC; ++ks) {
         unsigned int bk[2];
-        load_b_swz(bk, sKrT, kC, nt * 8, ks * 16, lane);
+        load_b_swz(bk, sKrT, kC, d0 + nt * 8, ks * 16, lane);
         mma_bf16(s[nt], uh[ks], bk);
         mma_bf16(s[nt], ul[ks], bk);
       }
@@ -1296,10 +1343,10 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
   }
 #if HAS_FINAL_STATE
 #pragma unroll
-  for (int nt = 0; nt < kD / 8; ++nt)
+  for (int nt = 0; nt < kDw / 8; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int j = col0 + jw + g8 + (e >> 1) * 8, d = nt * 8 + 2 * t4 + (e & 1);
+      const int j = col0 + jw + g8 + (e >> 1) * 8, d = d0 + nt * 8 + 2 * t4 + (e & 1);
       a.final_state[sbase + (long long)j * kD + d] = s[nt][e];
     }
 #endif
@@ -1331,7 +1378,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, 1) kda_fwd_prepare(
   kda_chunked::kda_prepare_body(
       {q, k, v, g, beta, a_log, dt_bias, cu_seqlens, nullptr, nullptr, nullptr, T, H, scale, lower_bound}, ws, nseq);
 }
-extern "C" __global__ void __launch_bounds__(BV * 2) kda_fwd_recurrence(
+extern "C" __global__ void __launch_bounds__(BV * 2 * KSPLIT) kda_fwd_recurrence(
     const unsigned char* __restrict__ ws, const long long* __restrict__ cu_seqlens,
     const float* __restrict__ initial_state, __nv_bfloat16* __restrict__ out, float* __restrict__ final_state,
     long long T, int H, int nseq, float scale, float lower_bound) {

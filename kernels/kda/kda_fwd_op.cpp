@@ -133,7 +133,8 @@ bool KdaFwdOp::is_chunked(const Knobs& k) { return k.count("CHUNK") > 0; }
 
 Knobs KdaFwdOp::chunked_knob_defaults() {
   return {{"CHUNK", std::int64_t{16}}, {"BV", std::int64_t{32}},   {"WARPS", std::int64_t{4}}, {"STAGE", std::int64_t{1}},
-          {"LMTC", std::int64_t{1}},  {"FUSED", std::int64_t{0}}, {"UPREC", std::int64_t{16}}};
+          {"LMTC", std::int64_t{1}},  {"FUSED", std::int64_t{0}}, {"UPREC", std::int64_t{16}},
+          {"KSPLIT", std::int64_t{1}}};
 }
 
 Knobs KdaFwdOp::chunked_fused_knob_defaults() {
@@ -164,12 +165,14 @@ Knobs KdaFwdOp::chunked_tcgen05_knob_defaults() {
 //
 // FUSED = 0 (kda_fwd_recurrence): STAGE ? 2 : 1 buffers of the workspace's dense, swizzled
 // layout: Qd and W0 (bf16 C x 128), Kr^T (bf16 128 x C), M's two terms (bf16 C x C), 2^Gtot
-// (fp32 128) and the slice's rows of U0^T (BV x C, fp32 or bf16 by UPREC).
+// (fp32 128) and the slice's rows of U0^T (BV x C, fp32 or bf16 by UPREC); with KSPLIT > 1 two
+// buffers (by chunk parity) of every warp's partial W^T and Qs^T (2 x C / 8 x 4 floats a lane).
 std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
   auto round16 = [](std::int64_t b) { return (b + 15) / 16 * 16; };
   const std::int64_t c = g.chunk, bv = g.bv;
   if (!g.fused)
-    return (g.stage ? 2 : 1) * (3 * c * D * 2 + 2 * c * c * 2 + D * 4 + bv * c * (g.uprec / 8));
+    return (g.stage ? 2 : 1) * (3 * c * D * 2 + 2 * c * c * 2 + D * 4 + bv * c * (g.uprec / 8)) +
+           (g.ksplit > 1 ? 2 * (bv / 16 * g.ksplit) * 32 * (2 * (c / 8) * 4) * 4 : 0);
   const std::int64_t region_a = 3 * round16(c * (D + 1) * 4);
   if (g.tcgen05) {
     const std::int64_t b1 = 2 * 128 * D * 2, b2 = c * bv * 4 + 2 * 128 * c * 2;
@@ -210,9 +213,9 @@ std::int64_t KdaFwdOp::workspace_bytes(const KdaDims& d) {
 KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   for (const auto& [name, v] : k)
     if (name != "CHUNK" && name != "BV" && name != "WARPS" && name != "STAGE" && name != "LMTC" && name != "MMA" &&
-        name != "FUSED" && name != "UPREC")
+        name != "FUSED" && name != "UPREC" && name != "KSPLIT")
       fail("unknown knob '" + name +
-           "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LMTC, MMA, FUSED, UPREC)");
+           "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LMTC, MMA, FUSED, UPREC, KSPLIT)");
   ChunkedGeometry g;
   const std::int64_t fused = evaluator::knob_int(k, "FUSED", 1);
   if (fused != 0 && fused != 1) fail("FUSED=" + std::to_string(fused) + " must be 0 or 1");
@@ -220,6 +223,9 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   g.uprec = evaluator::knob_int(k, "UPREC", 32);
   if (g.uprec != 16 && g.uprec != 32) fail("UPREC=" + std::to_string(g.uprec) + " must be 16 or 32");
   if (g.fused && g.uprec != 32) fail("UPREC=16 needs FUSED=0 (only the workspace holds U0)");
+  g.ksplit = evaluator::knob_int(k, "KSPLIT", 1);
+  if (g.ksplit != 1 && g.ksplit != 2 && g.ksplit != 4) fail("KSPLIT=" + std::to_string(g.ksplit) + " must be 1, 2 or 4");
+  if (g.fused && g.ksplit != 1) fail("KSPLIT=" + std::to_string(g.ksplit) + " needs FUSED=0 (a recurrence knob)");
   if (auto it = k.find("MMA"); it != k.end()) {
     const auto* mma = std::get_if<std::string>(&it->second);
     if (!mma || (*mma != "sync" && *mma != "tcgen05"))
@@ -241,6 +247,10 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   // The kernel ignores LMTC = 1 elsewhere (the factors' range holds only over 16 tokens of the
   // lower-bound gate); accepting it would put duplicates in the search space.
   if (g.lmtc != 0 && g.lmtc != 1) fail("LMTC=" + std::to_string(g.lmtc) + " must be 0 or 1");
+  // 16 warps at most: 128 registers a thread, so the state slice never spills.
+  if (!g.fused && g.bv * 2 * g.ksplit > 512)
+    fail("BV=" + std::to_string(g.bv) + " with KSPLIT=" + std::to_string(g.ksplit) + " gives " +
+         std::to_string(g.bv * 2 * g.ksplit) + " recurrence threads; at most 512 (BV * KSPLIT <= 256)");
   if (!g.fused && g.tcgen05) fail("MMA=tcgen05 needs FUSED=1 (the prepare + recurrence pair is mma.sync only)");
   // The split path factors L and M about pivot tokens at any CHUNK (kda_fwd_chunked.cu).
   if (g.fused && g.lmtc == 1 && g.chunk != 16) fail("LMTC=1 needs CHUNK=16, got CHUNK=" + std::to_string(g.chunk));
@@ -323,7 +333,7 @@ evaluator::LaunchPlan KdaFwdOp::launch_plan(const Shape& s, const OpConfig& cfg,
     l.entry = kRecurrenceEntry;
     l.grid = {static_cast<std::uint32_t>(d.sequences), static_cast<std::uint32_t>(d.heads),
               static_cast<std::uint32_t>(D / g.bv)};
-    l.block = {static_cast<std::uint32_t>(g.bv * 2), 1, 1};  // a warp per 16 value columns
+    l.block = {static_cast<std::uint32_t>(g.bv * 2 * g.ksplit), 1, 1};  // KSPLIT warps per 16 value columns
     l.shared_bytes = static_cast<std::uint32_t>(chunked_smem_bytes(g));
     l.args = {evaluator::ArgTensor{"workspace"},
               evaluator::ArgTensor{d.packed ? "cu_seqlens" : ""},

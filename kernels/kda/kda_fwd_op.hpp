@@ -81,6 +81,10 @@ class KdaFwdOp : public evaluator::Op {
     // Knob UPREC (FUSED = 0 only; absent: 32, kda_fwd.spec's default 16): the workspace's U0 in
     // fp32 (32) or bf16 (16).
     std::int64_t uprec = 32;
+    // Knob KSPLIT (FUSED = 0 only; absent: 1): recurrence warps a group of 16 value columns, each
+    // holding 128 / KSPLIT key channels of the state (1, 2, 4); they exchange partial products
+    // through shared memory once a chunk.
+    std::int64_t ksplit = 1;
   };
   // True when the knobs are the chunked seed's (they name CHUNK).
   static bool is_chunked(const evaluator::Knobs& k);

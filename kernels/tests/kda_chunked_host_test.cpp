@@ -469,6 +469,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define LMTC 1
 #undef FUSED  // the fused configurations left the .cu default (1) defined
 #define FUSED 0
+#undef KSPLIT  // an earlier include left the .cu default (1) defined
+#define KSPLIT 1
 #undef UPREC  // likewise UPREC (32)
 #define UPREC 16
 namespace split0 {
@@ -500,6 +502,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define LMTC 1
 #undef FUSED  // the fused configurations left the .cu default (1) defined
 #define FUSED 0
+#undef KSPLIT  // an earlier include left the .cu default (1) defined
+#define KSPLIT 2
 namespace split1 {
 namespace kda_chunked {
 using namespace ::kda_host;
@@ -529,6 +533,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define LMTC 0
 #undef FUSED  // the fused configurations left the .cu default (1) defined
 #define FUSED 0
+#undef KSPLIT  // an earlier include left the .cu default (1) defined
+#define KSPLIT 1
 namespace split2 {
 namespace kda_chunked {
 using namespace ::kda_host;
@@ -557,6 +563,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define LMTC 1
 #undef FUSED  // the fused configurations left the .cu default (1) defined
 #define FUSED 0
+#undef KSPLIT  // an earlier include left the .cu default (1) defined
+#define KSPLIT 4
 namespace split3 {
 namespace kda_chunked {
 using namespace ::kda_host;
@@ -585,6 +593,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define LMTC 0
 #undef FUSED  // the fused configurations left the .cu default (1) defined
 #define FUSED 0
+#undef KSPLIT  // an earlier include left the .cu default (1) defined
+#define KSPLIT 1
 namespace split4 {
 namespace kda_chunked {
 using namespace ::kda_host;
@@ -613,6 +623,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define LMTC 1
 #undef FUSED  // the fused configurations left the .cu default (1) defined
 #define FUSED 0
+#undef KSPLIT  // an earlier include left the .cu default (1) defined
+#define KSPLIT 2
 #undef UPREC  // likewise UPREC (32)
 #define UPREC 32
 namespace split5 {
@@ -774,7 +786,7 @@ struct SplitConfig {
   const char* name;
   OpConfig options;
   ptxevo::evaluator::Knobs knobs;
-  int prep_threads, rec_threads, prep_smem, rec_smem, chunk, ws_chunk_bytes, uprec;
+  int prep_threads, rec_threads, prep_smem, rec_smem, chunk, ws_chunk_bytes, uprec, ksplit;
   unsigned char* smem;
   void (*prepare)(const Args&, unsigned char*, int);
   void (*recurrence)(const Args&, const unsigned char*, int);
@@ -783,8 +795,8 @@ struct SplitConfig {
 #define KDA_SPLIT_CONFIG(NS, OPTIONS, KNOBS)                                                                     \
   SplitConfig<NS::kda_chunked::Args> {                                                                           \
 #NS, OPTIONS, KNOBS, NS::kda_chunked::kPThreads, NS::kda_chunked::kRThreads, NS::kda_chunked::kPSmemBytes,   \
-        NS::kda_chunked::kRSmemBytes, NS::kda_chunked::kC, NS::kda_chunked::kWsChunkBytes,                      \
-        NS::kda_chunked::kUBytes * 8, NS::kda_chunked::smem,                                                     \
+        NS::kda_chunked::kRSmemTotal, NS::kda_chunked::kC, NS::kda_chunked::kWsChunkBytes,                      \
+        NS::kda_chunked::kUBytes * 8, NS::kda_chunked::kKs, NS::kda_chunked::smem,                               \
         [](const NS::kda_chunked::Args& a, unsigned char* ws, int n) { NS::kda_chunked::kda_prepare_body(a, ws, n); }, \
         [](const NS::kda_chunked::Args& a, const unsigned char* ws, int n) {                                   \
           NS::kda_chunked::kda_recurrence_body(a, ws, n);                                                        \
@@ -830,7 +842,7 @@ Outcome run_split(const SplitConfig<Args>& c, const Shape& s, Distribution dist,
   const auto& rec = plan.kernels[1];
   if (prep.block.x != static_cast<unsigned>(c.prep_threads) || prep.shared_bytes != static_cast<unsigned>(c.prep_smem) ||
       rec.block.x != static_cast<unsigned>(c.rec_threads) || rec.shared_bytes != static_cast<unsigned>(c.rec_smem) ||
-      rec.grid.z != static_cast<unsigned>(128 / (c.rec_threads / 2))) {
+      rec.grid.z != static_cast<unsigned>(128 / (c.rec_threads / 2 / c.ksplit))) {
     o.fault = "the op's plan (prepare block " + std::to_string(prep.block.x) + ", " + std::to_string(prep.shared_bytes) +
               " B; recurrence block " + std::to_string(rec.block.x) + ", " + std::to_string(rec.shared_bytes) +
               " B) disagrees with the kernels (" + std::to_string(c.prep_threads) + ", " + std::to_string(c.prep_smem) +
@@ -965,9 +977,9 @@ TEST(KdaChunkedOnHost, NoStatesBv64EightWarps) {
 }
 
 
-Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc, I uprec = 32) {
+Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc, I uprec = 32, I ksplit = 1) {
   return {{"CHUNK", chunk}, {"BV", bv},       {"WARPS", warps},  {"STAGE", stage},
-          {"LMTC", lmtc},   {"FUSED", I{0}}, {"UPREC", uprec}};
+          {"LMTC", lmtc},   {"FUSED", I{0}}, {"UPREC", uprec}, {"KSPLIT", ksplit}};
 }
 
 TEST(KdaSplitOnHost, MainSpecDefaults) {
@@ -976,8 +988,8 @@ TEST(KdaSplitOnHost, MainSpecDefaults) {
   check_split(KDA_SPLIT_CONFIG(split0, OpConfig{}, KdaFwdOp::chunked_knob_defaults()), {shape(4, 333, 3, 4)});
 }
 
-TEST(KdaSplitOnHost, SoftplusChunk16Bv16Unstaged) {
-  check_split(KDA_SPLIT_CONFIG(split1, (OpConfig{{"gate", "softplus"}}), split_knobs(16, 16, 4, 0, 1)));
+TEST(KdaSplitOnHost, SoftplusChunk16Bv16UnstagedKsplit2) {
+  check_split(KDA_SPLIT_CONFIG(split1, (OpConfig{{"gate", "softplus"}}), split_knobs(16, 16, 4, 0, 1, 32, 2)));
 }
 
 TEST(KdaSplitOnHost, InitialStateOnlyChunk64Bv128NoLmtc) {
@@ -986,12 +998,12 @@ TEST(KdaSplitOnHost, InitialStateOnlyChunk64Bv128NoLmtc) {
               {shape(1, 300, 2, 1)});
 }
 
-TEST(KdaSplitOnHost, FinalStateOnlyChunk16Bv32) {
-  check_split(KDA_SPLIT_CONFIG(split3, (OpConfig{{"initial_state", "false"}}), split_knobs(16, 32, 8, 1, 1)));
+TEST(KdaSplitOnHost, FinalStateOnlyChunk16Bv32Ksplit4) {
+  check_split(KDA_SPLIT_CONFIG(split3, (OpConfig{{"initial_state", "false"}}), split_knobs(16, 32, 8, 1, 1, 32, 4)));
 }
 
-TEST(KdaSplitOnHost, Fp32U0Chunk32Bv32) {
-  check_split(KDA_SPLIT_CONFIG(split5, OpConfig{}, split_knobs(32, 32, 4, 1, 1, 32)));
+TEST(KdaSplitOnHost, Fp32U0Chunk32Bv32Ksplit2) {
+  check_split(KDA_SPLIT_CONFIG(split5, OpConfig{}, split_knobs(32, 32, 4, 1, 1, 32, 2)));
 }
 
 TEST(KdaSplitOnHost, SoftplusNoStatesChunk64Bv32) {
