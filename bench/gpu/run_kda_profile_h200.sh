@@ -54,15 +54,14 @@ done
 wait
 cands=()
 for l in "${labels[@]}"; do
-  cat "$bd/$l.log" >> "$out/builds.log"
+  { echo "== build $l"; cat "$bd/$l.log"; } >> "$out/builds.log"
   if tail -n 1 "$bd/$l.log" | grep -qx "rc=0"; then
     cands+=(--candidate "$l=$bd/$l")
-    mkdir -p "$out/builds/$l" && cp "$bd/$l/launch.json" "$bd/$l/resources.json" "$out/builds/$l/" 2>/dev/null
   else
     echo "build $l failed (builds.log)"
   fi
 done
-grep -h -E "registers|spill" "$bd"/*/resources.json 2>/dev/null | head -n 20
+grep -E "^== |registers" "$out/builds.log" | head -n 40
 
 echo "== phase times ($(( SECONDS - t_start )) s)"
 timeout -k 10 240 python3 bench/kda/phase_times.py "${cands[@]}" --shapes ${KDA_PROFILE_SHAPES:-1 3 6} \
