@@ -72,6 +72,9 @@
 #ifndef KSPLIT
 #define KSPLIT 1
 #endif
+#ifndef PF
+#define PF 0
+#endif
 #ifndef UPREC
 #define UPREC 32
 #endif
@@ -197,7 +200,8 @@ enum : int {
   kROffDec = kWsDec,
   kROffU = kWsU,
   kRStageBytes = kWsU + kBv * kC * kUBytes,
-  kRSmemBytes = (STAGE ? 2 : 1) * kRStageBytes,
+  kRBuffers = STAGE + 1,           // chunks in flight: STAGE ahead of the one computed
+  kRSmemBytes = kRBuffers * kRStageBytes,
   kSegShared = kWsU / 16,             // 16-byte segments of Qd .. 2^Gtot
   kSegU = kBv * kC * kUBytes / 16,    // and of the slice's U0^T rows
   // KSPLIT > 1: each warp's partial W^T and Qs^T (2 x C / 8 tiles of 4 floats a lane), two
@@ -209,7 +213,8 @@ enum : int {
 static_assert(kC == 16 || kC == 32 || kC == 64, "CHUNK: 16, 32 or 64");
 static_assert(kBv == 16 || kBv == 32 || kBv == 64 || kBv == 128, "BV: 16, 32, 64 or 128");
 static_assert(WARPS == 4 || WARPS == 8, "WARPS: 4 or 8");
-static_assert(STAGE == 0 || STAGE == 1, "STAGE: 0 or 1");
+static_assert(STAGE >= 0 && STAGE <= 3, "STAGE: 0 to 3 (the recurrence's chunks in flight ahead)");
+static_assert(PF == 0 || PF == 2 || PF == 4 || PF == 8, "PF: 0, 2, 4 or 8");
 static_assert(LMTC == 0 || LMTC == 1, "LMTC: 0 or 1");
 static_assert(UPREC == 16 || UPREC == 32, "UPREC: 16 or 32");
 static_assert(KSPLIT == 1 || KSPLIT == 2 || KSPLIT == 4, "KSPLIT: 1, 2 or 4");
@@ -312,6 +317,15 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+// Waits until at most N of this thread's committed cp.async groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+// Asks the copy engine to bring `bytes` (a multiple of 16, 16-byte aligned) into L2.
+__device__ __forceinline__ void prefetch_l2(const void* p, unsigned int bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+}
 #endif  // KDA_HOST_EMULATION
 // 4 staged bf16 (8 bytes of shared memory) as floats.
 __device__ __forceinline__ void load_shared_bf16x4(const unsigned short* p, float* f) {
@@ -1182,22 +1196,44 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     for (int idx = tid; idx < kSegU; idx += kRThreads) cp_async16(dst + kROffU + idx * 16, srcu + idx * 16);
     cp_async_commit();
   };
+  // The chain waits on memory once a chunk unless its operands were asked for early enough:
+  // STAGE chunks are copied ahead into their own buffers (one cp.async group each, empty past the
+  // end, so the wait count is a constant), and with PF the copy engine prefetches into L2 the
+  // chunk PF ahead.
+#if PF
+  if (tid == 0)
+    for (int p = STAGE; p < PF && p < nchunks; ++p) {
+      prefetch_l2(wsh + (long long)p * kWsChunkBytes, kWsU);
+      prefetch_l2(wsh + (long long)p * kWsChunkBytes + kWsU + col0 * (kC * kUBytes), kBv * kC * kUBytes);
+    }
+#endif
 #if STAGE
-  if (nchunks > 0) stage(0, 0);
+  for (int p = 0; p < STAGE; ++p) {
+    if (p < nchunks) stage(p, p);
+    else cp_async_commit();
+  }
 #endif
   for (int c = 0; c < nchunks; ++c) {
     const long long t0 = bos + (long long)c * kC;
     const int count = (int)(eos - t0 < kC ? eos - t0 : (long long)kC);
 #if STAGE
-    const int buf = c & 1;
+    const int buf = c % kRBuffers;
+    cp_async_wait_group<STAGE - 1>();
 #else
     const int buf = 0;
     stage(c, 0);
+    cp_async_wait_group<0>();
 #endif
-    cp_async_wait_all();
     __syncthreads();  // chunk c is staged; every warp is done with chunk c - 1 (its buffer is free)
 #if STAGE
-    if (c + 1 < nchunks) stage(c + 1, buf ^ 1);
+    if (c + STAGE < nchunks) stage(c + STAGE, (c + STAGE) % kRBuffers);
+    else cp_async_commit();
+#endif
+#if PF
+    if (tid == 0 && c + PF < nchunks) {
+      prefetch_l2(wsh + (long long)(c + PF) * kWsChunkBytes, kWsU);
+      prefetch_l2(wsh + (long long)(c + PF) * kWsChunkBytes + kWsU + col0 * (kC * kUBytes), kBv * kC * kUBytes);
+    }
 #endif
     const unsigned char* sb = smem + buf * kRStageBytes;
     const unsigned short* sQd = reinterpret_cast<const unsigned short*>(sb + kROffQd);

@@ -134,7 +134,7 @@ bool KdaFwdOp::is_chunked(const Knobs& k) { return k.count("CHUNK") > 0; }
 Knobs KdaFwdOp::chunked_knob_defaults() {
   return {{"CHUNK", std::int64_t{16}}, {"BV", std::int64_t{32}},   {"WARPS", std::int64_t{4}}, {"STAGE", std::int64_t{1}},
           {"LMTC", std::int64_t{1}},  {"FUSED", std::int64_t{0}}, {"UPREC", std::int64_t{16}},
-          {"KSPLIT", std::int64_t{1}}};
+          {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}};
 }
 
 Knobs KdaFwdOp::chunked_fused_knob_defaults() {
@@ -163,7 +163,7 @@ Knobs KdaFwdOp::chunked_tcgen05_knob_defaults() {
 // C x C), M's two terms (bf16 C x C), 16 bytes for the mbarrier and the tensor-memory address, and
 // the same staging buffer.
 //
-// FUSED = 0 (kda_fwd_recurrence): STAGE ? 2 : 1 buffers of the workspace's dense, swizzled
+// FUSED = 0 (kda_fwd_recurrence): STAGE + 1 buffers of the workspace's dense, swizzled
 // layout: Qd and W0 (bf16 C x 128), Kr^T (bf16 128 x C), M's two terms (bf16 C x C), 2^Gtot
 // (fp32 128) and the slice's rows of U0^T (BV x C, fp32 or bf16 by UPREC); with KSPLIT > 1 two
 // buffers (by chunk parity) of every warp's partial W^T and Qs^T (2 x C / 8 x 4 floats a lane).
@@ -171,7 +171,7 @@ std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
   auto round16 = [](std::int64_t b) { return (b + 15) / 16 * 16; };
   const std::int64_t c = g.chunk, bv = g.bv;
   if (!g.fused)
-    return (g.stage ? 2 : 1) * (3 * c * D * 2 + 2 * c * c * 2 + D * 4 + bv * c * (g.uprec / 8)) +
+    return (g.stage + 1) * (3 * c * D * 2 + 2 * c * c * 2 + D * 4 + bv * c * (g.uprec / 8)) +
            (g.ksplit > 1 ? 2 * (bv / 16 * g.ksplit) * 32 * (2 * (c / 8) * 4) * 4 : 0);
   const std::int64_t region_a = 3 * round16(c * (D + 1) * 4);
   if (g.tcgen05) {
@@ -213,9 +213,9 @@ std::int64_t KdaFwdOp::workspace_bytes(const KdaDims& d) {
 KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   for (const auto& [name, v] : k)
     if (name != "CHUNK" && name != "BV" && name != "WARPS" && name != "STAGE" && name != "LMTC" && name != "MMA" &&
-        name != "FUSED" && name != "UPREC" && name != "KSPLIT")
+        name != "FUSED" && name != "UPREC" && name != "KSPLIT" && name != "PF")
       fail("unknown knob '" + name +
-           "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LMTC, MMA, FUSED, UPREC, KSPLIT)");
+           "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LMTC, MMA, FUSED, UPREC, KSPLIT, PF)");
   ChunkedGeometry g;
   const std::int64_t fused = evaluator::knob_int(k, "FUSED", 1);
   if (fused != 0 && fused != 1) fail("FUSED=" + std::to_string(fused) + " must be 0 or 1");
@@ -226,6 +226,9 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   g.ksplit = evaluator::knob_int(k, "KSPLIT", 1);
   if (g.ksplit != 1 && g.ksplit != 2 && g.ksplit != 4) fail("KSPLIT=" + std::to_string(g.ksplit) + " must be 1, 2 or 4");
   if (g.fused && g.ksplit != 1) fail("KSPLIT=" + std::to_string(g.ksplit) + " needs FUSED=0 (a recurrence knob)");
+  g.pf = evaluator::knob_int(k, "PF", 0);
+  if (g.pf != 0 && g.pf != 2 && g.pf != 4 && g.pf != 8) fail("PF=" + std::to_string(g.pf) + " must be 0, 2, 4 or 8");
+  if (g.fused && g.pf != 0) fail("PF=" + std::to_string(g.pf) + " needs FUSED=0 (a recurrence knob)");
   if (auto it = k.find("MMA"); it != k.end()) {
     const auto* mma = std::get_if<std::string>(&it->second);
     if (!mma || (*mma != "sync" && *mma != "tcgen05"))
@@ -243,7 +246,8 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   if (g.bv != 16 && g.bv != 32 && g.bv != 64 && g.bv != 128)
     fail("BV=" + std::to_string(g.bv) + " must be 16, 32, 64 or 128 for the chunked kernel");
   if (g.warps != 4 && g.warps != 8) fail("WARPS=" + std::to_string(g.warps) + " must be 4 or 8");
-  if (g.stage != 0 && g.stage != 1) fail("STAGE=" + std::to_string(g.stage) + " must be 0 or 1");
+  if (g.fused ? (g.stage != 0 && g.stage != 1) : (g.stage < 0 || g.stage > 3))
+    fail("STAGE=" + std::to_string(g.stage) + (g.fused ? " must be 0 or 1 (FUSED=1)" : " must be 0 to 3 (FUSED=0)"));
   // The kernel ignores LMTC = 1 elsewhere (the factors' range holds only over 16 tokens of the
   // lower-bound gate); accepting it would put duplicates in the search space.
   if (g.lmtc != 0 && g.lmtc != 1) fail("LMTC=" + std::to_string(g.lmtc) + " must be 0 or 1");

@@ -85,6 +85,10 @@ class KdaFwdOp : public evaluator::Op {
     // holding 128 / KSPLIT key channels of the state (1, 2, 4); they exchange partial products
     // through shared memory once a chunk.
     std::int64_t ksplit = 1;
+    // Knob PF (FUSED = 0 only; absent: 0): the recurrence asks the copy engine to prefetch into L2
+    // the chunk PF ahead (0, 2, 4, 8). With FUSED = 0, STAGE (0-3) is how many chunks the
+    // recurrence copies ahead into shared-memory buffers (the fused kernel: 0 or 1).
+    std::int64_t pf = 0;
   };
   // True when the knobs are the chunked seed's (they name CHUNK).
   static bool is_chunked(const evaluator::Knobs& k);

@@ -57,6 +57,7 @@ struct PendingCopy {
   void* dst = nullptr;
   unsigned char data[16] = {};
   bool early = false;  // lands at the thread's next barrier or warp collective, else at its wait
+  int group = 0;       // the cp.async group it belongs to (the issuing thread's commit count at issue)
 };
 
 struct Thread {
@@ -66,6 +67,7 @@ struct Thread {
   bool done = false;
   bool waiting = false;
   std::vector<PendingCopy> pending;
+  int committed = 0;  // cp.async.commit_group calls so far
 };
 
 // One CTA at a time: its threads, the barrier counts and the warps' exchange areas.
@@ -139,6 +141,7 @@ inline void run_cta(int nthreads, Dim3 bid, unsigned int dyn_smem, std::function
     th.tid = {static_cast<unsigned>(t), 0, 0};
     th.done = false;
     th.pending.clear();
+    th.committed = 0;
     th.waiting = false;
     getcontext(&th.ctx);
     th.ctx.uc_stack.ss_sp = th.stack.data();
@@ -239,10 +242,27 @@ inline void cp_async16(void* dst, const void* src) {
   c.dst = dst;
   std::memcpy(c.data, src, 16);
   c.early = (g_cta.copy_rng() & 1u) != 0;
+  c.group = self().committed;
   self().pending.push_back(c);
 }
-inline void cp_async_commit() {}
+inline void cp_async_commit() { ++self().committed; }
 inline void cp_async_wait_all() { land_copies(true); }
+// cp.async.wait_group N: every copy of the groups committed before the last N has landed.
+template <int N>
+inline void cp_async_wait_group() {
+  auto& p = self().pending;
+  const int limit = self().committed - N;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    if (p[i].group < limit) std::memcpy(p[i].dst, p[i].data, 16);
+    else p[kept++] = p[i];
+  }
+  p.resize(kept);
+}
+// cp.async.bulk.prefetch.L2: a hint with no effect on results; its operands are still checked.
+inline void prefetch_l2(const void* p, unsigned int bytes) {
+  if (!aligned(p, 16) || bytes % 16 != 0) fault("cp.async.bulk.prefetch.L2 of an unaligned address or size");
+}
 inline unsigned int dynamic_smem_bytes() { return g_cta.dyn_smem; }
 inline void trap_now() { fault("trap: the launch's dynamic shared memory is smaller than the kernel's layout"); }
 
@@ -471,6 +491,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define FUSED 0
 #undef KSPLIT  // an earlier include left the .cu default (1) defined
 #define KSPLIT 1
+#undef PF
+#define PF 0
 #undef UPREC  // likewise UPREC (32)
 #define UPREC 16
 namespace split0 {
@@ -504,6 +526,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define FUSED 0
 #undef KSPLIT  // an earlier include left the .cu default (1) defined
 #define KSPLIT 2
+#undef PF
+#define PF 0
 namespace split1 {
 namespace kda_chunked {
 using namespace ::kda_host;
@@ -535,6 +559,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define FUSED 0
 #undef KSPLIT  // an earlier include left the .cu default (1) defined
 #define KSPLIT 1
+#undef PF
+#define PF 0
 namespace split2 {
 namespace kda_chunked {
 using namespace ::kda_host;
@@ -559,12 +585,14 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define CHUNK 16
 #define BV 32
 #define WARPS 8
-#define STAGE 1
+#define STAGE 3
 #define LMTC 1
 #undef FUSED  // the fused configurations left the .cu default (1) defined
 #define FUSED 0
 #undef KSPLIT  // an earlier include left the .cu default (1) defined
 #define KSPLIT 4
+#undef PF
+#define PF 4
 namespace split3 {
 namespace kda_chunked {
 using namespace ::kda_host;
@@ -595,6 +623,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define FUSED 0
 #undef KSPLIT  // an earlier include left the .cu default (1) defined
 #define KSPLIT 1
+#undef PF
+#define PF 8
 namespace split4 {
 namespace kda_chunked {
 using namespace ::kda_host;
@@ -619,12 +649,14 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define CHUNK 32
 #define BV 32
 #define WARPS 4
-#define STAGE 1
+#define STAGE 2
 #define LMTC 1
 #undef FUSED  // the fused configurations left the .cu default (1) defined
 #define FUSED 0
 #undef KSPLIT  // an earlier include left the .cu default (1) defined
 #define KSPLIT 2
+#undef PF
+#define PF 2
 #undef UPREC  // likewise UPREC (32)
 #define UPREC 32
 namespace split5 {
@@ -977,9 +1009,9 @@ TEST(KdaChunkedOnHost, NoStatesBv64EightWarps) {
 }
 
 
-Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc, I uprec = 32, I ksplit = 1) {
+Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc, I uprec = 32, I ksplit = 1, I pf = 0) {
   return {{"CHUNK", chunk}, {"BV", bv},       {"WARPS", warps},  {"STAGE", stage},
-          {"LMTC", lmtc},   {"FUSED", I{0}}, {"UPREC", uprec}, {"KSPLIT", ksplit}};
+          {"LMTC", lmtc},   {"FUSED", I{0}}, {"UPREC", uprec}, {"KSPLIT", ksplit}, {"PF", pf}};
 }
 
 TEST(KdaSplitOnHost, MainSpecDefaults) {
@@ -998,17 +1030,17 @@ TEST(KdaSplitOnHost, InitialStateOnlyChunk64Bv128NoLmtc) {
               {shape(1, 300, 2, 1)});
 }
 
-TEST(KdaSplitOnHost, FinalStateOnlyChunk16Bv32Ksplit4) {
-  check_split(KDA_SPLIT_CONFIG(split3, (OpConfig{{"initial_state", "false"}}), split_knobs(16, 32, 8, 1, 1, 32, 4)));
+TEST(KdaSplitOnHost, FinalStateOnlyChunk16Bv32Ksplit4Stage3Pf4) {
+  check_split(KDA_SPLIT_CONFIG(split3, (OpConfig{{"initial_state", "false"}}), split_knobs(16, 32, 8, 3, 1, 32, 4, 4)));
 }
 
-TEST(KdaSplitOnHost, Fp32U0Chunk32Bv32Ksplit2) {
-  check_split(KDA_SPLIT_CONFIG(split5, OpConfig{}, split_knobs(32, 32, 4, 1, 1, 32, 2)));
+TEST(KdaSplitOnHost, Fp32U0Chunk32Bv32Ksplit2Stage2Pf2) {
+  check_split(KDA_SPLIT_CONFIG(split5, OpConfig{}, split_knobs(32, 32, 4, 2, 1, 32, 2, 2)));
 }
 
 TEST(KdaSplitOnHost, SoftplusNoStatesChunk64Bv32) {
   check_split(KDA_SPLIT_CONFIG(split4, (OpConfig{{"gate", "softplus"}, {"initial_state", "false"}, {"final_state", "false"}}),
-                               split_knobs(64, 32, 8, 0, 0)));
+                               split_knobs(64, 32, 8, 0, 0, 32, 1, 8)));
 }
 
 }  // namespace
