@@ -28,6 +28,8 @@ sys.path.insert(1, os.path.join(HERE, "..", "rmsnorm"))
 import derive_spec  # noqa: E402
 import fla_bench  # noqa: E402
 import kda_bench_core as core  # noqa: E402
+import phase_times  # noqa: E402
+import sass_summary  # noqa: E402
 import kda_report  # noqa: E402
 import launch_json  # noqa: E402
 
@@ -811,6 +813,44 @@ class CpuEndToEndTest(unittest.TestCase):
         self.assertEqual(res["preflight"]["processes"], 1)
         self.assertEqual(sorted(res["shapes"][0]["providers"]), ["good"])
         self.assertIn("unavailable", md)
+
+
+class PhaseTimesTableTest(unittest.TestCase):
+    def test_rows_sum_and_cutlass_ratio(self):
+        md = phase_times.table([{"label": "H=96 8192", "candidate": "c", "plan_ms": 2.0, "cutlass_ms": 1.4,
+                                 "kernels": [{"entry": "kda_fwd_prepare", "ms": 1.25},
+                                             {"entry": "kda_fwd_recurrence", "ms": 0.75}]},
+                                {"label": "x", "candidate": "d", "plan_ms": 1.0, "cutlass_ms": None,
+                                 "kernels": [{"entry": "k", "ms": 1.0}]}])
+        self.assertIn("| H=96 8192 | c | kda_fwd_prepare 1.250, kda_fwd_recurrence 0.750 | 2.000 | 2.000 | 0.70x |", md)
+        self.assertIn("| x | d | k 1.000 | 1.000 | 1.000 | - |", md)
+
+    def test_arguments(self):
+        with contextlib.redirect_stderr(io.StringIO()):
+            with self.assertRaises(SystemExit):
+                phase_times.parse_args(["--candidate", "a=b", "--reps", "0"])
+        self.assertEqual(phase_times.parse_args(["--candidate", "a=b", "--shapes", "1", "6"]).shapes, ["1", "6"])
+
+
+class SassSummaryTest(unittest.TestCase):
+    CSV = textwrap.dedent("""\
+        "Kernel Name","k",
+        "Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed","stall_wait","stall_selected"
+        "0x0","HMMA.16816.F32.BF16 R0, R4, R8, R0","30","200","20","10"
+        "0x10","@!P0 BRA 0x40","10","100","0","10"
+        "0x20","LDS.64 R2, [R3]","60","300","50","10"
+        """)
+
+    def test_counts_per_unit_and_shares(self):
+        text = sass_summary.summarise(sass_summary.parse(self.CSV.splitlines(True)), 100.0, 10)
+        self.assertIn("instructions executed: 6.0 per unit", text)
+        self.assertIn("| LDS | 3.0 | 60.0% |", text)
+        self.assertIn("| BRA | 1.0 | 10.0% |", text)  # a predicated instruction counts under its opcode
+        self.assertIn("| stall_wait | 70.0% |", text)
+
+    def test_not_an_ncu_file(self):
+        with self.assertRaises(ValueError):
+            sass_summary.parse(["a,b\n", "1,2\n"])
 
 
 if __name__ == "__main__":

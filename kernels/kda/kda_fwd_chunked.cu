@@ -307,11 +307,8 @@ __device__ __forceinline__ void store_bf16x2(__nv_bfloat16* p, float lo, float h
   asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(pack_bf16x2(lo, hi)) : "memory");
 }
 
-__device__ __forceinline__ unsigned int smem_addr(const void* p) {
-  unsigned int r;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-  return r;
-}
+// The intrinsic rather than inline cvta: the compiler folds base + constant offsets through it.
+__device__ __forceinline__ unsigned int smem_addr(const void* p) { return (unsigned int)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
 }
@@ -385,12 +382,24 @@ __device__ __forceinline__ void load_b(unsigned int* b, const unsigned short* ba
   b[1] = *reinterpret_cast<const unsigned int*>(p + 8);
 }
 
-// load_b from a swizzled (swz) bf16 [n][ld] array.
-__device__ __forceinline__ void load_b_swz(unsigned int* b, const unsigned short* base_t, int ld, int n0, int k0,
-                                           int lane) {
+// The recurrence's B operands (W0, Qd, Kr^T, M) in fragment order: within each 16-column block
+// the four columns lane t needs (2t, 2t + 1, 8 + 2t, 9 + 2t) sit together at 4t .. 4t + 3, so one
+// 8-byte load fills a fragment; and the blocks (32 bytes) XOR-permuted by the row so that the
+// four rows of each 16-lane phase of that load hit distinct banks. Element offset of (r, c) in a
+// bf16 [rows][n] array so laid out:
+__device__ __forceinline__ int swzf(int r, int c, int n) {
+  const int nu = n / 16;  // 32-byte blocks a row: 1 .. 8
+  const int x = nu >= 4 ? (r & 3) : (nu == 2 ? ((r >> 1) & 1) : 0);
+  const int k = c & 15;
+  return r * n + (((c >> 4) ^ x) << 4) + ((k & 7) >> 1) * 4 + (k >> 3) * 2 + (k & 1);
+}
+// load_b from a fragment-order (swzf) bf16 [n][ld] array: one 8-byte load.
+__device__ __forceinline__ void load_b_frag(unsigned int* b, const unsigned short* base_t, int ld, int n0, int k0,
+                                            int lane) {
   const int g = lane >> 2, t = lane & 3;
-  b[0] = *reinterpret_cast<const unsigned int*>(base_t + swz(n0 + g, k0 + 2 * t, ld, 8));
-  b[1] = *reinterpret_cast<const unsigned int*>(base_t + swz(n0 + g, k0 + 8 + 2 * t, ld, 8));
+  const uint2 v = *reinterpret_cast<const uint2*>(base_t + swzf(n0 + g, k0 + 2 * t, ld));
+  b[0] = v.x;
+  b[1] = v.y;
 }
 
 struct Args {
@@ -958,7 +967,7 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   for (int idx = tid; idx < kC * kD / 2; idx += kPThreads) {
     const int r = idx / (kD / 2), d = 2 * (idx % (kD / 2));
     const float v0 = pQ[r * kLd + d] * ex2(pG[r * kLd + d]), v1 = pQ[r * kLd + d + 1] * ex2(pG[r * kLd + d + 1]);
-    *reinterpret_cast<unsigned int*>(wQd + swz(r, d, kD, 8)) = pack_bf16x2(v0, v1);
+    *reinterpret_cast<unsigned int*>(wQd + swzf(r, d, kD)) = pack_bf16x2(v0, v1);
   }
   unsigned short* wKrT = reinterpret_cast<unsigned short*>(wsc + kWsKrT);
   for (int idx = tid; idx < kD * kC / 2; idx += kPThreads) {
@@ -966,7 +975,7 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
     const float gt = pG[(kC - 1) * kLd + d];
     const float v0 = pK[r * kLd + d] * ex2(gt - pG[r * kLd + d]);
     const float v1 = pK[(r + 1) * kLd + d] * ex2(gt - pG[(r + 1) * kLd + d]);
-    *reinterpret_cast<unsigned int*>(wKrT + swz(d, r, kC, 8)) = pack_bf16x2(v0, v1);
+    *reinterpret_cast<unsigned int*>(wKrT + swzf(d, r, kC)) = pack_bf16x2(v0, v1);
   }
   // 4. L (fp32, shared memory) and M (hi + lo bf16, workspace) by 16-token row blocks. For rows
   // i of block I and columns j of an earlier block, 2^(G_i - G_j) = 2^(G_i - G_p) 2^(G_p - G_j)
@@ -979,8 +988,8 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   unsigned short* wMlo = reinterpret_cast<unsigned short*>(wsc + kWsMlo);
   for (int idx = tid; idx < kC * kC; idx += kPThreads)
     if ((idx % kC) / 16 > (idx / kC) / 16) {
-      wMhi[swz(idx / kC, idx % kC, kC, 8)] = 0;
-      wMlo[swz(idx / kC, idx % kC, kC, 8)] = 0;
+      wMhi[swzf(idx / kC, idx % kC, kC)] = 0;
+      wMlo[swzf(idx / kC, idx % kC, kC)] = 0;
     }
 #pragma unroll 1
   for (int bi = 0; bi < kNb; ++bi) {
@@ -1043,8 +1052,8 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
         } else {
           const float m = j <= i ? v : 0.f;
           const unsigned short mh = bf16_bits(m);
-          wMhi[swz(i, j, kC, 8)] = mh;
-          wMlo[swz(i, j, kC, 8)] = bf16_bits(m - bf16_value(mh));
+          wMhi[swzf(i, j, kC)] = mh;
+          wMlo[swzf(i, j, kC)] = bf16_bits(m - bf16_value(mh));
         }
       }
     }
@@ -1062,8 +1071,8 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
       }
       pL[i * kC + j] = j < i ? pBeta[i] * lk : 0.f;
       const unsigned short mh = bf16_bits(mq);
-      wMhi[swz(i, j, kC, 8)] = mh;
-      wMlo[swz(i, j, kC, 8)] = bf16_bits(mq - bf16_value(mh));
+      wMhi[swzf(i, j, kC)] = mh;
+      wMlo[swzf(i, j, kC)] = bf16_bits(mq - bf16_value(mh));
     }
 #endif
     __syncthreads();  // the next block overwrites the factors
@@ -1097,7 +1106,7 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
     }
     if (col < kD) {
 #pragma unroll
-      for (int i = 0; i < kC; ++i) wW[swz(i, col, kD, 8)] = bf16_bits(xv[i]);
+      for (int i = 0; i < kC; ++i) wW[swzf(i, col, kD)] = bf16_bits(xv[i]);
     } else {
 #if UPREC == 32
       float* dst = reinterpret_cast<float*>(wU);
@@ -1191,9 +1200,18 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
   auto stage = [&](int c, int buf) {
     const unsigned char* src = wsh + (long long)c * kWsChunkBytes;
     unsigned char* dst = smem + buf * kRStageBytes;
-    for (int idx = tid; idx < kSegShared; idx += kRThreads) cp_async16(dst + idx * 16, src + idx * 16);
+    // Fixed trip counts, fully unrolled: each copy's offsets are constants from one base.
+#pragma unroll
+    for (int i = 0; i < (kSegShared + kRThreads - 1) / kRThreads; ++i) {
+      const int idx = tid + i * kRThreads;
+      if (kSegShared % kRThreads == 0 || idx < kSegShared) cp_async16(dst + idx * 16, src + idx * 16);
+    }
     const unsigned char* srcu = src + kWsU + col0 * (kC * kUBytes);
-    for (int idx = tid; idx < kSegU; idx += kRThreads) cp_async16(dst + kROffU + idx * 16, srcu + idx * 16);
+#pragma unroll
+    for (int i = 0; i < (kSegU + kRThreads - 1) / kRThreads; ++i) {
+      const int idx = tid + i * kRThreads;
+      if (kSegU % kRThreads == 0 || idx < kSegU) cp_async16(dst + kROffU + idx * 16, srcu + idx * 16);
+    }
     cp_async_commit();
   };
   // The chain waits on memory once a chunk unless its operands were asked for early enough:
@@ -1267,8 +1285,8 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #pragma unroll
       for (int nt = 0; nt < kNtC; ++nt) {
         unsigned int bw[2], bq[2];
-        load_b_swz(bw, sW, kD, nt * 8, d0 + ks * 16, lane);
-        load_b_swz(bq, sQd, kD, nt * 8, d0 + ks * 16, lane);
+        load_b_frag(bw, sW, kD, nt * 8, d0 + ks * 16, lane);
+        load_b_frag(bq, sQd, kD, nt * 8, d0 + ks * 16, lane);
         mma_bf16(w[nt], ah, bw);
         mma_bf16(w[nt], al, bw);
         mma_bf16(qs[nt], ah, bq);
@@ -1337,8 +1355,8 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
       for (int ks = 0; ks < kKsC; ++ks)
         if (ks <= nt / 2) {
           unsigned int bh[2], bl[2];
-          load_b_swz(bh, sMhi, kC, nt * 8, ks * 16, lane);
-          load_b_swz(bl, sMlo, kC, nt * 8, ks * 16, lane);
+          load_b_frag(bh, sMhi, kC, nt * 8, ks * 16, lane);
+          load_b_frag(bl, sMlo, kC, nt * 8, ks * 16, lane);
           mma_bf16(qs[nt], uh[ks], bh);
           mma_bf16(qs[nt], ul[ks], bh);
           mma_bf16(qs[nt], uh[ks], bl);
@@ -1368,7 +1386,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #pragma unroll
       for (int ks = 0; ks < kKsC; ++ks) {
         unsigned int bk[2];
-        load_b_swz(bk, sKrT, kC, d0 + nt * 8, ks * 16, lane);
+        load_b_frag(bk, sKrT, kC, d0 + nt * 8, ks * 16, lane);
         mma_bf16(s[nt], uh[ks], bk);
         mma_bf16(s[nt], ul[ks], bk);
       }
