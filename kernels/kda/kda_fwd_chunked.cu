@@ -220,6 +220,7 @@ static_assert(UPREC == 16 || UPREC == 32, "UPREC: 16 or 32");
 static_assert(KSPLIT == 1 || KSPLIT == 2 || KSPLIT == 4, "KSPLIT: 1, 2 or 4");
 static_assert(kPSmemBytes <= 232448 && kRSmemTotal <= 232448, "at most 227 KB of shared memory per CTA");
 static_assert(3 * kC * kD * 2 <= kPOffV - kPOffXh, "the prepare's raw q, k, g rows must fit the factor area");
+static_assert((kC * 64) % kPThreads == 0 && (16 * kD / 2) % kPThreads == 0, "the prepare's unrolled loops");
 #endif  // FUSED
 
 // The PTX primitives. kernels/tests/kda_chunked_host_test.cpp defines KDA_HOST_EMULATION and
@@ -903,11 +904,17 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   unsigned short* rawk = rawq + kC * kD;
   unsigned short* rawg = rawk + kC * kD;
   unsigned short* rawv = reinterpret_cast<unsigned short*>(smem + kPOffV);
-  for (int idx = tid; idx < count * 64; idx += kPThreads) {
+  // Loops of this kernel run a fixed number of rounds (the layout's sizes are multiples of the
+  // thread count), fully unrolled: the indexing then folds into per-thread constants.
+#pragma unroll
+  for (int it = 0; it < kC * 64 / kPThreads; ++it) {
+    const int idx = tid + it * kPThreads;
     const int tt = idx / 64, sg = idx % 64, which = sg >> 4, seg = sg & 15;
-    const long long row = ((t0 + tt) * a.H + h) * (long long)kD + seg * 8;
-    cp_async16((which == 0 ? rawq : which == 1 ? rawk : which == 2 ? rawg : rawv) + tt * kD + seg * 8,
-               (which == 0 ? a.q : which == 1 ? a.k : which == 2 ? a.g : a.v) + row);
+    if (tt < count) {
+      const long long row = ((t0 + tt) * a.H + h) * (long long)kD + seg * 8;
+      cp_async16((which == 0 ? rawq : which == 1 ? rawk : which == 2 ? rawg : rawv) + tt * kD + seg * 8,
+                 (which == 0 ? a.q : which == 1 ? a.k : which == 2 ? a.g : a.v) + row);
+    }
   }
   cp_async_commit();
   // The small per-head and per-token inputs load while the copies fly.
@@ -964,13 +971,17 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   __syncthreads();
   // 3. Qd = q 2^G (scale folded into q) and Kr^T = (k 2^(Gtot - G))^T, bf16 pairs.
   unsigned short* wQd = reinterpret_cast<unsigned short*>(wsc + kWsQd);
-  for (int idx = tid; idx < kC * kD / 2; idx += kPThreads) {
+#pragma unroll
+  for (int it = 0; it < kC * kD / 2 / kPThreads; ++it) {
+    const int idx = tid + it * kPThreads;
     const int r = idx / (kD / 2), d = 2 * (idx % (kD / 2));
     const float v0 = pQ[r * kLd + d] * ex2(pG[r * kLd + d]), v1 = pQ[r * kLd + d + 1] * ex2(pG[r * kLd + d + 1]);
     *reinterpret_cast<unsigned int*>(wQd + swzf(r, d, kD)) = pack_bf16x2(v0, v1);
   }
   unsigned short* wKrT = reinterpret_cast<unsigned short*>(wsc + kWsKrT);
-  for (int idx = tid; idx < kD * kC / 2; idx += kPThreads) {
+#pragma unroll
+  for (int it = 0; it < kD * kC / 2 / kPThreads; ++it) {
+    const int idx = tid + it * kPThreads;
     const int d = idx / (kC / 2), r = 2 * (idx % (kC / 2));
     const float gt = pG[(kC - 1) * kLd + d];
     const float v0 = pK[r * kLd + d] * ex2(gt - pG[r * kLd + d]);
@@ -996,7 +1007,9 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
     const int b0 = bi * 16;
     const int piv = KDA_SPLIT_FACTOR_DIAG ? b0 + 7 : b0;
     const int ny = KDA_SPLIT_FACTOR_DIAG ? b0 + 16 : b0;  // right-factor rows
-    for (int idx = tid; idx < 16 * kD / 2; idx += kPThreads) {
+#pragma unroll
+    for (int it = 0; it < 16 * kD / 2 / kPThreads; ++it) {
+      const int idx = tid + it * kPThreads;
       const int il = idx / (kD / 2), d = 2 * (idx % (kD / 2)), i = b0 + il;
       float kx[2], qx[2];
 #pragma unroll
@@ -1083,12 +1096,12 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   unsigned char* wU = wsc + kWsU;
   for (int col = tid; col < 2 * kD; col += kPThreads) {
     float xv[kC];
+    if (col < kD) {  // one branch a column, not one a token
 #pragma unroll
-    for (int i = 0; i < kC; ++i) {
-      float b = 0.f;
-      if (col < kD) b = pBeta[i] * pK[i * kLd + col] * ex2(pG[i * kLd + col]);
-      else if (i < count) b = pBeta[i] * bf16_value(rawv[i * kD + col - kD]);
-      xv[i] = b;
+      for (int i = 0; i < kC; ++i) xv[i] = pBeta[i] * pK[i * kLd + col] * ex2(pG[i * kLd + col]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kC; ++i) xv[i] = i < count ? pBeta[i] * bf16_value(rawv[i * kD + col - kD]) : 0.f;
     }
     // L's rows by 16-byte reads (every thread reads the same row: broadcasts), 4x fewer loads.
 #pragma unroll
