@@ -1213,14 +1213,15 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
   auto stage = [&](int c, int buf) {
     const unsigned char* src = wsh + (long long)c * kWsChunkBytes;
     unsigned char* dst = smem + buf * kRStageBytes;
-    // Fixed trip counts, fully unrolled: each copy's offsets are constants from one base.
-#pragma unroll
+    // Fixed trip counts, unrolled by 8 (fully, it overflows CHUNK 64's registers): each copy's
+    // offsets are constants from one base.
+#pragma unroll 8
     for (int i = 0; i < (kSegShared + kRThreads - 1) / kRThreads; ++i) {
       const int idx = tid + i * kRThreads;
       if (kSegShared % kRThreads == 0 || idx < kSegShared) cp_async16(dst + idx * 16, src + idx * 16);
     }
     const unsigned char* srcu = src + kWsU + col0 * (kC * kUBytes);
-#pragma unroll
+#pragma unroll 8
     for (int i = 0; i < (kSegU + kRThreads - 1) / kRThreads; ++i) {
       const int idx = tid + i * kRThreads;
       if (kSegU % kRThreads == 0 || idx < kSegU) cp_async16(dst + kROffU + idx * 16, srcu + idx * 16);

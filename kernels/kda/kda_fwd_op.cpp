@@ -143,6 +143,37 @@ Knobs KdaFwdOp::chunked_fused_knob_defaults() {
           {"LMTC", g.lmtc},   {"FUSED", std::int64_t{1}}, {"UPREC", std::int64_t{32}}};
 }
 
+std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
+  std::vector<Knobs> out;
+  const std::int64_t pfs[4] = {0, 2, 4, 8};
+  for (const std::int64_t c : {16, 32, 64}) {
+    int cycle = 0;
+    for (const std::int64_t bv : {16, 32, 64, 128})
+      for (const std::int64_t staged : {0, 1}) {
+        const std::int64_t ks = std::int64_t{1} << (cycle % 3);
+        Knobs k = {{"FUSED", std::int64_t{0}},
+                   {"CHUNK", c},
+                   {"BV", bv},
+                   {"WARPS", std::int64_t{(cycle & 1) ? 8 : 4}},
+                   {"STAGE", staged ? 1 + cycle % 3 : std::int64_t{0}},
+                   {"LMTC", std::int64_t{(cycle & 2) ? 1 : 0}},
+                   {"UPREC", std::int64_t{(cycle & 4) ? 16 : 32}},
+                   {"KSPLIT", bv * ks <= 256 ? ks : std::int64_t{1}},
+                   {"PF", pfs[cycle % 4]}};
+        ++cycle;
+        if (c == 64) k["PF"] = std::int64_t{0};
+        try {
+          (void)chunked_geometry(k);
+        } catch (const std::invalid_argument&) {
+          k["STAGE"] = staged;
+          k["KSPLIT"] = std::int64_t{1};
+        }
+        out.push_back(std::move(k));
+      }
+  }
+  return out;
+}
+
 Knobs KdaFwdOp::chunked_tcgen05_knob_defaults() {
   Knobs k = chunked_fused_knob_defaults();
   k.erase("FUSED");
@@ -245,6 +276,8 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
     fail("CHUNK=" + std::to_string(g.chunk) + " must be 16, 32 or 64 (whole m16n8k16 tiles)");
   if (g.bv != 16 && g.bv != 32 && g.bv != 64 && g.bv != 128)
     fail("BV=" + std::to_string(g.bv) + " must be 16, 32, 64 or 128 for the chunked kernel");
+  if (g.pf != 0 && g.chunk == 64)
+    fail("PF=" + std::to_string(g.pf) + " needs CHUNK < 64 (the recurrence's registers are full there: it would spill)");
   if (g.warps != 4 && g.warps != 8) fail("WARPS=" + std::to_string(g.warps) + " must be 4 or 8");
   if (g.fused ? (g.stage != 0 && g.stage != 1) : (g.stage < 0 || g.stage > 3))
     fail("STAGE=" + std::to_string(g.stage) + (g.fused ? " must be 0 or 1 (FUSED=1)" : " must be 0 to 3 (FUSED=0)"));

@@ -99,6 +99,11 @@ class KdaFwdOp : public evaluator::Op {
   static evaluator::Knobs chunked_knob_defaults();
   // The fused kernel's defaults (FUSED = 1, CHUNK 16, BV 32, WARPS 4, STAGE 1, LMTC 1).
   static evaluator::Knobs chunked_fused_knob_defaults();
+  // 24 FUSED = 0 assignments that cover both kernels (the build and GPU tests build or gate
+  // them): every (CHUNK, BV, STAGE 0 or not) of the recurrence, with (WARPS, LMTC, UPREC) cycling
+  // through all eight per CHUNK for the prepare, and STAGE 1-3, KSPLIT and PF varied along (STAGE 1,
+  // KSPLIT 1 where the deeper staging does not fit a CTA's shared memory).
+  static std::vector<evaluator::Knobs> split_covering_knobs();
   // The tcgen05 variant's defaults (kda_fwd_chunked_tcgen05.cu; MMA = "tcgen05").
   static evaluator::Knobs chunked_tcgen05_knob_defaults();
   // Dynamic shared memory of kda_fwd_chunked.cu's layout, or of kda_fwd_chunked_tcgen05.cu's when

@@ -336,39 +336,38 @@ TEST(KdaFwdChunkedBuild, SeedBuildsForEveryOptionCombination) {
 }
 
 // Every assignment the chunked seed's constraints admit is one the op accepts; every admitted
-// fused one (46) builds without spilling, and so does a covering set of the FUSED = 0 ones: the
-// prepare depends on CHUNK, WARPS, LMTC and UPREC only, the recurrence on CHUNK, BV, STAGE and
-// UPREC, so the 24 (CHUNK, BV, STAGE) combinations, each with a (WARPS, LMTC, UPREC) triple that
-// cycles through all eight per CHUNK, build both kernels of all 192 (an eighth of the compile
-// time; UPREC 16 is built at BV 64 and 128).
+// fused one (46) builds without spilling, and so does a covering set of the FUSED = 0 ones
+// (KdaFwdOp::split_covering_knobs): the prepare depends on CHUNK, WARPS, LMTC and UPREC only, the
+// recurrence on CHUNK, BV, STAGE, UPREC, KSPLIT and PF, so 24 assignments cover every (CHUNK,
+// WARPS, LMTC, UPREC), every (CHUNK, BV, staged or not) and every value of STAGE, KSPLIT and PF.
 TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   const Spec spec = load("kda_fwd.spec");
   const auto& seed = chunked_seed(spec);
   const auto admitted = admitted_for(seed);
-  EXPECT_EQ(admitted.size(), 46u + 192u);
+  // 46 fused; 2,852 FUSED = 0 (CHUNK x BV x WARPS x STAGE 0-3 x LMTC x UPREC x KSPLIT x PF less
+  // what BV * KSPLIT <= 256, PF at CHUNK 64 and the recurrence's shared memory exclude).
+  EXPECT_EQ(admitted.size(), 46u + 2852u);
   std::vector<Knobs> ok;
-  std::set<std::string> prep_cover, rec_cover;
+  std::set<std::string> prep_cover, rec_cover, ks_cover, stage_cover, pf_cover;
   for (const auto& k : admitted) {
     EXPECT_NO_THROW(KdaFwdOp::chunked_geometry(k)) << knobs_text(k);
     if (KdaFwdOp::chunked_geometry(k).fused) ok.push_back(k);
   }
-  for (I c : {16, 32, 64}) {
-    int cycle = 0;
-    for (I bv : {16, 32, 64, 128})
-      for (I stage : {0, 1}) {
-        const I warps = (cycle & 1) ? 8 : 4, lmtc = (cycle & 2) ? 1 : 0, uprec = (cycle & 4) ? 16 : 32;
-        ++cycle;
-        const Knobs k = {{"FUSED", I{0}},   {"CHUNK", c},     {"BV", bv},      {"WARPS", warps},
-                         {"STAGE", stage}, {"LMTC", lmtc}, {"UPREC", uprec}};
-        EXPECT_NE(std::find(admitted.begin(), admitted.end(), k), admitted.end()) << knobs_text(k);
-        ok.push_back(k);
-        prep_cover.insert(std::to_string(c) + "/" + std::to_string(warps) + "/" + std::to_string(lmtc) + "/" +
-                          std::to_string(uprec));
-        rec_cover.insert(std::to_string(c) + "/" + std::to_string(bv) + "/" + std::to_string(stage));
-      }
+  for (const Knobs& k : KdaFwdOp::split_covering_knobs()) {
+    EXPECT_NE(std::find(admitted.begin(), admitted.end(), k), admitted.end()) << knobs_text(k);
+    ok.push_back(k);
+    auto v = [&](const char* n) { return std::to_string(std::get<I>(k.at(n))); };
+    prep_cover.insert(v("CHUNK") + "/" + v("WARPS") + "/" + v("LMTC") + "/" + v("UPREC"));
+    rec_cover.insert(v("CHUNK") + "/" + v("BV") + "/" + (std::get<I>(k.at("STAGE")) > 0 ? "staged" : "0"));
+    ks_cover.insert(v("KSPLIT"));
+    stage_cover.insert(v("STAGE"));
+    pf_cover.insert(v("PF"));
   }
   EXPECT_EQ(prep_cover.size(), 24u);
   EXPECT_EQ(rec_cover.size(), 24u);
+  EXPECT_EQ(ks_cover.size(), 3u);
+  EXPECT_EQ(stage_cover.size(), 4u);
+  EXPECT_EQ(pf_cover.size(), 4u);
   EXPECT_EQ(ok.size(), 46u + 24u);
   std::vector<ptxevo::evaluator::BuildRequest> reqs;
   for (const auto& k : ok) reqs.push_back(chunked_request(spec, seed, k));

@@ -226,10 +226,18 @@ TEST(KdaFwdOp, ImpossibleKnobsThrowWithAReason) {
   has({{"CHUNK", I{8}}}, "CHUNK=8");
   has({{"CHUNK", I{16}}, {"BV", I{8}}}, "BV=8");
   has({{"CHUNK", I{16}}, {"WARPS", I{2}}}, "WARPS=2");
-  has({{"CHUNK", I{16}}, {"KSPLIT", I{4}}}, "unknown knob 'KSPLIT' for the chunked kernel");
+  has({{"CHUNK", I{16}}, {"KSPLIT", I{4}}}, "KSPLIT=4 needs FUSED=0");
+  has({{"CHUNK", I{16}}, {"PF", I{2}}}, "PF=2 needs FUSED=0");
+  has({{"CHUNK", I{16}}, {"SPLITK", I{2}}}, "unknown knob 'SPLITK' for the chunked kernel");
   has({{"CHUNK", I{64}}, {"BV", I{64}}, {"STAGE", I{0}}, {"LMTC", I{0}}}, "227 KB");
   has({{"CHUNK", I{64}}, {"BV", I{16}}, {"STAGE", I{1}}, {"LMTC", I{0}}}, "227 KB");
-  has({{"CHUNK", I{16}}, {"STAGE", I{2}}}, "STAGE=2");
+  has({{"CHUNK", I{16}}, {"STAGE", I{2}}}, "STAGE=2 must be 0 or 1 (FUSED=1)");
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"STAGE", I{4}}}, "STAGE=4 must be 0 to 3");
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"KSPLIT", I{3}}}, "KSPLIT=3");
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"PF", I{3}}}, "PF=3");
+  has({{"CHUNK", I{64}}, {"FUSED", I{0}}, {"BV", I{16}}, {"PF", I{2}}}, "PF=2 needs CHUNK < 64");
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"BV", I{128}}, {"KSPLIT", I{4}}}, "BV * KSPLIT <= 256");
+  has({{"CHUNK", I{64}}, {"FUSED", I{0}}, {"BV", I{128}}, {"STAGE", I{3}}}, "227 KB");
   has({{"CHUNK", I{32}}, {"LMTC", I{1}}}, "LMTC=1 needs CHUNK=16");
   has({{"CHUNK", I{32}}}, "LMTC=1 needs CHUNK=16");  // LMTC defaults to 1
   // FUSED = 0: the prepare + recurrence pair, mma.sync only.
@@ -276,14 +284,24 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   EXPECT_EQ(std::get<ArgTensor>(rc.args[3]).name, "out");
   EXPECT_EQ(std::get<ArgTensor>(rc.args[4]).name, "final_state");
   EXPECT_EQ(std::get<std::int32_t>(rc.args[7]), 6);
-  // CHUNK 32, BV 64, STAGE 1, UPREC 16: two buffers of Qd, W0 2 x 8704, Kr^T 10240, M 2 x 2560,
-  // 2^Gtot 512, U0^T 64 x 40 x 2; two CTAs a SM.
-  EXPECT_EQ(rc.shared_bytes, 2u * (17408u + 10240u + 5120u + 512u + 5120u));
+  // CHUNK 32, BV 64, STAGE 1, UPREC 16: two buffers of the workspace's dense layout: Qd, W0
+  // 2 x 8192, Kr^T 8192, M 2 x 2048, 2^Gtot 512, U0^T 64 x 32 x 2; three CTAs a SM.
+  EXPECT_EQ(rc.shared_bytes, 2u * (16384u + 8192u + 4096u + 512u + 4096u));
   EXPECT_LE(2 * (rc.shared_bytes + 1024), 228u * 1024);
   // UPREC = 32: U0^T in fp32, in the workspace and in shared memory.
   Knobs u32 = k;
   u32["UPREC"] = I{32};
-  EXPECT_EQ(op.launch_plan(shape(1, 8192, 96, 6), {}, u32).kernels[1].shared_bytes, rc.shared_bytes + 2u * 64u * 40u * 2u);
+  EXPECT_EQ(op.launch_plan(shape(1, 8192, 96, 6), {}, u32).kernels[1].shared_bytes, rc.shared_bytes + 2u * 64u * 32u * 2u);
+  // KSPLIT 2: twice the warps, plus two buffers of every warp's partial W^T and Qs^T (C floats a
+  // lane); STAGE 3: four operand buffers.
+  Knobs ks2 = k;
+  ks2["KSPLIT"] = I{2};
+  const auto rk = op.launch_plan(shape(1, 8192, 96, 6), {}, ks2).kernels[1];
+  EXPECT_EQ(rk.block.x, 256u);
+  EXPECT_EQ(rk.shared_bytes, rc.shared_bytes + 2u * 8u * 32u * 32u * 4u);
+  Knobs st3 = k;
+  st3["STAGE"] = I{3};
+  EXPECT_EQ(op.launch_plan(shape(1, 8192, 96, 6), {}, st3).kernels[1].shared_bytes, 2u * rc.shared_bytes);
   EXPECT_EQ(KdaFwdOp::workspace_chunk_bytes(32, 16), KdaFwdOp::workspace_chunk_bytes(32) - 128 * 32 * 2);
   // Fixed-length rows: null cu_seqlens, N = B.
   const auto f = op.launch_plan(shape(3, 100, 2, 3), {{"initial_state", "false"}},

@@ -212,25 +212,15 @@ TEST_F(KdaGpu, ChunkedSeedPassesTheGateOnEveryOtherSpec) {
   }
 }
 
-// FUSED = 0 at a covering set of its knobs (kernels/tests/kda_fwd_build_test.cpp,
-// KdaFwdChunkedBuild.EveryAdmittedKnobAssignmentBuilds: every (CHUNK, BV, STAGE) of the
-// recurrence, every (CHUNK, WARPS, LMTC, UPREC) of the prepare) on the main spec's correctness
-// shapes.
+// FUSED = 0 at a covering set of its knobs (KdaFwdOp::split_covering_knobs, also built by
+// kernels/tests/kda_fwd_build_test.cpp) on the main spec's correctness shapes.
 TEST_F(KdaGpu, ChunkedSplitPassesTheGateOnACoveringSetOfKnobs) {
   int gated = 0;
-  for (std::int64_t c : {16, 32, 64}) {
-    int cycle = 0;
-    for (std::int64_t bv : {16, 32, 64, 128})
-      for (std::int64_t stage : {0, 1}) {
-        const std::int64_t warps = (cycle & 1) ? 8 : 4, lmtc = (cycle & 2) ? 1 : 0, uprec = (cycle & 4) ? 16 : 32;
-        ++cycle;
-        const Knobs k = {{"FUSED", std::int64_t{0}}, {"CHUNK", c},         {"BV", bv},     {"WARPS", warps},
-                         {"STAGE", stage},           {"LMTC", lmtc}, {"UPREC", uprec}};
-        std::string label = "chunked split";
-        for (const auto& [n, v] : k) label += " " + n + "=" + std::to_string(std::get<std::int64_t>(v));
-        gate_chunked("kda_fwd.spec", 0, k, label, false);
-        ++gated;
-      }
+  for (const Knobs& k : kernels::KdaFwdOp::split_covering_knobs()) {
+    std::string label = "chunked split";
+    for (const auto& [n, v] : k) label += " " + n + "=" + std::to_string(std::get<std::int64_t>(v));
+    gate_chunked("kda_fwd.spec", 0, k, label, false);
+    ++gated;
   }
   EXPECT_EQ(gated, 24);
 }
