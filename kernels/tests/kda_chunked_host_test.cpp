@@ -477,13 +477,13 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef STAGE
 #undef LMTC
 
-// Configuration S0: the main spec's defaults (FUSED 0, CHUNK 16, BV 32, WARPS 4, STAGE 1, LMTC 1,
+// Configuration S0: the main spec's defaults (FUSED 0, CHUNK 16, BV 64, WARPS 4, STAGE 1, LMTC 1,
 // UPREC 16), both states.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
 #define CHUNK 16
-#define BV 32
+#define BV 64
 #define WARPS 4
 #define STAGE 1
 #define LMTC 1
@@ -624,7 +624,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef KSPLIT  // an earlier include left the .cu default (1) defined
 #define KSPLIT 1
 #undef PF
-#define PF 8
+#define PF 0
 namespace split4 {
 namespace kda_chunked {
 using namespace ::kda_host;
@@ -1016,7 +1016,7 @@ Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc, I uprec = 32, I kspli
 
 TEST(KdaSplitOnHost, MainSpecDefaults) {
   // Plus the held-out batched rows of 333 tokens (10 full chunks and a partial one per row).
-  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(16, 32, 4, 1, 1, 16));
+  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(16, 64, 4, 1, 1, 16));
   check_split(KDA_SPLIT_CONFIG(split0, OpConfig{}, KdaFwdOp::chunked_knob_defaults()), {shape(4, 333, 3, 4)});
 }
 
@@ -1040,7 +1040,7 @@ TEST(KdaSplitOnHost, Fp32U0Chunk32Bv32Ksplit2Stage2Pf2) {
 
 TEST(KdaSplitOnHost, SoftplusNoStatesChunk64Bv32) {
   check_split(KDA_SPLIT_CONFIG(split4, (OpConfig{{"gate", "softplus"}, {"initial_state", "false"}, {"final_state", "false"}}),
-                               split_knobs(64, 32, 8, 0, 0, 32, 1, 8)));
+                               split_knobs(64, 32, 8, 0, 0)));
 }
 
 }  // namespace
