@@ -162,10 +162,10 @@ enum : int {
   kRThreads = kRWarps * 32,
   kLd = kD + 1,                    // fp32 [C][K] rows of the prepare
   kPadK = kD + 8,                  // bf16 [.][K] rows in shared memory
-  kPadC = kC + 8,                  // bf16 / fp32 [.][C] rows in shared memory
   kNtC = kC / 8,                   // n8 tiles over a chunk's tokens
   kKsC = kC / 16,                  // k16 steps over a chunk's tokens
-  // The workspace of one (head, chunk slot), in bytes (every offset a multiple of 16).
+  // The workspace of one (head, chunk slot), in bytes (every offset a multiple of 16); Qd, W0,
+  // Kr^T and M in fragment order (swzf), U0^T with 16-byte chunks swizzled (swz).
   kWsQd = 0,                       // bf16 [C][K]  Qd = scale q 2^G
   kWsW = kWsQd + kC * kD * 2,      // bf16 [C][K]  W0 = (I + L)^-1 diag(beta) Kd
   kWsKrT = kWsW + kC * kD * 2,     // bf16 [K][C]  Kr^T = (k 2^(Gtot - G))^T
