@@ -28,7 +28,8 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 # kernel's own source run on the host (KdaChunkedOnHost) stays for the layouts that bound its
 # indexing (the largest staged layout, BV 64 and 128, no states); its three slowest
 # configurations (minutes each under ASan) run in the release build only. Of the prepare + recurrence
-# pair's (KdaSplitOnHost), the CHUNK 16 / BV 32 one stays; the other five run in the release build only. The prior's
+# pair's (KdaSplitOnHost), the CHUNK 16 / BV 32 one (KSPLIT 4, STAGE 3, PF 4: the exchange and
+# the deep staging) stays; the other five run in the release build only. The prior's
 # replay study (PriorStudy: hundreds of simulated campaigns) likewise runs in the release build only.
 ctest --test-dir build-asan --output-on-failure --parallel "$jobs" \
-  -E '^(RmsNormFwdBuild\.(SeedBuildsForKnobAndDtypeCombinations|ASampleOfTheAdmittedKnobSpaceBuilds|KnownBadKernelsHaveHeadersAndBuild)|KdaFwdChunkedBuild\.EveryAdmittedKnobAssignmentBuilds|KdaFwdTcgen05Build\.CompilesAndPassesPtxasForSm100a|KdaChunkedEmulation\..*|KdaChunkedOnHost\.(MainSpecDefaults|SoftplusChunk32Bv16Staged|InitialStateOnlyChunk64EightWarps)|KdaSplitOnHost\.(MainSpecDefaults|SoftplusChunk16Bv16Unstaged|InitialStateOnlyChunk64Bv128NoLmtc|SoftplusNoStatesChunk64Bv32|Fp32U0Chunk32Bv32)|PriorStudy\..*)$'
+  -E '^(RmsNormFwdBuild\.(SeedBuildsForKnobAndDtypeCombinations|ASampleOfTheAdmittedKnobSpaceBuilds|KnownBadKernelsHaveHeadersAndBuild)|KdaFwdChunkedBuild\.EveryAdmittedKnobAssignmentBuilds|KdaFwdTcgen05Build\.CompilesAndPassesPtxasForSm100a|KdaChunkedEmulation\..*|KdaChunkedOnHost\.(MainSpecDefaults|SoftplusChunk32Bv16Staged|InitialStateOnlyChunk64EightWarps)|KdaSplitOnHost\.(MainSpecDefaults|SoftplusChunk16Bv16UnstagedKsplit2|InitialStateOnlyChunk64Bv128NoLmtc|SoftplusNoStatesChunk64Bv32|Fp32U0Chunk32Bv32Ksplit2Stage2Pf2)|PriorStudy\..*)$'
