@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarises the CSV of bench/gpu/ncu_recurrence_sass.sh: instructions executed per opcode and
+"""Summarises the CSV of bench/gpu/ncu_kda_sass.sh: instructions executed per opcode and
 the share of stall samples per opcode and per stall reason, normalised by an instruction count
 (e.g. the warp-chunks of the kernel) when --per is given.
 

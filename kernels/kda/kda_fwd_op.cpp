@@ -203,7 +203,7 @@ std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
   const std::int64_t c = g.chunk, bv = g.bv;
   if (!g.fused)
     return (g.stage + 1) * (3 * c * D * 2 + 2 * c * c * 2 + D * 4 + bv * c * (g.uprec / 8)) +
-           (g.ksplit > 1 ? 2 * (bv / 16 * g.ksplit) * 32 * (2 * (c / 8) * 4) * 4 : 0);
+           (g.ksplit > 1 ? 16 * bv * g.ksplit * c : 0);  // 2 buffers x BV / 16 x KSPLIT warps x 32 lanes x C floats
   const std::int64_t region_a = 3 * round16(c * (D + 1) * 4);
   if (g.tcgen05) {
     const std::int64_t b1 = 2 * 128 * D * 2, b2 = c * bv * 4 + 2 * 128 * c * 2;

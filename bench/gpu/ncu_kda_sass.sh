@@ -2,8 +2,8 @@
 # Runs on the GPU machine from the repository root: per-SASS-instruction Nsight Compute counters
 # (stall sampling, executed instructions) of one KDA kernel of the chunked seed's defaults at
 # scenario 1, as CSV (ncu --page source --print-source sass), for bench/kda/sass_summary.py.
-# Usage: bench/gpu/ncu_recurrence_sass.sh [ENTRY_REGEX (default kda_fwd_recurrence)] [KNOBS]
-# Device command (carry [".gpu"]): bench/gpu/ncu_recurrence_sass.sh kda_fwd_prepare
+# Usage: bench/gpu/ncu_kda_sass.sh [ENTRY_REGEX (default kda_fwd_recurrence)] [KNOBS]
+# Device command (carry [".gpu"]): bench/gpu/ncu_kda_sass.sh kda_fwd_prepare
 set -uo pipefail
 entry="${1:-kda_fwd_recurrence}"
 knobs="${2:-}"
