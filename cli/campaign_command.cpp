@@ -30,6 +30,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
+std::string fmt_rho(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f", v);
+  return b;
+}
+
 // Ctrl-C (SIGINT) and SIGTERM stop the campaign cleanly: no new batches, the ones in flight
 // finish and are recorded. A second signal exits at once (the database is crash-safe).
 // The signals are taken synchronously by a thread of this object, so no handler and no global.
@@ -309,6 +315,11 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
                 ? std::string(" and ") + (res.last_fit.earlier_kept ? "" : "not ") + "on " +
                       std::to_string(res.last_fit.earlier_rows) + " rows of earlier campaigns" +
                       (res.last_fit.earlier_kept ? "" : " (the guard dropped them: they ranked this campaign's rows worse)")
+                : std::string())
+        << (res.last_fit.ptx_evaluated
+                ? std::string("; PTX profile columns ") + (res.last_fit.ptx_used ? "used" : "left out") +
+                      " (cross-validated Spearman " + fmt_rho(res.last_fit.rho_with_ptx) + " with, " +
+                      fmt_rho(res.last_fit.rho_without_ptx) + " without)"
                 : std::string())
         << "\n";
   {

@@ -136,7 +136,8 @@ int run_prior(const PriorOptions& o, std::ostream& out, std::ostream& err) {
       }
       out << "  held-out (fit on the first 70% by time, ranked the last 30% within each shape): Spearman "
           << fmt("model %.3f, analytic roofline/occupancy %.3f", h.spearman_model, h.spearman_analytic) << " ("
-          << h.test_rows << " test rows in " << h.groups << " groups, " << h.train_rows << " training rows)\n";
+          << h.test_rows << " test rows in " << h.groups << " groups, " << h.train_rows << " training rows; PTX profile columns "
+          << (h.ptx_used ? "used: they validated" : "left out: absent, too few rows or no better in cross-validation") << ")\n";
     }
   } catch (const std::exception& e) {
     err << "ptxevo prior: cannot read " << o.db << ": " << e.what() << "\n";

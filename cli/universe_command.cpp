@@ -161,6 +161,7 @@ int run_universe_command(const UniverseOptions& o, std::ostream& out, std::ostre
     u.driver = old.driver;
     u.commit = old.commit;
     u.measured_at = old.measured_at;
+    u.toolchain = old.toolchain;
   }
 
   // ---- where timings come from: a GPU of this arch, or nothing ----
@@ -195,7 +196,9 @@ int run_universe_command(const UniverseOptions& o, std::ostream& out, std::ostre
   std::string banner;
   if (measurers.empty()) {
     banner = "STATIC: no GPU for " + arch + " (" + why_no_gpu + "). " + std::to_string(n) +
-             " candidates are built and screened; NOTHING IS MEASURED and the file holds no timings.";
+             " candidates are built and screened; NOTHING IS MEASURED" +
+             (kept > 0 ? " this run (the file keeps the " + std::to_string(kept) + " members measured before)."
+                       : " and the file holds no timings.");
     if (u.measured_count() == 0) u.note = "built and screened only: no GPU for " + arch + " (" + why_no_gpu + ")";
   } else {
     banner = "GPU: measuring " + std::to_string(n - kept) + " of " + std::to_string(n) + " candidates (" +
@@ -238,8 +241,14 @@ int run_universe_command(const UniverseOptions& o, std::ostream& out, std::ostre
 
   out << "\n" << banner << "\n";
   out << "built " << res.built << " this run: " << res.failed << " failed to build, " << res.screened << " screened out\n";
+  if (res.profiled + res.stale > 0)
+    out << "PTX profiles added to " << res.profiled << " members built before they existed"
+        << (res.stale ? " (" + std::to_string(res.stale) + " build different PTX now: left without)" : std::string()) << "\n";
   if (res.stop_reason == "static") {
-    out << "nothing was measured (no GPU): " << o.out << " holds builds and resources only\n";
+    if (kept > 0)
+      out << "nothing was measured this run (no GPU): " << o.out << " keeps its " << kept << " measured members\n";
+    else
+      out << "nothing was measured (no GPU): " << o.out << " holds builds and resources only\n";
   } else {
     out << "measured " << res.measured << " this run (" << res.passed << " passed the gate); " << u.measured_count() << " of "
         << n << " measured in the file, " << u.passing_count() << " passing; " << res.wall_s << " s\n";

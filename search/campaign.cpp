@@ -390,6 +390,16 @@ std::size_t CampaignEngine::finish(Round& round, std::set<std::int64_t>& in_flig
     rec.log = b.ok ? b.nvrtc_log + b.link_log : b.error;
     rec.ptx_hash = b.ptx.empty() ? "" : evaluator::sha256_hex(b.ptx);
     rec.resources_json = resources_json(b);
+    std::vector<PtxProfile> profile;
+    if (b.ok) {
+      // The cost model's IR columns; PTX our parser rejects (a seed's inline asm it does not
+      // know) leaves them empty rather than failing a candidate that built.
+      try {
+        profile = profile_ptx(b.ptx);
+        rec.ptx_profile_json = ptx_profile_json(profile);
+      } catch (const std::invalid_argument&) {
+      }
+    }
     // Static screen: what would waste a GPU slot.
     if (b.ok) {
       const auto why = screen_reasons(op_, spec_.config, shapes_, it.proposal.genome, b, opt_.max_spill_bytes);
@@ -449,7 +459,7 @@ std::size_t CampaignEngine::finish(Round& round, std::set<std::int64_t>& in_flig
       int n = 0;
       for (const auto& sc : shapes_) {
         if (sc.cls != evaluator::ShapeClass::Benchmark) continue;
-        const FeatureRow f = cost_features(layout_, op_, spec_.config, sc.shape, it.proposal.genome, b.resources);
+        const FeatureRow f = cost_features(layout_, op_, spec_.config, sc.shape, it.proposal.genome, b.resources, profile);
         if (it.features.empty()) it.features.assign(f.x.size(), 0.0);
         for (std::size_t j = 0; j < f.x.size(); ++j) it.features[j] += f.x[j];
         it.analytic += f.analytic_log_time;
@@ -669,6 +679,7 @@ void CampaignEngine::select_for_gpu(Batch& b, std::set<std::int64_t>& in_flight,
   const std::size_t slots = std::min<std::size_t>(
       {static_cast<std::size_t>(std::max(1, opt_.batch)), reserve_.size(), static_cast<std::size_t>(budget_left)});
   if (slots == 0) return;
+  model_.mask(X);
   const auto picks = prior::select_batch(model_.model(), X, valid, analytic, slots, model_rng_, model_.selection_options());
   std::vector<bool> taken(reserve_.size(), false);
   for (const auto& p : picks) {
@@ -923,7 +934,7 @@ CampaignResult CampaignEngine::run() {
     try {
       p.genome = genome_from_json(json::parse(row.genome_json));
     } catch (const std::exception& e) {
-      db_.record_build(row.id, BuildResult{false, "", "genome", std::string("unreadable genome: ") + e.what(), "{}"});
+      db_.record_build(row.id, BuildResult{false, "", "genome", std::string("unreadable genome: ") + e.what(), "{}", ""});
       continue;
     }
     p.parent_id = row.parent_id;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <stdexcept>
 
 namespace ptxevo::search {
@@ -14,7 +15,61 @@ const std::vector<std::string> kGeneric = {
     "log2_bytes",        "log2_threads",     "log2_grid",          "cluster",          "dynamic_shared_kb",
     "registers",         "spill_stores",     "spill_loads",        "stack_frame",      "static_shared_kb",
     "occupancy",         "waves",            "tail_efficiency",    "blocks_per_sm",    "kernels",
-    "edits",             "log2_bytes_per_thread"};
+    "edits",             "log2_bytes_per_thread",
+    // From the main kernel's PTX (search/ptx_profile.hpp); all 0 with ptx_profiled 0 for rows
+    // recorded without a profile. mix_*: shares of the static instruction count.
+    "ptx_profiled",      "ptx_log2_instructions", "mix_global_load", "mix_global_store", "mix_shared",
+    "mix_async_copy",    "mix_sync",           "mix_tensor_core",  "mix_warp",         "mix_fp32",
+    "mix_fp16",          "mix_special",        "mix_integer",      "mix_select_convert_move",
+    "mix_control",       "mix_local",          "global_load_width", "global_store_width", "cache_hinted_share",
+    "loop_share",        "max_loop_depth",     "log2_bytes_in_flight_ratio"};
+
+// Memory latency the loads in flight must cover (H200 DRAM, loaded: about 700 ns), for the
+// bytes-in-flight column: resident threads x static global load bytes a thread issues, against
+// bandwidth x latency (Little's law).
+constexpr double kMemoryLatencyS = 700e-9;
+
+// The IR columns of one kernel, in kGeneric's order from "ptx_profiled".
+void push_ptx_columns(std::vector<double>& x, const PtxProfile* p, double resident_threads, const GpuLimits& gpu) {
+  if (!p || p->instructions <= 0) {
+    x.insert(x.end(), 22, 0.0);
+    return;
+  }
+  using C = ir::InstrCategory;
+  const double n = p->instructions;
+  auto share = [&](std::initializer_list<C> cs) {
+    double v = 0;
+    for (C c : cs) v += p->category(c);
+    return v / n;
+  };
+  const double in_flight = p->global_load_bytes * resident_threads;
+  const double need = gpu.bandwidth_bytes_per_s * kMemoryLatencyS;
+  x.insert(x.end(),
+           {1.0,
+            std::log2(n),
+            share({C::GlobalLoad}),
+            share({C::GlobalStore}),
+            share({C::SharedLoad, C::SharedStore}),
+            share({C::AsyncCopy}),
+            share({C::BarrierFence, C::Mbarrier}),
+            share({C::TensorCore}),
+            share({C::Warp}),
+            share({C::Fp32}),
+            share({C::Fp16}),
+            share({C::SpecialFunction}),
+            share({C::IntArith, C::Logic}),
+            share({C::CompareSelect, C::Conversion, C::Move}),
+            share({C::Control}),
+            share({C::Local}),
+            // Bytes an access moves, /16 (a 128-bit access is 1): vector width is what the
+            // mutators change.
+            p->global_loads > 0 ? p->global_load_bytes / p->global_loads / 16.0 : 0.0,
+            p->global_stores > 0 ? p->global_store_bytes / p->global_stores / 16.0 : 0.0,
+            p->global_loads + p->global_stores > 0 ? p->cache_hinted / (p->global_loads + p->global_stores) : 0.0,
+            p->in_loops / n,
+            static_cast<double>(p->max_loop_depth),
+            std::clamp(std::log2(std::max(in_flight / need, 1.0 / 1024)), -10.0, 10.0)});
+}
 
 double log2_or_zero(double v) { return v > 0 ? std::log2(v) : 0.0; }
 
@@ -25,6 +80,11 @@ std::vector<std::string> FeatureLayout::names() const {
   for (const auto& k : knobs) n.push_back("knob:" + k);
   for (const auto& p : passes) n.push_back("pass:" + p);
   return n;
+}
+
+std::pair<std::size_t, std::size_t> ptx_feature_columns() {
+  const auto first = static_cast<std::size_t>(std::find(kGeneric.begin(), kGeneric.end(), "ptx_profiled") - kGeneric.begin());
+  return {first, kGeneric.size()};
 }
 
 std::size_t FeatureLayout::size() const { return kGeneric.size() + knobs.size() + passes.size(); }
@@ -45,7 +105,8 @@ int blocks_per_sm(int threads, int registers, int shared_bytes, const GpuLimits&
 
 FeatureRow cost_features(const FeatureLayout& layout, const evaluator::Op& op, const evaluator::OpConfig& cfg,
                          const evaluator::Shape& shape, const Genome& genome,
-                         const std::vector<evaluator::FunctionResources>& resources, const GpuLimits& gpu) {
+                         const std::vector<evaluator::FunctionResources>& resources,
+                         const std::vector<PtxProfile>& ptx, const GpuLimits& gpu) {
   const evaluator::LaunchPlan plan = op.launch_plan(shape, cfg, genome.knobs);
   if (plan.kernels.empty()) throw std::invalid_argument("cost_features: the launch plan has no kernel");
   // The main kernel: the launch with the most threads in flight decides the time of a
@@ -92,6 +153,12 @@ FeatureRow cost_features(const FeatureLayout& layout, const evaluator::Op& op, c
            static_cast<double>(plan.kernels.size()),
            static_cast<double>(edits),
            log2_or_zero(bytes / std::max(1.0, grid * threads))};
+  const PtxProfile* prof = nullptr;
+  for (const auto& p : ptx)
+    if (p.function == main->entry) prof = &p;
+  // Threads resident on the whole GPU at once (a grid smaller than one wave: all of it).
+  const double resident = std::min(grid, static_cast<double>(blocks) * gpu.sm_count) * threads;
+  push_ptx_columns(row.x, prof, resident, gpu);
   for (const auto& k : layout.knobs) {
     double v = 0;
     if (auto it = genome.knobs.find(k); it != genome.knobs.end())

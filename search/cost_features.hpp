@@ -1,17 +1,21 @@
 // Features of one (candidate, shape) for the learned cost model (PRIOR.md 5.2-5.4): what a
 // candidate is (knobs, PTX edits), what ptxas made of it (registers, spills, shared memory),
 // how it launches on this shape (threads, grid, cluster, occupancy and wave tail computed
-// exactly from the GPU's limits) and the shape's roofline time. The same function serves a
+// exactly from the GPU's limits), the shape's roofline time, and what the main kernel's PTX holds
+// (instruction mix by kind, access widths, cache hints, loops, bytes in flight against bandwidth
+// times latency: search/ptx_profile.hpp). The same function serves a
 // freshly built candidate and a row of the trace database, so a model fitted on the database
 // scores new candidates with the same columns.
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "evaluator/op.hpp"
 #include "evaluator/ptxas.hpp"
 #include "search/genome.hpp"
+#include "search/ptx_profile.hpp"
 
 namespace ptxevo::search {
 
@@ -44,10 +48,16 @@ struct FeatureRow {
   double tail_efficiency = 1;    // waves / ceil(waves)
 };
 
+// `ptx`: the build's PTX profile (profile_ptx); empty leaves the IR columns 0 (ptx_profiled 0).
 // Throws std::invalid_argument when the op rejects the knobs for this shape (no launch plan).
 FeatureRow cost_features(const FeatureLayout& layout, const evaluator::Op& op, const evaluator::OpConfig& cfg,
                          const evaluator::Shape& shape, const Genome& genome,
-                         const std::vector<evaluator::FunctionResources>& resources, const GpuLimits& gpu = {});
+                         const std::vector<evaluator::FunctionResources>& resources,
+                         const std::vector<PtxProfile>& ptx, const GpuLimits& gpu = {});
+
+// The columns filled from the PTX profile, [first, end) of every layout (they sit among the
+// generic columns, before the knobs): the cost model drops them when they do not validate.
+std::pair<std::size_t, std::size_t> ptx_feature_columns();
 
 // Resident blocks of `threads` threads per SM for a kernel with these resources (0: none fit).
 int blocks_per_sm(int threads, int registers, int shared_bytes, const GpuLimits& gpu);

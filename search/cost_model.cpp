@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "evaluator/spec.hpp"
@@ -43,6 +44,7 @@ CostDataset cost_dataset(TraceDb& db, const evaluator::Op& op, const CampaignCon
     evaluator::OpConfig cfg;
     Genome genome;
     std::vector<evaluator::FunctionResources> res;
+    std::vector<PtxProfile> ptx;
     evaluator::Shape shape;
     std::string shape_key, created_at, gpu, driver, toolchain;
     double median_ms;
@@ -50,7 +52,7 @@ CostDataset cost_dataset(TraceDb& db, const evaluator::Op& op, const CampaignCon
   std::vector<Raw> raw;
   auto q = db.connection().prepare(
       "SELECT k.id, k.config_json, c.id, c.genome_json, c.resources_json, s.shape_json, s.cand_median, e.created_at, "
-      "coalesce(env.gpu, ''), coalesce(env.driver, ''), coalesce(env.cuda, '') "
+      "coalesce(env.gpu, ''), coalesce(env.driver, ''), coalesce(env.cuda, ''), coalesce(c.ptx_profile_json, '') "
       "FROM shape_results s JOIN evaluations e ON e.id = s.evaluation_id "
       "JOIN candidates c ON c.id = e.candidate_id JOIN campaigns k ON k.id = c.campaign_id "
       "LEFT JOIN environments env ON env.id = e.environment_id "
@@ -81,6 +83,7 @@ CostDataset cost_dataset(TraceDb& db, const evaluator::Op& op, const CampaignCon
     r.gpu = q.column_text(8);
     r.driver = q.column_text(9);
     r.toolchain = q.column_text(10);
+    r.ptx = ptx_profile_from_json(q.column_text(11));
     raw.push_back(std::move(r));
   }
   std::set<std::string> knobs, passes;
@@ -99,7 +102,7 @@ CostDataset cost_dataset(TraceDb& db, const evaluator::Op& op, const CampaignCon
   for (const auto& r : raw) {
     FeatureRow f;
     try {
-      f = cost_features(d.layout, op, r.cfg, r.shape, r.genome, r.res, gpu);
+      f = cost_features(d.layout, op, r.cfg, r.shape, r.genome, r.res, r.ptx, gpu);
     } catch (const std::exception&) {
       ++d.skipped;
       continue;
@@ -152,24 +155,21 @@ HeldOutRank held_out_rank(const CostDataset& d, double train_fraction) {
   const std::size_t n = d.rows.size();
   const auto cut = static_cast<std::size_t>(std::floor(static_cast<double>(n) * train_fraction));
   if (n < 20 || cut < 10 || cut >= n) return h;
-  std::vector<const CostRow*> train, test;
-  for (std::size_t i = 0; i < n; ++i) (i < cut ? train : test).push_back(&d.rows[i]);
-  const std::size_t cols = d.layout.size();
-  Eigen::VectorXd y(static_cast<Eigen::Index>(train.size()));
-  std::vector<prior::GroupId> g;
-  for (std::size_t i = 0; i < train.size(); ++i) {
-    y(static_cast<Eigen::Index>(i)) = train[i]->y;
-    g.push_back(train[i]->group);
-  }
-  prior::BayesLinear m;
-  m.fit(matrix_of(train, cols), y, Eigen::VectorXd::Ones(static_cast<Eigen::Index>(train.size())), g);
+  // The model as campaigns fit it (CostModel: the PTX columns only where they validate).
+  const std::vector<CostRow> train(d.rows.begin(), d.rows.begin() + static_cast<std::ptrdiff_t>(cut));
+  CostModel m;
+  m.fit(train, std::vector<double>(train.size(), 1.0));
+  std::vector<const CostRow*> test;
+  for (std::size_t i = cut; i < n; ++i) test.push_back(&d.rows[i]);
+  Eigen::MatrixXd X = matrix_of(test, d.layout.size());
+  m.mask(X);
   std::vector<double> pred, truth, analytic;
   std::vector<prior::GroupId> tg;
-  for (const auto* r : test) {
-    pred.push_back(m.mean(Eigen::Map<const Eigen::VectorXd>(r->x.data(), static_cast<Eigen::Index>(r->x.size()))));
-    truth.push_back(r->y);
-    analytic.push_back(r->analytic);
-    tg.push_back(r->group);
+  for (std::size_t i = 0; i < test.size(); ++i) {
+    pred.push_back(m.model().mean(X.row(static_cast<Eigen::Index>(i)).transpose()));
+    truth.push_back(test[i]->y);
+    analytic.push_back(test[i]->analytic);
+    tg.push_back(test[i]->group);
   }
   const auto sm = prior::spearman_within_groups(pred, truth, tg);
   const auto sa = prior::spearman_within_groups(analytic, truth, tg);
@@ -178,19 +178,68 @@ HeldOutRank held_out_rank(const CostDataset& d, double train_fraction) {
   h.groups = sm.groups;
   h.spearman_model = sm.mean;
   h.spearman_analytic = sa.mean;
+  h.ptx_used = m.ptx_used();
   h.evaluated = sm.groups > 0;
   return h;
 }
 
+namespace {
+
+void zero_columns(Eigen::MatrixXd& X, std::pair<std::size_t, std::size_t> cols) {
+  for (auto j = static_cast<Eigen::Index>(cols.first); j < static_cast<Eigen::Index>(cols.second) && j < X.cols(); ++j)
+    X.col(j).setZero();
+}
+
+// Mean within-group Spearman of out-of-fold predictions; folds by candidate, so a candidate's
+// shapes are never split between training and test.
+double cross_validated_rank(const prior::RowSet& set, const std::vector<CostRow>& rows, int folds) {
+  std::vector<double> pred(rows.size()), truth(rows.size());
+  for (int f = 0; f < folds; ++f) {
+    std::vector<Eigen::Index> train, test;
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      (rows[i].candidate_id % folds == f ? test : train).push_back(static_cast<Eigen::Index>(i));
+    if (test.empty() || train.size() < 2) return std::numeric_limits<double>::quiet_NaN();
+    prior::BayesLinear m;
+    std::vector<prior::GroupId> g;
+    for (auto i : train) g.push_back(set.groups[static_cast<std::size_t>(i)]);
+    m.fit(set.X(train, Eigen::all), set.y(train), set.w(train), g);
+    for (auto i : test) pred[static_cast<std::size_t>(i)] = m.mean(set.X.row(i).transpose());
+  }
+  for (std::size_t i = 0; i < rows.size(); ++i) truth[i] = rows[i].y;
+  return prior::spearman_within_groups(pred, truth, set.groups).mean;
+}
+
+}  // namespace
+
 void CostModel::fit(const std::vector<CostRow>& rows, const std::vector<double>& weights) {
   rows_ = rows.size();
+  ptx_ = {};
   if (rows.empty()) return;
   columns_ = rows.front().x.size();
-  const prior::RowSet set = row_set(rows, weights);
+  prior::RowSet set = row_set(rows, weights);
+  const auto ptx_cols = ptx_feature_columns();
+  bool ptx_vary = false;
+  for (auto j = static_cast<Eigen::Index>(ptx_cols.first); j < static_cast<Eigen::Index>(ptx_cols.second) && j < set.X.cols(); ++j)
+    ptx_vary |= set.X.col(j).maxCoeff() > set.X.col(j).minCoeff();
+  // On the H200 RMSNorm universes the profile's columns, all given one prior scale with the
+  // knobs', ranked held-out members worse (docs/prior_study.md): they enter only when they help.
+  if (ptx_vary && rows.size() >= kMinPtxRows) {
+    prior::RowSet without = set;
+    zero_columns(without.X, ptx_cols);
+    ptx_.rho_with = cross_validated_rank(set, rows, 4);
+    ptx_.rho_without = cross_validated_rank(without, rows, 4);
+    ptx_.evaluated = std::isfinite(ptx_.rho_with) && std::isfinite(ptx_.rho_without);
+    ptx_.used = ptx_.evaluated && ptx_.rho_with > ptx_.rho_without + 0.01;
+  }
+  if (!ptx_.used) zero_columns(set.X, ptx_cols);
   varying_ = 0;
   for (Eigen::Index j = 0; j < set.X.cols(); ++j)
     if (set.X.col(j).maxCoeff() > set.X.col(j).minCoeff()) ++varying_;
   model_.fit(set.X, set.y, set.w, set.groups);
+}
+
+void CostModel::mask(Eigen::MatrixXd& X) const {
+  if (!ptx_.used) zero_columns(X, ptx_feature_columns());
 }
 
 prior::SelectionOptions CostModel::selection_options() const {
@@ -231,6 +280,10 @@ CampaignFitInfo CostModel::fit_for_campaign(const CostDataset& d, std::int64_t o
     w.insert(w.end(), w_earlier.begin(), w_earlier.end());
   }
   fit(rows, w);
+  info.ptx_evaluated = ptx_.evaluated;
+  info.ptx_used = ptx_.used;
+  info.rho_with_ptx = ptx_.rho_with;
+  info.rho_without_ptx = ptx_.rho_without;
   return info;
 }
 

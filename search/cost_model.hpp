@@ -62,6 +62,7 @@ struct HeldOutRank {
   std::size_t train_rows = 0, test_rows = 0, groups = 0;
   double spearman_model = 0;     // mean within-group Spearman of the model's ranking on the test rows
   double spearman_analytic = 0;  // same for the analytic roofline/occupancy guess
+  bool ptx_used = false;         // the fit kept the PTX profile's columns (they validated)
   bool evaluated = false;
 };
 
@@ -81,12 +82,22 @@ struct CampaignFitInfo {
   bool earlier_kept = false;
   bool guard_evaluated = false;
   double rho_with_earlier = 0, rho_own_only = 0;
+  // The PTX profile's columns (search/ptx_profile.hpp) are used only when 4-fold cross-validation
+  // over candidates ranks the rows better with them than without (within-group Spearman).
+  bool ptx_evaluated = false, ptx_used = false;
+  double rho_with_ptx = 0, rho_without_ptx = 0;
 };
 
 class CostModel {
  public:
   // `rows` with weights (same length); fewer than rows_per_feature * columns rows: cold.
+  // Decides whether the PTX profile's columns take part (CampaignFitInfo::ptx_used).
   void fit(const std::vector<CostRow>& rows, const std::vector<double>& weights);
+  // Zeroes the PTX profile's columns of candidate rows when the fit left them out, so that the
+  // posterior's unconstrained weights there add no noise to the draws. Call before scoring.
+  void mask(Eigen::MatrixXd& X) const;
+  bool ptx_used() const { return ptx_.used; }
+  static constexpr std::size_t kMinPtxRows = 60;  // fewer: the PTX columns stay out (no validation)
   // Rows of `d` from campaign `own` and the others, as CampaignFitInfo says.
   CampaignFitInfo fit_for_campaign(const CostDataset& d, std::int64_t own, const std::string& gpu,
                                    const std::string& driver, const std::string& toolchain, std::mt19937_64& rng);
@@ -98,8 +109,13 @@ class CostModel {
   const prior::BayesLinear& model() const { return model_; }
 
  private:
+  struct PtxDecision {
+    bool evaluated = false, used = false;
+    double rho_with = 0, rho_without = 0;
+  };
   prior::BayesLinear model_;
   std::size_t rows_ = 0, columns_ = 0, varying_ = 0;
+  PtxDecision ptx_;
 };
 
 }  // namespace ptxevo::search

@@ -21,7 +21,9 @@
 #include "mutators/pass.hpp"
 #include "search/campaign.hpp"
 #include "search/population.hpp"
+#include "search/prior/bayes_linear.hpp"
 #include "search/prior/logistic_validity.hpp"
+#include "search/prior/rank_metrics.hpp"
 #include "search/prior/selection.hpp"
 #include "search/proposer.hpp"
 
@@ -437,6 +439,7 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
     }
     const std::size_t slots = std::min<std::size_t>(
         {static_cast<std::size_t>(o.batch), reserve.size(), static_cast<std::size_t>(budget - run.evaluations)});
+    model.mask(X);
     const auto picks = prior::select_batch(model.model(), X, p_valid_col, analytic, slots, model_rng, model.selection_options());
     std::vector<bool> taken(reserve.size(), false);
     std::vector<Item> batch;
@@ -549,6 +552,75 @@ StudyResult new_result(const Universe& u, const StudyOptions& o) {
   return res;
 }
 
+// CostModelCheck: folds by member index (the grid's order cycles through every knob).
+CostModelCheck check_cost_model(const Context& c) {
+  CostModelCheck out;
+  struct Row {
+    const FeatureRow* f;
+    double y;
+    prior::GroupId shape;
+    std::size_t fold;
+  };
+  std::vector<Row> rows;
+  for (std::size_t i = 0; i < c.data.size(); ++i) {
+    const MemberData& d = c.data[i];
+    if (!d.passes || d.features.size() != d.cand_ms.size()) continue;
+    if (!c.u->members[i].ptx_profile.empty()) ++out.profiled_rows;
+    for (std::size_t j = 0; j < d.features.size(); ++j)
+      rows.push_back({&d.features[j], std::log(d.cand_ms[j] / d.features[j].roofline_ms), static_cast<prior::GroupId>(j), i % 5});
+  }
+  out.rows = rows.size();
+  out.profiled_rows *= c.u->benchmark_shapes.size();
+  if (rows.size() < 50) return out;
+  const auto names = c.layout.names();
+  out.columns = names.size();
+  const auto first_ptx = static_cast<Eigen::Index>(std::find(names.begin(), names.end(), "ptx_profiled") - names.begin());
+  const auto last_ptx = static_cast<Eigen::Index>(std::find(names.begin(), names.end(), "log2_bytes_in_flight_ratio") - names.begin());
+  auto cross_validate = [&](bool with_ptx) {
+    std::vector<double> pred(rows.size()), truth(rows.size());
+    std::vector<prior::GroupId> groups(rows.size());
+    for (std::size_t fold = 0; fold < 5; ++fold) {
+      std::vector<std::size_t> train;
+      for (std::size_t r = 0; r < rows.size(); ++r)
+        if (rows[r].fold != fold) train.push_back(r);
+      auto x_of = [&](std::size_t r) {
+        Eigen::VectorXd x = Eigen::Map<const Eigen::VectorXd>(rows[r].f->x.data(), static_cast<Eigen::Index>(rows[r].f->x.size()));
+        if (!with_ptx)
+          for (Eigen::Index k = first_ptx; k <= last_ptx && k < x.size(); ++k) x(k) = 0;
+        return x;
+      };
+      Eigen::MatrixXd X(static_cast<Eigen::Index>(train.size()), static_cast<Eigen::Index>(out.columns));
+      Eigen::VectorXd y(static_cast<Eigen::Index>(train.size()));
+      std::vector<prior::GroupId> g;
+      for (std::size_t k = 0; k < train.size(); ++k) {
+        X.row(static_cast<Eigen::Index>(k)) = x_of(train[k]).transpose();
+        y(static_cast<Eigen::Index>(k)) = rows[train[k]].y;
+        g.push_back(rows[train[k]].shape);
+      }
+      prior::BayesLinear m;
+      m.fit(X, y, Eigen::VectorXd::Ones(y.size()), g);
+      for (std::size_t r = 0; r < rows.size(); ++r)
+        if (rows[r].fold == fold) pred[r] = m.mean(x_of(r));
+    }
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      truth[r] = rows[r].y;
+      groups[r] = rows[r].shape;
+    }
+    return prior::spearman_within_groups(pred, truth, groups).mean;
+  };
+  out.spearman_all = cross_validate(true);
+  out.spearman_without_ptx = cross_validate(false);
+  std::vector<double> analytic, truth;
+  std::vector<prior::GroupId> groups;
+  for (const auto& r : rows) {
+    analytic.push_back(r.f->analytic_log_time);
+    truth.push_back(r.y);
+    groups.push_back(r.shape);
+  }
+  out.spearman_analytic = prior::spearman_within_groups(analytic, truth, groups).mean;
+  return out;
+}
+
 // A third of the passing members, in whole batches (at least two), unless the options give one.
 std::int64_t default_budget(const StudyOptions& o, std::size_t passing) {
   if (o.budget > 0) return o.budget;
@@ -599,7 +671,7 @@ void make_context(Context& c, const Universe& u, const evaluator::Spec& spec, co
     ++res->buildable;
     try {
       for (const auto& sh : u.benchmark_shapes)
-        d.features.push_back(cost_features(c.layout, op, spec.config, sh, m.genome, m.resources));
+        d.features.push_back(cost_features(c.layout, op, spec.config, sh, m.genome, m.resources, m.ptx_profile));
     } catch (const std::exception& e) {
       d.buildable = false;  // no launch plan on some shape: the campaign's screen would have said so
       continue;
@@ -806,6 +878,7 @@ StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, cons
   Context c;
   make_context(c, u, spec, op, &res);
   res.budget = default_budget(o, res.passing);
+  res.cost_check = check_cost_model(c);
   const std::size_t nshapes = u.benchmark_shapes.size();
 
   // ---- the shape sets ----
@@ -852,6 +925,7 @@ StudyResult run_prior_study_transfer(const Universe& source, const evaluator::Sp
   res.provenance = "target: " + res.provenance + "; source: " + new_result(source, o).provenance;
   Context tc, sc;
   make_context(tc, target, target_spec, op, &res);
+  res.cost_check = check_cost_model(tc);
   StudyResult source_counts;
   make_context(sc, source, source_spec, op, &source_counts);
   for (const auto& w : source_counts.warnings) res.warnings.push_back("source universe: " + w);
@@ -920,6 +994,13 @@ std::string format_study(const StudyResult& r) {
          "fitness over the baseline); R: median E of the arm / median E of cold, 95% bootstrap CI ("
       << r.options.resamples << " resamples, censored runs count as infinite); best: median true fitness at the "
                                 "budget, p: one-sided Mann-Whitney that it beats cold's\n";
+  if (r.cost_check.rows > 0) {
+    const auto& k = r.cost_check;
+    out << "cost model on this universe (5-fold over members, " << k.rows << " rows, " << k.profiled_rows
+        << " with a PTX profile, " << k.columns << " columns): within-shape Spearman " << num(k.spearman_all)
+        << " with every column, " << num(k.spearman_without_ptx) << " without the PTX profile's, "
+        << num(k.spearman_analytic) << " for the analytic guess\n";
+  }
   for (const auto& d : r.directions) {
     out << "\ntarget set " << d.target_name << " (" << shapes_text(d.target_shapes) << "), earlier campaigns on set "
         << d.source_name << " (" << shapes_text(d.source_shapes) << ")\n";

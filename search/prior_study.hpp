@@ -105,6 +105,17 @@ struct StudyDirection {
   const ArmSummary* arm(const std::string& name) const;
 };
 
+// How well the cost model ranks this universe's measured members within each benchmark shape:
+// 5-fold cross-validation over members (Bayesian linear regression on every column, on every
+// column but the PTX profile's, and the analytic roofline/occupancy guess), mean within-shape
+// Spearman of the predicted against the measured log time. NaN where undefined.
+struct CostModelCheck {
+  std::size_t rows = 0, profiled_rows = 0, columns = 0;
+  double spearman_all = std::numeric_limits<double>::quiet_NaN();
+  double spearman_without_ptx = std::numeric_limits<double>::quiet_NaN();
+  double spearman_analytic = std::numeric_limits<double>::quiet_NaN();
+};
+
 struct StudyResult {
   std::int64_t budget = 0;
   int seeds = 0;
@@ -114,6 +125,7 @@ struct StudyResult {
   bool synthetic = false;
   StudyOptions options;
   std::vector<StudyDirection> directions;
+  CostModelCheck cost_check;  // of the (target) universe
   double seconds = 0;
 };
 

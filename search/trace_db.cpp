@@ -212,14 +212,16 @@ void TraceDb::record_build(std::int64_t candidate_id, const BuildResult& b) {
   // A measured candidate keeps its state: rebuilding it (e.g. for export) does not unmeasure it.
   db_.prepare(
          "UPDATE candidates SET ptx_hash = ?, build_ok = ?, build_stage = ?, build_log = ?, resources_json = ?, "
-         "state = CASE WHEN state = 'measured' THEN state WHEN ? THEN 'built' ELSE 'failed' END WHERE id = ?")
+         "state = CASE WHEN state = 'measured' THEN state WHEN ? THEN 'built' ELSE 'failed' END, "
+         "ptx_profile_json = coalesce(?, ptx_profile_json) WHERE id = ?")
       .bind(1, b.ptx_hash.empty() ? std::optional<std::string>() : std::optional<std::string>(b.ptx_hash))
       .bind(2, b.ok)
       .bind(3, b.stage)
       .bind(4, b.log)
       .bind(5, b.resources_json)
       .bind(6, b.ok)
-      .bind(7, candidate_id)
+      .bind(7, b.ptx_profile_json.empty() ? std::optional<std::string>() : std::optional<std::string>(b.ptx_profile_json))
+      .bind(8, candidate_id)
       .run();
   if (db_.changes() != 1)
     throw std::invalid_argument("trace database: no candidate with id " + std::to_string(candidate_id));

@@ -69,6 +69,7 @@ struct BuildResult {
   std::string stage;            // stage that failed ("nvrtc", "edit", "ptxas", "link"), or "done"
   std::string log;
   std::string resources_json = "{}";  // registers, spills, shared memory per function
+  std::string ptx_profile_json;       // search/ptx_profile.hpp; empty: none (stored as NULL)
 };
 
 struct CandidateRow {

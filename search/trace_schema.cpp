@@ -177,7 +177,14 @@ CREATE TABLE llm_proposals (
 );
 )sql";
 
-constexpr std::array<std::string_view, 5> kMigrations = {kV1, kV2, kV3, kV4, kV5};
+// v6: what the cost model reads from each built candidate's PTX (search/ptx_profile.hpp): the
+// instruction mix, global access widths, cache hints and loops of every entry, as JSON. NULL for
+// candidates built before v6; the cost model gives those rows ptx_profiled = 0.
+constexpr std::string_view kV6 = R"sql(
+ALTER TABLE candidates ADD COLUMN ptx_profile_json TEXT;
+)sql";
+
+constexpr std::array<std::string_view, 6> kMigrations = {kV1, kV2, kV3, kV4, kV5, kV6};
 
 }  // namespace
 

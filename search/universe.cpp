@@ -74,6 +74,7 @@ json member_json(const UniverseMember& m) {
             {"build",
              {{"status", m.build}, {"stage", m.stage}, {"reason", m.reason}, {"ptx_hash", m.ptx_hash},
               {"seconds", m.build_seconds}, {"resources", res}}}};
+  if (!m.ptx_profile.empty()) j["build"]["ptx_profile"] = json::parse(ptx_profile_json(m.ptx_profile));
   if (m.measured()) {
     json shapes = json::array();
     for (const auto& s : m.shapes)
@@ -114,6 +115,7 @@ UniverseMember member_from(const json& j) {
     r.shared_bytes = f.value("shared_bytes", 0);
     m.resources.push_back(std::move(r));
   }
+  if (b.contains("ptx_profile")) m.ptx_profile = ptx_profile_from_json(b.at("ptx_profile").dump());
   if (j.contains("eval")) {
     const json& e = j.at("eval");
     m.verdict = e.at("verdict").get<std::string>();
@@ -478,7 +480,8 @@ UniverseRunResult run_universe(Universe& u, const evaluator::Spec& spec, const e
   const auto shapes = evaluator::select_shapes(spec, evaluator::ShapeSelection{});
   const bool measuring = !measurers.empty();
   if (!opt.commit.empty()) u.commit = opt.commit;
-  u.toolchain = builder.toolchain();
+  // A static run over a measured file (adding PTX profiles) keeps the measuring run's toolchain.
+  if (measuring || u.measured_count() == 0) u.toolchain = builder.toolchain();
 
   evaluator::BuildResult baseline;
   if (measuring) {
@@ -513,6 +516,40 @@ UniverseRunResult run_universe(Universe& u, const evaluator::Spec& spec, const e
     req.timing.stop_rel_ci = u.timing_ci_width;
     return req;
   };
+
+  // Built members of a file written before PTX profiles existed: rebuilt for the profile (the
+  // cost model's IR columns). Their figures stay only if the rebuild gives the recorded PTX.
+  {
+    std::vector<std::size_t> need;
+    for (std::size_t i = 0; i < u.members.size(); ++i)
+      if (u.members[i].build == "ok" && u.members[i].ptx_profile.empty() && !u.members[i].ptx_hash.empty())
+        need.push_back(i);
+    if (!need.empty()) log << "profiling the PTX of " << need.size() << " members built before profiles existed" << std::endl;
+    for (std::size_t start = 0; start < need.size() && !stop.load(); start += 64) {
+      const std::size_t end = std::min(need.size(), start + 64);
+      std::vector<evaluator::BuildRequest> reqs;
+      for (std::size_t k = start; k < end; ++k) reqs.push_back(request(u.members[need[k]].genome));
+      const auto results = builder.build_all(reqs);
+      for (std::size_t k = start; k < end; ++k) {
+        UniverseMember& m = u.members[need[k]];
+        const auto& b = results[k - start];
+        if (!b.ok || evaluator::sha256_hex(b.ptx) != m.ptx_hash) {
+          ++res.stale;
+          continue;
+        }
+        try {
+          m.ptx_profile = profile_ptx(b.ptx);
+          ++res.profiled;
+        } catch (const std::invalid_argument& e) {
+          log << "warning: " << m.genome.describe() << ": " << e.what() << "\n";
+        }
+      }
+      flush(u);
+    }
+    if (res.stale > 0)
+      log << "warning: " << res.stale << " members build different PTX now than when they were measured (another "
+          << "toolchain?): they keep their figures and get no PTX profile" << std::endl;
+  }
 
   // What is left: members never built, and with a GPU those built but not measured (their
   // cubins were not kept). Measured members of a resumed file stay as they are.
@@ -615,6 +652,14 @@ UniverseRunResult run_universe(Universe& u, const evaluator::Spec& spec, const e
       m.build_seconds = b.seconds;
       m.resources = b.resources;
       m.ptx_hash = b.ptx.empty() ? "" : evaluator::sha256_hex(b.ptx);
+      m.ptx_profile.clear();
+      if (b.ok) {
+        try {
+          m.ptx_profile = profile_ptx(b.ptx);
+        } catch (const std::invalid_argument&) {
+          // PTX our parser does not take: the member gets no IR columns, as in a campaign.
+        }
+      }
       if (!b.ok) {
         m.build = "failed";
         m.stage = b.stage;

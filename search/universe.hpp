@@ -23,6 +23,7 @@
 #include "search/genome.hpp"
 #include "mutators/pass.hpp"
 #include "search/measurer.hpp"
+#include "search/ptx_profile.hpp"
 
 namespace ptxevo::search {
 
@@ -45,6 +46,7 @@ struct UniverseMember {
   std::string reason;             // the build error (cut short) or the screen's reasons
   std::string ptx_hash;
   std::vector<evaluator::FunctionResources> resources;  // what cost_features needs
+  std::vector<PtxProfile> ptx_profile;  // and its IR columns; empty in files written before them
   double build_seconds = 0;
   std::string verdict = "unmeasured";  // the gate's: "pass", "fail", "fault", "timeout"; or "unmeasured"
   std::vector<std::string> reasons;
@@ -121,6 +123,9 @@ struct UniverseRunOptions {
 
 struct UniverseRunResult {
   std::size_t built = 0, failed = 0, screened = 0, measured = 0, passed = 0, left = 0;
+  // Members built before PTX profiles were recorded, rebuilt to add them: profiled (same PTX
+  // as recorded), stale (the PTX differs now: left without, its timings are of the old PTX).
+  std::size_t profiled = 0, stale = 0;
   std::string stop_reason;  // "done", "time", "interrupted", "measurer-failed", "static", "baseline-build-failed"
   double wall_s = 0;
 };
@@ -129,7 +134,8 @@ struct UniverseRunResult {
 // every screened-in member without figures, `opt.batch` per call, one thread per measurer
 // (several per GPU overlap one batch's host-side preparation with another's timing). `flush`
 // gets the universe after the builds of each chunk and after each measured batch. Members
-// measured before (a resumed file) are left as they are.
+// measured before (a resumed file) are left as they are, except that built members without a
+// PTX profile are rebuilt (CPU only) to add it when the rebuild gives the recorded PTX.
 UniverseRunResult run_universe(Universe& u, const evaluator::Spec& spec, const evaluator::Op& op,
                                const evaluator::Builder& builder, const std::vector<Measurer*>& measurers,
                                const UniverseRunOptions& opt, std::ostream& log,

@@ -41,7 +41,7 @@ TEST(CostFeatures, ColumnsFollowTheLayoutAndTheLaunch) {
   std::vector<evaluator::FunctionResources> res(1);
   res[0].name = "scale";
   res[0].registers = 32;
-  const FeatureRow f = cost_features(layout, op, {}, {{"N", 1 << 20}}, g, res);
+  const FeatureRow f = cost_features(layout, op, {}, {{"N", 1 << 20}}, g, res, {});
   ASSERT_EQ(f.x.size(), layout.size());
   ASSERT_EQ(layout.names().size(), layout.size());
   const auto names = layout.names();
@@ -100,6 +100,10 @@ TEST_F(CostModelTest, RanksLaterCandidatesAndAShuffledControlDoesNot) {
   ASSERT_GE(d.rows.size(), 100u);  // two benchmark shapes per passing evaluation
   const auto names = d.layout.names();
   EXPECT_NE(std::find(names.begin(), names.end(), "knob:BLOCK"), names.end());
+  // Every row carries the IR columns of its build's PTX profile (schema v6).
+  const auto profiled = static_cast<std::size_t>(std::find(names.begin(), names.end(), "ptx_profiled") - names.begin());
+  ASSERT_LT(profiled, names.size());
+  for (const auto& row : d.rows) EXPECT_EQ(row.x[profiled], 1.0) << "candidate " << row.candidate_id;
   const HeldOutRank h = held_out_rank(d);
   ASSERT_TRUE(h.evaluated);
   EXPECT_EQ(h.groups, 2u);
@@ -193,6 +197,62 @@ TEST_F(CostModelTest, ChoosingWithTheModelIsNoWorseThanProposalOrder) {
   }
   std::printf("model higher in %d of 8 seeds; mean difference %+.4f\n", model_better, diff);
   EXPECT_GE(diff, -0.02) << "choosing by the model measured worse candidates than proposal order";
+}
+
+}  // namespace
+}  // namespace ptxevo::search
+
+namespace ptxevo::search {
+namespace {
+
+// The PTX profile's columns enter the fit only when cross-validation says they rank better:
+// noise there stays out (and is masked from candidate rows); a signal only they carry gets in.
+TEST(CostModelPtxGuard, UsesThePtxColumnsOnlyWhenTheyValidate) {
+  const auto [first, end] = ptx_feature_columns();
+  ASSERT_LT(first + 2, end);
+  auto rows_with = [&](bool signal_in_ptx) {
+    std::mt19937_64 rng(11);
+    std::normal_distribution<double> n01;
+    std::vector<CostRow> rows;
+    for (int c = 0; c < 120; ++c) {
+      const double knob = n01(rng), ptx = n01(rng), other = n01(rng);
+      for (int shape = 0; shape < 2; ++shape) {
+        CostRow r;
+        r.candidate_id = c;
+        r.group = shape;
+        r.x.assign(end, 0.0);
+        r.x[0] = knob;
+        r.x[first] = 1.0;  // ptx_profiled
+        r.x[first + 1] = ptx;
+        r.x[first + 2] = other;
+        r.y = (signal_in_ptx ? ptx : knob) + 0.1 * n01(rng) + shape;
+        rows.push_back(std::move(r));
+      }
+    }
+    return rows;
+  };
+  CostModel noise;
+  const auto a = rows_with(false);
+  noise.fit(a, std::vector<double>(a.size(), 1.0));
+  EXPECT_FALSE(noise.ptx_used());
+  Eigen::MatrixXd X = Eigen::MatrixXd::Ones(3, static_cast<Eigen::Index>(end));
+  noise.mask(X);
+  for (auto j = static_cast<Eigen::Index>(first); j < static_cast<Eigen::Index>(end); ++j) EXPECT_EQ(X.col(j).sum(), 0.0);
+  EXPECT_EQ(X.col(0).sum(), 3.0);
+
+  CostModel signal;
+  const auto b = rows_with(true);
+  signal.fit(b, std::vector<double>(b.size(), 1.0));
+  EXPECT_TRUE(signal.ptx_used());
+  Eigen::MatrixXd Y = Eigen::MatrixXd::Ones(3, static_cast<Eigen::Index>(end));
+  signal.mask(Y);
+  EXPECT_EQ(Y.col(static_cast<Eigen::Index>(first + 1)).sum(), 3.0);
+
+  // Too few rows to validate: left out.
+  CostModel few;
+  const std::vector<CostRow> some(b.begin(), b.begin() + 40);
+  few.fit(some, std::vector<double>(some.size(), 1.0));
+  EXPECT_FALSE(few.ptx_used());
 }
 
 }  // namespace

@@ -93,11 +93,11 @@ void write_campaign(const std::filesystem::path& path) {
   int i = 0;
   for (const auto& report : {sample_report(1.1), sample_report(1.0, "fail"), sample_report(1.3)}) {
     const auto c = db.record_candidate(campaign, {"g" + std::to_string(++i), "{}", std::nullopt, "knob-step"}).id;
-    db.record_build(c, {true, "ptx", "done", "", "{}"});
+    db.record_build(c, {true, "ptx", "done", "", "{}", ""});
     db.record_evaluation(c, env, report);
   }
   const auto bad = db.record_candidate(campaign, {"g-bad", "{}", std::nullopt, "fast_math"}).id;
-  db.record_build(bad, {false, "", "ptxas", "error", "{}"});
+  db.record_build(bad, {false, "", "ptxas", "error", "{}", ""});
 }
 
 TEST(ReportRenderTest, ChromiumDrawsTheFourPlots) {

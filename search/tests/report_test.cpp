@@ -24,7 +24,7 @@ CampaignKey key(const std::string& path = "specs/rmsnorm.toml", const std::strin
 Environment env(const std::string& driver = "580.65") {
   return {"NVIDIA H200", driver, "13.0", R"({"ptxas":"13.0"})", R"({"sm_mhz":1980})"};
 }
-BuildResult built() { return {true, "ptxhash", "done", "", R"({"registers":32})"}; }
+BuildResult built() { return {true, "ptxhash", "done", "", R"({"registers":32})", ""}; }
 
 // Evaluation `id` happened `seconds` after 2026-01-01T00:00:00Z.
 void set_time(TraceDb& db, std::int64_t id, int seconds, const char* table = "evaluations") {
@@ -83,7 +83,7 @@ Ids build_campaign(TraceDb& db, const CampaignKey& k = key(), const std::string&
   fault.reasons = {"unwritten-output: 12 of 4096 elements", "tolerance: rel_l2 inf"};
   evaluate(candidate(5), fault, env_b);
   evaluate(candidate(6), sample_report(1.10), env_b);
-  db.record_build(candidate(7), {false, "", "ptxas", "ptxas error: too many registers", "{}"});
+  db.record_build(candidate(7), {false, "", "ptxas", "ptxas error: too many registers", "{}", ""});
   candidate(8);
   return ids;
 }

@@ -41,7 +41,7 @@ inline double hash_normal(const std::string& key) {
 inline double synthetic_log_inefficiency(const evaluator::Op& op, const evaluator::OpConfig& cfg,
                                          const evaluator::Shape& shape, const UniverseMember& m) {
   const FeatureLayout none;
-  const FeatureRow f = cost_features(none, op, cfg, shape, m.genome, m.resources);
+  const FeatureRow f = cost_features(none, op, cfg, shape, m.genome, m.resources, m.ptx_profile);
   auto knob = [&](const char* n) { return static_cast<double>(evaluator::knob_int(m.genome.knobs, n, 0)); };
   const double N = static_cast<double>(shape.at("N"));
   const double vec = knob("VEC"), threads = knob("THREADS"), tpr = knob("TPR"), items = knob("ITEMS");

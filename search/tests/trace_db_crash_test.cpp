@@ -32,7 +32,7 @@ constexpr int kShapesPerReport = 3;  // sample_report's shapes
 CampaignKey key() { return {"specs/crash.toml", "feed", "rmsnorm", "sm_90a", "{}"}; }
 
 void measure(TraceDb& db, std::int64_t id, std::int64_t environment, CandidateState state) {
-  if (state == CandidateState::Proposed) db.record_build(id, {true, "ptx", "done", "", "{}"});
+  if (state == CandidateState::Proposed) db.record_build(id, {true, "ptx", "done", "", "{}", ""});
   db.record_evaluation(id, environment, sample_report(1.0 + static_cast<double>(id % 7) / 10));
 }
 

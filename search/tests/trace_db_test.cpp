@@ -21,7 +21,7 @@ Environment env() { return {"NVIDIA H200", "580.65", "13.0", R"({"ptxas":"13.0"}
 NewCandidate genome(int i, std::optional<std::int64_t> parent = std::nullopt) {
   return {"hash-" + std::to_string(i), R"({"knobs":{"BLOCK":)" + std::to_string(i) + "}}", parent, "knob-step"};
 }
-BuildResult built() { return {true, "ptxhash", "done", "", R"({"registers":32})"}; }
+BuildResult built() { return {true, "ptxhash", "done", "", R"({"registers":32})", ""}; }
 
 TEST(TraceDbTest, CreatesSchemaAtLatestVersion) {
   TempDbPath tmp;
@@ -180,7 +180,7 @@ TEST(TraceDbTest, FailedBuildIsDoneAndNotPending) {
   auto db = TraceDb::open(tmp.db());
   const auto campaign = db.open_campaign(key()).id;
   const auto id = db.record_candidate(campaign, genome(1)).id;
-  db.record_build(id, {false, "", "nvrtc", "error: identifier \"x\" is undefined", "{}"});
+  db.record_build(id, {false, "", "nvrtc", "error: identifier \"x\" is undefined", "{}", ""});
   EXPECT_TRUE(db.pending_candidates(campaign).empty());
   EXPECT_TRUE(db.record_candidate(campaign, genome(1)).done());
   auto s = db.connection().prepare("SELECT build_ok, build_stage, build_log, ptx_hash FROM candidates WHERE id = ?");
@@ -191,6 +191,29 @@ TEST(TraceDbTest, FailedBuildIsDoneAndNotPending) {
   EXPECT_NE(s.column_text(2).find("undefined"), std::string::npos);
   EXPECT_TRUE(s.is_null(3));
   EXPECT_THROW(db.record_build(9999, built()), std::invalid_argument);
+}
+
+// Schema v6: the PTX profile is stored with the build; a later record without one (a rebuild
+// for export) keeps it; a build recorded without any leaves NULL (the cost model's "no profile").
+TEST(TraceDbTest, BuildsKeepTheirPtxProfile) {
+  TempDbPath tmp;
+  auto db = TraceDb::open(tmp.db());
+  const auto campaign = db.open_campaign(key()).id;
+  const auto a = db.record_candidate(campaign, genome(1)).id;
+  const auto b = db.record_candidate(campaign, genome(2)).id;
+  BuildResult with = built();
+  with.ptx_profile_json = R"([{"function":"k","instructions":10}])";
+  db.record_build(a, with);
+  db.record_build(a, built());
+  db.record_build(b, built());
+  auto s = db.connection().prepare("SELECT ptx_profile_json FROM candidates WHERE id = ?");
+  s.bind(1, a);
+  ASSERT_TRUE(s.step());
+  EXPECT_EQ(s.column_text(0), with.ptx_profile_json);
+  auto t = db.connection().prepare("SELECT ptx_profile_json FROM candidates WHERE id = ?");
+  t.bind(1, b);
+  ASSERT_TRUE(t.step());
+  EXPECT_TRUE(t.is_null(0));
 }
 
 TEST(TraceDbTest, EvaluationStoresEveryShape) {
