@@ -9,7 +9,7 @@
 # cold run's best and 95% of its gain, from the evaluation order in the databases.
 # Usage: bench/gpu/run_prior_confirm_h200.sh COMMIT BUDGET SEED [SEED ...]
 #   A campaign of budget 96 takes about 2.5-3 minutes on the H200: the earlier one plus one seed
-#   fits one 10-minute call. For more seeds, keep the returned earlier.db and run again with
+#   fits one 10-minute call. For more seeds, keep earlier.db from the returned campaigns.tar.gz and run again with
 #   EARLIER_DB=path/to/earlier.db (it is copied, never changed; a .gz is unpacked first).
 #   SPEC_B=path picks the cold/warm campaigns' spec (e.g. kernels/rmsnorm/rmsnorm_fwd_fp16.spec with
 #   the bf16 campaign of bench/results/2026-11-30-h200-throughput-7b02051/run-5min as EARLIER_DB).
@@ -83,4 +83,8 @@ for s in seeds:
           f"{(warm[-1] if warm else 0):9.4f}")
 print("(measured fitness, noisy: a run's best is its best single measurement; the replay study scores stored medians)")
 PY
-(cd "$out" && for f in *.db; do gzip -f "$f"; done; rm -f ./*.db-wal ./*.db-shm)
+# One archive of the databases and logs: the device tool returns only a few files a call (the
+# 2026-12-01 run lost its warm databases that way). earlier.db is the EARLIER_DB copy or the
+# earlier campaign; keep it only when this call ran that campaign.
+(cd "$out" && rm -f ./*.db-wal ./*.db-shm && { [ -z "${EARLIER_DB:-}" ] || rm -f earlier.db; } &&
+  tar czf campaigns.tar.gz --remove-files ./*.db ./*_*.txt $( [ -f earlier.txt ] && echo earlier.txt ))
