@@ -78,6 +78,9 @@
 #ifndef UPREC
 #define UPREC 32
 #endif
+#ifndef WYTC
+#define WYTC 0
+#endif
 #define KDA_LM_TC (LMTC && !KDA_GATE_SOFTPLUS && CHUNK == 16)
 
 namespace kda_chunked {
@@ -189,6 +192,14 @@ enum : int {
   kPOffYl = kPOffYh + kC * kPadK * 2,
   kPOffV = kPOffYl + kC * kPadK * 2,             // bf16 [C][K] raw v rows (step 5), copied in step 0
   kPSmemBytes = kPOffV + kC * kD * 2,
+  // WYTC = 1, step 5: T' = (I + L)^-1 diag(beta) (fp32 [C][kLdT]) over q's rows (dead after step
+  // 4), Kd^T as hi + lo bf16 [K][kLdKd] over the factor area (free after step 4). The pads keep
+  // the fragment loads conflict-free.
+  kLdT = kC + 8,
+  kLdKd = kC + 8,
+  kPOffT = kPOffQ,
+  kPOffKdh = kPOffXh,
+  kPOffKdl = kPOffKdh + kD * kLdKd * 2,
   // Recurrence shared memory: STAGE ? 2 : 1 buffers of one chunk's operands, each the
   // workspace's own dense (swizzled, see swz) layout of Qd, W0, Kr^T, M and 2^Gtot, then this
   // CTA's BV rows of U0^T: two linear copies a chunk.
@@ -218,9 +229,12 @@ static_assert(PF == 0 || PF == 2 || PF == 4 || PF == 8, "PF: 0, 2, 4 or 8");
 static_assert(LMTC == 0 || LMTC == 1, "LMTC: 0 or 1");
 static_assert(UPREC == 16 || UPREC == 32, "UPREC: 16 or 32");
 static_assert(KSPLIT == 1 || KSPLIT == 2 || KSPLIT == 4, "KSPLIT: 1, 2 or 4");
+static_assert(WYTC == 0 || WYTC == 1, "WYTC: 0 or 1");
 static_assert(kPSmemBytes <= 232448 && kRSmemTotal <= 232448, "at most 227 KB of shared memory per CTA");
 static_assert(3 * kC * kD * 2 <= kPOffV - kPOffXh, "the prepare's raw q, k, g rows must fit the factor area");
 static_assert((kC * 64) % kPThreads == 0 && (16 * kD / 2) % kPThreads == 0, "the prepare's unrolled loops");
+static_assert(kC * kLdT * 4 <= kPOffK - kPOffQ, "WYTC: T' must fit q's rows");
+static_assert(kPOffKdl + kD * kLdKd * 2 <= kPOffV, "WYTC: Kd^T's two terms must fit the factor area");
 #endif  // FUSED
 
 // The PTX primitives. kernels/tests/kda_chunked_host_test.cpp defines KDA_HOST_EMULATION and
@@ -915,6 +929,13 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
       cp_async16((which == 0 ? rawq : which == 1 ? rawk : which == 2 ? rawg : rawv) + tt * kD + seg * 8,
                  (which == 0 ? a.q : which == 1 ? a.k : which == 2 ? a.g : a.v) + row);
     }
+#if WYTC
+    // Step 5's products read every v row: padding rows must be zeros, not stale shared memory
+    // (their weights are 0, but 0 x NaN is NaN).
+    else if (which == 3) {
+      *reinterpret_cast<uint4*>(rawv + tt * kD + seg * 8) = make_uint4(0u, 0u, 0u, 0u);
+    }
+#endif
   }
   cp_async_commit();
   // The small per-head and per-token inputs load while the copies fly.
@@ -926,7 +947,9 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   cp_async_wait_all();
   __syncthreads();
   // 1. Pre-processing, one warp per token (as the fused kernel); padding rows are zero, a = 0.
-  for (int tt = warp; tt < kC; tt += kPWarps) {
+#pragma unroll
+  for (int it = 0; it < kC / kPWarps; ++it) {
+    const int tt = warp + it * kPWarps;
     float q[4] = {0.f, 0.f, 0.f, 0.f}, k[4] = {0.f, 0.f, 0.f, 0.f}, ld[4] = {0.f, 0.f, 0.f, 0.f};
     float rq = 0.f, rk = 0.f;
     if (tt < count) {
@@ -1090,10 +1113,134 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
 #endif
     __syncthreads();  // the next block overwrites the factors
   }
-  // 5. The WY form: [W0 | U0] = (I + L)^-1 diag(beta) [Kd | V] by forward substitution in fp32,
-  // one thread per column (128 of Kd, then 128 of V), the column in registers.
+  // 5. The WY form: [W0 | U0] = (I + L)^-1 diag(beta) [Kd | V].
   unsigned short* wW = reinterpret_cast<unsigned short*>(wsc + kWsW);
   unsigned char* wU = wsc + kWsU;
+#if WYTC
+  // On tensor cores (as FLA's solve_tril + bf16 GEMMs): T' = (I + L)^-1 diag(beta) once (C x C,
+  // fp32 forward substitution, one thread per column of the identity), then W0 = T' Kd and
+  // U0^T = V^T T'^T by mma.sync with T' and Kd as hi + lo bf16 terms (V is bf16 already), so the
+  // products stay near fp32; the C (C - 1) / 2 FMAs a column of the substitution below become
+  // about 3 C / 16 mma.sync per 16 x 8 tile.
+  float* pT = reinterpret_cast<float*>(smem + kPOffT);
+  unsigned short* pKdh = reinterpret_cast<unsigned short*>(smem + kPOffKdh);
+  unsigned short* pKdl = reinterpret_cast<unsigned short*>(smem + kPOffKdl);
+  if (tid < kC) {
+    float xv[kC];
+#pragma unroll
+    for (int i = 0; i < kC; ++i) xv[i] = i == tid ? 1.f : 0.f;
+#pragma unroll
+    for (int i = 1; i < kC; ++i) {
+      float u = xv[i];
+#pragma unroll
+      for (int m = 0; m < i; m += 4) {
+        const float4 l = *reinterpret_cast<const float4*>(pL + i * kC + m);
+        u = fmaf(-l.x, xv[m], u);
+        if (m + 1 < i) u = fmaf(-l.y, xv[m + 1], u);
+        if (m + 2 < i) u = fmaf(-l.z, xv[m + 2], u);
+        if (m + 3 < i) u = fmaf(-l.w, xv[m + 3], u);
+      }
+      xv[i] = u;
+    }
+    const float bj = pBeta[tid];  // 0 on padding tokens: their columns of T' vanish
+#pragma unroll
+    for (int i = 0; i < kC; ++i) pT[i * kLdT + tid] = xv[i] * bj;
+  }
+  // Kd^T = (k 2^G)^T as hi + lo bf16, token pairs a thread (the B operand of W0 = T' Kd).
+#pragma unroll
+  for (int it = 0; it < kD * kC / 2 / kPThreads; ++it) {
+    const int idx = tid + it * kPThreads;
+    const int d = idx / (kC / 2), r = 2 * (idx % (kC / 2));
+    const float v0 = pK[r * kLd + d] * ex2(pG[r * kLd + d]);
+    const float v1 = pK[(r + 1) * kLd + d] * ex2(pG[(r + 1) * kLd + d]);
+    unsigned int wh, wl;
+    split_bf16x2(v0, v1, wh, wl);
+    *reinterpret_cast<unsigned int*>(pKdh + d * kLdKd + r) = wh;
+    *reinterpret_cast<unsigned int*>(pKdl + d * kLdKd + r) = wl;
+  }
+  __syncthreads();
+  // Jobs, one a warp in turn: the first 8 C / 16 are W0 tiles (16 tokens x 16 key channels), the
+  // rest U0^T tiles (16 value columns x 16 tokens). T' is lower triangular, so k steps past the
+  // tile's token block are zero and skipped.
+  for (int job = warp; job < 2 * 8 * kNb; job += kPWarps) {
+    const bool is_u = job >= 8 * kNb;
+    const int jb = is_u ? job - 8 * kNb : job;
+    const int tb = jb / 8, cb = jb % 8;  // token block, 16-column block
+    float c0[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    float c1[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll 1
+    for (int ks = 0; ks <= tb; ++ks) {
+      if (!is_u) {
+        // A = T' rows [16 tb, +16), k = tokens [16 ks, +16), as hi + lo; B = Kd^T's two terms.
+        unsigned int ah[4], al[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const float2 f =
+              *reinterpret_cast<const float2*>(pT + (tb * 16 + g8 + (r & 1) * 8) * kLdT + ks * 16 + (r >> 1) * 8 + 2 * t4);
+          split_bf16x2(f.x, f.y, ah[r], al[r]);
+        }
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          unsigned int bh[2], bl[2];
+          load_b(bh, pKdh, kLdKd, cb * 16 + n * 8, ks * 16, lane);
+          load_b(bl, pKdl, kLdKd, cb * 16 + n * 8, ks * 16, lane);
+          mma_bf16(c0[n], ah, bh);
+          mma_bf16(c1[n], ah, bl);
+          mma_bf16(c1[n], al, bh);
+        }
+      } else {
+        // A = V^T rows (value columns [16 cb, +16)), k = tokens [16 ks, +16), gathered from v's
+        // rows; B = T'^T (B[m][i] = T'[i][m], columns i = tokens [16 tb, +16)) as hi + lo.
+        unsigned int av[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const unsigned short* p = rawv + (ks * 16 + (r >> 1) * 8 + 2 * t4) * kD + cb * 16 + g8 + (r & 1) * 8;
+          av[r] = (unsigned int)p[0] | ((unsigned int)p[kD] << 16);
+        }
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          unsigned int bh[2], bl[2];
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const float2 f =
+                *reinterpret_cast<const float2*>(pT + (tb * 16 + n * 8 + g8) * kLdT + ks * 16 + r * 8 + 2 * t4);
+            split_bf16x2(f.x, f.y, bh[r], bl[r]);
+          }
+          mma_bf16(c0[n], av, bh);
+          mma_bf16(c1[n], av, bl);
+        }
+      }
+    }
+    if (!is_u) {
+      // Lane holds tokens (16 tb + g8, + 8) x columns (2 t4, + 1) of both n8 tiles: in fragment
+      // order (swzf) those four columns are adjacent, one 8-byte store a row.
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        uint2 w;
+        w.x = pack_bf16x2(c0[0][2 * hr] + c1[0][2 * hr], c0[0][2 * hr + 1] + c1[0][2 * hr + 1]);
+        w.y = pack_bf16x2(c0[1][2 * hr] + c1[1][2 * hr], c0[1][2 * hr + 1] + c1[1][2 * hr + 1]);
+        *reinterpret_cast<uint2*>(wW + swzf(tb * 16 + g8 + hr * 8, cb * 16 + 2 * t4, kD)) = w;
+      }
+    } else {
+      // Lane holds value columns (16 cb + g8, + 8) x tokens (16 tb + 8 n + 2 t4, + 1): token pairs.
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+          const int col = cb * 16 + g8 + hr * 8, tok = tb * 16 + n * 8 + 2 * t4;
+          const float u0 = c0[n][2 * hr] + c1[n][2 * hr], u1 = c0[n][2 * hr + 1] + c1[n][2 * hr + 1];
+#if UPREC == 32
+          *reinterpret_cast<float2*>(reinterpret_cast<float*>(wU) + swz(col, tok, kC, 4)) = make_float2(u0, u1);
+#else
+          *reinterpret_cast<unsigned int*>(reinterpret_cast<unsigned short*>(wU) + swz(col, tok, kC, 8)) =
+              pack_bf16x2(u0, u1);
+#endif
+        }
+    }
+  }
+#else
+  // By forward substitution in fp32, one thread per column (128 of Kd, then 128 of V), the column
+  // in registers.
   for (int col = tid; col < 2 * kD; col += kPThreads) {
     float xv[kC];
     if (col < kD) {  // one branch a column, not one a token
@@ -1147,6 +1294,7 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
 #endif
     }
   }
+#endif  // WYTC
 }
 
 // kda_fwd_recurrence: one CTA per (sequence, head, value slice of BV columns), warp w owning value

@@ -89,20 +89,24 @@ class KdaFwdOp : public evaluator::Op {
     // the chunk PF ahead (0, 2, 4, 8). With FUSED = 0, STAGE (0-3) is how many chunks the
     // recurrence copies ahead into shared-memory buffers (the fused kernel: 0 or 1).
     std::int64_t pf = 0;
+    // Knob WYTC (FUSED = 0 only; absent: 0, kda_fwd.spec's default 1): the prepare's WY form on
+    // tensor cores (T' = (I + L)^-1 diag(beta) once, then W0 = T' Kd and U0 = T' V by mma.sync)
+    // instead of one fp32 forward substitution per column.
+    std::int64_t wytc = 0;
   };
   // True when the knobs are the chunked seed's (they name CHUNK).
   static bool is_chunked(const evaluator::Knobs& k);
   // Throws std::invalid_argument for unknown knobs or values the template cannot build.
   static ChunkedGeometry chunked_geometry(const evaluator::Knobs& k);
   // kda_fwd.spec's defaults for the chunked seed (the prepare + recurrence pair, FUSED = 0:
-  // CHUNK 32, BV 64, WARPS 4, STAGE 1, LMTC 1, UPREC 16).
+  // CHUNK 16, BV 64, WARPS 4, STAGE 1, LMTC 1, UPREC 16, KSPLIT 1, PF 0, WYTC 1).
   static evaluator::Knobs chunked_knob_defaults();
   // The fused kernel's defaults (FUSED = 1, CHUNK 16, BV 32, WARPS 4, STAGE 1, LMTC 1).
   static evaluator::Knobs chunked_fused_knob_defaults();
   // 24 FUSED = 0 assignments that cover both kernels (the build and GPU tests build or gate
   // them): every (CHUNK, BV, STAGE 0 or not) of the recurrence, with (WARPS, LMTC, UPREC) cycling
-  // through all eight per CHUNK for the prepare, and STAGE 1-3, KSPLIT and PF varied along (STAGE 1,
-  // KSPLIT 1 where the deeper staging does not fit a CTA's shared memory).
+  // through all eight per CHUNK for the prepare, and STAGE 1-3, KSPLIT, PF and WYTC varied along
+  // (STAGE 1, KSPLIT 1 where the deeper staging does not fit a CTA's shared memory).
   static std::vector<evaluator::Knobs> split_covering_knobs();
   // The tcgen05 variant's defaults (kda_fwd_chunked_tcgen05.cu; MMA = "tcgen05").
   static evaluator::Knobs chunked_tcgen05_knob_defaults();

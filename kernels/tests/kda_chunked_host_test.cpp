@@ -493,6 +493,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define KSPLIT 1
 #undef PF
 #define PF 0
+#undef WYTC  // the .cu default (0) of an earlier include
+#define WYTC 1
 #undef UPREC  // likewise UPREC (32)
 #define UPREC 16
 namespace split0 {
@@ -528,6 +530,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define KSPLIT 2
 #undef PF
 #define PF 0
+#undef WYTC  // the .cu default (0) of an earlier include
+#define WYTC 1
 namespace split1 {
 namespace kda_chunked {
 using namespace ::kda_host;
@@ -561,6 +565,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define KSPLIT 1
 #undef PF
 #define PF 0
+#undef WYTC  // the .cu default (0) of an earlier include
+#define WYTC 1
 namespace split2 {
 namespace kda_chunked {
 using namespace ::kda_host;
@@ -593,6 +599,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define KSPLIT 4
 #undef PF
 #define PF 4
+#undef WYTC  // the .cu default (0) of an earlier include
+#define WYTC 0
 namespace split3 {
 namespace kda_chunked {
 using namespace ::kda_host;
@@ -625,6 +633,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define KSPLIT 1
 #undef PF
 #define PF 0
+#undef WYTC  // the .cu default (0) of an earlier include
+#define WYTC 0
 namespace split4 {
 namespace kda_chunked {
 using namespace ::kda_host;
@@ -657,6 +667,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define KSPLIT 2
 #undef PF
 #define PF 2
+#undef WYTC  // the .cu default (0) of an earlier include
+#define WYTC 1
 #undef UPREC  // likewise UPREC (32)
 #define UPREC 32
 namespace split5 {
@@ -1009,24 +1021,24 @@ TEST(KdaChunkedOnHost, NoStatesBv64EightWarps) {
 }
 
 
-Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc, I uprec = 32, I ksplit = 1, I pf = 0) {
+Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc, I uprec = 32, I ksplit = 1, I pf = 0, I wytc = 0) {
   return {{"CHUNK", chunk}, {"BV", bv},       {"WARPS", warps},  {"STAGE", stage},
-          {"LMTC", lmtc},   {"FUSED", I{0}}, {"UPREC", uprec}, {"KSPLIT", ksplit}, {"PF", pf}};
+          {"LMTC", lmtc},   {"FUSED", I{0}}, {"UPREC", uprec}, {"KSPLIT", ksplit}, {"PF", pf}, {"WYTC", wytc}};
 }
 
 TEST(KdaSplitOnHost, MainSpecDefaults) {
   // Plus the held-out batched rows of 333 tokens (10 full chunks and a partial one per row).
-  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(16, 64, 4, 1, 1, 16));
+  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(16, 64, 4, 1, 1, 16, 1, 0, 1));
   check_split(KDA_SPLIT_CONFIG(split0, OpConfig{}, KdaFwdOp::chunked_knob_defaults()), {shape(4, 333, 3, 4)});
 }
 
-TEST(KdaSplitOnHost, SoftplusChunk16Bv16UnstagedKsplit2) {
-  check_split(KDA_SPLIT_CONFIG(split1, (OpConfig{{"gate", "softplus"}}), split_knobs(16, 16, 4, 0, 1, 32, 2)));
+TEST(KdaSplitOnHost, SoftplusChunk16Bv16UnstagedKsplit2Wytc) {
+  check_split(KDA_SPLIT_CONFIG(split1, (OpConfig{{"gate", "softplus"}}), split_knobs(16, 16, 4, 0, 1, 32, 2, 0, 1)));
 }
 
-TEST(KdaSplitOnHost, InitialStateOnlyChunk64Bv128NoLmtc) {
+TEST(KdaSplitOnHost, InitialStateOnlyChunk64Bv128NoLmtcWytc) {
   check_split(KDA_SPLIT_CONFIG(split2, (OpConfig{{"final_state", "false"}, {"lower_bound", "-2.5"}, {"scale", "0.125"}}),
-                               split_knobs(64, 128, 4, 1, 0)),
+                               split_knobs(64, 128, 4, 1, 0, 32, 1, 0, 1)),
               {shape(1, 300, 2, 1)});
 }
 
@@ -1034,8 +1046,8 @@ TEST(KdaSplitOnHost, FinalStateOnlyChunk16Bv32Ksplit4Stage3Pf4) {
   check_split(KDA_SPLIT_CONFIG(split3, (OpConfig{{"initial_state", "false"}}), split_knobs(16, 32, 8, 3, 1, 32, 4, 4)));
 }
 
-TEST(KdaSplitOnHost, Fp32U0Chunk32Bv32Ksplit2Stage2Pf2) {
-  check_split(KDA_SPLIT_CONFIG(split5, OpConfig{}, split_knobs(32, 32, 4, 2, 1, 32, 2, 2)));
+TEST(KdaSplitOnHost, Fp32U0Chunk32Bv32Ksplit2Stage2Pf2Wytc) {
+  check_split(KDA_SPLIT_CONFIG(split5, OpConfig{}, split_knobs(32, 32, 4, 2, 1, 32, 2, 2, 1)));
 }
 
 TEST(KdaSplitOnHost, SoftplusNoStatesChunk64Bv32) {

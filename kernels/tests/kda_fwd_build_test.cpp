@@ -337,18 +337,19 @@ TEST(KdaFwdChunkedBuild, SeedBuildsForEveryOptionCombination) {
 
 // Every assignment the chunked seed's constraints admit is one the op accepts; a covering set of
 // the admitted fused ones (46) builds without spilling, and so does a covering set of the FUSED = 0 ones
-// (KdaFwdOp::split_covering_knobs): the prepare depends on CHUNK, WARPS, LMTC and UPREC only, the
-// recurrence on CHUNK, BV, STAGE, UPREC, KSPLIT and PF, so 24 assignments cover every (CHUNK,
-// WARPS, LMTC, UPREC), every (CHUNK, BV, staged or not) and every value of STAGE, KSPLIT and PF.
+// (KdaFwdOp::split_covering_knobs): the prepare depends on CHUNK, WARPS, LMTC, UPREC and WYTC only,
+// the recurrence on CHUNK, BV, STAGE, UPREC, KSPLIT and PF, so 24 assignments cover every (CHUNK,
+// WARPS, LMTC, UPREC), every (CHUNK, WYTC, UPREC), every (CHUNK, BV, staged or not) and every value
+// of STAGE, KSPLIT and PF.
 TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   const Spec spec = load("kda_fwd.spec");
   const auto& seed = chunked_seed(spec);
   const auto admitted = admitted_for(seed);
-  // 46 fused; 2,852 FUSED = 0 (CHUNK x BV x WARPS x STAGE 0-3 x LMTC x UPREC x KSPLIT x PF less
-  // what BV * KSPLIT <= 256, PF at CHUNK 64 and the recurrence's shared memory exclude).
-  EXPECT_EQ(admitted.size(), 46u + 2852u);
+  // 46 fused; 5,704 FUSED = 0 (CHUNK x BV x WARPS x STAGE 0-3 x LMTC x UPREC x KSPLIT x PF x WYTC
+  // less what BV * KSPLIT <= 256, PF at CHUNK 64 and the recurrence's shared memory exclude).
+  EXPECT_EQ(admitted.size(), 46u + 5704u);
   std::vector<Knobs> ok;
-  std::set<std::string> prep_cover, rec_cover, ks_cover, stage_cover, pf_cover;
+  std::set<std::string> prep_cover, rec_cover, ks_cover, stage_cover, pf_cover, wy_cover;
   // The fused kernel (not the default) on a covering set too, to keep CI's time: every (CHUNK,
   // BV), (CHUNK, WARPS) and (CHUNK, STAGE) and both LMTC, picked greedily in admitted order.
   std::set<std::string> fused_cover;
@@ -372,7 +373,8 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
     EXPECT_NE(std::find(admitted.begin(), admitted.end(), k), admitted.end()) << knobs_text(k);
     ok.push_back(k);
     auto v = [&](const char* n) { return std::to_string(std::get<I>(k.at(n))); };
-    prep_cover.insert(v("CHUNK") + "/" + v("WARPS") + "/" + v("LMTC") + "/" + v("UPREC"));
+    prep_cover.insert(v("CHUNK") + "/" + v("WARPS") + "/" + v("LMTC") + "/" + v("UPREC") + "/" + v("WYTC"));
+    wy_cover.insert(v("CHUNK") + "/" + v("WYTC") + "/" + v("UPREC"));
     rec_cover.insert(v("CHUNK") + "/" + v("BV") + "/" + (std::get<I>(k.at("STAGE")) > 0 ? "staged" : "0"));
     ks_cover.insert(v("KSPLIT"));
     stage_cover.insert(v("STAGE"));
@@ -383,6 +385,7 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   EXPECT_EQ(ks_cover.size(), 3u);
   EXPECT_EQ(stage_cover.size(), 4u);
   EXPECT_EQ(pf_cover.size(), 4u);
+  EXPECT_EQ(wy_cover.size(), 12u);  // both WY forms at every CHUNK with either U0 precision
   EXPECT_EQ(ok.size(), fused_built + 24u);
   std::vector<ptxevo::evaluator::BuildRequest> reqs;
   for (const auto& k : ok) reqs.push_back(chunked_request(spec, seed, k));
@@ -504,14 +507,36 @@ TEST(KdaFwdTcgen05Build, TheSm100aSpecNamesTheTcgen05Seed) {
   EXPECT_THROW(KdaFwdOp::chunked_geometry(big), std::invalid_argument);
 }
 
-// Every admitted assignment of the tcgen05 seed builds for sm_100a through the Builder (NVRTC ->
+// A covering set of the tcgen05 seed's admitted assignments builds for sm_100a through the Builder (NVRTC ->
 // PTX IR -> nvJitLink, whose ptxas must accept it) without spilling, holds the tcgen05 life cycle
 // (alloc, mma, commit to an mbarrier, ld, dealloc) and passes the gate's static checks for every
 // shape's plan; plain ptxas agrees on a spread of them. Compile-only: never run on a GPU.
 TEST(KdaFwdTcgen05Build, CompilesAndPassesPtxasForSm100a) {
   const Spec spec = load("kda_fwd_sm100a.spec");
   const auto& seed = tcgen05_seed(spec);
-  const auto ok = admitted_for(seed);
+  const auto admitted = admitted_for(seed);
+  EXPECT_EQ(admitted.size(), 56u);
+  // A covering set, to keep CI's time (each build is a serial NVRTC + ptxas run): every (CHUNK,
+  // BV), (CHUNK, WARPS) and (CHUNK, STAGE) and both LMTC, picked greedily in admitted order; the
+  // layout's extremes (the smallest and largest shared memory) are among them.
+  std::vector<Knobs> ok;
+  std::set<std::string> cover;
+  for (const auto& k : admitted) {
+    auto v = [&](const char* n) { return std::to_string(std::get<I>(k.at(n))); };
+    bool adds = false;
+    for (const std::string& key : {"bv" + v("CHUNK") + "/" + v("BV"), "w" + v("CHUNK") + "/" + v("WARPS"),
+                                   "s" + v("CHUNK") + "/" + v("STAGE"), "l" + v("LMTC")})
+      adds |= cover.insert(key).second;
+    if (adds) ok.push_back(k);
+  }
+  auto smem = [](const Knobs& k) { return KdaFwdOp::chunked_smem_bytes(KdaFwdOp::chunked_geometry(k)); };
+  auto by_smem = [&](const Knobs& a, const Knobs& b) { return smem(a) < smem(b); };
+  EXPECT_EQ(smem(*std::min_element(ok.begin(), ok.end(), by_smem)),
+            smem(*std::min_element(admitted.begin(), admitted.end(), by_smem)));
+  EXPECT_EQ(smem(*std::max_element(ok.begin(), ok.end(), by_smem)),
+            smem(*std::max_element(admitted.begin(), admitted.end(), by_smem)));
+  std::printf("tcgen05: %zu of %zu admitted assignments cover every (CHUNK, BV / WARPS / STAGE) and LMTC\n", ok.size(),
+              admitted.size());
   std::vector<ptxevo::evaluator::BuildRequest> reqs;
   for (const auto& k : ok) {
     reqs.push_back(chunked_request(spec, seed, k));
@@ -541,7 +566,7 @@ TEST(KdaFwdTcgen05Build, CompilesAndPassesPtxasForSm100a) {
     std::printf("%s: %d registers, %d spill bytes, %lld bytes of shared memory\n", reqs[i].name.c_str(), f.registers,
                 f.spill_stores, static_cast<long long>(KdaFwdOp::chunked_smem_bytes(KdaFwdOp::chunked_geometry(ok[i]))));
     expect_ir_clean(ptx, spec, ok[i]);
-    if (i % 9 == 0 || i + 1 == results.size()) {
+    if (i % 4 == 0 || i + 1 == results.size()) {
       const auto sass = ptxevo::evaluator::run_ptxas(ptx, "sm_100a");
       EXPECT_TRUE(sass.ok) << sass.log;
     }
