@@ -163,7 +163,7 @@ enum : int {
   kDw = kD / KSPLIT,               // key channels a recurrence warp holds
   kRWarps = BV / 16 * KSPLIT,      // recurrence
   kRThreads = kRWarps * 32,
-  kLd = kD + 1,                    // fp32 [C][K] rows of the prepare
+  kLd = kD + 4,                    // fp32 [C][K] rows of the prepare (16-byte aligned: vector accesses)
   kPadK = kD + 8,                  // bf16 [.][K] rows in shared memory
   kNtC = kC / 8,                   // n8 tiles over a chunk's tokens
   kKsC = kC / 16,                  // k16 steps over a chunk's tokens
@@ -192,14 +192,20 @@ enum : int {
   kPOffYl = kPOffYh + kC * kPadK * 2,
   kPOffV = kPOffYl + kC * kPadK * 2,             // bf16 [C][K] raw v rows (step 5), copied in step 0
   kPSmemBytes = kPOffV + kC * kD * 2,
-  // WYTC = 1, step 5: T' = (I + L)^-1 diag(beta) (fp32 [C][kLdT]) over q's rows (dead after step
-  // 4), Kd^T as hi + lo bf16 [K][kLdKd] over the factor area (free after step 4). The pads keep
-  // the fragment loads conflict-free.
+  // WYTC = 1, step 5: T' = (I + L)^-1 diag(beta) as hi + lo bf16 [C][kLdT] over q's rows (dead
+  // after step 4), Kd^T as hi + lo bf16 [K][kLdKd] over the factor area (free after step 4). The
+  // pads keep the fragment loads conflict-free.
   kLdT = kC + 8,
   kLdKd = kC + 8,
-  kPOffT = kPOffQ,
+  kPOffTh = kPOffQ,
+  kPOffTl = kPOffTh + kC * kLdT * 2,
   kPOffKdh = kPOffXh,
   kPOffKdl = kPOffKdh + kD * kLdKd * 2,
+  // The prepare's CTAs a SM as its shared memory allows (228 KB less 1 KB a CTA for the system),
+  // asked of ptxas as __launch_bounds__'s minimum so that registers do not lower it further;
+  // capped at 128 registers a thread (512 / threads CTAs) so that nothing spills.
+  kPSmemCtas = 233472 / (kPSmemBytes + 1024),
+  kPMinBlocks = kPSmemCtas < 1 ? 1 : (kPSmemCtas < 512 / kPThreads ? kPSmemCtas : 512 / kPThreads),
   // Recurrence shared memory: STAGE ? 2 : 1 buffers of one chunk's operands, each the
   // workspace's own dense (swizzled, see swz) layout of Qd, W0, Kr^T, M and 2^Gtot, then this
   // CTA's BV rows of U0^T: two linear copies a chunk.
@@ -232,8 +238,10 @@ static_assert(KSPLIT == 1 || KSPLIT == 2 || KSPLIT == 4, "KSPLIT: 1, 2 or 4");
 static_assert(WYTC == 0 || WYTC == 1, "WYTC: 0 or 1");
 static_assert(kPSmemBytes <= 232448 && kRSmemTotal <= 232448, "at most 227 KB of shared memory per CTA");
 static_assert(3 * kC * kD * 2 <= kPOffV - kPOffXh, "the prepare's raw q, k, g rows must fit the factor area");
-static_assert((kC * 64) % kPThreads == 0 && (16 * kD / 2) % kPThreads == 0, "the prepare's unrolled loops");
-static_assert(kC * kLdT * 4 <= kPOffK - kPOffQ, "WYTC: T' must fit q's rows");
+static_assert((kC * 64) % kPThreads == 0 && (16 * kD / 2) % kPThreads == 0 && kPThreads % 64 == 0,
+              "the prepare's unrolled loops");
+static_assert(2 * kC * kLdT * 2 <= kPOffK - kPOffQ, "WYTC: T's two terms must fit q's rows");
+static_assert((8 * kNb) % kPWarps == 0, "WYTC: whole W0 jobs a warp");
 static_assert(kPOffKdl + kD * kLdKd * 2 <= kPOffV, "WYTC: Kd^T's two terms must fit the factor area");
 #endif  // FUSED
 
@@ -919,23 +927,31 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   unsigned short* rawg = rawk + kC * kD;
   unsigned short* rawv = reinterpret_cast<unsigned short*>(smem + kPOffV);
   // Loops of this kernel run a fixed number of rounds (the layout's sizes are multiples of the
-  // thread count), fully unrolled: the indexing then folds into per-thread constants.
+  // thread count), fully unrolled: the indexing then folds into per-thread constants. Here a
+  // thread always copies the same 16-byte segment of the same tensor (kPThreads is a multiple of
+  // the 64 segments of a token), every kPThreads / 64 tokens: its source and destination are
+  // chosen once and stepped by constants (per-copy selects and 64-bit index products cost ~2,000
+  // instructions a chunk, measured on the H200).
+  {
+    constexpr int kTokStep = kPThreads / 64;
+    const int which = (tid & 63) >> 4, tt0 = tid >> 6, seg = tid & 15;
+    const __nv_bfloat16* src = which == 0 ? a.q : which == 1 ? a.k : which == 2 ? a.g : a.v;
+    src += ((t0 + tt0) * a.H + h) * (long long)kD + seg * 8;
+    const long long src_step = (long long)kTokStep * a.H * kD;
+    unsigned short* dst = (which == 0 ? rawq : which == 1 ? rawk : which == 2 ? rawg : rawv) + tt0 * kD + seg * 8;
 #pragma unroll
-  for (int it = 0; it < kC * 64 / kPThreads; ++it) {
-    const int idx = tid + it * kPThreads;
-    const int tt = idx / 64, sg = idx % 64, which = sg >> 4, seg = sg & 15;
-    if (tt < count) {
-      const long long row = ((t0 + tt) * a.H + h) * (long long)kD + seg * 8;
-      cp_async16((which == 0 ? rawq : which == 1 ? rawk : which == 2 ? rawg : rawv) + tt * kD + seg * 8,
-                 (which == 0 ? a.q : which == 1 ? a.k : which == 2 ? a.g : a.v) + row);
-    }
+    for (int it = 0; it < kC / kTokStep; ++it) {
+      if (tt0 + it * kTokStep < count) {
+        cp_async16(dst + it * kTokStep * kD, src + it * src_step);
+      }
 #if WYTC
-    // Step 5's products read every v row: padding rows must be zeros, not stale shared memory
-    // (their weights are 0, but 0 x NaN is NaN).
-    else if (which == 3) {
-      *reinterpret_cast<uint4*>(rawv + tt * kD + seg * 8) = make_uint4(0u, 0u, 0u, 0u);
-    }
+      // Step 5's products read every v row: padding rows must be zeros, not stale shared memory
+      // (their weights are 0, but 0 x NaN is NaN).
+      else if (which == 3) {
+        *reinterpret_cast<uint4*>(dst + it * kTokStep * kD) = make_uint4(0u, 0u, 0u, 0u);
+      }
 #endif
+    }
   }
   cp_async_commit();
   // The small per-head and per-token inputs load while the copies fly.
@@ -972,12 +988,9 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
       rq = rsqrt(sq + 1e-6f) * a.scale;
       rk = rsqrt(sk + 1e-6f);
     }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      pQ[tt * kLd + lane * 4 + e] = q[e] * rq;
-      pK[tt * kLd + lane * 4 + e] = k[e] * rk;
-      pG[tt * kLd + lane * 4 + e] = ld[e];
-    }
+    *reinterpret_cast<float4*>(pQ + tt * kLd + lane * 4) = make_float4(q[0] * rq, q[1] * rq, q[2] * rq, q[3] * rq);
+    *reinterpret_cast<float4*>(pK + tt * kLd + lane * 4) = make_float4(k[0] * rk, k[1] * rk, k[2] * rk, k[3] * rk);
+    *reinterpret_cast<float4*>(pG + tt * kLd + lane * 4) = make_float4(ld[0], ld[1], ld[2], ld[3]);
   }
   if (tid < kC) pBeta[tid] = tid < count ? sigmoid(beta_logit) : 0.f;
   __syncthreads();
@@ -998,7 +1011,9 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   for (int it = 0; it < kC * kD / 2 / kPThreads; ++it) {
     const int idx = tid + it * kPThreads;
     const int r = idx / (kD / 2), d = 2 * (idx % (kD / 2));
-    const float v0 = pQ[r * kLd + d] * ex2(pG[r * kLd + d]), v1 = pQ[r * kLd + d + 1] * ex2(pG[r * kLd + d + 1]);
+    const float2 qq = *reinterpret_cast<const float2*>(pQ + r * kLd + d);
+    const float2 gg = *reinterpret_cast<const float2*>(pG + r * kLd + d);
+    const float v0 = qq.x * ex2(gg.x), v1 = qq.y * ex2(gg.y);
     *reinterpret_cast<unsigned int*>(wQd + swzf(r, d, kD)) = pack_bf16x2(v0, v1);
   }
   unsigned short* wKrT = reinterpret_cast<unsigned short*>(wsc + kWsKrT);
@@ -1034,13 +1049,12 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
     for (int it = 0; it < 16 * kD / 2 / kPThreads; ++it) {
       const int idx = tid + it * kPThreads;
       const int il = idx / (kD / 2), d = 2 * (idx % (kD / 2)), i = b0 + il;
-      float kx[2], qx[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float f = ex2(pG[i * kLd + d + e] - pG[piv * kLd + d + e]);
-        kx[e] = pK[i * kLd + d + e] * f;
-        qx[e] = pQ[i * kLd + d + e] * f;
-      }
+      const float2 gi = *reinterpret_cast<const float2*>(pG + i * kLd + d);
+      const float2 gp = *reinterpret_cast<const float2*>(pG + piv * kLd + d);
+      const float2 ki = *reinterpret_cast<const float2*>(pK + i * kLd + d);
+      const float2 qi = *reinterpret_cast<const float2*>(pQ + i * kLd + d);
+      const float f0 = ex2(gi.x - gp.x), f1 = ex2(gi.y - gp.y);
+      const float kx[2] = {ki.x * f0, ki.y * f1}, qx[2] = {qi.x * f0, qi.y * f1};
       unsigned int wh, wl;
       split_bf16x2(kx[0], kx[1], wh, wl);
       *reinterpret_cast<unsigned int*>(pXh + il * kPadK + d) = wh;
@@ -1051,9 +1065,10 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
     }
     for (int idx = tid; idx < ny * kD / 2; idx += kPThreads) {
       const int j = idx / (kD / 2), d = 2 * (idx % (kD / 2));
-      float ky[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) ky[e] = pK[j * kLd + d + e] * ex2(pG[piv * kLd + d + e] - pG[j * kLd + d + e]);
+      const float2 kj = *reinterpret_cast<const float2*>(pK + j * kLd + d);
+      const float2 gp = *reinterpret_cast<const float2*>(pG + piv * kLd + d);
+      const float2 gj = *reinterpret_cast<const float2*>(pG + j * kLd + d);
+      const float ky[2] = {kj.x * ex2(gp.x - gj.x), kj.y * ex2(gp.y - gj.y)};
       unsigned int wh, wl;
       split_bf16x2(ky[0], ky[1], wh, wl);
       *reinterpret_cast<unsigned int*>(pYh + j * kPadK + d) = wh;
@@ -1122,7 +1137,8 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   // U0^T = V^T T'^T by mma.sync with T' and Kd as hi + lo bf16 terms (V is bf16 already), so the
   // products stay near fp32; the C (C - 1) / 2 FMAs a column of the substitution below become
   // about 3 C / 16 mma.sync per 16 x 8 tile.
-  float* pT = reinterpret_cast<float*>(smem + kPOffT);
+  unsigned short* pTh = reinterpret_cast<unsigned short*>(smem + kPOffTh);
+  unsigned short* pTl = reinterpret_cast<unsigned short*>(smem + kPOffTl);
   unsigned short* pKdh = reinterpret_cast<unsigned short*>(smem + kPOffKdh);
   unsigned short* pKdl = reinterpret_cast<unsigned short*>(smem + kPOffKdl);
   if (tid < kC) {
@@ -1142,9 +1158,15 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
       }
       xv[i] = u;
     }
+    // Split once here (hi + lo bf16), not at every fragment load of every job.
     const float bj = pBeta[tid];  // 0 on padding tokens: their columns of T' vanish
 #pragma unroll
-    for (int i = 0; i < kC; ++i) pT[i * kLdT + tid] = xv[i] * bj;
+    for (int i = 0; i < kC; ++i) {
+      const float t = xv[i] * bj;
+      const unsigned short th = bf16_bits(t);
+      pTh[i * kLdT + tid] = th;
+      pTl[i * kLdT + tid] = bf16_bits(t - bf16_value(th));
+    }
   }
   // Kd^T = (k 2^G)^T as hi + lo bf16, token pairs a thread (the B operand of W0 = T' Kd).
 #pragma unroll
@@ -1159,26 +1181,24 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
     *reinterpret_cast<unsigned int*>(pKdl + d * kLdKd + r) = wl;
   }
   __syncthreads();
-  // Jobs, one a warp in turn: the first 8 C / 16 are W0 tiles (16 tokens x 16 key channels), the
-  // rest U0^T tiles (16 value columns x 16 tokens). T' is lower triangular, so k steps past the
-  // tile's token block are zero and skipped.
-  for (int job = warp; job < 2 * 8 * kNb; job += kPWarps) {
-    const bool is_u = job >= 8 * kNb;
-    const int jb = is_u ? job - 8 * kNb : job;
-    const int tb = jb / 8, cb = jb % 8;  // token block, 16-column block
+  // Jobs, a fixed number a warp (unrolled): the first 8 C / 16 are W0 tiles (16 tokens x 16 key
+  // channels), the rest U0^T tiles (16 value columns x 16 tokens). T' is lower triangular, so k
+  // steps past the tile's token block are zero and skipped.
+#pragma unroll
+  for (int jj = 0; jj < 16 * kNb / kPWarps; ++jj) {
+    constexpr int kWJobs = 8 * kNb / kPWarps;  // W0 jobs a warp; the rest are U0^T jobs
+    const bool is_u = jj >= kWJobs;
+    const int jb = warp + (is_u ? jj - kWJobs : jj) * kPWarps;
+    const int tb = jb >> 3, cb = jb & 7;  // token block, 16-column block
     float c0[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
     float c1[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll 1
-    for (int ks = 0; ks <= tb; ++ks) {
+    for (int ks = 0; ks < (kNb == 1 ? 1 : tb + 1); ++ks) {
       if (!is_u) {
-        // A = T' rows [16 tb, +16), k = tokens [16 ks, +16), as hi + lo; B = Kd^T's two terms.
+        // A = T' rows [16 tb, +16), k = tokens [16 ks, +16) (hi, lo); B = Kd^T's two terms.
         unsigned int ah[4], al[4];
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const float2 f =
-              *reinterpret_cast<const float2*>(pT + (tb * 16 + g8 + (r & 1) * 8) * kLdT + ks * 16 + (r >> 1) * 8 + 2 * t4);
-          split_bf16x2(f.x, f.y, ah[r], al[r]);
-        }
+        load_a(ah, pTh, kLdT, tb * 16, ks * 16, lane);
+        load_a(al, pTl, kLdT, tb * 16, ks * 16, lane);
 #pragma unroll
         for (int n = 0; n < 2; ++n) {
           unsigned int bh[2], bl[2];
@@ -1190,7 +1210,8 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
         }
       } else {
         // A = V^T rows (value columns [16 cb, +16)), k = tokens [16 ks, +16), gathered from v's
-        // rows; B = T'^T (B[m][i] = T'[i][m], columns i = tokens [16 tb, +16)) as hi + lo.
+        // rows; B = T'^T (B[m][i] = T'[i][m], columns i = tokens [16 tb, +16)): T' row-major is
+        // its transpose stored row-major, as load_b wants.
         unsigned int av[4];
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
@@ -1200,12 +1221,8 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
 #pragma unroll
         for (int n = 0; n < 2; ++n) {
           unsigned int bh[2], bl[2];
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const float2 f =
-                *reinterpret_cast<const float2*>(pT + (tb * 16 + n * 8 + g8) * kLdT + ks * 16 + r * 8 + 2 * t4);
-            split_bf16x2(f.x, f.y, bh[r], bl[r]);
-          }
+          load_b(bh, pTh, kLdT, tb * 16 + n * 8, ks * 16, lane);
+          load_b(bl, pTl, kLdT, tb * 16 + n * 8, ks * 16, lane);
           mma_bf16(c0[n], av, bh);
           mma_bf16(c1[n], av, bl);
         }
@@ -1586,7 +1603,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) kda_fwd_chunked(
 #endif  // KDA_HOST_EMULATION
 #else
 #ifndef KDA_HOST_EMULATION
-extern "C" __global__ void __launch_bounds__(WARPS * 32, 1) kda_fwd_prepare(
+extern "C" __global__ void __launch_bounds__(WARPS * 32, kda_chunked::kPMinBlocks) kda_fwd_prepare(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
     const __nv_bfloat16* __restrict__ g, const __nv_bfloat16* __restrict__ beta, const float* __restrict__ a_log,
     const float* __restrict__ dt_bias, const long long* __restrict__ cu_seqlens, unsigned char* __restrict__ ws,

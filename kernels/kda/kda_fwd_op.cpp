@@ -218,14 +218,14 @@ std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
          2 * bv * (D + 8) * 2 + c * c * 4 + 2 * c * (c + 8) * 2 + staging;
 }
 
-// kda_fwd_prepare's layout: fp32 q, k and G rows of 129 floats (each array rounded up to 16
+// kda_fwd_prepare's layout: fp32 q, k and G rows of 132 floats (each array rounded up to 16
 // bytes), beta (fp32 C, rounded up), L (fp32 C x C), the left factors of one 16-token block (four
 // bf16 arrays of 16 rows of 136), the right factors (two bf16 arrays of C rows of 136) and the raw
 // v rows (bf16 C x 128).
 std::int64_t KdaFwdOp::prepare_smem_bytes(const ChunkedGeometry& g) {
   auto round16 = [](std::int64_t b) { return (b + 15) / 16 * 16; };
   const std::int64_t c = g.chunk;
-  return 3 * round16(c * (D + 1) * 4) + round16(c * 4) + c * c * 4 + 4 * 16 * (D + 8) * 2 + 2 * c * (D + 8) * 2 +
+  return 3 * round16(c * (D + 4) * 4) + round16(c * 4) + c * c * 4 + 4 * 16 * (D + 8) * 2 + 2 * c * (D + 8) * 2 +
          c * D * 2;
 }
 

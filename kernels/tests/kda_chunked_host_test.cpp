@@ -634,7 +634,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef PF
 #define PF 0
 #undef WYTC  // the .cu default (0) of an earlier include
-#define WYTC 0
+#define WYTC 1
 namespace split4 {
 namespace kda_chunked {
 using namespace ::kda_host;
@@ -1050,9 +1050,9 @@ TEST(KdaSplitOnHost, Fp32U0Chunk32Bv32Ksplit2Stage2Pf2Wytc) {
   check_split(KDA_SPLIT_CONFIG(split5, OpConfig{}, split_knobs(32, 32, 4, 2, 1, 32, 2, 2, 1)));
 }
 
-TEST(KdaSplitOnHost, SoftplusNoStatesChunk64Bv32) {
+TEST(KdaSplitOnHost, SoftplusNoStatesChunk64Bv32Wytc) {
   check_split(KDA_SPLIT_CONFIG(split4, (OpConfig{{"gate", "softplus"}, {"initial_state", "false"}, {"final_state", "false"}}),
-                               split_knobs(64, 32, 8, 0, 0)));
+                               split_knobs(64, 32, 8, 0, 0, 32, 1, 0, 1)));
 }
 
 }  // namespace
