@@ -81,6 +81,9 @@
 #ifndef WYTC
 #define WYTC 0
 #endif
+#ifndef SLO
+#define SLO 1
+#endif
 #define KDA_LM_TC (LMTC && !KDA_GATE_SOFTPLUS && CHUNK == 16)
 
 namespace kda_chunked {
@@ -236,6 +239,7 @@ static_assert(LMTC == 0 || LMTC == 1, "LMTC: 0 or 1");
 static_assert(UPREC == 16 || UPREC == 32, "UPREC: 16 or 32");
 static_assert(KSPLIT == 1 || KSPLIT == 2 || KSPLIT == 4, "KSPLIT: 1, 2 or 4");
 static_assert(WYTC == 0 || WYTC == 1, "WYTC: 0 or 1");
+static_assert(SLO == 0 || SLO == 1, "SLO: 0 or 1");
 static_assert(kPSmemBytes <= 232448 && kRSmemTotal <= 232448, "at most 227 KB of shared memory per CTA");
 static_assert(3 * kC * kD * 2 <= kPOffV - kPOffXh, "the prepare's raw q, k, g rows must fit the factor area");
 static_assert((kC * 64) % kPThreads == 0 && (16 * kD / 2) % kPThreads == 0 && kPThreads % 64 == 0,
@@ -334,6 +338,14 @@ __device__ __forceinline__ void store_bf16x2(__nv_bfloat16* p, float lo, float h
 __device__ __forceinline__ unsigned int smem_addr(const void* p) { return (unsigned int)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+}
+// A shared-memory destination as its 32-bit window address, converted once and stepped by
+// constants: converting a generic pointer per copy costs ~10 instructions (S2R of the CTA's
+// window, shifts, adds), ~100 a chunk in the recurrence (measured on the H200).
+typedef unsigned int SmemAddr;
+__device__ __forceinline__ SmemAddr smem_at(void* p) { return smem_addr(p); }
+__device__ __forceinline__ void cp_async16_at(SmemAddr dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
@@ -939,10 +951,11 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
     src += ((t0 + tt0) * a.H + h) * (long long)kD + seg * 8;
     const long long src_step = (long long)kTokStep * a.H * kD;
     unsigned short* dst = (which == 0 ? rawq : which == 1 ? rawk : which == 2 ? rawg : rawv) + tt0 * kD + seg * 8;
+    const SmemAddr sdst = smem_at(dst);
 #pragma unroll
     for (int it = 0; it < kC / kTokStep; ++it) {
       if (tt0 + it * kTokStep < count) {
-        cp_async16(dst + it * kTokStep * kD, src + it * src_step);
+        cp_async16_at(sdst + it * kTokStep * kD * 2, src + it * src_step);
       }
 #if WYTC
       // Step 5's products read every v row: padding rows must be zeros, not stale shared memory
@@ -1375,21 +1388,22 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 
   // Copies chunk c's operands into buffer buf with cp.async: the workspace already holds them in
   // the layout the reads below want (dense, swizzled), so two linear loops of 16-byte segments.
+  const SmemAddr smem0 = smem_at(smem);
   auto stage = [&](int c, int buf) {
     const unsigned char* src = wsh + (long long)c * kWsChunkBytes;
-    unsigned char* dst = smem + buf * kRStageBytes;
+    const SmemAddr dst = smem0 + buf * kRStageBytes;
     // Fixed trip counts, unrolled by 8 (fully, it overflows CHUNK 64's registers): each copy's
     // offsets are constants from one base.
 #pragma unroll 8
     for (int i = 0; i < (kSegShared + kRThreads - 1) / kRThreads; ++i) {
       const int idx = tid + i * kRThreads;
-      if (kSegShared % kRThreads == 0 || idx < kSegShared) cp_async16(dst + idx * 16, src + idx * 16);
+      if (kSegShared % kRThreads == 0 || idx < kSegShared) cp_async16_at(dst + idx * 16, src + idx * 16);
     }
     const unsigned char* srcu = src + kWsU + col0 * (kC * kUBytes);
 #pragma unroll 8
     for (int i = 0; i < (kSegU + kRThreads - 1) / kRThreads; ++i) {
       const int idx = tid + i * kRThreads;
-      if (kSegU % kRThreads == 0 || idx < kSegU) cp_async16(dst + kROffU + idx * 16, srcu + idx * 16);
+      if (kSegU % kRThreads == 0 || idx < kSegU) cp_async16_at(dst + kROffU + idx * 16, srcu + idx * 16);
     }
     cp_async_commit();
   };
@@ -1445,7 +1459,10 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     const unsigned short* sU = reinterpret_cast<const unsigned short*>(sb + kROffU);
 #endif
 
-    // W^T = S^T W0^T and Qs^T = S^T Qd^T (16 value columns x C tokens), S^T as hi + lo terms.
+    // W^T = S^T W0^T and Qs^T = S^T Qd^T (16 value columns x C tokens), S^T as hi + lo terms
+    // (SLO = 1) or its bf16 rounding alone (SLO = 0: as FLA's bf16 state operands; half the
+    // products and a sixth of the conversions, at about one more bf16 rounding of error on W
+    // and Qs, the same size as W0's and Qd's own).
     float w[kNtC][4], qs[kNtC][4];
 #pragma unroll
     for (int nt = 0; nt < kNtC; ++nt)
@@ -1456,20 +1473,30 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
       }
 #pragma unroll
     for (int ks = 0; ks < kDw / 16; ++ks) {
-      unsigned int ah[4], al[4];
+      unsigned int ah[4];
+#if SLO
+      unsigned int al[4];
       split_bf16x2(s[2 * ks][0], s[2 * ks][1], ah[0], al[0]);
       split_bf16x2(s[2 * ks][2], s[2 * ks][3], ah[1], al[1]);
       split_bf16x2(s[2 * ks + 1][0], s[2 * ks + 1][1], ah[2], al[2]);
       split_bf16x2(s[2 * ks + 1][2], s[2 * ks + 1][3], ah[3], al[3]);
+#else
+      ah[0] = pack_bf16x2(s[2 * ks][0], s[2 * ks][1]);
+      ah[1] = pack_bf16x2(s[2 * ks][2], s[2 * ks][3]);
+      ah[2] = pack_bf16x2(s[2 * ks + 1][0], s[2 * ks + 1][1]);
+      ah[3] = pack_bf16x2(s[2 * ks + 1][2], s[2 * ks + 1][3]);
+#endif
 #pragma unroll
       for (int nt = 0; nt < kNtC; ++nt) {
         unsigned int bw[2], bq[2];
         load_b_frag(bw, sW, kD, nt * 8, d0 + ks * 16, lane);
         load_b_frag(bq, sQd, kD, nt * 8, d0 + ks * 16, lane);
         mma_bf16(w[nt], ah, bw);
-        mma_bf16(w[nt], al, bw);
         mma_bf16(qs[nt], ah, bq);
+#if SLO
+        mma_bf16(w[nt], al, bw);
         mma_bf16(qs[nt], al, bq);
+#endif
       }
     }
 #if KSPLIT > 1

@@ -134,7 +134,8 @@ bool KdaFwdOp::is_chunked(const Knobs& k) { return k.count("CHUNK") > 0; }
 Knobs KdaFwdOp::chunked_knob_defaults() {
   return {{"CHUNK", std::int64_t{16}}, {"BV", std::int64_t{64}},   {"WARPS", std::int64_t{4}}, {"STAGE", std::int64_t{1}},
           {"LMTC", std::int64_t{1}},  {"FUSED", std::int64_t{0}}, {"UPREC", std::int64_t{16}},
-          {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{1}}};
+          {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{1}},
+          {"SLO", std::int64_t{1}}};
 }
 
 Knobs KdaFwdOp::chunked_fused_knob_defaults() {
@@ -160,7 +161,8 @@ std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
                    {"UPREC", std::int64_t{(cycle & 4) ? 16 : 32}},
                    {"KSPLIT", bv * ks <= 256 ? ks : std::int64_t{1}},
                    {"PF", pfs[cycle % 4]},
-                   {"WYTC", std::int64_t{((cycle >> 1) ^ cycle) & 1}}};
+                   {"WYTC", std::int64_t{((cycle >> 1) ^ cycle) & 1}},
+                   {"SLO", std::int64_t{(cycle >> 2) ^ (cycle & 1)}}};
         ++cycle;
         if (c == 64) k["PF"] = std::int64_t{0};
         try {
@@ -245,9 +247,10 @@ std::int64_t KdaFwdOp::workspace_bytes(const KdaDims& d) {
 KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   for (const auto& [name, v] : k)
     if (name != "CHUNK" && name != "BV" && name != "WARPS" && name != "STAGE" && name != "LMTC" && name != "MMA" &&
-        name != "FUSED" && name != "UPREC" && name != "KSPLIT" && name != "PF" && name != "WYTC")
+        name != "FUSED" && name != "UPREC" && name != "KSPLIT" && name != "PF" && name != "WYTC" &&
+        name != "SLO")
       fail("unknown knob '" + name +
-           "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LMTC, MMA, FUSED, UPREC, KSPLIT, PF, WYTC)");
+           "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LMTC, MMA, FUSED, UPREC, KSPLIT, PF, WYTC, SLO)");
   ChunkedGeometry g;
   const std::int64_t fused = evaluator::knob_int(k, "FUSED", 1);
   if (fused != 0 && fused != 1) fail("FUSED=" + std::to_string(fused) + " must be 0 or 1");
@@ -264,6 +267,9 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   g.wytc = evaluator::knob_int(k, "WYTC", 0);
   if (g.wytc != 0 && g.wytc != 1) fail("WYTC=" + std::to_string(g.wytc) + " must be 0 or 1");
   if (g.fused && g.wytc != 0) fail("WYTC=1 needs FUSED=0 (a prepare knob)");
+  g.slo = evaluator::knob_int(k, "SLO", 1);
+  if (g.slo != 0 && g.slo != 1) fail("SLO=" + std::to_string(g.slo) + " must be 0 or 1");
+  if (g.fused && g.slo != 1) fail("SLO=0 needs FUSED=0 (a recurrence knob)");
   if (auto it = k.find("MMA"); it != k.end()) {
     const auto* mma = std::get_if<std::string>(&it->second);
     if (!mma || (*mma != "sync" && *mma != "tcgen05"))

@@ -93,13 +93,16 @@ class KdaFwdOp : public evaluator::Op {
     // tensor cores (T' = (I + L)^-1 diag(beta) once, then W0 = T' Kd and U0 = T' V by mma.sync)
     // instead of one fp32 forward substitution per column.
     std::int64_t wytc = 0;
+    // Knob SLO (FUSED = 0 only; absent: 1): 1 the recurrence multiplies S^T as hi + lo bf16
+    // terms into W^T and Qs^T, 0 as its bf16 rounding alone (half those products).
+    std::int64_t slo = 1;
   };
   // True when the knobs are the chunked seed's (they name CHUNK).
   static bool is_chunked(const evaluator::Knobs& k);
   // Throws std::invalid_argument for unknown knobs or values the template cannot build.
   static ChunkedGeometry chunked_geometry(const evaluator::Knobs& k);
   // kda_fwd.spec's defaults for the chunked seed (the prepare + recurrence pair, FUSED = 0:
-  // CHUNK 16, BV 64, WARPS 4, STAGE 1, LMTC 1, UPREC 16, KSPLIT 1, PF 0, WYTC 1).
+  // CHUNK 16, BV 64, WARPS 4, STAGE 1, LMTC 1, UPREC 16, KSPLIT 1, PF 0, WYTC 1, SLO 1).
   static evaluator::Knobs chunked_knob_defaults();
   // The fused kernel's defaults (FUSED = 1, CHUNK 16, BV 32, WARPS 4, STAGE 1, LMTC 1).
   static evaluator::Knobs chunked_fused_knob_defaults();

@@ -245,6 +245,10 @@ inline void cp_async16(void* dst, const void* src) {
   c.group = self().committed;
   self().pending.push_back(c);
 }
+// The kernel's converted shared-memory destinations (SmemAddr) are plain pointers here.
+using SmemAddr = unsigned char*;
+inline SmemAddr smem_at(void* p) { return static_cast<unsigned char*>(p); }
+inline void cp_async16_at(SmemAddr dst, const void* src) { cp_async16(dst, src); }
 inline void cp_async_commit() { ++self().committed; }
 inline void cp_async_wait_all() { land_copies(true); }
 // cp.async.wait_group N: every copy of the groups committed before the last N has landed.
@@ -495,6 +499,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define PF 0
 #undef WYTC  // the .cu default (0) of an earlier include
 #define WYTC 1
+#undef SLO  // the .cu default (1) of an earlier include
+#define SLO 1
 #undef UPREC  // likewise UPREC (32)
 #define UPREC 16
 namespace split0 {
@@ -532,6 +538,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define PF 0
 #undef WYTC  // the .cu default (0) of an earlier include
 #define WYTC 1
+#undef SLO  // the .cu default (1) of an earlier include
+#define SLO 0
 namespace split1 {
 namespace kda_chunked {
 using namespace ::kda_host;
@@ -567,6 +575,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define PF 0
 #undef WYTC  // the .cu default (0) of an earlier include
 #define WYTC 1
+#undef SLO  // the .cu default (1) of an earlier include
+#define SLO 1
 namespace split2 {
 namespace kda_chunked {
 using namespace ::kda_host;
@@ -601,6 +611,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define PF 4
 #undef WYTC  // the .cu default (0) of an earlier include
 #define WYTC 0
+#undef SLO  // the .cu default (1) of an earlier include
+#define SLO 0
 namespace split3 {
 namespace kda_chunked {
 using namespace ::kda_host;
@@ -635,6 +647,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define PF 0
 #undef WYTC  // the .cu default (0) of an earlier include
 #define WYTC 1
+#undef SLO  // the .cu default (1) of an earlier include
+#define SLO 1
 namespace split4 {
 namespace kda_chunked {
 using namespace ::kda_host;
@@ -669,6 +683,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define PF 2
 #undef WYTC  // the .cu default (0) of an earlier include
 #define WYTC 1
+#undef SLO  // the .cu default (1) of an earlier include
+#define SLO 0
 #undef UPREC  // likewise UPREC (32)
 #define UPREC 32
 namespace split5 {
@@ -1021,19 +1037,20 @@ TEST(KdaChunkedOnHost, NoStatesBv64EightWarps) {
 }
 
 
-Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc, I uprec = 32, I ksplit = 1, I pf = 0, I wytc = 0) {
+Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc, I uprec = 32, I ksplit = 1, I pf = 0, I wytc = 0,
+                  I slo = 1) {
   return {{"CHUNK", chunk}, {"BV", bv},       {"WARPS", warps},  {"STAGE", stage},
-          {"LMTC", lmtc},   {"FUSED", I{0}}, {"UPREC", uprec}, {"KSPLIT", ksplit}, {"PF", pf}, {"WYTC", wytc}};
+          {"LMTC", lmtc},   {"FUSED", I{0}}, {"UPREC", uprec}, {"KSPLIT", ksplit}, {"PF", pf}, {"WYTC", wytc}, {"SLO", slo}};
 }
 
 TEST(KdaSplitOnHost, MainSpecDefaults) {
   // Plus the held-out batched rows of 333 tokens (10 full chunks and a partial one per row).
-  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(16, 64, 4, 1, 1, 16, 1, 0, 1));
+  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(16, 64, 4, 1, 1, 16, 1, 0, 1, 1));
   check_split(KDA_SPLIT_CONFIG(split0, OpConfig{}, KdaFwdOp::chunked_knob_defaults()), {shape(4, 333, 3, 4)});
 }
 
-TEST(KdaSplitOnHost, SoftplusChunk16Bv16UnstagedKsplit2Wytc) {
-  check_split(KDA_SPLIT_CONFIG(split1, (OpConfig{{"gate", "softplus"}}), split_knobs(16, 16, 4, 0, 1, 32, 2, 0, 1)));
+TEST(KdaSplitOnHost, SoftplusChunk16Bv16UnstagedKsplit2WytcSlo0) {
+  check_split(KDA_SPLIT_CONFIG(split1, (OpConfig{{"gate", "softplus"}}), split_knobs(16, 16, 4, 0, 1, 32, 2, 0, 1, 0)));
 }
 
 TEST(KdaSplitOnHost, InitialStateOnlyChunk64Bv128NoLmtcWytc) {
@@ -1042,12 +1059,12 @@ TEST(KdaSplitOnHost, InitialStateOnlyChunk64Bv128NoLmtcWytc) {
               {shape(1, 300, 2, 1)});
 }
 
-TEST(KdaSplitOnHost, FinalStateOnlyChunk16Bv32Ksplit4Stage3Pf4) {
-  check_split(KDA_SPLIT_CONFIG(split3, (OpConfig{{"initial_state", "false"}}), split_knobs(16, 32, 8, 3, 1, 32, 4, 4)));
+TEST(KdaSplitOnHost, FinalStateOnlyChunk16Bv32Ksplit4Stage3Pf4Slo0) {
+  check_split(KDA_SPLIT_CONFIG(split3, (OpConfig{{"initial_state", "false"}}), split_knobs(16, 32, 8, 3, 1, 32, 4, 4, 0, 0)));
 }
 
-TEST(KdaSplitOnHost, Fp32U0Chunk32Bv32Ksplit2Stage2Pf2Wytc) {
-  check_split(KDA_SPLIT_CONFIG(split5, OpConfig{}, split_knobs(32, 32, 4, 2, 1, 32, 2, 2, 1)));
+TEST(KdaSplitOnHost, Fp32U0Chunk32Bv32Ksplit2Stage2Pf2WytcSlo0) {
+  check_split(KDA_SPLIT_CONFIG(split5, OpConfig{}, split_knobs(32, 32, 4, 2, 1, 32, 2, 2, 1, 0)));
 }
 
 TEST(KdaSplitOnHost, SoftplusNoStatesChunk64Bv32Wytc) {

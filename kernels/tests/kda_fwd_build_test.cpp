@@ -345,11 +345,11 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   const Spec spec = load("kda_fwd.spec");
   const auto& seed = chunked_seed(spec);
   const auto admitted = admitted_for(seed);
-  // 46 fused; 5,704 FUSED = 0 (CHUNK x BV x WARPS x STAGE 0-3 x LMTC x UPREC x KSPLIT x PF x WYTC
-  // less what BV * KSPLIT <= 256, PF at CHUNK 64 and the recurrence's shared memory exclude).
-  EXPECT_EQ(admitted.size(), 46u + 5704u);
+  // 46 fused; 11,408 FUSED = 0 (CHUNK x BV x WARPS x STAGE 0-3 x LMTC x UPREC x KSPLIT x PF x WYTC
+  // x SLO less what BV * KSPLIT <= 256, PF at CHUNK 64 and the recurrence's shared memory exclude).
+  EXPECT_EQ(admitted.size(), 46u + 11408u);
   std::vector<Knobs> ok;
-  std::set<std::string> prep_cover, rec_cover, ks_cover, stage_cover, pf_cover, wy_cover;
+  std::set<std::string> prep_cover, rec_cover, ks_cover, stage_cover, pf_cover, wy_cover, slo_cover;
   // The fused kernel (not the default) on a covering set too, to keep CI's time: every (CHUNK,
   // BV), (CHUNK, WARPS) and (CHUNK, STAGE) and both LMTC, picked greedily in admitted order.
   std::set<std::string> fused_cover;
@@ -375,6 +375,7 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
     auto v = [&](const char* n) { return std::to_string(std::get<I>(k.at(n))); };
     prep_cover.insert(v("CHUNK") + "/" + v("WARPS") + "/" + v("LMTC") + "/" + v("UPREC") + "/" + v("WYTC"));
     wy_cover.insert(v("CHUNK") + "/" + v("WYTC") + "/" + v("UPREC"));
+    slo_cover.insert(v("CHUNK") + "/" + v("SLO") + "/" + (std::get<I>(k.at("STAGE")) > 0 ? "staged" : "0"));
     rec_cover.insert(v("CHUNK") + "/" + v("BV") + "/" + (std::get<I>(k.at("STAGE")) > 0 ? "staged" : "0"));
     ks_cover.insert(v("KSPLIT"));
     stage_cover.insert(v("STAGE"));
@@ -386,6 +387,7 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   EXPECT_EQ(stage_cover.size(), 4u);
   EXPECT_EQ(pf_cover.size(), 4u);
   EXPECT_EQ(wy_cover.size(), 12u);  // both WY forms at every CHUNK with either U0 precision
+  EXPECT_EQ(slo_cover.size(), 12u);  // both S^T forms at every CHUNK, staged or not
   EXPECT_EQ(ok.size(), fused_built + 24u);
   std::vector<ptxevo::evaluator::BuildRequest> reqs;
   for (const auto& k : ok) reqs.push_back(chunked_request(spec, seed, k));
