@@ -208,7 +208,9 @@ enum : int {
   // asked of ptxas as __launch_bounds__'s minimum so that registers do not lower it further;
   // capped at 128 registers a thread (512 / threads CTAs) so that nothing spills.
   kPSmemCtas = 233472 / (kPSmemBytes + 1024),
-  kPMinBlocks = kPSmemCtas < 1 ? 1 : (kPSmemCtas < 512 / kPThreads ? kPSmemCtas : 512 / kPThreads),
+  // The softplus gate's diagonal blocks (one ex2 a term) need more: there the bound is left to ptxas.
+  kPMinBlocks = KDA_GATE_SOFTPLUS || kPSmemCtas < 1 ? 1
+                : (kPSmemCtas < 512 / kPThreads ? kPSmemCtas : 512 / kPThreads),
   // Recurrence shared memory: STAGE ? 2 : 1 buffers of one chunk's operands, each the
   // workspace's own dense (swizzled, see swz) layout of Qd, W0, Kr^T, M and 2^Gtot, then this
   // CTA's BV rows of U0^T: two linear copies a chunk.
@@ -1217,8 +1219,9 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   __syncthreads();
   // Jobs, a fixed number a warp (unrolled): the first 8 C / 16 are W0 tiles (16 tokens x 16 key
   // channels), the rest U0^T tiles (16 value columns x 16 tokens). T' is lower triangular, so k
-  // steps past the tile's token block are zero and skipped.
-#pragma unroll
+  // steps past the tile's token block are zero and skipped. One job at a time (not unrolled): the
+  // unrolled jobs' accumulators pushed the prepare past the 128 registers that keep four CTAs a SM.
+#pragma unroll 1
   for (int jj = 0; jj < 16 * kNb / kPWarps; ++jj) {
     constexpr int kWJobs = 8 * kNb / kPWarps;  // W0 jobs a warp; the rest are U0^T jobs
     const bool is_u = jj >= kWJobs;
@@ -1485,12 +1488,15 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     // (SLO = 1) or its bf16 rounding alone (SLO = 0: as FLA's bf16 state operands; half the
     // products and a sixth of the conversions, at about one more bf16 rounding of error on W
     // and Qs, the same size as W0's and Qd's own).
-    float w[kNtC][4], qs[kNtC][4];
+    // W^T is on the chain's critical path (U, then the state update, need it): two accumulators
+    // (S^T's hi and lo terms, or with SLO = 0 even and odd k steps) halve its dependent mma.sync.
+    float w[kNtC][4], w2[kNtC][4], qs[kNtC][4];
 #pragma unroll
     for (int nt = 0; nt < kNtC; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         w[nt][e] = 0.f;
+        w2[nt][e] = 0.f;
         qs[nt][e] = 0.f;
       }
 #pragma unroll
@@ -1513,14 +1519,21 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
         unsigned int bw[2], bq[2];
         load_b_frag(bw, sW, kD, nt * 8, d0 + ks * 16, lane);
         load_b_frag(bq, sQd, kD, nt * 8, d0 + ks * 16, lane);
-        mma_bf16(w[nt], ah, bw);
-        mma_bf16(qs[nt], ah, bq);
 #if SLO
-        mma_bf16(w[nt], al, bw);
+        mma_bf16(w[nt], ah, bw);
+        mma_bf16(w2[nt], al, bw);
+        mma_bf16(qs[nt], ah, bq);
         mma_bf16(qs[nt], al, bq);
+#else
+        mma_bf16((ks & 1) ? w2[nt] : w[nt], ah, bw);
+        mma_bf16(qs[nt], ah, bq);
 #endif
       }
     }
+#pragma unroll
+    for (int nt = 0; nt < kNtC; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) w[nt][e] += w2[nt][e];
 #if KSPLIT > 1
     // Every warp of the group writes its partials and sums all of them in the same order, so the
     // group's warps hold bit-identical W^T and Qs^T (and so the same U).

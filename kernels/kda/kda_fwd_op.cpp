@@ -132,10 +132,10 @@ KdaFwdOp::Geometry KdaFwdOp::geometry(const Knobs& k) {
 bool KdaFwdOp::is_chunked(const Knobs& k) { return k.count("CHUNK") > 0; }
 
 Knobs KdaFwdOp::chunked_knob_defaults() {
-  return {{"CHUNK", std::int64_t{16}}, {"BV", std::int64_t{64}},   {"WARPS", std::int64_t{4}}, {"STAGE", std::int64_t{1}},
+  return {{"CHUNK", std::int64_t{16}}, {"BV", std::int64_t{64}},   {"WARPS", std::int64_t{4}}, {"STAGE", std::int64_t{2}},
           {"LMTC", std::int64_t{1}},  {"FUSED", std::int64_t{0}}, {"UPREC", std::int64_t{16}},
           {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{1}},
-          {"SLO", std::int64_t{1}}};
+          {"SLO", std::int64_t{0}}};
 }
 
 Knobs KdaFwdOp::chunked_fused_knob_defaults() {

@@ -481,15 +481,15 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef STAGE
 #undef LMTC
 
-// Configuration S0: the main spec's defaults (FUSED 0, CHUNK 16, BV 64, WARPS 4, STAGE 1, LMTC 1,
-// UPREC 16), both states.
+// Configuration S0: the main spec's defaults (FUSED 0, CHUNK 16, BV 64, WARPS 4, STAGE 2, LMTC 1,
+// UPREC 16, WYTC 1, SLO 0), both states.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
 #define CHUNK 16
 #define BV 64
 #define WARPS 4
-#define STAGE 1
+#define STAGE 2
 #define LMTC 1
 #undef FUSED  // the fused configurations left the .cu default (1) defined
 #define FUSED 0
@@ -500,7 +500,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef WYTC  // the .cu default (0) of an earlier include
 #define WYTC 1
 #undef SLO  // the .cu default (1) of an earlier include
-#define SLO 1
+#define SLO 0
 #undef UPREC  // likewise UPREC (32)
 #define UPREC 16
 namespace split0 {
@@ -1045,7 +1045,7 @@ Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc, I uprec = 32, I kspli
 
 TEST(KdaSplitOnHost, MainSpecDefaults) {
   // Plus the held-out batched rows of 333 tokens (10 full chunks and a partial one per row).
-  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(16, 64, 4, 1, 1, 16, 1, 0, 1, 1));
+  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(16, 64, 4, 2, 1, 16, 1, 0, 1, 0));
   check_split(KDA_SPLIT_CONFIG(split0, OpConfig{}, KdaFwdOp::chunked_knob_defaults()), {shape(4, 333, 3, 4)});
 }
 

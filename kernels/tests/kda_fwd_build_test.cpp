@@ -431,7 +431,7 @@ TEST(KdaFwdChunkedBuild, CompilesForSm100a) {
   reqs.push_back(chunked_request(
       spec, seed,
       {{"FUSED", I{1}}, {"UPREC", I{32}}, {"CHUNK", I{64}}, {"BV", I{32}}, {"WARPS", I{4}}, {"STAGE", I{0}}, {"LMTC", I{0}}}));
-  reqs.push_back(chunked_request(spec, seed, {{"CHUNK", I{64}}, {"BV", I{128}}, {"UPREC", I{32}}}));
+  reqs.push_back(chunked_request(spec, seed, {{"CHUNK", I{64}}, {"BV", I{128}}, {"UPREC", I{32}}, {"STAGE", I{1}}}));
   const auto results = ptxevo::evaluator::Builder(nullptr).build_all(reqs);
   for (std::size_t i = 0; i < results.size(); ++i) {
     SCOPED_TRACE(reqs[i].name);

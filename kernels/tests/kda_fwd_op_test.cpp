@@ -253,9 +253,10 @@ TEST(KdaFwdOp, ImpossibleKnobsThrowWithAReason) {
 // and the lower bound.
 TEST(KdaFwdOp, SplitLaunchPlan) {
   const KdaFwdOp op;
-  Knobs k = KdaFwdOp::chunked_knob_defaults();  // at CHUNK 32, BV 64
+  Knobs k = KdaFwdOp::chunked_knob_defaults();  // at CHUNK 32, BV 64, STAGE 1
   k["CHUNK"] = I{32};
   k["BV"] = I{64};
+  k["STAGE"] = I{1};
   const auto p = op.launch_plan(shape(1, 8192, 96, 6), {}, k);
   ASSERT_EQ(p.kernels.size(), 2u);
   const auto& pr = p.kernels[0];
