@@ -141,7 +141,8 @@ Knobs KdaFwdOp::chunked_knob_defaults() {
 Knobs KdaFwdOp::chunked_fused_knob_defaults() {
   const ChunkedGeometry g;
   return {{"CHUNK", g.chunk}, {"BV", g.bv},     {"WARPS", g.warps},          {"STAGE", g.stage},
-          {"LMTC", g.lmtc},   {"FUSED", std::int64_t{1}}, {"UPREC", std::int64_t{32}}};
+          {"LMTC", g.lmtc},   {"FUSED", std::int64_t{1}}, {"UPREC", std::int64_t{32}},
+          {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{0}}, {"SLO", std::int64_t{1}}};
 }
 
 std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
@@ -181,6 +182,7 @@ Knobs KdaFwdOp::chunked_tcgen05_knob_defaults() {
   Knobs k = chunked_fused_knob_defaults();
   k.erase("FUSED");
   k.erase("UPREC");
+  for (const char* split_only : {"KSPLIT", "PF", "WYTC", "SLO"}) k.erase(split_only);
   k["MMA"] = std::string("tcgen05");
   return k;
 }

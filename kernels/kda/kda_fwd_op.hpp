@@ -104,7 +104,8 @@ class KdaFwdOp : public evaluator::Op {
   // kda_fwd.spec's defaults for the chunked seed (the prepare + recurrence pair, FUSED = 0:
   // CHUNK 16, BV 64, WARPS 4, STAGE 2, LMTC 1, UPREC 16, KSPLIT 1, PF 0, WYTC 1, SLO 0).
   static evaluator::Knobs chunked_knob_defaults();
-  // The fused kernel's defaults (FUSED = 1, CHUNK 16, BV 32, WARPS 4, STAGE 1, LMTC 1).
+  // The fused kernel's defaults (FUSED = 1, CHUNK 16, BV 32, WARPS 4, STAGE 1, LMTC 1; the split-only
+  // knobs at the values FUSED = 1 requires: UPREC 32, KSPLIT 1, PF 0, WYTC 0, SLO 1).
   static evaluator::Knobs chunked_fused_knob_defaults();
   // 24 FUSED = 0 assignments that cover both kernels (the build and GPU tests build or gate
   // them): every (CHUNK, BV, STAGE 0 or not) of the recurrence, with (WARPS, LMTC, UPREC) cycling

@@ -283,6 +283,12 @@ TEST(KdaFwdChunkedBuild, TheMainSpecNamesTheChunkedSeed) {
   EXPECT_EQ(ptxevo::evaluator::default_knobs(seed), KdaFwdOp::chunked_knob_defaults());
   EXPECT_TRUE(KdaFwdOp::is_chunked(ptxevo::evaluator::default_knobs(seed)));
   EXPECT_FALSE(KdaFwdOp::is_chunked(ptxevo::evaluator::default_knobs(spec.seeds[0])));
+  // Both sets of defaults the tests and bench scripts build name every knob of the seed and meet
+  // its constraints (a knob left out takes the spec's default, which may not suit FUSED = 1).
+  for (const Knobs& k : {KdaFwdOp::chunked_knob_defaults(), KdaFwdOp::chunked_fused_knob_defaults()}) {
+    for (const auto& knob : seed.knobs) EXPECT_EQ(k.count(knob.name), 1u) << knob.name << " in " << knobs_text(k);
+    for (const auto& c : seed.constraints) EXPECT_TRUE(ptxevo::evaluator::constraint_holds(c, k)) << c << ": " << knobs_text(k);
+  }
 }
 
 // The defaults under every option combination (gate x state presence): the Builder links them,
