@@ -109,7 +109,7 @@ class KdaFwdOp : public evaluator::Op {
   static evaluator::Knobs chunked_fused_knob_defaults();
   // 24 FUSED = 0 assignments that cover both kernels (the build and GPU tests build or gate
   // them): every (CHUNK, BV, STAGE 0 or not) of the recurrence, with (WARPS, LMTC, UPREC) cycling
-  // through all eight per CHUNK for the prepare, and STAGE 1-3, KSPLIT, PF and WYTC varied along
+  // through all eight per CHUNK for the prepare, and STAGE 1-3, KSPLIT, PF, WYTC and SLO varied along
   // (STAGE 1, KSPLIT 1 where the deeper staging does not fit a CTA's shared memory).
   static std::vector<evaluator::Knobs> split_covering_knobs();
   // The tcgen05 variant's defaults (kda_fwd_chunked_tcgen05.cu; MMA = "tcgen05").
