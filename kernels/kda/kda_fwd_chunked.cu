@@ -900,6 +900,25 @@ __device__ __forceinline__ long long ws_slots(const Args& a, int nseq) {
   return nseq + total / kC;
 }
 
+// x <- (I + L)^-1 x for the chunk's strictly lower-triangular fp32 L (C x C, row-major in shared
+// memory), x in registers; L's rows by 16-byte reads (every thread of the CTA reads the same row:
+// broadcasts), 4x fewer loads.
+__device__ __forceinline__ void forward_substitute(float (&xv)[kC], const float* pL) {
+#pragma unroll
+  for (int i = 1; i < kC; ++i) {
+    float u = xv[i];
+#pragma unroll
+    for (int m = 0; m < i; m += 4) {
+      const float4 l = *reinterpret_cast<const float4*>(pL + i * kC + m);
+      u = fmaf(-l.x, xv[m], u);
+      if (m + 1 < i) u = fmaf(-l.y, xv[m + 1], u);
+      if (m + 2 < i) u = fmaf(-l.z, xv[m + 2], u);
+      if (m + 3 < i) u = fmaf(-l.w, xv[m + 3], u);
+    }
+    xv[i] = u;
+  }
+}
+
 #define KDA_SPLIT_FACTOR_DIAG (LMTC && !KDA_GATE_SOFTPLUS)
 
 // kda_fwd_prepare: one CTA per (chunk slot, head); everything of the chunk that does not depend on
@@ -1181,19 +1200,7 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
     float xv[kC];
 #pragma unroll
     for (int i = 0; i < kC; ++i) xv[i] = i == tid ? 1.f : 0.f;
-#pragma unroll
-    for (int i = 1; i < kC; ++i) {
-      float u = xv[i];
-#pragma unroll
-      for (int m = 0; m < i; m += 4) {
-        const float4 l = *reinterpret_cast<const float4*>(pL + i * kC + m);
-        u = fmaf(-l.x, xv[m], u);
-        if (m + 1 < i) u = fmaf(-l.y, xv[m + 1], u);
-        if (m + 2 < i) u = fmaf(-l.z, xv[m + 2], u);
-        if (m + 3 < i) u = fmaf(-l.w, xv[m + 3], u);
-      }
-      xv[i] = u;
-    }
+    forward_substitute(xv, pL);
     // Split once here (hi + lo bf16), not at every fragment load of every job.
     const float bj = pBeta[tid];  // 0 on padding tokens: their columns of T' vanish
 #pragma unroll
@@ -1304,20 +1311,7 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
 #pragma unroll
       for (int i = 0; i < kC; ++i) xv[i] = i < count ? pBeta[i] * bf16_value(rawv[i * kD + col - kD]) : 0.f;
     }
-    // L's rows by 16-byte reads (every thread reads the same row: broadcasts), 4x fewer loads.
-#pragma unroll
-    for (int i = 1; i < kC; ++i) {
-      float u = xv[i];
-#pragma unroll
-      for (int m = 0; m < i; m += 4) {
-        const float4 l = *reinterpret_cast<const float4*>(pL + i * kC + m);
-        u = fmaf(-l.x, xv[m], u);
-        if (m + 1 < i) u = fmaf(-l.y, xv[m + 1], u);
-        if (m + 2 < i) u = fmaf(-l.z, xv[m + 2], u);
-        if (m + 3 < i) u = fmaf(-l.w, xv[m + 3], u);
-      }
-      xv[i] = u;
-    }
+    forward_substitute(xv, pL);
     if (col < kD) {
 #pragma unroll
       for (int i = 0; i < kC; ++i) wW[swzf(i, col, kD)] = bf16_bits(xv[i]);
