@@ -19,7 +19,7 @@ jobs="$(nproc)"
 # pair's (KdaSplitOnHost), the CHUNK 16 / BV 32 one (KSPLIT 4, STAGE 3, PF 4: the exchange and the
 # deep staging) stays sanitized; the other five are here. The prior's replay study (PriorStudy:
 # hundreds of simulated campaigns) likewise.
-heavy='^(RmsNormFwdBuild\.(SeedBuildsForKnobAndDtypeCombinations|ASampleOfTheAdmittedKnobSpaceBuilds|KnownBadKernelsHaveHeadersAndBuild)|KdaFwdChunkedBuild\.EveryAdmittedKnobAssignmentBuilds|KdaFwdTcgen05Build\.CompilesAndPassesPtxasForSm100a|KdaChunkedEmulation\..*|KdaChunkedOnHost\.(MainSpecDefaults|SoftplusChunk32Bv16Staged|InitialStateOnlyChunk64EightWarps|NoStatesBv64EightWarps|LargestStagedLayoutChunk32Bv128)|KdaSplitOnHost\.(MainSpecDefaults|SoftplusChunk16Bv16UnstagedKsplit2WytcSlo0|InitialStateOnlyChunk64Bv128NoLmtcWytc|SoftplusNoStatesChunk64Bv32Wytc|Fp32U0Chunk32Bv32Ksplit2Stage2Pf2WytcSlo0)|PriorStudy\..*)$'
+heavy='^(RmsNormFwdBuild\.(SeedBuildsForKnobAndDtypeCombinations|ASampleOfTheAdmittedKnobSpaceBuilds|KnownBadKernelsHaveHeadersAndBuild)|KdaFwdChunkedBuild\.EveryAdmittedKnobAssignmentBuilds|KdaFwdTcgen05Build\.CompilesAndPassesPtxasForSm100a|KdaChunkedEmulation\..*|KdaChunkedOnHost\.(MainSpecDefaults|SoftplusChunk32Bv16Staged|InitialStateOnlyChunk64EightWarps|NoStatesBv64EightWarps|LargestStagedLayoutChunk32Bv128)|KdaSplitOnHost\.(MainSpecDefaults|SoftplusChunk16Bv16UnstagedKsplit2WytcSlo0Bulk|MainSpecDefaultsWgmmaBulk|WgmmaSoftplusInitialStateOnlyChunk32Bv128|InitialStateOnlyChunk64Bv128NoLmtcWytc|SoftplusNoStatesChunk64Bv32Wytc|Fp32U0Chunk32Bv32Ksplit2Stage2Pf2WytcSlo0)|PriorStudy\..*)$'
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT="$CUDA_HOME" >/dev/null
 cmake --build build --parallel "$jobs"

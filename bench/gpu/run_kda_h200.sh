@@ -14,7 +14,7 @@
 #   LABEL=DIR  more candidates, built elsewhere by `ptxevo build kernels/kda/kda_fwd.spec ... --out DIR`
 # Environment (defaults in brackets): KDA_GTEST_FILTER [the split defaults on every shape of the
 #   main spec, then the split and the fused defaults on every other spec (each a serial NVRTC
-#   build in the test: ~10 s); the split's 24-assignment covering set
+#   build in the test: ~10 s); the split's 27-assignment covering set
 #   KdaGpu.ChunkedSplitPassesTheGateOnACoveringSetOfKnobs (~5 min) and the fused sweep
 #   ...AtEveryAdmittedKnobAssignment (passed before) only when named here],
 #   KDA_GTEST_TIMEOUT [200], KDA_TOTAL_S [510: the fla_bench step gets what is left of it, at

@@ -84,7 +84,34 @@
 #ifndef SLO
 #define SLO 1
 #endif
+#ifndef BULK
+#define BULK 0
+#endif
 #define KDA_LM_TC (LMTC && !KDA_GATE_SOFTPLUS && CHUNK == 16)
+// The matrix unit of the recurrence's state products (knob MMA): sync (mma.sync, default) or
+// wgmma (Hopper's warpgroup MMA; FUSED = 0, BV 64 or 128, KSPLIT 1, SLO 0; sm_90a only).
+#define KDA_MMA_ID_sync 1
+#define KDA_MMA_ID_wgmma 2
+#define KDA_MMA_CAT_(a, b) a##b
+#define KDA_MMA_CAT(a, b) KDA_MMA_CAT_(a, b)
+#ifndef MMA
+#define MMA sync
+#endif
+#undef KDA_WGMMA  // (the host tests include this file once per configuration)
+#undef wgmma_nc
+#if KDA_MMA_CAT(KDA_MMA_ID_, MMA) == KDA_MMA_ID_wgmma
+#define KDA_WGMMA 1
+#elif KDA_MMA_CAT(KDA_MMA_ID_, MMA) == KDA_MMA_ID_sync
+#define KDA_WGMMA 0
+#else
+#error "kda_fwd_chunked.cu implements knob MMA=sync or MMA=wgmma (MMA=tcgen05 is kda_fwd_chunked_tcgen05.cu)"
+#endif
+#if KDA_WGMMA && (FUSED || KSPLIT != 1 || SLO != 0 || (BV != 64 && BV != 128))
+#error "MMA=wgmma needs FUSED=0, KSPLIT=1, SLO=0 and BV 64 or 128 (whole warpgroups of 16-column warps)"
+#endif
+#if KDA_WGMMA && defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "MMA=wgmma needs sm_90a (wgmma.mma_async exists only there)"
+#endif
 
 namespace kda_chunked {
 
@@ -230,7 +257,9 @@ enum : int {
   // buffers by chunk parity, after the stage buffers.
   kXFloats = 2 * (kC / 8) * 4,
   kROffX = kRSmemBytes,
-  kRSmemTotal = kRSmemBytes + (KSPLIT > 1 ? 2 * kRWarps * 32 * kXFloats * 4 : 0),
+  // BULK = 1: one mbarrier a stage buffer (8 bytes each, 32 reserved) after everything else.
+  kROffBar = kRSmemBytes + (KSPLIT > 1 ? 2 * kRWarps * 32 * kXFloats * 4 : 0),
+  kRSmemTotal = kROffBar + (BULK ? 32 : 0),
 };
 static_assert(kC == 16 || kC == 32 || kC == 64, "CHUNK: 16, 32 or 64");
 static_assert(kBv == 16 || kBv == 32 || kBv == 64 || kBv == 128, "BV: 16, 32, 64 or 128");
@@ -242,6 +271,8 @@ static_assert(UPREC == 16 || UPREC == 32, "UPREC: 16 or 32");
 static_assert(KSPLIT == 1 || KSPLIT == 2 || KSPLIT == 4, "KSPLIT: 1, 2 or 4");
 static_assert(WYTC == 0 || WYTC == 1, "WYTC: 0 or 1");
 static_assert(SLO == 0 || SLO == 1, "SLO: 0 or 1");
+static_assert(BULK == 0 || BULK == 1, "BULK: 0 or 1");
+static_assert(kRBuffers * 8 <= 32, "BULK: the mbarriers' reserved bytes");
 static_assert(kPSmemBytes <= 232448 && kRSmemTotal <= 232448, "at most 227 KB of shared memory per CTA");
 static_assert(3 * kC * kD * 2 <= kPOffV - kPOffXh, "the prepare's raw q, k, g rows must fit the factor area");
 static_assert((kC * 64) % kPThreads == 0 && (16 * kD / 2) % kPThreads == 0 && kPThreads % 64 == 0,
@@ -364,6 +395,34 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait_group() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
+// BULK = 1: the recurrence's stage copies on the bulk copy engine, one thread issuing, completion
+// counted in bytes by the stage's mbarrier (PTX ISA: cp.async.bulk, mbarrier).
+__device__ __forceinline__ void mbar_init(SmemAddr bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+}
+// The initialised barriers, visible to the copies' complete_tx (the async proxy).
+__device__ __forceinline__ void mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n\tfence.proxy.async.shared::cta;" ::: "memory");
+}
+// The arrive comes first, so the phase cannot complete before the byte count is set.
+__device__ __forceinline__ void mbar_expect_tx(SmemAddr bar, unsigned int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bulk_copy(SmemAddr dst, const void* src, unsigned int bytes, SmemAddr bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(SmemAddr bar, unsigned int parity) {
+  unsigned int done = 0;
+  do {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
 // Asks the copy engine to bring `bytes` (a multiple of 16, 16-byte aligned) into L2.
 __device__ __forceinline__ void prefetch_l2(const void* p, unsigned int bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
@@ -394,6 +453,66 @@ __device__ __forceinline__ void mma_bf16(float* d, const unsigned int* a, const 
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+
+#if KDA_WGMMA
+// Warpgroup MMA (MMA = wgmma): D (64 x N, fp32, the m16n8k16 accumulator layout per warp and n8
+// tile) += A (64 x 16, bf16 in registers, the m16n8k16 A layout per warp) B (16 x N, bf16 in shared
+// memory through a descriptor, K-major). Asynchronous: wg_fence before the first one after other
+// instructions wrote its registers, wg_commit, then wg_wait before the results are read.
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+// After wg_wait: a register the wgmma wrote, passed through an empty asm so that no read of it is
+// scheduled above the wait (the compiler does not know the wait is what completes the write).
+__device__ __forceinline__ void wg_keep(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+// Shared memory written by cp.async (the generic proxy) must be fenced before wgmma (the async
+// proxy) reads it.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// A shared-memory matrix descriptor (PTX ISA, "matrix descriptor"): start address, leading byte
+// offset (between core matrices adjacent in K: 128, they are contiguous) and stride byte offset
+// (between core matrices adjacent in N), all in 16-byte units; no swizzle.
+typedef unsigned long long WgDesc;
+__device__ __forceinline__ WgDesc wg_desc(unsigned int addr, int sbo) {
+  return (WgDesc)((addr & 0x3FFFFu) >> 4) | ((WgDesc)(128 >> 4) << 16) | ((WgDesc)(sbo >> 4) << 32);
+}
+// The descriptor `bytes` further on (a k step is 256 bytes: two core matrices along K).
+__device__ __forceinline__ WgDesc wg_desc_at(WgDesc d, int bytes) { return d + (WgDesc)(bytes >> 4); }
+__device__ __forceinline__ void wgmma_n16(float* d, const unsigned int* a, unsigned long long desc) {
+  asm volatile(
+      "{ .reg .pred p; setp.eq.u32 p, 1, 1; wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, "
+      "{%8, %9, %10, %11}, %12, p, 1, 1, 0; }"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+}
+__device__ __forceinline__ void wgmma_n32(float* d, const unsigned int* a, unsigned long long desc) {
+  asm volatile(
+      "{ .reg .pred p; setp.eq.u32 p, 1, 1; wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+      "{%16, %17, %18, %19}, %20, p, 1, 1, 0; }"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+}
+__device__ __forceinline__ void wgmma_n64(float* d, const unsigned int* a, unsigned long long desc) {
+  asm volatile(
+      "{ .reg .pred p; setp.eq.u32 p, 1, 1; wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, 0; }"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+}
+__device__ __forceinline__ void wgmma_n128(float* d, const unsigned int* a, unsigned long long desc) {
+  asm volatile(
+      "{ .reg .pred p; setp.eq.u32 p, 1, 1; wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, p, 1, 1, 0; }"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+}
+#endif  // KDA_WGMMA
 
 #endif  // KDA_HOST_EMULATION
 
@@ -437,6 +556,29 @@ __device__ __forceinline__ int swzf(int r, int c, int n) {
   const int x = nu >= 4 ? (r & 3) : (nu == 2 ? ((r >> 1) & 1) : 0);
   const int k = c & 15;
   return r * n + (((c >> 4) ^ x) << 4) + ((k & 7) >> 1) * 4 + (k >> 3) * 2 + (k & 1);
+}
+#if KDA_WGMMA
+// The m64nC variant (N = the chunk's tokens).
+#if CHUNK == 16
+#define wgmma_nc wgmma_n16
+#elif CHUNK == 32
+#define wgmma_nc wgmma_n32
+#else
+#define wgmma_nc wgmma_n64
+#endif
+#endif
+// MMA = wgmma: the recurrence's B operands in wgmma's canonical K-major layout without swizzle
+// instead: 8 x 8 core matrices of 128 contiguous bytes (8 rows of 16 bytes), core matrix (r / 8,
+// c / 8) of a bf16 [rows][n] array at r / 8 * 8 n + c / 8 * 64 elements, so that a descriptor
+// walks K by 128 bytes and N by 16 n bytes. Element offset of (r, c); `wsb` is the layout the
+// prepare writes and the recurrence reads (fragment order or this).
+__device__ __forceinline__ int wgl(int r, int c, int n) { return (r >> 3) * (n * 8) + (c >> 3) * 64 + (r & 7) * 8 + (c & 7); }
+__device__ __forceinline__ int wsb(int r, int c, int n) {
+#if KDA_WGMMA
+  return wgl(r, c, n);
+#else
+  return swzf(r, c, n);
+#endif
 }
 // load_b from a fragment-order (swzf) bf16 [n][ld] array: one 8-byte load.
 __device__ __forceinline__ void load_b_frag(unsigned int* b, const unsigned short* base_t, int ld, int n0, int k0,
@@ -920,6 +1062,7 @@ __device__ __forceinline__ void forward_substitute(float (&xv)[kC], const float*
 }
 
 #define KDA_SPLIT_FACTOR_DIAG (LMTC && !KDA_GATE_SOFTPLUS)
+#define KDA_ONE_PASS (CHUNK == 16 && KDA_SPLIT_FACTOR_DIAG)
 
 // kda_fwd_prepare: one CTA per (chunk slot, head); everything of the chunk that does not depend on
 // the state, written to the workspace (layout kWs*).
@@ -1061,25 +1204,66 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   }
   __syncthreads();
   // 3. Qd = q 2^G (scale folded into q) and Kr^T = (k 2^(Gtot - G))^T, bf16 pairs.
+  // KDA_ONE_PASS (CHUNK 16, factored diagonal block: one 16-token block, pivot token 7): the same
+  // pass over (token, channel pair) also writes step 4's left and right factors (the expressions of
+  // the separate loops there, so the results are bit-identical): each q, k, G pair read once, not
+  // three times, and two loops' index arithmetic saved.
   unsigned short* wQd = reinterpret_cast<unsigned short*>(wsc + kWsQd);
+#if KDA_ONE_PASS && !KDA_WGMMA
+  const float2 gpiv0 = *reinterpret_cast<const float2*>(pG + 7 * kLd + 2 * (tid % (kD / 2)));
+#endif
 #pragma unroll
   for (int it = 0; it < kC * kD / 2 / kPThreads; ++it) {
     const int idx = tid + it * kPThreads;
+#if KDA_WGMMA
+    // Pair idx is the pair at element 2 idx of the core-matrix layout: a warp's stores are
+    // contiguous (the row-major walk would put 4 bytes in each of eight core matrices).
+    const int p = 2 * idx, cm = p >> 6;
+    const int r = (cm / (kD / 8)) * 8 + ((p & 63) >> 3), d = (cm % (kD / 8)) * 8 + (p & 7);
+#else
     const int r = idx / (kD / 2), d = 2 * (idx % (kD / 2));
+#endif
     const float2 qq = *reinterpret_cast<const float2*>(pQ + r * kLd + d);
     const float2 gg = *reinterpret_cast<const float2*>(pG + r * kLd + d);
     const float v0 = qq.x * ex2(gg.x), v1 = qq.y * ex2(gg.y);
-    *reinterpret_cast<unsigned int*>(wQd + swzf(r, d, kD)) = pack_bf16x2(v0, v1);
+    *reinterpret_cast<unsigned int*>(wQd + wsb(r, d, kD)) = pack_bf16x2(v0, v1);
+#if KDA_ONE_PASS
+    {
+      // Left factors (k, q) 2^(G - G_7) and right factors k 2^(G_7 - G) of row r, pair d.
+#if KDA_WGMMA
+      const float2 gp = *reinterpret_cast<const float2*>(pG + 7 * kLd + d);  // d varies with it here
+#else
+      const float2 gp = gpiv0;  // d = 2 (tid % 64) in every round
+#endif
+      const float2 kk = *reinterpret_cast<const float2*>(pK + r * kLd + d);
+      const float f0 = ex2(gg.x - gp.x), f1 = ex2(gg.y - gp.y);
+      unsigned int wh, wl;
+      split_bf16x2(kk.x * f0, kk.y * f1, wh, wl);
+      *reinterpret_cast<unsigned int*>(pXh + r * kPadK + d) = wh;
+      *reinterpret_cast<unsigned int*>(pXl + r * kPadK + d) = wl;
+      split_bf16x2(qq.x * f0, qq.y * f1, wh, wl);
+      *reinterpret_cast<unsigned int*>(pQh + r * kPadK + d) = wh;
+      *reinterpret_cast<unsigned int*>(pQl + r * kPadK + d) = wl;
+      split_bf16x2(kk.x * ex2(gp.x - gg.x), kk.y * ex2(gp.y - gg.y), wh, wl);
+      *reinterpret_cast<unsigned int*>(pYh + r * kPadK + d) = wh;
+      *reinterpret_cast<unsigned int*>(pYl + r * kPadK + d) = wl;
+    }
+#endif
   }
   unsigned short* wKrT = reinterpret_cast<unsigned short*>(wsc + kWsKrT);
 #pragma unroll
   for (int it = 0; it < kD * kC / 2 / kPThreads; ++it) {
     const int idx = tid + it * kPThreads;
+#if KDA_WGMMA
+    const int p = 2 * idx, cm = p >> 6;  // as Qd: contiguous stores
+    const int d = (cm / (kC / 8)) * 8 + ((p & 63) >> 3), r = (cm % (kC / 8)) * 8 + (p & 7);
+#else
     const int d = idx / (kC / 2), r = 2 * (idx % (kC / 2));
+#endif
     const float gt = pG[(kC - 1) * kLd + d];
     const float v0 = pK[r * kLd + d] * ex2(gt - pG[r * kLd + d]);
     const float v1 = pK[(r + 1) * kLd + d] * ex2(gt - pG[(r + 1) * kLd + d]);
-    *reinterpret_cast<unsigned int*>(wKrT + swzf(d, r, kC)) = pack_bf16x2(v0, v1);
+    *reinterpret_cast<unsigned int*>(wKrT + wsb(d, r, kC)) = pack_bf16x2(v0, v1);
   }
   // 4. L (fp32, shared memory) and M (hi + lo bf16, workspace) by 16-token row blocks. For rows
   // i of block I and columns j of an earlier block, 2^(G_i - G_j) = 2^(G_i - G_p) 2^(G_p - G_j)
@@ -1092,12 +1276,13 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   unsigned short* wMlo = reinterpret_cast<unsigned short*>(wsc + kWsMlo);
   for (int idx = tid; idx < kC * kC; idx += kPThreads)
     if ((idx % kC) / 16 > (idx / kC) / 16) {
-      wMhi[swzf(idx / kC, idx % kC, kC)] = 0;
-      wMlo[swzf(idx / kC, idx % kC, kC)] = 0;
+      wMhi[wsb(idx / kC, idx % kC, kC)] = 0;
+      wMlo[wsb(idx / kC, idx % kC, kC)] = 0;
     }
 #pragma unroll 1
   for (int bi = 0; bi < kNb; ++bi) {
     const int b0 = bi * 16;
+#if !KDA_ONE_PASS  // else written in step 3's pass
     const int piv = KDA_SPLIT_FACTOR_DIAG ? b0 + 7 : b0;
     const int ny = KDA_SPLIT_FACTOR_DIAG ? b0 + 16 : b0;  // right-factor rows
 #pragma unroll
@@ -1129,6 +1314,7 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
       *reinterpret_cast<unsigned int*>(pYh + j * kPadK + d) = wh;
       *reinterpret_cast<unsigned int*>(pYl + j * kPadK + d) = wl;
     }
+#endif
     __syncthreads();
     const int nblocks = KDA_SPLIT_FACTOR_DIAG ? bi + 1 : bi;  // column blocks on tensor cores
     // Four jobs a column block, one a warp: (n8 tile, L or M); three accumulators (hi hi, hi lo,
@@ -1158,8 +1344,8 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
         } else {
           const float m = j <= i ? v : 0.f;
           const unsigned short mh = bf16_bits(m);
-          wMhi[swzf(i, j, kC)] = mh;
-          wMlo[swzf(i, j, kC)] = bf16_bits(m - bf16_value(mh));
+          wMhi[wsb(i, j, kC)] = mh;
+          wMlo[wsb(i, j, kC)] = bf16_bits(m - bf16_value(mh));
         }
       }
     }
@@ -1177,8 +1363,8 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
       }
       pL[i * kC + j] = j < i ? pBeta[i] * lk : 0.f;
       const unsigned short mh = bf16_bits(mq);
-      wMhi[swzf(i, j, kC)] = mh;
-      wMlo[swzf(i, j, kC)] = bf16_bits(mq - bf16_value(mh));
+      wMhi[wsb(i, j, kC)] = mh;
+      wMlo[wsb(i, j, kC)] = bf16_bits(mq - bf16_value(mh));
     }
 #endif
     __syncthreads();  // the next block overwrites the factors
@@ -1280,7 +1466,13 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
         uint2 w;
         w.x = pack_bf16x2(c0[0][2 * hr] + c1[0][2 * hr], c0[0][2 * hr + 1] + c1[0][2 * hr + 1]);
         w.y = pack_bf16x2(c0[1][2 * hr] + c1[1][2 * hr], c0[1][2 * hr + 1] + c1[1][2 * hr + 1]);
+#if KDA_WGMMA
+        // wgmma's layout: the two column pairs sit in adjacent core matrices.
+        *reinterpret_cast<unsigned int*>(wW + wgl(tb * 16 + g8 + hr * 8, cb * 16 + 2 * t4, kD)) = w.x;
+        *reinterpret_cast<unsigned int*>(wW + wgl(tb * 16 + g8 + hr * 8, cb * 16 + 8 + 2 * t4, kD)) = w.y;
+#else
         *reinterpret_cast<uint2*>(wW + swzf(tb * 16 + g8 + hr * 8, cb * 16 + 2 * t4, kD)) = w;
+#endif
       }
     } else {
       // Lane holds value columns (16 cb + g8, + 8) x tokens (16 tb + 8 n + 2 t4, + 1): token pairs.
@@ -1314,7 +1506,7 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
     forward_substitute(xv, pL);
     if (col < kD) {
 #pragma unroll
-      for (int i = 0; i < kC; ++i) wW[swzf(i, col, kD)] = bf16_bits(xv[i]);
+      for (int i = 0; i < kC; ++i) wW[wsb(i, col, kD)] = bf16_bits(xv[i]);
     } else {
 #if UPREC == 32
       float* dst = reinterpret_cast<float*>(wU);
@@ -1408,9 +1600,28 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
   // Copies chunk c's operands into buffer buf with cp.async: the workspace already holds them in
   // the layout the reads below want (dense, swizzled), so two linear loops of 16-byte segments.
   const SmemAddr smem0 = smem_at(smem);
+#if BULK
+  const SmemAddr bar0 = smem0 + kROffBar;
+  if (tid == 0) {
+    for (int i = 0; i < kRBuffers; ++i) mbar_init(bar0 + 8 * i);
+    mbar_init_fence();
+  }
+  __syncthreads();  // the barriers are initialised before any thread waits on them
+  int wbuf = 0;
+  unsigned int wpar = 0;  // the buffer chunk c is in, and the parity of its use
+#endif
   auto stage = [&](int c, int buf) {
     const unsigned char* src = wsh + (long long)c * kWsChunkBytes;
     const SmemAddr dst = smem0 + buf * kRStageBytes;
+#if BULK
+    // Two bulk copies by one thread: Qd .. 2^Gtot, then this CTA's rows of U0^T.
+    if (tid == 0) {
+      const SmemAddr bar = bar0 + 8 * buf;
+      mbar_expect_tx(bar, kWsU + kSegU * 16);
+      bulk_copy(dst, src, kWsU, bar);
+      bulk_copy(dst + kROffU, src + kWsU + col0 * (kC * kUBytes), kSegU * 16, bar);
+    }
+#else
     // Fixed trip counts, unrolled by 8 (fully, it overflows CHUNK 64's registers): each copy's
     // offsets are constants from one base.
 #pragma unroll 8
@@ -1425,6 +1636,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
       if (kSegU % kRThreads == 0 || idx < kSegU) cp_async16_at(dst + kROffU + idx * 16, srcu + idx * 16);
     }
     cp_async_commit();
+#endif
   };
   // The chain waits on memory once a chunk unless its operands were asked for early enough:
   // STAGE chunks are copied ahead into their own buffers (one cp.async group each, empty past the
@@ -1440,13 +1652,25 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #if STAGE
   for (int p = 0; p < STAGE; ++p) {
     if (p < nchunks) stage(p, p);
+#if !BULK
     else cp_async_commit();
+#endif
   }
 #endif
   for (int c = 0; c < nchunks; ++c) {
     const long long t0 = bos + (long long)c * kC;
     const int count = (int)(eos - t0 < kC ? eos - t0 : (long long)kC);
-#if STAGE
+#if BULK
+    const int buf = wbuf;
+#if !STAGE
+    stage(c, 0);
+#endif
+    mbar_wait(bar0 + 8 * buf, wpar);
+    if (++wbuf == kRBuffers) {
+      wbuf = 0;
+      wpar ^= 1u;
+    }
+#elif STAGE
     const int buf = c % kRBuffers;
     cp_async_wait_group<STAGE - 1>();
 #else
@@ -1454,10 +1678,15 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     stage(c, 0);
     cp_async_wait_group<0>();
 #endif
+#if KDA_WGMMA && !BULK
+    fence_proxy_async();  // this thread's landed copies, visible to the wgmma reads below
+#endif
     __syncthreads();  // chunk c is staged; every warp is done with chunk c - 1 (its buffer is free)
 #if STAGE
     if (c + STAGE < nchunks) stage(c + STAGE, (c + STAGE) % kRBuffers);
+#if !BULK
     else cp_async_commit();
+#endif
 #endif
 #if PF
     if (tid == 0 && c + PF < nchunks) {
@@ -1466,11 +1695,13 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     }
 #endif
     const unsigned char* sb = smem + buf * kRStageBytes;
+#if !KDA_WGMMA
     const unsigned short* sQd = reinterpret_cast<const unsigned short*>(sb + kROffQd);
     const unsigned short* sW = reinterpret_cast<const unsigned short*>(sb + kROffW);
     const unsigned short* sKrT = reinterpret_cast<const unsigned short*>(sb + kROffKrT);
     const unsigned short* sMhi = reinterpret_cast<const unsigned short*>(sb + kROffMhi);
     const unsigned short* sMlo = reinterpret_cast<const unsigned short*>(sb + kROffMlo);
+#endif
     const float* sDec = reinterpret_cast<const float*>(sb + kROffDec);
 #if UPREC == 32
     const float* sU = reinterpret_cast<const float*>(sb + kROffU);
@@ -1478,6 +1709,48 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     const unsigned short* sU = reinterpret_cast<const unsigned short*>(sb + kROffU);
 #endif
 
+#if KDA_WGMMA
+    // MMA = wgmma: the warpgroup (4 warps, 64 value columns) multiplies S^T (64 x 128, its bf16
+    // rounding from the accumulators, SLO 0) by W0^T and Qd^T straight from the staged buffer
+    // (descriptors; no fragment loads), one wgmma a 16-key step, both products in flight at once.
+    const SmemAddr sa = smem0 + buf * kRStageBytes;
+    const WgDesc dW = wg_desc(sa + kROffW, kD * 16), dQ = wg_desc(sa + kROffQd, kD * 16);
+    const WgDesc dK = wg_desc(sa + kROffKrT, kC * 16);
+    const WgDesc dMh = wg_desc(sa + kROffMhi, kC * 16), dMl = wg_desc(sa + kROffMlo, kC * 16);
+    unsigned int ah[kD / 16][4];
+    // W^T in one accumulator: four round-robin accumulators (a chain of 2 dependent wgmmas, not 8)
+    // measured slower on the H200 (recurrence 0.737 against 0.698 ms at scenario 1).
+    float w[kNtC][4], qs[kNtC][4];
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      ah[ks][0] = pack_bf16x2(s[2 * ks][0], s[2 * ks][1]);
+      ah[ks][1] = pack_bf16x2(s[2 * ks][2], s[2 * ks][3]);
+      ah[ks][2] = pack_bf16x2(s[2 * ks + 1][0], s[2 * ks + 1][1]);
+      ah[ks][3] = pack_bf16x2(s[2 * ks + 1][2], s[2 * ks + 1][3]);
+    }
+#pragma unroll
+    for (int nt = 0; nt < kNtC; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        // Each zero its own register, defined above the fence (copies of one zero register sunk
+        // between the wgmmas make ptxas serialise them).
+        w[nt][e] = qs[nt][e] = 0.f;
+        wg_keep(w[nt][e]);
+        wg_keep(qs[nt][e]);
+      }
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) wgmma_nc(&w[0][0], ah[ks], wg_desc_at(dW, ks * 256));
+    wg_commit();
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) wgmma_nc(&qs[0][0], ah[ks], wg_desc_at(dQ, ks * 256));
+    wg_commit();
+    wg_wait<1>();  // W^T (the older group) is complete; Qs^T may still be in flight
+#pragma unroll
+    for (int nt = 0; nt < kNtC; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) wg_keep(w[nt][e]);
+#else
     // W^T = S^T W0^T and Qs^T = S^T Qd^T (16 value columns x C tokens), S^T as hi + lo terms
     // (SLO = 1) or its bf16 rounding alone (SLO = 0: as FLA's bf16 state operands; half the
     // products and a sixth of the conversions, at about one more bf16 rounding of error on W
@@ -1557,6 +1830,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
         }
     }
 #endif
+#endif  // KDA_WGMMA
     // U^T = U0^T - W^T, as hi + lo A fragments over the chunk's tokens (one read per pair).
 #pragma unroll
     for (int nt = 0; nt < kNtC; ++nt)
@@ -1581,9 +1855,45 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
       split_bf16x2(w[2 * ks + 1][0], w[2 * ks + 1][1], uh[ks][2], ul[ks][2]);
       split_bf16x2(w[2 * ks + 1][2], w[2 * ks + 1][3], uh[ks][3], ul[ks][3]);
     }
+#if KDA_WGMMA
+    // S^T <- S^T diag(2^Gtot) + U^T Kr (one m64n128 wgmma a 16-token step and U term) and out^T =
+    // Qs^T + U^T M^T (the whole C x C M: wgmma has no per-tile skip), both groups in flight.
+#pragma unroll
+    for (int nt = 0; nt < kD / 8; ++nt) {
+      const float2 dec = *reinterpret_cast<const float2*>(sDec + nt * 8 + 2 * t4);
+      s[nt][0] *= dec.x;
+      s[nt][1] *= dec.y;
+      s[nt][2] *= dec.x;
+      s[nt][3] *= dec.y;
+    }
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < kKsC; ++ks) {
+      wgmma_n128(&s[0][0], uh[ks], wg_desc_at(dK, ks * 256));
+      wgmma_n128(&s[0][0], ul[ks], wg_desc_at(dK, ks * 256));
+    }
+    wg_commit();
+#pragma unroll
+    for (int ks = 0; ks < kKsC; ++ks) {
+      wgmma_nc(&qs[0][0], uh[ks], wg_desc_at(dMh, ks * 256));
+      wgmma_nc(&qs[0][0], ul[ks], wg_desc_at(dMh, ks * 256));
+      wgmma_nc(&qs[0][0], uh[ks], wg_desc_at(dMl, ks * 256));
+    }
+    wg_commit();
+    wg_wait<0>();
+#pragma unroll
+    for (int nt = 0; nt < kD / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) wg_keep(s[nt][e]);
+#pragma unroll
+    for (int nt = 0; nt < kNtC; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) wg_keep(qs[nt][e]);
+#endif  // KDA_WGMMA
     // out^T = Qs^T + U^T M^T (M lower triangular: token blocks up to the output tile's own), by
     // the group's first warp.
     if (kh == 0) {
+#if !KDA_WGMMA
 #pragma unroll
     for (int nt = 0; nt < kNtC; ++nt)
 #pragma unroll
@@ -1596,6 +1906,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
           mma_bf16(qs[nt], ul[ks], bh);
           mma_bf16(qs[nt], uh[ks], bl);
         }
+#endif
     // Stores: lanes g8 and g8 ^ 1 swap one value so that each stores two adjacent value columns
     // of one token (even g8: token 2 t4, odd g8: token 2 t4 + 1).
     const int odd = g8 & 1;
@@ -1610,6 +1921,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
           store_bf16x2(a.out + ((t0 + i) * a.H + h) * (long long)kD + j, odd ? other : v0, odd ? v1 : other);
       }
     }
+#if !KDA_WGMMA
     // S^T <- S^T diag(2^Gtot) + U^T Kr.
 #pragma unroll
     for (int nt = 0; nt < kDw / 8; ++nt) {
@@ -1626,6 +1938,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
         mma_bf16(s[nt], ul[ks], bk);
       }
     }
+#endif
 #if !STAGE
     __syncthreads();  // the next chunk's copies overwrite the only buffer
 #endif

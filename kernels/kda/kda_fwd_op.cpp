@@ -132,17 +132,18 @@ KdaFwdOp::Geometry KdaFwdOp::geometry(const Knobs& k) {
 bool KdaFwdOp::is_chunked(const Knobs& k) { return k.count("CHUNK") > 0; }
 
 Knobs KdaFwdOp::chunked_knob_defaults() {
-  return {{"CHUNK", std::int64_t{16}}, {"BV", std::int64_t{64}},   {"WARPS", std::int64_t{4}}, {"STAGE", std::int64_t{2}},
+  return {{"CHUNK", std::int64_t{16}}, {"BV", std::int64_t{64}},   {"WARPS", std::int64_t{4}}, {"STAGE", std::int64_t{1}},
           {"LMTC", std::int64_t{1}},  {"FUSED", std::int64_t{0}}, {"UPREC", std::int64_t{16}},
           {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{1}},
-          {"SLO", std::int64_t{0}}};
+          {"SLO", std::int64_t{0}}, {"MMA", std::string("sync")}, {"BULK", std::int64_t{1}}};
 }
 
 Knobs KdaFwdOp::chunked_fused_knob_defaults() {
   const ChunkedGeometry g;
   return {{"CHUNK", g.chunk}, {"BV", g.bv},     {"WARPS", g.warps},          {"STAGE", g.stage},
           {"LMTC", g.lmtc},   {"FUSED", std::int64_t{1}}, {"UPREC", std::int64_t{32}},
-          {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{0}}, {"SLO", std::int64_t{1}}};
+          {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{0}}, {"SLO", std::int64_t{1}},
+          {"MMA", std::string("sync")}, {"BULK", std::int64_t{0}}};
 }
 
 std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
@@ -163,7 +164,9 @@ std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
                    {"KSPLIT", bv * ks <= 256 ? ks : std::int64_t{1}},
                    {"PF", pfs[cycle % 4]},
                    {"WYTC", std::int64_t{((cycle >> 1) ^ cycle) & 1}},
-                   {"SLO", std::int64_t{(cycle >> 2) ^ (cycle & 1)}}};
+                   {"SLO", std::int64_t{(cycle >> 2) ^ (cycle & 1)}},
+                   {"MMA", std::string("sync")},
+                   {"BULK", std::int64_t{(cycle >> 1) & 1}}};
         ++cycle;
         if (c == 64) k["PF"] = std::int64_t{0};
         try {
@@ -174,6 +177,16 @@ std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
         }
         out.push_back(std::move(k));
       }
+    // MMA = wgmma at each CHUNK: one warpgroup (BV 64) or two (BV 128), staged or not.
+    Knobs w = chunked_knob_defaults();
+    w["CHUNK"] = c;
+    w["BV"] = std::int64_t{c == 32 ? 128 : 64};
+    w["STAGE"] = std::int64_t{c == 64 ? 0 : c == 32 ? 1 : 2};
+    w["WYTC"] = std::int64_t{c == 32 ? 0 : 1};
+    w["UPREC"] = std::int64_t{c == 64 ? 32 : 16};
+    w["MMA"] = std::string("wgmma");
+    w["BULK"] = std::int64_t{c == 64 ? 0 : 1};
+    out.push_back(std::move(w));
   }
   return out;
 }
@@ -182,7 +195,7 @@ Knobs KdaFwdOp::chunked_tcgen05_knob_defaults() {
   Knobs k = chunked_fused_knob_defaults();
   k.erase("FUSED");
   k.erase("UPREC");
-  for (const char* split_only : {"KSPLIT", "PF", "WYTC", "SLO"}) k.erase(split_only);
+  for (const char* split_only : {"KSPLIT", "PF", "WYTC", "SLO", "BULK"}) k.erase(split_only);
   k["MMA"] = std::string("tcgen05");
   return k;
 }
@@ -208,7 +221,8 @@ std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
   const std::int64_t c = g.chunk, bv = g.bv;
   if (!g.fused)
     return (g.stage + 1) * (3 * c * D * 2 + 2 * c * c * 2 + D * 4 + bv * c * (g.uprec / 8)) +
-           (g.ksplit > 1 ? 16 * bv * g.ksplit * c : 0);  // 2 buffers x BV / 16 x KSPLIT warps x 32 lanes x C floats
+           (g.ksplit > 1 ? 16 * bv * g.ksplit * c : 0) +  // 2 buffers x BV / 16 x KSPLIT warps x 32 lanes x C floats
+           (g.bulk ? 32 : 0);                              // BULK: the stage buffers' mbarriers
   const std::int64_t region_a = 3 * round16(c * (D + 1) * 4);
   if (g.tcgen05) {
     const std::int64_t b1 = 2 * 128 * D * 2, b2 = c * bv * 4 + 2 * 128 * c * 2;
@@ -250,9 +264,10 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   for (const auto& [name, v] : k)
     if (name != "CHUNK" && name != "BV" && name != "WARPS" && name != "STAGE" && name != "LMTC" && name != "MMA" &&
         name != "FUSED" && name != "UPREC" && name != "KSPLIT" && name != "PF" && name != "WYTC" &&
-        name != "SLO")
+        name != "SLO" && name != "BULK")
       fail("unknown knob '" + name +
-           "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LMTC, MMA, FUSED, UPREC, KSPLIT, PF, WYTC, SLO)");
+           "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LMTC, MMA, FUSED, UPREC, KSPLIT, PF, WYTC, SLO, "
+           "BULK)");
   ChunkedGeometry g;
   const std::int64_t fused = evaluator::knob_int(k, "FUSED", 1);
   if (fused != 0 && fused != 1) fail("FUSED=" + std::to_string(fused) + " must be 0 or 1");
@@ -272,12 +287,17 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   g.slo = evaluator::knob_int(k, "SLO", 1);
   if (g.slo != 0 && g.slo != 1) fail("SLO=" + std::to_string(g.slo) + " must be 0 or 1");
   if (g.fused && g.slo != 1) fail("SLO=0 needs FUSED=0 (a recurrence knob)");
+  g.bulk = evaluator::knob_int(k, "BULK", 0);
+  if (g.bulk != 0 && g.bulk != 1) fail("BULK=" + std::to_string(g.bulk) + " must be 0 or 1");
+  if (g.fused && g.bulk != 0) fail("BULK=1 needs FUSED=0 (a recurrence knob)");
   if (auto it = k.find("MMA"); it != k.end()) {
     const auto* mma = std::get_if<std::string>(&it->second);
-    if (!mma || (*mma != "sync" && *mma != "tcgen05"))
+    if (!mma || (*mma != "sync" && *mma != "wgmma" && *mma != "tcgen05"))
       fail("MMA=" + (mma ? *mma : std::to_string(std::get<std::int64_t>(it->second))) +
-           " must be sync (mma.sync, kda_fwd_chunked.cu) or tcgen05 (sm_100a only, kda_fwd_chunked_tcgen05.cu)");
+           " must be sync (mma.sync, kda_fwd_chunked.cu), wgmma (sm_90a, the split's recurrence, "
+           "kda_fwd_chunked.cu) or tcgen05 (sm_100a only, kda_fwd_chunked_tcgen05.cu)");
     g.tcgen05 = *mma == "tcgen05";
+    g.wgmma = *mma == "wgmma";
   }
   g.chunk = evaluator::knob_int(k, "CHUNK", g.chunk);
   g.bv = evaluator::knob_int(k, "BV", g.bv);
@@ -301,6 +321,11 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
     fail("BV=" + std::to_string(g.bv) + " with KSPLIT=" + std::to_string(g.ksplit) + " gives " +
          std::to_string(g.bv * 2 * g.ksplit) + " recurrence threads; at most 512 (BV * KSPLIT <= 256)");
   if (!g.fused && g.tcgen05) fail("MMA=tcgen05 needs FUSED=1 (the prepare + recurrence pair is mma.sync only)");
+  // wgmma's M = 64 rows are the value columns of four 16-column warps holding every key channel.
+  if (g.wgmma && (g.fused || g.ksplit != 1 || g.slo != 0 || g.bv < 64))
+    fail("MMA=wgmma needs FUSED=0, KSPLIT=1, SLO=0 and BV 64 or 128 (the recurrence's warpgroups own 64 value "
+         "columns each), got FUSED=" + std::to_string(g.fused ? 1 : 0) + " KSPLIT=" + std::to_string(g.ksplit) +
+         " SLO=" + std::to_string(g.slo) + " BV=" + std::to_string(g.bv));
   // The split path factors L and M about pivot tokens at any CHUNK (kda_fwd_chunked.cu).
   if (g.fused && g.lmtc == 1 && g.chunk != 16) fail("LMTC=1 needs CHUNK=16, got CHUNK=" + std::to_string(g.chunk));
   if (!g.fused && prepare_smem_bytes(g) > 227 * 1024)

@@ -96,16 +96,25 @@ class KdaFwdOp : public evaluator::Op {
     // Knob SLO (FUSED = 0 only; absent: 1): 1 the recurrence multiplies S^T as hi + lo bf16
     // terms into W^T and Qs^T, 0 as its bf16 rounding alone (half those products).
     std::int64_t slo = 1;
+    // Knob MMA = "wgmma" (FUSED = 0 only, sm_90a): the recurrence's state products on warpgroup
+    // MMAs (wgmma.mma_async, B operands from shared memory in wgmma's core-matrix layout, which the
+    // prepare then writes); BV 64 or 128, KSPLIT 1, SLO 0.
+    bool wgmma = false;
+    // Knob BULK (FUSED = 0 only; absent: 0): 1 the recurrence's stage copies on the bulk copy
+    // engine (two cp.async.bulk by one thread a chunk, an mbarrier a buffer counting the bytes);
+    // 0 per-thread 16-byte cp.async.
+    std::int64_t bulk = 0;
   };
   // True when the knobs are the chunked seed's (they name CHUNK).
   static bool is_chunked(const evaluator::Knobs& k);
   // Throws std::invalid_argument for unknown knobs or values the template cannot build.
   static ChunkedGeometry chunked_geometry(const evaluator::Knobs& k);
   // kda_fwd.spec's defaults for the chunked seed (the prepare + recurrence pair, FUSED = 0:
-  // CHUNK 16, BV 64, WARPS 4, STAGE 2, LMTC 1, UPREC 16, KSPLIT 1, PF 0, WYTC 1, SLO 0).
+  // CHUNK 16, BV 64, WARPS 4, STAGE 1, LMTC 1, UPREC 16, KSPLIT 1, PF 0, WYTC 1, SLO 0, MMA sync,
+  // BULK 1).
   static evaluator::Knobs chunked_knob_defaults();
   // The fused kernel's defaults (FUSED = 1, CHUNK 16, BV 32, WARPS 4, STAGE 1, LMTC 1; the split-only
-  // knobs at the values FUSED = 1 requires: UPREC 32, KSPLIT 1, PF 0, WYTC 0, SLO 1).
+  // knobs at the values FUSED = 1 requires: UPREC 32, KSPLIT 1, PF 0, WYTC 0, SLO 1, MMA sync, BULK 0).
   static evaluator::Knobs chunked_fused_knob_defaults();
   // 24 FUSED = 0 assignments that cover both kernels (the build and GPU tests build or gate
   // them): every (CHUNK, BV, STAGE 0 or not) of the recurrence, with (WARPS, LMTC, UPREC) cycling

@@ -33,6 +33,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -60,14 +61,35 @@ struct PendingCopy {
   int group = 0;       // the cp.async group it belongs to (the issuing thread's commit count at issue)
 };
 
+// A wgmma issued and not yet waited for (MMA = wgmma): it runs at the wg_wait that covers its
+// group, reading its A registers and writing D then, as the hardware may, so that a register
+// reused or read before its wait gives a wrong result.
+struct WgOp {
+  float* d = nullptr;
+  const unsigned int* a = nullptr;
+  const unsigned char* b = nullptr;
+  int sbo = 0, n = 0, group = 0;
+};
+
 struct Thread {
   ucontext_t ctx{};
+  std::vector<WgOp> wg_pending;
+  int wg_committed = 0;
   std::vector<char> stack;
   Dim3 tid;
   bool done = false;
   bool waiting = false;
   std::vector<PendingCopy> pending;
   int committed = 0;  // cp.async.commit_group calls so far
+};
+
+// An mbarrier of a bulk copy (BULK = 1): its phase, the bytes it expects and has seen, and the
+// copies still in flight (their source read at issue; written at a random time, see bulk_copy).
+struct Mbar {
+  unsigned phase = 0;
+  bool armed = false;
+  unsigned expected = 0, landed = 0;
+  std::vector<std::pair<unsigned char*, std::vector<unsigned char>>> pending;
 };
 
 // One CTA at a time: its threads, the barrier counts and the warps' exchange areas.
@@ -81,10 +103,13 @@ struct Cta {
   int warp_arrived[kMaxThreads / 32] = {};
   float xchg[kMaxThreads / 32][32] = {};
   unsigned int frag[kMaxThreads / 32][32][6] = {};  // a0..a3, b0, b1 of each lane
+  int group_arrived[kMaxThreads / 128] = {};         // warpgroups (wgmma)
+  unsigned int wgfrag[kMaxThreads][4] = {};          // each thread's A registers of one wgmma
   unsigned int dyn_smem = 0;
   std::string fault;  // first misuse seen (trap, misalignment, deadlock)
   std::function<void()> body;
   std::mt19937 copy_rng;  // when each cp.async lands
+  std::map<const unsigned char*, Mbar> mbars;
 };
 inline Cta g_cta;
 
@@ -123,6 +148,7 @@ inline void syncwarp() {
 
 inline void trampoline() {
   g_cta.body();
+  if (!self().wg_pending.empty()) fault("a wgmma the thread never waited for");
   land_copies(true);
   self().done = true;
 }
@@ -135,6 +161,8 @@ inline void run_cta(int nthreads, Dim3 bid, unsigned int dyn_smem, std::function
   g_cta.body = std::move(body);
   g_cta.cta_arrived = 0;
   for (int& c : g_cta.warp_arrived) c = 0;
+  for (int& c : g_cta.group_arrived) c = 0;
+  g_cta.mbars.clear();
   for (int t = 0; t < nthreads; ++t) {
     Thread& th = g_cta.threads[static_cast<std::size_t>(t)];
     th.stack.resize(kStackBytes);
@@ -142,6 +170,8 @@ inline void run_cta(int nthreads, Dim3 bid, unsigned int dyn_smem, std::function
     th.done = false;
     th.pending.clear();
     th.committed = 0;
+    th.wg_pending.clear();
+    th.wg_committed = 0;
     th.waiting = false;
     getcontext(&th.ctx);
     th.ctx.uc_stack.ss_sp = th.stack.data();
@@ -296,6 +326,135 @@ inline void mma_bf16(float* d, const unsigned int* a, const unsigned int* b) {
   syncwarp();
   for (int e = 0; e < 4; ++e) d[e] = out[e];
 }
+
+// mbarrier + cp.async.bulk (BULK = 1). A bulk copy lands either at once (before the issuing
+// thread goes on: a copy into a buffer other warps still read then corrupts their results) or
+// only when a thread waits on its mbarrier (a read before that wait sees stale shared memory), at
+// random; the phase completes when the expected bytes have landed. A waiting thread yields until
+// its phase completes (a phase that never completes is a fault, not a hang).
+inline Mbar* find_mbar(SmemAddr bar) {
+  auto it = g_cta.mbars.find(bar);
+  if (it == g_cta.mbars.end()) {
+    fault("mbarrier used before mbarrier.init");
+    return nullptr;
+  }
+  return &it->second;
+}
+inline void mbar_land(Mbar& m) {
+  for (auto& [dst, bytes] : m.pending) {
+    std::memcpy(dst, bytes.data(), bytes.size());
+    m.landed += static_cast<unsigned>(bytes.size());
+  }
+  m.pending.clear();
+  if (m.armed && m.landed == m.expected) {
+    m.phase ^= 1u;
+    m.armed = false;
+    m.expected = m.landed = 0;
+  }
+}
+inline void mbar_init(SmemAddr bar) {
+  if (!aligned(bar, 8)) fault("mbarrier.init at an address not 8-byte aligned");
+  g_cta.mbars[bar] = Mbar{};
+}
+inline void mbar_init_fence() {}
+inline void mbar_expect_tx(SmemAddr bar, unsigned int bytes) {
+  if (Mbar* m = find_mbar(bar)) {
+    if (m->armed) fault("mbarrier.arrive.expect_tx on a phase already armed (count 1)");
+    m->armed = true;
+    m->expected = bytes;
+  }
+}
+inline void bulk_copy(SmemAddr dst, const void* src, unsigned int bytes, SmemAddr bar) {
+  if (!aligned(dst, 16) || !aligned(src, 16) || bytes % 16 != 0)
+    fault("cp.async.bulk with an address or size not a multiple of 16 bytes");
+  Mbar* m = find_mbar(bar);
+  if (!m) return;
+  if (!m->armed) fault("cp.async.bulk completing on an mbarrier that expects no bytes");
+  const auto* s = static_cast<const unsigned char*>(src);
+  m->pending.emplace_back(dst, std::vector<unsigned char>(s, s + bytes));
+  if (g_cta.copy_rng() & 1u) mbar_land(*m);
+}
+inline void mbar_wait(SmemAddr bar, unsigned int parity) {
+  Mbar* m = find_mbar(bar);
+  if (!m) return;
+  for (long spins = 0; m->phase == parity; ++spins) {
+    mbar_land(*m);
+    if (m->phase != parity) break;
+    if (spins > 100000) {
+      fault("mbarrier wait on a phase that never completes");
+      return;
+    }
+    swapcontext(&self().ctx, &g_cta.scheduler);  // yield: the issuing thread may not have run yet
+  }
+}
+
+// wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 with A in registers (MMA = wgmma), decoded
+// by the PTX ISA: warp w of the warpgroup holds rows 16 w .. 16 w + 15 of A and D in the m16n8k16
+// A and C/D fragment layouts (D: four floats per n8 tile, in tile order); B (K x N) K-major in
+// shared memory through a descriptor without swizzle: 8 x 8 core matrices of 128 contiguous bytes,
+// element (k, n) at start + n / 8 * SBO + k / 8 * LBO + n % 8 * 16 + k % 8 * 2 (LBO 128 here).
+struct WgDesc {
+  const unsigned char* base = nullptr;
+  int sbo = 0;
+};
+inline WgDesc wg_desc(SmemAddr a, int sbo) { return {a, sbo}; }
+inline WgDesc wg_desc_at(WgDesc d, int bytes) { return {d.base + bytes, d.sbo}; }
+inline void wg_fence() {}
+inline void wg_keep(float&) {}
+inline void fence_proxy_async() {}
+inline void wg_commit() { ++self().wg_committed; }
+inline void syncgroup() {
+  const int g = g_cta.current / 128;
+  if (g_cta.nthreads % 128 != 0) fault("wgmma in a CTA that is not whole warpgroups");
+  arrive(g_cta.group_arrived[g], 128, g * 128, g * 128 + 128);
+}
+inline void wg_run(const WgOp& op) {
+  const int t = g_cta.current, g0 = (t / 128) * 128;
+  for (int i = 0; i < 4; ++i) g_cta.wgfrag[t][i] = op.a[i];
+  syncgroup();
+  auto half = [](unsigned int r, int k) { return uint_as_float(((k & 1) ? (r >> 16) : (r & 0xffffu)) << 16); };
+  // A (r, k): warp r / 16, lane (r % 8) * 4 + (k % 8) / 2, register (r % 16) / 8 + 2 (k / 8).
+  auto A = [&](int r, int k) {
+    return half(g_cta.wgfrag[g0 + (r / 16) * 32 + (r % 8) * 4 + (k % 8) / 2][(r % 16) / 8 + 2 * (k / 8)], k);
+  };
+  auto B = [&](int k, int n) {
+    unsigned short h;
+    std::memcpy(&h, op.b + (n / 8) * op.sbo + (k / 8) * 128 + (n % 8) * 16 + (k % 8) * 2, 2);
+    return uint_as_float(static_cast<unsigned int>(h) << 16);
+  };
+  const int wi = (t % 128) / 32, lane = t % 32, gq = lane / 4, tq = lane % 4;
+  std::vector<float> out(static_cast<std::size_t>(op.n / 2));
+  for (int j = 0; j < op.n / 8; ++j)
+    for (int e = 0; e < 4; ++e) {
+      const int r = wi * 16 + gq + (e >> 1) * 8, n = 8 * j + 2 * tq + (e & 1);
+      float acc = 0.f;
+      for (int k = 0; k < 16; ++k) acc += A(r, k) * B(k, n);
+      out[static_cast<std::size_t>(4 * j + e)] = op.d[4 * j + e] + acc;
+    }
+  syncgroup();
+  for (int i = 0; i < op.n / 2; ++i) op.d[i] = out[static_cast<std::size_t>(i)];
+}
+// wgmma.wait_group N: every wgmma of the groups committed before the last N runs now, in order.
+template <int N>
+inline void wg_wait() {
+  auto& p = self().wg_pending;
+  const int limit = self().wg_committed - N;
+  std::vector<WgOp> kept;
+  for (const WgOp& op : std::vector<WgOp>(p)) {
+    if (op.group < limit) wg_run(op);
+    else kept.push_back(op);
+  }
+  p = kept;
+}
+inline void wgmma_n(float* d, const unsigned int* a, WgDesc desc, int n) {
+  if (reinterpret_cast<std::uintptr_t>(desc.base) % 16 != 0 || desc.sbo % 16 != 0)
+    fault("wgmma descriptor with a start address or stride not 16-byte aligned");
+  self().wg_pending.push_back({d, a, desc.base, desc.sbo, n, self().wg_committed});
+}
+inline void wgmma_n16(float* d, const unsigned int* a, WgDesc desc) { wgmma_n(d, a, desc, 16); }
+inline void wgmma_n32(float* d, const unsigned int* a, WgDesc desc) { wgmma_n(d, a, desc, 32); }
+inline void wgmma_n64(float* d, const unsigned int* a, WgDesc desc) { wgmma_n(d, a, desc, 64); }
+inline void wgmma_n128(float* d, const unsigned int* a, WgDesc desc) { wgmma_n(d, a, desc, 128); }
 
 }  // namespace kda_host
 
@@ -499,15 +658,17 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef STAGE
 #undef LMTC
 
-// Configuration S0: the main spec's defaults (FUSED 0, CHUNK 16, BV 64, WARPS 4, STAGE 2, LMTC 1,
-// UPREC 16, WYTC 1, SLO 0), both states.
+// Configuration S0: the main spec's defaults (FUSED 0, CHUNK 16, BV 64, WARPS 4, STAGE 1, LMTC 1,
+// UPREC 16, WYTC 1, SLO 0, BULK 1), both states.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
 #define CHUNK 16
 #define BV 64
 #define WARPS 4
-#define STAGE 2
+#define STAGE 1
+#undef BULK  // the .cu default (0) of an earlier include
+#define BULK 1
 #define LMTC 1
 #undef FUSED  // the fused configurations left the .cu default (1) defined
 #define FUSED 0
@@ -530,6 +691,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #include "kernels/kda/kda_fwd_chunked.cu"
 }  // namespace split0
 #endif
+#undef BULK
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -560,6 +722,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define WYTC 1
 #undef SLO  // the .cu default (1) of an earlier include
 #define SLO 0
+#undef BULK  // the .cu default (0) of an earlier include
+#define BULK 1
 #if !PTXEVO_SANITIZED_SKIP
 namespace split1 {
 namespace kda_chunked {
@@ -569,6 +733,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #include "kernels/kda/kda_fwd_chunked.cu"
 }  // namespace split1
 #endif
+#undef BULK
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -732,6 +897,86 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef LMTC
 #undef FUSED
 #undef UPREC
+
+// Configuration W0: the main spec's split defaults with MMA = wgmma (the recurrence's state
+// products on warpgroup MMAs, the workspace's B operands in wgmma's core-matrix layout).
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 16
+#define BV 64
+#define WARPS 4
+#define STAGE 1
+#define LMTC 1
+#define FUSED 0
+#undef KSPLIT
+#define KSPLIT 1
+#undef PF
+#define PF 0
+#undef WYTC
+#define WYTC 1
+#undef SLO
+#define SLO 0
+#define UPREC 16
+#undef MMA  // the .cu default (sync) of an earlier include
+#define MMA wgmma
+#undef BULK
+#define BULK 1
+#if !PTXEVO_SANITIZED_SKIP
+namespace wg0 {
+namespace kda_chunked {
+using namespace ::kda_host;
+alignas(16) unsigned char smem[kSmemCap + kGuard];
+}  // namespace kda_chunked
+#include "kernels/kda/kda_fwd_chunked.cu"
+}  // namespace wg0
+#endif
+#undef BULK
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef CHUNK
+#undef BV
+#undef WARPS
+#undef STAGE
+#undef LMTC
+#undef FUSED
+#undef UPREC
+
+// Configuration W1: MMA = wgmma with two warpgroups (BV 128), CHUNK 32 (m64n32 products, two
+// 16-token steps), softplus gate, initial state only, STAGE 1, the substitution's WY form, fp32 U0.
+#define KDA_GATE_SOFTPLUS 1
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 0
+#define CHUNK 32
+#define BV 128
+#define WARPS 8
+#define STAGE 1
+#define LMTC 0
+#define FUSED 0
+#undef WYTC
+#define WYTC 0
+#define UPREC 32
+#if !PTXEVO_SANITIZED_SKIP
+namespace wg1 {
+namespace kda_chunked {
+using namespace ::kda_host;
+alignas(16) unsigned char smem[kSmemCap + kGuard];
+}  // namespace kda_chunked
+#include "kernels/kda/kda_fwd_chunked.cu"
+}  // namespace wg1
+#endif
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef CHUNK
+#undef BV
+#undef WARPS
+#undef STAGE
+#undef LMTC
+#undef FUSED
+#undef UPREC
+#undef MMA
 
 #pragma GCC diagnostic pop
 #undef __syncthreads
@@ -1076,22 +1321,23 @@ TEST(KdaChunkedOnHost, NoStatesBv64EightWarps) {
 
 
 Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc, I uprec = 32, I ksplit = 1, I pf = 0, I wytc = 0,
-                  I slo = 1) {
+                  I slo = 1, I bulk = 0) {
   return {{"CHUNK", chunk}, {"BV", bv},       {"WARPS", warps},  {"STAGE", stage},
-          {"LMTC", lmtc},   {"FUSED", I{0}}, {"UPREC", uprec}, {"KSPLIT", ksplit}, {"PF", pf}, {"WYTC", wytc}, {"SLO", slo}};
+          {"LMTC", lmtc},   {"FUSED", I{0}}, {"UPREC", uprec}, {"KSPLIT", ksplit}, {"PF", pf}, {"WYTC", wytc}, {"SLO", slo},
+          {"MMA", std::string("sync")}, {"BULK", bulk}};
 }
 
 #if !PTXEVO_SANITIZED_SKIP
 TEST(KdaSplitOnHost, MainSpecDefaults) {
   // Plus the held-out batched rows of 333 tokens (10 full chunks and a partial one per row).
-  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(16, 64, 4, 2, 1, 16, 1, 0, 1, 0));
+  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(16, 64, 4, 1, 1, 16, 1, 0, 1, 0, 1));
   check_split(KDA_SPLIT_CONFIG(split0, OpConfig{}, KdaFwdOp::chunked_knob_defaults()), {shape(4, 333, 3, 4)});
 }
 #endif
 
 #if !PTXEVO_SANITIZED_SKIP
-TEST(KdaSplitOnHost, SoftplusChunk16Bv16UnstagedKsplit2WytcSlo0) {
-  check_split(KDA_SPLIT_CONFIG(split1, (OpConfig{{"gate", "softplus"}}), split_knobs(16, 16, 4, 0, 1, 32, 2, 0, 1, 0)));
+TEST(KdaSplitOnHost, SoftplusChunk16Bv16UnstagedKsplit2WytcSlo0Bulk) {
+  check_split(KDA_SPLIT_CONFIG(split1, (OpConfig{{"gate", "softplus"}}), split_knobs(16, 16, 4, 0, 1, 32, 2, 0, 1, 0, 1)));
 }
 #endif
 
@@ -1110,6 +1356,23 @@ TEST(KdaSplitOnHost, FinalStateOnlyChunk16Bv32Ksplit4Stage3Pf4Slo0) {
 #if !PTXEVO_SANITIZED_SKIP
 TEST(KdaSplitOnHost, Fp32U0Chunk32Bv32Ksplit2Stage2Pf2WytcSlo0) {
   check_split(KDA_SPLIT_CONFIG(split5, OpConfig{}, split_knobs(32, 32, 4, 2, 1, 32, 2, 2, 1, 0)));
+}
+#endif
+
+#if !PTXEVO_SANITIZED_SKIP
+TEST(KdaSplitOnHost, MainSpecDefaultsWgmmaBulk) {
+  Knobs k = KdaFwdOp::chunked_knob_defaults();
+  k["MMA"] = std::string("wgmma");
+  k["BULK"] = I{1};
+  check_split(KDA_SPLIT_CONFIG(wg0, OpConfig{}, k), {shape(4, 333, 3, 4)});
+}
+#endif
+
+#if !PTXEVO_SANITIZED_SKIP
+TEST(KdaSplitOnHost, WgmmaSoftplusInitialStateOnlyChunk32Bv128) {
+  Knobs k = split_knobs(32, 128, 8, 1, 0, 32, 1, 0, 0, 0);
+  k["MMA"] = std::string("wgmma");
+  check_split(KDA_SPLIT_CONFIG(wg1, (OpConfig{{"gate", "softplus"}, {"final_state", "false"}}), k));
 }
 #endif
 

@@ -351,9 +351,11 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   const Spec spec = load("kda_fwd.spec");
   const auto& seed = chunked_seed(spec);
   const auto admitted = admitted_for(seed);
-  // 46 fused; 11,408 FUSED = 0 (CHUNK x BV x WARPS x STAGE 0-3 x LMTC x UPREC x KSPLIT x PF x WYTC
-  // x SLO less what BV * KSPLIT <= 256, PF at CHUNK 64 and the recurrence's shared memory exclude).
-  EXPECT_EQ(admitted.size(), 46u + 11408u);
+  // 46 fused; FUSED = 0 with BULK 0 and 1 each: 11,408 with MMA = sync (CHUNK x BV x WARPS x
+  // STAGE 0-3 x LMTC x UPREC x KSPLIT x PF x WYTC x SLO less what BV * KSPLIT <= 256, PF at CHUNK
+  // 64 and the recurrence's shared memory exclude), 1,096 with MMA = wgmma (BV 64 / 128, KSPLIT 1,
+  // SLO 0).
+  EXPECT_EQ(admitted.size(), 46u + 2u * (11408u + 1096u));
   std::vector<Knobs> ok;
   std::set<std::string> prep_cover, rec_cover, ks_cover, stage_cover, pf_cover, wy_cover, slo_cover;
   // The fused kernel (not the default) on a covering set too, to keep CI's time: every (CHUNK,
@@ -374,10 +376,15 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   const std::size_t fused_built = ok.size();
   std::printf("fused: %zu of %zu admitted assignments cover every (CHUNK, BV), WARPS, STAGE and LMTC\n",
               fused_built, fused_admitted);
+  std::set<std::string> wg_cover;
   for (const Knobs& k : KdaFwdOp::split_covering_knobs()) {
     EXPECT_NE(std::find(admitted.begin(), admitted.end(), k), admitted.end()) << knobs_text(k);
     ok.push_back(k);
     auto v = [&](const char* n) { return std::to_string(std::get<I>(k.at(n))); };
+    if (KdaFwdOp::chunked_geometry(k).wgmma) {  // the wgmma recurrence: one a CHUNK
+      wg_cover.insert(v("CHUNK"));
+      continue;
+    }
     prep_cover.insert(v("CHUNK") + "/" + v("WARPS") + "/" + v("LMTC") + "/" + v("UPREC") + "/" + v("WYTC"));
     wy_cover.insert(v("CHUNK") + "/" + v("WYTC") + "/" + v("UPREC"));
     slo_cover.insert(v("CHUNK") + "/" + v("SLO") + "/" + (std::get<I>(k.at("STAGE")) > 0 ? "staged" : "0"));
@@ -393,7 +400,8 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   EXPECT_EQ(pf_cover.size(), 4u);
   EXPECT_EQ(wy_cover.size(), 12u);  // both WY forms at every CHUNK with either U0 precision
   EXPECT_EQ(slo_cover.size(), 12u);  // both S^T forms at every CHUNK, staged or not
-  EXPECT_EQ(ok.size(), fused_built + 24u);
+  EXPECT_EQ(wg_cover.size(), 3u);
+  EXPECT_EQ(ok.size(), fused_built + 24u + 3u);
   std::vector<ptxevo::evaluator::BuildRequest> reqs;
   for (const auto& k : ok) reqs.push_back(chunked_request(spec, seed, k));
   const auto t0 = std::chrono::steady_clock::now();

@@ -253,10 +253,11 @@ TEST(KdaFwdOp, ImpossibleKnobsThrowWithAReason) {
 // and the lower bound.
 TEST(KdaFwdOp, SplitLaunchPlan) {
   const KdaFwdOp op;
-  Knobs k = KdaFwdOp::chunked_knob_defaults();  // at CHUNK 32, BV 64, STAGE 1
+  Knobs k = KdaFwdOp::chunked_knob_defaults();  // at CHUNK 32, BV 64, STAGE 1, per-thread copies
   k["CHUNK"] = I{32};
   k["BV"] = I{64};
   k["STAGE"] = I{1};
+  k["BULK"] = I{0};
   const auto p = op.launch_plan(shape(1, 8192, 96, 6), {}, k);
   ASSERT_EQ(p.kernels.size(), 2u);
   const auto& pr = p.kernels[0];
@@ -289,6 +290,10 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   // 2 x 8192, Kr^T 8192, M 2 x 2048, 2^Gtot 512, U0^T 64 x 32 x 2; three CTAs a SM.
   EXPECT_EQ(rc.shared_bytes, 2u * (16384u + 8192u + 4096u + 512u + 4096u));
   EXPECT_LE(2 * (rc.shared_bytes + 1024), 228u * 1024);
+  // BULK = 1: an mbarrier a buffer after everything else (32 bytes reserved).
+  Knobs bulk = k;
+  bulk["BULK"] = I{1};
+  EXPECT_EQ(op.launch_plan(shape(1, 8192, 96, 6), {}, bulk).kernels[1].shared_bytes, rc.shared_bytes + 32u);
   // UPREC = 32: U0^T in fp32, in the workspace and in shared memory.
   Knobs u32 = k;
   u32["UPREC"] = I{32};
