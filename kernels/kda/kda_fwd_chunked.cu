@@ -195,6 +195,10 @@ enum : int {
   kRThreads = kRWarps * 32,
   kLd = kD + 4,                    // fp32 [C][K] rows of the prepare (16-byte aligned: vector accesses)
   kPadK = kD + 8,                  // bf16 [.][K] rows in shared memory
+  // Channels a round of the prepare's L / M factors holds: CHUNK 16 writes and multiplies them in
+  // two rounds of 64 (half the factor area: five CTAs a SM instead of four), larger chunks in one.
+  kFk = kC == 16 ? 64 : kD,
+  kPadF = kFk + 8,                 // bf16 factor rows (stride 36 words: conflict-free fragments)
   kNtC = kC / 8,                   // n8 tiles over a chunk's tokens
   kKsC = kC / 16,                  // k16 steps over a chunk's tokens
   // The workspace of one (head, chunk slot), in bytes (every offset a multiple of 16); Qd, W0,
@@ -214,13 +218,13 @@ enum : int {
   kPOffG = kPOffK + ((kC * kLd * 4 + 15) / 16) * 16,   // fp32 [C][kLd] log2-decays, then G
   kPOffBeta = kPOffG + ((kC * kLd * 4 + 15) / 16) * 16,  // fp32 [C]
   kPOffL = kPOffBeta + ((kC * 4 + 15) / 16) * 16,  // fp32 [C][C] L (beta folded in)
-  kPOffXh = kPOffL + kC * kC * 4,                // bf16 [16][kPadK] left factors of one block, k
-  kPOffXl = kPOffXh + 16 * kPadK * 2,
-  kPOffQh = kPOffXl + 16 * kPadK * 2,            // bf16 [16][kPadK] left factors, q
-  kPOffQl = kPOffQh + 16 * kPadK * 2,
-  kPOffYh = kPOffQl + 16 * kPadK * 2,            // bf16 [C][kPadK] right factors
-  kPOffYl = kPOffYh + kC * kPadK * 2,
-  kPOffV = kPOffYl + kC * kPadK * 2,             // bf16 [C][K] raw v rows (step 5), copied in step 0
+  kPOffXh = kPOffL + kC * kC * 4,                // bf16 [16][kPadF] left factors of one block, k
+  kPOffXl = kPOffXh + 16 * kPadF * 2,
+  kPOffQh = kPOffXl + 16 * kPadF * 2,            // bf16 [16][kPadF] left factors, q
+  kPOffQl = kPOffQh + 16 * kPadF * 2,
+  kPOffYh = kPOffQl + 16 * kPadF * 2,            // bf16 [C][kPadF] right factors
+  kPOffYl = kPOffYh + kC * kPadF * 2,
+  kPOffV = kPOffYl + kC * kPadF * 2,             // bf16 [C][K] raw v rows (step 5), copied in step 0
   kPSmemBytes = kPOffV + kC * kD * 2,
   // WYTC = 1, step 5: T' = (I + L)^-1 diag(beta) as hi + lo bf16 [C][kLdT] over q's rows (dead
   // after step 4), Kd^T as hi + lo bf16 [K][kLdKd] over the factor area (free after step 4). The
@@ -233,11 +237,11 @@ enum : int {
   kPOffKdl = kPOffKdh + kD * kLdKd * 2,
   // The prepare's CTAs a SM as its shared memory allows (228 KB less 1 KB a CTA for the system),
   // asked of ptxas as __launch_bounds__'s minimum so that registers do not lower it further;
-  // capped at 128 registers a thread (512 / threads CTAs) so that nothing spills.
+  // capped at 102 registers a thread (640 / threads CTAs: five of 128 threads) so that nothing spills.
   kPSmemCtas = 233472 / (kPSmemBytes + 1024),
   // The softplus gate's diagonal blocks (one ex2 a term) need more: there the bound is left to ptxas.
   kPMinBlocks = KDA_GATE_SOFTPLUS || kPSmemCtas < 1 ? 1
-                : (kPSmemCtas < 512 / kPThreads ? kPSmemCtas : 512 / kPThreads),
+                : (kPSmemCtas < 640 / kPThreads ? kPSmemCtas : 640 / kPThreads),
   // Recurrence shared memory: STAGE ? 2 : 1 buffers of one chunk's operands, each the
   // workspace's own dense (swizzled, see swz) layout of Qd, W0, Kr^T, M and 2^Gtot, then this
   // CTA's BV rows of U0^T: two linear copies a chunk.
@@ -1204,14 +1208,8 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   }
   __syncthreads();
   // 3. Qd = q 2^G (scale folded into q) and Kr^T = (k 2^(Gtot - G))^T, bf16 pairs.
-  // KDA_ONE_PASS (CHUNK 16, factored diagonal block: one 16-token block, pivot token 7): the same
-  // pass over (token, channel pair) also writes step 4's left and right factors (the expressions of
-  // the separate loops there, so the results are bit-identical): each q, k, G pair read once, not
-  // three times, and two loops' index arithmetic saved.
   unsigned short* wQd = reinterpret_cast<unsigned short*>(wsc + kWsQd);
-#if KDA_ONE_PASS && !KDA_WGMMA
-  const float2 gpiv0 = *reinterpret_cast<const float2*>(pG + 7 * kLd + 2 * (tid % (kD / 2)));
-#endif
+#if !KDA_ONE_PASS
 #pragma unroll
   for (int it = 0; it < kC * kD / 2 / kPThreads; ++it) {
     const int idx = tid + it * kPThreads;
@@ -1227,29 +1225,8 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
     const float2 gg = *reinterpret_cast<const float2*>(pG + r * kLd + d);
     const float v0 = qq.x * ex2(gg.x), v1 = qq.y * ex2(gg.y);
     *reinterpret_cast<unsigned int*>(wQd + wsb(r, d, kD)) = pack_bf16x2(v0, v1);
-#if KDA_ONE_PASS
-    {
-      // Left factors (k, q) 2^(G - G_7) and right factors k 2^(G_7 - G) of row r, pair d.
-#if KDA_WGMMA
-      const float2 gp = *reinterpret_cast<const float2*>(pG + 7 * kLd + d);  // d varies with it here
-#else
-      const float2 gp = gpiv0;  // d = 2 (tid % 64) in every round
-#endif
-      const float2 kk = *reinterpret_cast<const float2*>(pK + r * kLd + d);
-      const float f0 = ex2(gg.x - gp.x), f1 = ex2(gg.y - gp.y);
-      unsigned int wh, wl;
-      split_bf16x2(kk.x * f0, kk.y * f1, wh, wl);
-      *reinterpret_cast<unsigned int*>(pXh + r * kPadK + d) = wh;
-      *reinterpret_cast<unsigned int*>(pXl + r * kPadK + d) = wl;
-      split_bf16x2(qq.x * f0, qq.y * f1, wh, wl);
-      *reinterpret_cast<unsigned int*>(pQh + r * kPadK + d) = wh;
-      *reinterpret_cast<unsigned int*>(pQl + r * kPadK + d) = wl;
-      split_bf16x2(kk.x * ex2(gp.x - gg.x), kk.y * ex2(gp.y - gg.y), wh, wl);
-      *reinterpret_cast<unsigned int*>(pYh + r * kPadK + d) = wh;
-      *reinterpret_cast<unsigned int*>(pYl + r * kPadK + d) = wl;
-    }
-#endif
   }
+#endif
   unsigned short* wKrT = reinterpret_cast<unsigned short*>(wsc + kWsKrT);
 #pragma unroll
   for (int it = 0; it < kD * kC / 2 / kPThreads; ++it) {
@@ -1265,6 +1242,90 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
     const float v1 = pK[(r + 1) * kLd + d] * ex2(gt - pG[(r + 1) * kLd + d]);
     *reinterpret_cast<unsigned int*>(wKrT + wsb(d, r, kC)) = pack_bf16x2(v0, v1);
   }
+#if KDA_ONE_PASS
+  // 3 + 4 for CHUNK 16 with the factored diagonal block (one 16-token block, pivot token 7; the
+  // general form is step 4 below): one pass over (token, channel pair) writes Qd and the block's
+  // left factors (k, q) 2^(G - G_7) and right factors k 2^(G_7 - G) (hi + lo bf16, the expressions
+  // of step 4's loops: bit-identical results), each q, k, G pair read once instead of three times;
+  // in two rounds of 64 channels, each followed by its half of the L and M products (one (n8 tile,
+  // L or M) job a warp, accumulated across the rounds), so that the factors take half the area:
+  // five CTAs a SM instead of four.
+  {
+    const int nt = (warp >> 1) & 1, is_m = warp & 1;  // the warp's job when warp < 4
+    const unsigned short* fh = is_m ? pQh : pXh;
+    const unsigned short* fl = is_m ? pQl : pXl;
+    float c0[4] = {0.f, 0.f, 0.f, 0.f}, c1[4] = {0.f, 0.f, 0.f, 0.f}, c2[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (h == 1) __syncthreads();  // round 0's products have read the factors round 1 overwrites
+#if !KDA_WGMMA
+      // d = 64 h + 2 (tid % 32) in every iteration: G_7's pair loaded once a round.
+      const float2 gp = *reinterpret_cast<const float2*>(pG + 7 * kLd + 64 * h + 2 * (tid % 32));
+#endif
+#pragma unroll
+      for (int it = 0; it < 16 * 32 / kPThreads; ++it) {
+        const int idx = tid + it * kPThreads;
+#if KDA_WGMMA
+        // Pair idx of the round is the pair at element 2 idx of its two 512-element halves of the
+        // core-matrix layout (row group e / 512, core matrices 8 h .. 8 h + 7): contiguous stores.
+        const int e = 2 * idx, rg = e >> 9, q = e & 511;
+        const int r = rg * 8 + ((q & 63) >> 3), d = (8 * h + (q >> 6)) * 8 + (q & 7);
+        const float2 gp = *reinterpret_cast<const float2*>(pG + 7 * kLd + d);
+#else
+        const int r = idx / 32, d = 64 * h + 2 * (idx % 32);
+#endif
+        const int df = d - 64 * h;  // the pair's column in the round's factor rows
+        const float2 qq = *reinterpret_cast<const float2*>(pQ + r * kLd + d);
+        const float2 gg = *reinterpret_cast<const float2*>(pG + r * kLd + d);
+        const float2 kk = *reinterpret_cast<const float2*>(pK + r * kLd + d);
+        *reinterpret_cast<unsigned int*>(wQd + wsb(r, d, kD)) = pack_bf16x2(qq.x * ex2(gg.x), qq.y * ex2(gg.y));
+        const float f0 = ex2(gg.x - gp.x), f1 = ex2(gg.y - gp.y);
+        unsigned int wh, wl;
+        split_bf16x2(kk.x * f0, kk.y * f1, wh, wl);
+        *reinterpret_cast<unsigned int*>(pXh + r * kPadF + df) = wh;
+        *reinterpret_cast<unsigned int*>(pXl + r * kPadF + df) = wl;
+        split_bf16x2(qq.x * f0, qq.y * f1, wh, wl);
+        *reinterpret_cast<unsigned int*>(pQh + r * kPadF + df) = wh;
+        *reinterpret_cast<unsigned int*>(pQl + r * kPadF + df) = wl;
+        split_bf16x2(kk.x * ex2(gp.x - gg.x), kk.y * ex2(gp.y - gg.y), wh, wl);
+        *reinterpret_cast<unsigned int*>(pYh + r * kPadF + df) = wh;
+        *reinterpret_cast<unsigned int*>(pYl + r * kPadF + df) = wl;
+      }
+      __syncthreads();
+      if (warp < 4) {
+#pragma unroll
+        for (int ks = 0; ks < kFk / 16; ++ks) {
+          unsigned int xh[4], xl[4], yh[2], yl[2];
+          load_a(xh, fh, kPadF, 0, ks * 16, lane);
+          load_a(xl, fl, kPadF, 0, ks * 16, lane);
+          load_b(yh, pYh, kPadF, nt * 8, ks * 16, lane);
+          load_b(yl, pYl, kPadF, nt * 8, ks * 16, lane);
+          mma_bf16(c0, xh, yh);
+          mma_bf16(c1, xh, yl);
+          mma_bf16(c2, xl, yh);
+        }
+      }
+    }
+    if (warp < 4) {
+      unsigned short* wMhi = reinterpret_cast<unsigned short*>(wsc + kWsMhi);
+      unsigned short* wMlo = reinterpret_cast<unsigned short*>(wsc + kWsMlo);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = g8 + (e >> 1) * 8, j = nt * 8 + 2 * t4 + (e & 1);
+        const float v = c0[e] + (c1[e] + c2[e]);
+        if (!is_m) {
+          pL[i * kC + j] = j < i ? pBeta[i] * v : 0.f;
+        } else {
+          const float m = j <= i ? v : 0.f;
+          const unsigned short mh = bf16_bits(m);
+          wMhi[wsb(i, j, kC)] = mh;
+          wMlo[wsb(i, j, kC)] = bf16_bits(m - bf16_value(mh));
+        }
+      }
+    }
+    __syncthreads();  // L is complete; the factor area is free for step 5
+  }
+#else
   // 4. L (fp32, shared memory) and M (hi + lo bf16, workspace) by 16-token row blocks. For rows
   // i of block I and columns j of an earlier block, 2^(G_i - G_j) = 2^(G_i - G_p) 2^(G_p - G_j)
   // with the pivot p = I's first token: both factors <= 1 for any gate, so the dot products run on
@@ -1282,9 +1343,11 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
 #pragma unroll 1
   for (int bi = 0; bi < kNb; ++bi) {
     const int b0 = bi * 16;
-#if !KDA_ONE_PASS  // else written in step 3's pass
     const int piv = KDA_SPLIT_FACTOR_DIAG ? b0 + 7 : b0;
     const int ny = KDA_SPLIT_FACTOR_DIAG ? b0 + 16 : b0;  // right-factor rows
+    // Left factors of block bi serve the column blocks before it (and its own when factored):
+    // none for the first block otherwise (CHUNK 16's factor area holds only 64 channels).
+    if (KDA_SPLIT_FACTOR_DIAG || bi > 0) {
 #pragma unroll
     for (int it = 0; it < 16 * kD / 2 / kPThreads; ++it) {
       const int idx = tid + it * kPThreads;
@@ -1303,6 +1366,7 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
       *reinterpret_cast<unsigned int*>(pQh + il * kPadK + d) = wh;
       *reinterpret_cast<unsigned int*>(pQl + il * kPadK + d) = wl;
     }
+    }
     for (int idx = tid; idx < ny * kD / 2; idx += kPThreads) {
       const int j = idx / (kD / 2), d = 2 * (idx % (kD / 2));
       const float2 kj = *reinterpret_cast<const float2*>(pK + j * kLd + d);
@@ -1314,7 +1378,6 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
       *reinterpret_cast<unsigned int*>(pYh + j * kPadK + d) = wh;
       *reinterpret_cast<unsigned int*>(pYl + j * kPadK + d) = wl;
     }
-#endif
     __syncthreads();
     const int nblocks = KDA_SPLIT_FACTOR_DIAG ? bi + 1 : bi;  // column blocks on tensor cores
     // Four jobs a column block, one a warp: (n8 tile, L or M); three accumulators (hi hi, hi lo,
@@ -1369,6 +1432,7 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
 #endif
     __syncthreads();  // the next block overwrites the factors
   }
+#endif  // KDA_ONE_PASS
   // 5. The WY form: [W0 | U0] = (I + L)^-1 diag(beta) [Kd | V].
   unsigned short* wW = reinterpret_cast<unsigned short*>(wsc + kWsW);
   unsigned char* wU = wsc + kWsU;

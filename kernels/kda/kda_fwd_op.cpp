@@ -134,7 +134,7 @@ bool KdaFwdOp::is_chunked(const Knobs& k) { return k.count("CHUNK") > 0; }
 Knobs KdaFwdOp::chunked_knob_defaults() {
   return {{"CHUNK", std::int64_t{16}}, {"BV", std::int64_t{64}},   {"WARPS", std::int64_t{4}}, {"STAGE", std::int64_t{1}},
           {"LMTC", std::int64_t{1}},  {"FUSED", std::int64_t{0}}, {"UPREC", std::int64_t{16}},
-          {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{1}},
+          {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{0}},
           {"SLO", std::int64_t{0}}, {"MMA", std::string("sync")}, {"BULK", std::int64_t{1}}};
 }
 
@@ -238,12 +238,13 @@ std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
 
 // kda_fwd_prepare's layout: fp32 q, k and G rows of 132 floats (each array rounded up to 16
 // bytes), beta (fp32 C, rounded up), L (fp32 C x C), the left factors of one 16-token block (four
-// bf16 arrays of 16 rows of 136), the right factors (two bf16 arrays of C rows of 136) and the raw
-// v rows (bf16 C x 128).
+// bf16 arrays of 16 rows of F + 8) and the right factors (two bf16 arrays of C rows of F + 8), F
+// the channels of one round of factors (64 at CHUNK 16, which writes them in two rounds; else 128),
+// and the raw v rows (bf16 C x 128).
 std::int64_t KdaFwdOp::prepare_smem_bytes(const ChunkedGeometry& g) {
   auto round16 = [](std::int64_t b) { return (b + 15) / 16 * 16; };
-  const std::int64_t c = g.chunk;
-  return 3 * round16(c * (D + 4) * 4) + round16(c * 4) + c * c * 4 + 4 * 16 * (D + 8) * 2 + 2 * c * (D + 8) * 2 +
+  const std::int64_t c = g.chunk, f = c == 16 ? 64 : D;
+  return 3 * round16(c * (D + 4) * 4) + round16(c * 4) + c * c * 4 + 4 * 16 * (f + 8) * 2 + 2 * c * (f + 8) * 2 +
          c * D * 2;
 }
 

@@ -659,7 +659,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef LMTC
 
 // Configuration S0: the main spec's defaults (FUSED 0, CHUNK 16, BV 64, WARPS 4, STAGE 1, LMTC 1,
-// UPREC 16, WYTC 1, SLO 0, BULK 1), both states.
+// UPREC 16, WYTC 0, SLO 0, BULK 1), both states.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -677,7 +677,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef PF
 #define PF 0
 #undef WYTC  // the .cu default (0) of an earlier include
-#define WYTC 1
+#define WYTC 0
 #undef SLO  // the .cu default (1) of an earlier include
 #define SLO 0
 #undef UPREC  // likewise UPREC (32)
@@ -914,7 +914,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef PF
 #define PF 0
 #undef WYTC
-#define WYTC 1
+#define WYTC 0
 #undef SLO
 #define SLO 0
 #define UPREC 16
@@ -1330,7 +1330,7 @@ Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc, I uprec = 32, I kspli
 #if !PTXEVO_SANITIZED_SKIP
 TEST(KdaSplitOnHost, MainSpecDefaults) {
   // Plus the held-out batched rows of 333 tokens (10 full chunks and a partial one per row).
-  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(16, 64, 4, 1, 1, 16, 1, 0, 1, 0, 1));
+  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(16, 64, 4, 1, 1, 16, 1, 0, 0, 0, 1));
   check_split(KDA_SPLIT_CONFIG(split0, OpConfig{}, KdaFwdOp::chunked_knob_defaults()), {shape(4, 333, 3, 4)});
 }
 #endif
