@@ -40,6 +40,10 @@
 //   STAGE   1: the next chunk's raw q, k, g, v rows are copied into a shared staging buffer with
 //           cp.async (and its beta logits into registers) while this chunk computes, so that step
 //           1 reads shared memory; 0: step 1 loads from global memory directly
+// FUSED = 0 (the prepare + recurrence pair; kernels/kda/README.md documents every knob) adds
+// UPREC, KSPLIT, PF, WYTC, SLO, and the recurrence's MMA (sync: mma.sync; wgmma: warpgroup MMAs with
+// B operands in wgmma's core-matrix layout, which the prepare then writes) and BULK (1: its chunk
+// copies as cp.async.bulk completing on an mbarrier a buffer; 0: cp.async by every thread).
 #include <cuda_bf16.h>
 
 #ifndef KDA_GATE_SOFTPLUS
