@@ -14,10 +14,15 @@
 // The prepare + recurrence pair (FUSED = 0) runs the same way, both kernels in order, through a
 // NaN-poisoned workspace (KdaSplitOnHost).
 // The mma emulation decodes the fragments by the PTX ISA's m16n8k16 tables (row.col, bf16 in,
-// fp32 accumulate), independently of the kernel's load_a / load_b.
+// fp32 accumulate), independently of the kernel's load_a / load_b. MMA = wgmma runs as a
+// warpgroup collective at the wgmma.wait_group that covers it (so a result read, or an operand
+// register reused, before that wait is wrong), B decoded from the descriptor's core-matrix layout;
+// BULK = 1's cp.async.bulk lands at once or only at the mbarrier wait, at random, and a waiter
+// yields until its phase completes. bench/kda/wgmma_layout_check.cu checks the wgmma conventions
+// themselves on the GPU.
 //
 // Configurations cover both gates, every state combination, CHUNK 16/32/64, BV 16/32/64/128,
-// WARPS 4/8, STAGE 0/1, LMTC 0/1 and the largest staged layout; shapes cover a single token,
+// WARPS 4/8, STAGE 0-3, LMTC 0/1, MMA sync / wgmma, BULK 0/1 and the largest staged layout; shapes cover a single token,
 // partial chunks, batched rows, packed sequences around every chunk boundary and H = 1 and 4.
 // Results are checked against the op's fp64 recurrent reference with the gate's rel_l2 and the
 // 5e-3 the CPU model meets.
@@ -783,7 +788,9 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef LMTC
 #undef FUSED
 
-// Configuration S3: lower-bound gate, final state only, CHUNK 16, BV 32, WARPS 8, STAGE 1, LMTC 1.
+// Configuration S3: lower-bound gate, final state only, CHUNK 16, BV 32, WARPS 8, STAGE 3, LMTC 1,
+// KSPLIT 4, PF 4, BULK 1 (the sanitized build's split configuration: its one-pass prepare with
+// idle warps in the L / M products, and the mbarrier / bulk-copy emulation under ASan).
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 0
 #define HAS_FINAL_STATE 1
@@ -802,6 +809,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define WYTC 0
 #undef SLO  // the .cu default (1) of an earlier include
 #define SLO 0
+#undef BULK  // the .cu default (0) of an earlier include
+#define BULK 1
 namespace split3 {
 namespace kda_chunked {
 using namespace ::kda_host;
@@ -809,6 +818,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 }  // namespace kda_chunked
 #include "kernels/kda/kda_fwd_chunked.cu"
 }  // namespace split3
+#undef BULK
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -1349,8 +1359,8 @@ TEST(KdaSplitOnHost, InitialStateOnlyChunk64Bv128NoLmtcWytc) {
 }
 #endif
 
-TEST(KdaSplitOnHost, FinalStateOnlyChunk16Bv32Ksplit4Stage3Pf4Slo0) {
-  check_split(KDA_SPLIT_CONFIG(split3, (OpConfig{{"initial_state", "false"}}), split_knobs(16, 32, 8, 3, 1, 32, 4, 4, 0, 0)));
+TEST(KdaSplitOnHost, FinalStateOnlyChunk16Bv32Ksplit4Stage3Pf4Slo0Bulk) {
+  check_split(KDA_SPLIT_CONFIG(split3, (OpConfig{{"initial_state", "false"}}), split_knobs(16, 32, 8, 3, 1, 32, 4, 4, 0, 0, 1)));
 }
 
 #if !PTXEVO_SANITIZED_SKIP
