@@ -1165,36 +1165,35 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   cp_async_wait_all();
   __syncthreads();
   // 1. Pre-processing, one warp per token (as the fused kernel); padding rows are zero, a = 0.
-  // Without branches: a padding row's stale shared memory is read and its values replaced by
-  // zeros, so that the warp's tokens form one block and their shuffle chains overlap (a branch a
-  // token ran them one after another; the results of real rows are the same bits).
 #pragma unroll
   for (int it = 0; it < kC / kPWarps; ++it) {
     const int tt = warp + it * kPWarps;
-    const bool real = tt < count;
-    float q[4], k[4], gg[4], ld[4];
-    load_shared_bf16x4(rawq + tt * kD + lane * 4, q);
-    load_shared_bf16x4(rawk + tt * kD + lane * 4, k);
-    load_shared_bf16x4(rawg + tt * kD + lane * 4, gg);
-    float sq = 0.f, sk = 0.f;
+    float q[4] = {0.f, 0.f, 0.f, 0.f}, k[4] = {0.f, 0.f, 0.f, 0.f}, ld[4] = {0.f, 0.f, 0.f, 0.f};
+    float rq = 0.f, rk = 0.f;
+    if (tt < count) {
+      float gg[4];
+      load_shared_bf16x4(rawq + tt * kD + lane * 4, q);
+      load_shared_bf16x4(rawk + tt * kD + lane * 4, k);
+      load_shared_bf16x4(rawg + tt * kD + lane * 4, gg);
+      float sq = 0.f, sk = 0.f;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      q[e] = real ? q[e] : 0.f;
-      k[e] = real ? k[e] : 0.f;
-      sq = fmaf(q[e], q[e], sq);
-      sk = fmaf(k[e], k[e], sk);
+      for (int e = 0; e < 4; ++e) {
+        sq = fmaf(q[e], q[e], sq);
+        sk = fmaf(k[e], k[e], sk);
 #if KDA_GATE_SOFTPLUS
-      ld[e] = real ? log_decay(gg[e] + dtb[e], ea, a.lower_bound) * KDA_LOG2E : 0.f;
+        ld[e] = log_decay(gg[e] + dtb[e], ea, a.lower_bound) * KDA_LOG2E;
 #else
-      ld[e] = real ? lbl * rcp(1.f + ex2(fmaf(gg[e], gc, dtc[e]))) : 0.f;
+        ld[e] = lbl * rcp(1.f + ex2(fmaf(gg[e], gc, dtc[e])));
 #endif
-    }
+      }
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      sq += shfl_bfly(sq, o);
-      sk += shfl_bfly(sk, o);
+      for (int o = 16; o > 0; o >>= 1) {
+        sq += shfl_bfly(sq, o);
+        sk += shfl_bfly(sk, o);
+      }
+      rq = rsqrt(sq + 1e-6f) * a.scale;
+      rk = rsqrt(sk + 1e-6f);
     }
-    const float rq = rsqrt(sq + 1e-6f) * a.scale, rk = rsqrt(sk + 1e-6f);  // finite: padding rows stay 0
     *reinterpret_cast<float4*>(pQ + tt * kLd + lane * 4) = make_float4(q[0] * rq, q[1] * rq, q[2] * rq, q[3] * rq);
     *reinterpret_cast<float4*>(pK + tt * kLd + lane * 4) = make_float4(k[0] * rk, k[1] * rk, k[2] * rk, k[3] * rk);
     *reinterpret_cast<float4*>(pG + tt * kLd + lane * 4) = make_float4(ld[0], ld[1], ld[2], ld[3]);
