@@ -245,6 +245,18 @@ TEST(KdaFwdOp, ImpossibleKnobsThrowWithAReason) {
   has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"MMA", std::string("tcgen05")}}, "MMA=tcgen05 needs FUSED=1");
   has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"UPREC", I{8}}}, "UPREC=8");
   has({{"CHUNK", I{16}}, {"UPREC", I{16}}}, "UPREC=16 needs FUSED=0");
+  // MMA = wgmma: the split's recurrence in whole warpgroups; BULK: a recurrence knob.
+  has({{"CHUNK", I{16}}, {"MMA", std::string("wmma")}}, "MMA=wmma must be sync");
+  has({{"CHUNK", I{16}}, {"MMA", std::string("wgmma")}}, "MMA=wgmma needs FUSED=0");
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"SLO", I{0}}, {"BV", I{32}}, {"MMA", std::string("wgmma")}}, "BV=32");
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"SLO", I{0}}, {"BV", I{64}}, {"KSPLIT", I{2}}, {"MMA", std::string("wgmma")}},
+      "KSPLIT=2");
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"BV", I{64}}, {"MMA", std::string("wgmma")}}, "SLO=1");  // SLO defaults to 1
+  has({{"CHUNK", I{16}}, {"BULK", I{1}}}, "BULK=1 needs FUSED=0");
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"BULK", I{2}}}, "BULK=2 must be 0 or 1");
+  EXPECT_NO_THROW(op.launch_plan(shape(1, 16, 1, 1), {},
+                                 {{"CHUNK", I{16}}, {"FUSED", I{0}}, {"SLO", I{0}}, {"BV", I{128}}, {"BULK", I{1}},
+                                  {"MMA", std::string("wgmma")}}));
   EXPECT_NO_THROW(op.launch_plan(shape(1, 16, 1, 1), {}, {{"CHUNK", I{64}}, {"FUSED", I{0}}, {"BV", I{128}}}));
 }
 
