@@ -116,6 +116,11 @@
 #if KDA_WGMMA && defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "MMA=wgmma needs sm_90a (wgmma.mma_async exists only there)"
 #endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+#define KDA_ARCH_SM100 1
+#else
+#define KDA_ARCH_SM100 0
+#endif
 
 namespace kda_chunked {
 
@@ -241,11 +246,13 @@ enum : int {
   kPOffKdl = kPOffKdh + kD * kLdKd * 2,
   // The prepare's CTAs a SM as its shared memory allows (228 KB less 1 KB a CTA for the system),
   // asked of ptxas as __launch_bounds__'s minimum so that registers do not lower it further;
-  // capped at 102 registers a thread (640 / threads CTAs: five of 128 threads) so that nothing spills.
+  // capped at 102 registers a thread (640 / threads CTAs: five of 128 threads; sm_90a's ptxas needs
+  // 96) so that nothing spills; for sm_100a (compiled only, never run) at 128, where the 102 cap
+  // spilled 64 bytes.
   kPSmemCtas = 233472 / (kPSmemBytes + 1024),
+  kPCtaCap = KDA_ARCH_SM100 ? 512 / kPThreads : 640 / kPThreads,
   // The softplus gate's diagonal blocks (one ex2 a term) need more: there the bound is left to ptxas.
-  kPMinBlocks = KDA_GATE_SOFTPLUS || kPSmemCtas < 1 ? 1
-                : (kPSmemCtas < 640 / kPThreads ? kPSmemCtas : 640 / kPThreads),
+  kPMinBlocks = KDA_GATE_SOFTPLUS || kPSmemCtas < 1 ? 1 : (kPSmemCtas < kPCtaCap ? kPSmemCtas : kPCtaCap),
   // Recurrence shared memory: STAGE ? 2 : 1 buffers of one chunk's operands, each the
   // workspace's own dense (swizzled, see swz) layout of Qd, W0, Kr^T, M and 2^Gtot, then this
   // CTA's BV rows of U0^T: two linear copies a chunk.

@@ -498,18 +498,21 @@ TEST(KdaFwdTcgen05Build, TheSm100aSpecNamesTheTcgen05Seed) {
   EXPECT_EQ(plan.kernels[0].shared_bytes, KdaFwdOp::chunked_smem_bytes(KdaFwdOp::chunked_geometry(defaults)));
   EXPECT_EQ(plan.kernels[0].block.x, 128u);
   EXPECT_EQ(plan.kernels[0].grid.z, 128u / 32u);
-  // MMA takes sync (the mma.sync kernel) or tcgen05 only.
+  // MMA takes sync (the mma.sync kernel), wgmma (the split's recurrence only, sm_90a) or tcgen05.
   Knobs k = defaults;
   k["MMA"] = std::string("sync");
   EXPECT_FALSE(KdaFwdOp::chunked_geometry(k).tcgen05);
   EXPECT_EQ(KdaFwdOp().launch_plan(spec.benchmark_shapes[0], spec.config, k).kernels[0].entry,
             std::string(KdaFwdOp::kChunkedEntry));
-  k["MMA"] = std::string("wgmma");
-  try {
-    KdaFwdOp::chunked_geometry(k);
-    ADD_FAILURE() << "MMA=wgmma accepted";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("MMA=wgmma must be sync"), std::string::npos) << e.what();
+  for (const char* mma : {"wmma", "wgmma"}) {
+    k["MMA"] = std::string(mma);
+    try {
+      KdaFwdOp::chunked_geometry(k);
+      ADD_FAILURE() << "MMA=" << mma << " accepted for the fused kernel";
+    } catch (const std::invalid_argument& e) {
+      const std::string why = std::string(mma) == "wmma" ? "MMA=wmma must be sync" : "MMA=wgmma needs FUSED=0";
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
   }
   // The constraints admit exactly what the op accepts (every admitted layout fits 227 KB).
   const auto ok = admitted_for(seed);
