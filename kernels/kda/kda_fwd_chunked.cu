@@ -1076,6 +1076,44 @@ __device__ __forceinline__ void forward_substitute(float (&xv)[kC], const float*
   }
 }
 
+// One (n8 tile, L or M) job of step 4: k steps [ks0, ks1) of the left factors (rows 0-15 of fh /
+// fl) against the right factors' rows n0 .. n0 + 7, three accumulators (hi hi, hi lo, lo hi).
+__device__ __forceinline__ void lm_tile_mma(float (&c0)[4], float (&c1)[4], float (&c2)[4], const unsigned short* fh,
+                                            const unsigned short* fl, const unsigned short* yh_base,
+                                            const unsigned short* yl_base, int ld, int n0, int ks0, int ks1,
+                                            int lane) {
+#pragma unroll 4
+  for (int ks = ks0; ks < ks1; ++ks) {
+    unsigned int xh[4], xl[4], yh[2], yl[2];
+    load_a(xh, fh, ld, 0, ks * 16, lane);
+    load_a(xl, fl, ld, 0, ks * 16, lane);
+    load_b(yh, yh_base, ld, n0, ks * 16, lane);
+    load_b(yl, yl_base, ld, n0, ks * 16, lane);
+    mma_bf16(c0, xh, yh);
+    mma_bf16(c1, xh, yl);
+    mma_bf16(c2, xl, yh);
+  }
+}
+// Its result: L (beta folded in, zero on and above the diagonal) to shared memory, or M (zero above
+// the diagonal, hi + lo bf16) to the workspace, for rows i0 + g8 (+ 8), columns j0 + 2 t4 (+ 1).
+__device__ __forceinline__ void lm_tile_store(const float (&c0)[4], const float (&c1)[4], const float (&c2)[4],
+                                              bool is_m, int i0, int j0, int g8, int t4, float* pL,
+                                              const float* pBeta, unsigned short* wMhi, unsigned short* wMlo) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int i = i0 + g8 + (e >> 1) * 8, j = j0 + 2 * t4 + (e & 1);
+    const float v = c0[e] + (c1[e] + c2[e]);
+    if (!is_m) {
+      pL[i * kC + j] = j < i ? pBeta[i] * v : 0.f;
+    } else {
+      const float m = j <= i ? v : 0.f;
+      const unsigned short mh = bf16_bits(m);
+      wMhi[wsb(i, j, kC)] = mh;
+      wMlo[wsb(i, j, kC)] = bf16_bits(m - bf16_value(mh));
+    }
+  }
+}
+
 #define KDA_SPLIT_FACTOR_DIAG (LMTC && !KDA_GATE_SOFTPLUS)
 #define KDA_ONE_PASS (CHUNK == 16 && KDA_SPLIT_FACTOR_DIAG)
 
@@ -1303,37 +1341,11 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
         *reinterpret_cast<unsigned int*>(pYl + r * kPadF + df) = wl;
       }
       __syncthreads();
-      if (warp < 4) {
-#pragma unroll
-        for (int ks = 0; ks < kFk / 16; ++ks) {
-          unsigned int xh[4], xl[4], yh[2], yl[2];
-          load_a(xh, fh, kPadF, 0, ks * 16, lane);
-          load_a(xl, fl, kPadF, 0, ks * 16, lane);
-          load_b(yh, pYh, kPadF, nt * 8, ks * 16, lane);
-          load_b(yl, pYl, kPadF, nt * 8, ks * 16, lane);
-          mma_bf16(c0, xh, yh);
-          mma_bf16(c1, xh, yl);
-          mma_bf16(c2, xl, yh);
-        }
-      }
+      if (warp < 4) lm_tile_mma(c0, c1, c2, fh, fl, pYh, pYl, kPadF, nt * 8, 0, kFk / 16, lane);
     }
-    if (warp < 4) {
-      unsigned short* wMhi = reinterpret_cast<unsigned short*>(wsc + kWsMhi);
-      unsigned short* wMlo = reinterpret_cast<unsigned short*>(wsc + kWsMlo);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = g8 + (e >> 1) * 8, j = nt * 8 + 2 * t4 + (e & 1);
-        const float v = c0[e] + (c1[e] + c2[e]);
-        if (!is_m) {
-          pL[i * kC + j] = j < i ? pBeta[i] * v : 0.f;
-        } else {
-          const float m = j <= i ? v : 0.f;
-          const unsigned short mh = bf16_bits(m);
-          wMhi[wsb(i, j, kC)] = mh;
-          wMlo[wsb(i, j, kC)] = bf16_bits(m - bf16_value(mh));
-        }
-      }
-    }
+    if (warp < 4)
+      lm_tile_store(c0, c1, c2, is_m, 0, nt * 8, g8, t4, pL, pBeta,
+                    reinterpret_cast<unsigned short*>(wsc + kWsMhi), reinterpret_cast<unsigned short*>(wsc + kWsMlo));
     __syncthreads();  // L is complete; the factor area is free for step 5
   }
 #else
@@ -1398,30 +1410,8 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
       const unsigned short* fh = is_m ? pQh : pXh;
       const unsigned short* fl = is_m ? pQl : pXl;
       float c0[4] = {0.f, 0.f, 0.f, 0.f}, c1[4] = {0.f, 0.f, 0.f, 0.f}, c2[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 4
-      for (int ks = 0; ks < kD / 16; ++ks) {
-        unsigned int xh[4], xl[4], yh[2], yl[2];
-        load_a(xh, fh, kPadK, 0, ks * 16, lane);
-        load_a(xl, fl, kPadK, 0, ks * 16, lane);
-        load_b(yh, pYh, kPadK, bj * 16 + nt * 8, ks * 16, lane);
-        load_b(yl, pYl, kPadK, bj * 16 + nt * 8, ks * 16, lane);
-        mma_bf16(c0, xh, yh);
-        mma_bf16(c1, xh, yl);
-        mma_bf16(c2, xl, yh);
-      }
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = b0 + g8 + (e >> 1) * 8, j = bj * 16 + nt * 8 + 2 * t4 + (e & 1);
-        const float v = c0[e] + (c1[e] + c2[e]);
-        if (!is_m) {
-          pL[i * kC + j] = j < i ? pBeta[i] * v : 0.f;
-        } else {
-          const float m = j <= i ? v : 0.f;
-          const unsigned short mh = bf16_bits(m);
-          wMhi[wsb(i, j, kC)] = mh;
-          wMlo[wsb(i, j, kC)] = bf16_bits(m - bf16_value(mh));
-        }
-      }
+      lm_tile_mma(c0, c1, c2, fh, fl, pYh, pYl, kPadK, bj * 16 + nt * 8, 0, kD / 16, lane);
+      lm_tile_store(c0, c1, c2, is_m, b0, bj * 16 + nt * 8, g8, t4, pL, pBeta, wMhi, wMlo);
     }
 #if !KDA_SPLIT_FACTOR_DIAG
     for (int idx = tid; idx < 256; idx += kPThreads) {
