@@ -165,6 +165,7 @@ json launch_plan_json(const LaunchPlan& plan) {
                        {"block", dim3_json(k.block)},
                        {"shared_bytes", k.shared_bytes},
                        {"cluster", dim3_json(k.cluster)},
+                       {"programmatic", k.programmatic},
                        {"args", std::move(args)}});
   }
   return kernels;

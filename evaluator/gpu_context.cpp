@@ -254,14 +254,19 @@ void GpuContext::launch(GpuModule& m, const LaunchPlan& plan, const std::map<std
     cfg.blockDimZ = k.block.z;
     cfg.sharedMemBytes = k.shared_bytes;
     cfg.hStream = stream_;
-    CUlaunchAttribute attr{};
+    CUlaunchAttribute attrs[2]{};
+    cfg.attrs = attrs;
+    if (k.programmatic) {
+      CUlaunchAttribute& a = attrs[cfg.numAttrs++];
+      a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      a.value.programmaticStreamSerializationAllowed = 1;
+    }
     if (k.cluster.x * k.cluster.y * k.cluster.z > 1) {
+      CUlaunchAttribute& attr = attrs[cfg.numAttrs++];
       attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
       attr.value.clusterDim.x = k.cluster.x;
       attr.value.clusterDim.y = k.cluster.y;
       attr.value.clusterDim.z = k.cluster.z;
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
       if (k.cluster.x * k.cluster.y * k.cluster.z > 8)
         check(d_->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
               "cuFuncSetAttribute(non-portable cluster size)");

@@ -75,6 +75,10 @@ struct KernelLaunch {
   std::uint32_t shared_bytes = 0;  // dynamic shared memory
   Dim3 cluster;                    // {1,1,1}: no cluster
   std::vector<KernelArg> args;
+  // Programmatic dependent launch: this kernel may start once every CTA of the previous one has
+  // executed griddepcontrol.launch_dependents (or exited), instead of after it completes. The
+  // kernel then owns the synchronisation with its predecessor (griddepcontrol.wait or flags).
+  bool programmatic = false;
 };
 
 struct LaunchPlan {

@@ -184,9 +184,10 @@ def workspace_chunk_bytes(c: int) -> int:
 
 
 def workspace_bytes(B: int, T: int, H: int, N: int) -> int:
-    """KdaFwdOp::workspace_bytes: H (N + T_total / C) slots at the largest CHUNK's need."""
+    """KdaFwdOp::workspace_bytes: H (N + T_total / C) slots at the largest CHUNK's need, then a
+    4-byte flag a (head, CHUNK 16 slot) for PGRID > 0."""
     total = B * T
-    return max(H * (N + total // c) * workspace_chunk_bytes(c) for c in (16, 32, 64))
+    return max(H * (N + total // c) * workspace_chunk_bytes(c) for c in (16, 32, 64)) + H * (N + total // 16) * 4
 
 
 def check_shape(shape: ShapeSpec, opts: Dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from launch_json import KernelSpec, kernel_params
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
 CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
+CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
 
 
 class CudaError(RuntimeError):
@@ -22,7 +23,9 @@ class CudaError(RuntimeError):
 
 class CUlaunchAttributeValue(ctypes.Union):
     # 64 bytes, 8-byte aligned (the C union holds pointers); clusterDim is {x, y, z}.
-    _fields_ = [("pad", ctypes.c_char * 64), ("align", ctypes.c_uint64), ("clusterDim", ctypes.c_uint * 3)]
+    # programmaticStreamSerializationAllowed is an int at offset 0.
+    _fields_ = [("pad", ctypes.c_char * 64), ("align", ctypes.c_uint64), ("clusterDim", ctypes.c_uint * 3),
+                ("programmaticStreamSerializationAllowed", ctypes.c_int)]
 
 
 class CUlaunchAttribute(ctypes.Structure):
@@ -115,23 +118,32 @@ class PreparedLaunch:
             drv.check(drv.lib.cuFuncSetAttribute(self.func, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                  k.shared_bytes),
                       f"cuFuncSetAttribute({k.entry}: {k.shared_bytes} B dynamic shared memory)")
-        self.attr: Optional[CUlaunchAttribute] = None
+        attrs: List[CUlaunchAttribute] = []
+        if k.programmatic:
+            a = CUlaunchAttribute()
+            a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+            a.value.programmaticStreamSerializationAllowed = 1
+            attrs.append(a)
         if k.cluster_size > 1:
             if k.cluster_size > 8:
                 drv.check(drv.lib.cuFuncSetAttribute(self.func, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
                           f"cuFuncSetAttribute({k.entry}: non-portable cluster size {k.cluster_size})")
-            self.attr = CUlaunchAttribute()
-            self.attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-            self.attr.value.clusterDim[0], self.attr.value.clusterDim[1], self.attr.value.clusterDim[2] = k.cluster
+            a = CUlaunchAttribute()
+            a.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            a.value.clusterDim[0], a.value.clusterDim[1], a.value.clusterDim[2] = k.cluster
+            attrs.append(a)
+        self.nattrs = len(attrs)
+        self.attrs = (CUlaunchAttribute * max(1, len(attrs)))(*attrs)
 
     def __call__(self, stream: int) -> None:
         k = self.k
-        if self.attr is None:
+        if self.nattrs == 0:
             rc = self.lib.cuLaunchKernel(self.func, k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1],
                                          k.block[2], k.shared_bytes, stream, self.params, None)
         else:
             cfg = CUlaunchConfig(k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1], k.block[2],
-                                 k.shared_bytes, stream, ctypes.pointer(self.attr), 1)
+                                 k.shared_bytes, stream, ctypes.cast(self.attrs, ctypes.POINTER(CUlaunchAttribute)),
+                                 self.nattrs)
             rc = self.lib.cuLaunchKernelEx(ctypes.byref(cfg), self.func, self.params, None)
         if rc != 0:
             self.drv.check(rc, f"launch of {k.entry} grid {k.grid} block {k.block} cluster {k.cluster}")

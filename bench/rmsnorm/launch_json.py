@@ -61,6 +61,9 @@ class KernelSpec:
     shared_bytes: int
     cluster: Tuple[int, int, int]
     args: List[ArgSpec]
+    # Programmatic dependent launch: may start once every CTA of the previous kernel triggered it
+    # (griddepcontrol.launch_dependents); absent in older launch.json files.
+    programmatic: bool = False
 
     @property
     def cluster_size(self) -> int:
@@ -179,8 +182,11 @@ def _shape(s: Mapping[str, Any], where: str) -> ShapeSpec:
     for i, k in enumerate(_get(s, "kernels", list, where)):
         kw = f"{where}.kernels[{i}]"
         args = [_arg(a, names, f"{kw}.args[{j}]") for j, a in enumerate(_get(k, "args", list, kw))]
+        programmatic = k.get("programmatic", False)
+        if not isinstance(programmatic, bool):
+            raise LaunchFormatError(f"{kw}: 'programmatic' must be true or false, got {programmatic!r}")
         kernels.append(KernelSpec(_get(k, "entry", str, kw), _dim3(k, "grid", kw), _dim3(k, "block", kw),
-                                  _get(k, "shared_bytes", int, kw), _dim3(k, "cluster", kw), args))
+                                  _get(k, "shared_bytes", int, kw), _dim3(k, "cluster", kw), args, programmatic))
     if not kernels:
         raise LaunchFormatError(f"{where}: no kernels")
     return ShapeSpec(_get(s, "class", str, where), dict(dims), tensors, kernels,

@@ -171,6 +171,7 @@ class LaunchJsonTest(unittest.TestCase):
             (lambda d: d["shapes"][0]["kernels"][0]["args"].append({"kind": "tensormap"}), "argument kind 'tensormap'"),
             (lambda d: d["shapes"][0]["kernels"][0].update(shared_bytes=True), "'shared_bytes' must be a number"),
             (lambda d: d["shapes"][0].update(kernels=[]), "no kernels"),
+            (lambda d: d["shapes"][0]["kernels"][0].update(programmatic=1), "'programmatic' must be true or false"),
         ]
         for edit, expected in cases:
             d = copy.deepcopy(launch_doc())
@@ -379,6 +380,44 @@ class BackwardPureTest(unittest.TestCase):
         self.assertIn(("attr", cuda_ctypes.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1), calls)
         self.assertEqual([c for c in calls if c[0] != "attr"],
                          [("ex", 112, 512, 196608, 1, (16, 1, 1)), ("plain", 8192, 256, 0)])
+
+    def test_programmatic_launch_gets_the_stream_serialization_attribute(self):
+        # KDA's PGRID plans launch the recurrence programmatically (launch.json "programmatic"):
+        # cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 1; a kernel
+        # without it (and older launch.json files, which lack the field) launches plainly.
+        d = copy.deepcopy(launch_doc())
+        self.assertFalse(launch_json.parse_launch(d, "seed", "/tmp/seed").shapes[0].kernels[0].programmatic)
+        d["shapes"][0]["kernels"].append(copy.deepcopy(d["shapes"][0]["kernels"][0]))
+        d["shapes"][0]["kernels"][1]["programmatic"] = True
+        s = launch_json.parse_launch(d, "seed", "/tmp/seed").shapes[0]
+        self.assertEqual([k.programmatic for k in s.kernels], [False, True])
+        calls = []
+
+        class Lib:
+            def cuLaunchKernelEx(self, cfg, f, params, extra):
+                c = cfg._obj
+                calls.append(("ex", c.numAttrs, c.attrs[0].id, c.attrs[0].value.programmaticStreamSerializationAllowed))
+                return 0
+
+            def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+                calls.append(("plain",))
+                return 0
+
+        class Drv:
+            lib = Lib()
+
+            def check(self, rc, what):
+                assert rc == 0, what
+
+        class Mod:
+            drv = Drv()
+
+            def function(self, entry):
+                return ctypes.c_void_p(1)
+
+        ptrs = {t.name: 0x1000 * (i + 1) for i, t in enumerate(s.tensors)}
+        cuda_ctypes.run_plan(cuda_ctypes.prepare_plan(Mod(), s.kernels, ptrs), 0)
+        self.assertEqual(calls, [("plain",), ("ex", 1, cuda_ctypes.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, 1)])
 
     def test_byte_count_is_targets_md(self):
         self.assertEqual(torch_bench.bwd_bytes(32768, 16384), 3 * 32768 * 16384 * 2 + 4 * 32768 + 4 * 16384)

@@ -43,7 +43,9 @@
 // FUSED = 0 (the prepare + recurrence pair; kernels/kda/README.md documents every knob) adds
 // UPREC, KSPLIT, PF, WYTC, SLO, and the recurrence's MMA (sync: mma.sync; wgmma: warpgroup MMAs with
 // B operands in wgmma's core-matrix layout, which the prepare then writes) and BULK (1: its chunk
-// copies as cp.async.bulk completing on an mbarrier a buffer; 0: cp.async by every thread).
+// copies as cp.async.bulk completing on an mbarrier a buffer; 0: cp.async by every thread), PGRID
+// (> 0: the prepare as PGRID persistent CTAs running beside the recurrence, which waits on a
+// per-chunk flag instead of the prepare's end; 0: one prepare CTA a chunk, then the recurrence).
 #include <cuda_bf16.h>
 
 #ifndef KDA_GATE_SOFTPLUS
@@ -90,6 +92,12 @@
 #endif
 #ifndef BULK
 #define BULK 0
+#endif
+#ifndef PGRID
+#define PGRID 0
+#endif
+#ifndef ULO
+#define ULO 1
 #endif
 #define KDA_LM_TC (LMTC && !KDA_GATE_SOFTPLUS && CHUNK == 16)
 // The matrix unit of the recurrence's state products (knob MMA): sync (mma.sync, default) or
@@ -287,6 +295,8 @@ static_assert(KSPLIT == 1 || KSPLIT == 2 || KSPLIT == 4, "KSPLIT: 1, 2 or 4");
 static_assert(WYTC == 0 || WYTC == 1, "WYTC: 0 or 1");
 static_assert(SLO == 0 || SLO == 1, "SLO: 0 or 1");
 static_assert(BULK == 0 || BULK == 1, "BULK: 0 or 1");
+static_assert(ULO == 0 || ULO == 1, "ULO: 0 or 1");
+static_assert(PGRID == 0 || BULK == 1, "PGRID > 0 needs BULK = 1 (the one issuing thread waits on each chunk's flag)");
 static_assert(kRBuffers * 8 <= 32, "BULK: the mbarriers' reserved bytes");
 static_assert(kPSmemBytes <= 232448 && kRSmemTotal <= 232448, "at most 227 KB of shared memory per CTA");
 static_assert(3 * kC * kD * 2 <= kPOffV - kPOffXh, "the prepare's raw q, k, g rows must fit the factor area");
@@ -442,6 +452,23 @@ __device__ __forceinline__ void mbar_wait(SmemAddr bar, unsigned int parity) {
 __device__ __forceinline__ void prefetch_l2(const void* p, unsigned int bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
 }
+// PGRID > 0: the prepare lets the recurrence's grid start at once (programmatic dependent launch;
+// KdaFwdOp launches the recurrence with programmatic stream serialization) and publishes each
+// chunk with a release at GPU scope after a CTA barrier (the CUTLASS semaphore pattern); the
+// recurrence's issuing thread acquires the flag, then orders its bulk copies (async proxy) after
+// the generic-proxy stores it now sees.
+__device__ __forceinline__ void griddep_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+__device__ __forceinline__ void flag_release(unsigned int* p) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(1u) : "memory");
+}
+__device__ __forceinline__ unsigned int flag_acquire(const unsigned int* p) {
+  unsigned int v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }
 #endif  // KDA_HOST_EMULATION
 // 4 staged bf16 (8 bytes of shared memory) as floats.
 __device__ __forceinline__ void load_shared_bf16x4(const unsigned short* p, float* f) {
@@ -459,6 +486,16 @@ __device__ __forceinline__ unsigned int dynamic_smem_bytes() {
   return r;
 }
 __device__ __forceinline__ void trap_now() { asm volatile("trap;"); }
+// Spins until the prepare released the flag. 2^24 polls (each an L2 round trip, ~0.5 us, plus a
+// short sleep: about 10 s) mean the chunk never comes (a bug, or a launch without the prepare):
+// the trap turns a hang into a launch error the gate reports. (No clock: the gate rejects
+// candidates that read one.)
+__device__ __forceinline__ void flag_wait(const unsigned int* p) {
+  for (unsigned int polls = 0; !flag_acquire(p); ++polls) {
+    asm volatile("nanosleep.u32 64;");
+    if (polls == (1u << 24)) trap_now();
+  }
+}
 
 // D += A B on one m16n8k16 tile: A row-major bf16 (4 regs), B column-major bf16 (2 regs), fp32.
 __device__ __forceinline__ void mma_bf16(float* d, const unsigned int* a, const unsigned int* b) {
@@ -1119,7 +1156,12 @@ __device__ __forceinline__ void lm_tile_store(const float (&c0)[4], const float 
 
 // kda_fwd_prepare: one CTA per (chunk slot, head); everything of the chunk that does not depend on
 // the state, written to the workspace (layout kWs*).
-__device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* __restrict__ ws, int nseq) {
+// One (chunk slot x, head h); false for a slot no chunk uses (then `release` is not released).
+// PGRID: thread 0 releases `release` (the previous item's flag, or null) once this item's loads
+// are in flight: a release waits for the CTA's earlier stores to complete, which right after them
+// stalled the whole CTA (the next barrier waits for thread 0).
+__device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* __restrict__ ws, int nseq, long long x,
+                                                 int h, unsigned int* release) {
   extern __shared__ __align__(16) unsigned char smem[];
   float* pQ = reinterpret_cast<float*>(smem + kPOffQ);
   float* pK = reinterpret_cast<float*>(smem + kPOffK);
@@ -1137,8 +1179,6 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   KDA_ASSUME(tid >= 0 && tid < kPThreads);
   const int g8 = lane >> 2, t4 = lane & 3;
-  const long long x = blockIdx.x;
-  const int h = blockIdx.y;
   // The sequence whose slots hold x: the last n with n + bos_n / C <= x (increasing in n).
   int lo = 0, hi = nseq - 1;
   while (lo < hi) {
@@ -1151,7 +1191,7 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   long long bos, eos;
   seq_range(a, lo, bos, eos);
   const long long t0 = bos + (x - lo - bos / kC) * kC;
-  if (t0 >= eos) return;  // a slot no chunk uses (the whole CTA leaves before any barrier)
+  if (t0 >= eos) return false;  // a slot no chunk uses (the whole CTA leaves before any barrier)
   const int count = (int)(eos - t0 < kC ? eos - t0 : (long long)kC);
   unsigned char* wsc = ws + ((long long)h * ws_slots(a, nseq) + x) * kWsChunkBytes;
 
@@ -1207,6 +1247,11 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
   for (int e = 0; e < 4; ++e) dtc[e] = dtb[e] * gc;
 #endif
   const float beta_logit = tid < count ? load_bf16(a.beta + (t0 + tid) * a.H + h) : 0.f;
+#if PGRID
+  if (release != nullptr && tid == 0) flag_release(release);
+#else
+  (void)release;
+#endif
   cp_async_wait_all();
   __syncthreads();
   // 1. Pre-processing, one warp per token (as the fused kernel); padding rows are zero, a = 0.
@@ -1600,6 +1645,50 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
     }
   }
 #endif  // WYTC
+  return true;
+}
+
+// The flags of PGRID > 0, one word a (head, chunk slot), after the workspace's chunks.
+__device__ __forceinline__ unsigned int* ws_flags(const Args& a, const unsigned char* ws, int nseq) {
+  return reinterpret_cast<unsigned int*>(const_cast<unsigned char*>(ws) + (long long)a.H * ws_slots(a, nseq) * kWsChunkBytes);
+}
+
+// kda_fwd_prepare. PGRID = 0: one CTA per (chunk slot, head). PGRID > 0: persistent CTAs taking
+// (slot, head) items in slot-major order (the order the recurrence's chains consume them), each
+// chunk released to the recurrence by its flag once the whole CTA has written it.
+__device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* __restrict__ ws, int nseq) {
+#if PGRID
+  // Every CTA of this grid is resident once all have run this: the recurrence, whose CTAs may then
+  // take the remaining room, can never keep a prepare CTA from starting, so its waits end.
+  griddep_launch_dependents();
+  const long long slots = ws_slots(a, nseq), items = slots * a.H;
+  unsigned int* flags = ws_flags(a, ws, nseq);
+  unsigned int* pending = nullptr;  // the last item's flag, released during the next item
+  for (long long i = blockIdx.x; i < items; i += gridDim.x) {
+    const long long x = i / a.H;
+    const int h = (int)(i - x * a.H);
+    if (kda_prepare_item(a, ws, nseq, x, h, pending)) {
+      __syncthreads();  // every thread's stores of the chunk before the release; shared memory free again
+      pending = flags + (long long)h * slots + x;
+    } else if (pending != nullptr) {  // an unused slot (rare): release now
+      if (threadIdx.x == 0) flag_release(pending);
+      pending = nullptr;
+    }
+  }
+  if (pending != nullptr && threadIdx.x == 0) flag_release(pending);
+#else
+  (void)kda_prepare_item(a, ws, nseq, blockIdx.x, blockIdx.y, nullptr);
+#endif
+}
+
+// kda_fwd_flags_reset (PGRID > 0, before the prepare): every flag to 0. The workspace is scratch
+// (the gate poisons it), so each run of the plan starts from here.
+#define KDA_RESET_THREADS 256
+__device__ __forceinline__ void kda_flags_reset_body(const Args& a, unsigned char* __restrict__ ws, int nseq) {
+  const long long n = (long long)a.H * ws_slots(a, nseq);
+  unsigned int* flags = ws_flags(a, ws, nseq);
+  for (long long i = (long long)blockIdx.x * KDA_RESET_THREADS + threadIdx.x; i < n; i += (long long)gridDim.x * KDA_RESET_THREADS)
+    flags[i] = 0u;
 }
 
 // kda_fwd_recurrence: one CTA per (sequence, head, value slice of BV columns), warp w owning value
@@ -1638,6 +1727,9 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
   long long bos, eos;
   seq_range(a, n, bos, eos);
   const unsigned char* wsh = ws + ((long long)h * ws_slots(a, nseq) + n + bos / kC) * kWsChunkBytes;
+#if PGRID
+  const unsigned int* flags = ws_flags(a, ws, nseq) + (long long)h * ws_slots(a, nseq) + n + bos / kC;  // chunk 0's
+#endif
   const int nchunks = (int)((eos - bos + kC - 1) / kC);
   // KSPLIT warps share a group of 16 value columns, warp kh of them holding key channels
   // [kh kDw, kh kDw + kDw): the chain's per-warp work shrinks by KSPLIT at the price of one
@@ -1682,6 +1774,10 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     // Two bulk copies by one thread: Qd .. 2^Gtot, then this CTA's rows of U0^T.
     if (tid == 0) {
       const SmemAddr bar = bar0 + 8 * buf;
+#if PGRID
+      flag_wait(flags + c);
+      fence_proxy_async_global();
+#endif
       mbar_expect_tx(bar, kWsU + kSegU * 16);
       bulk_copy(dst, src, kWsU, bar);
       bulk_copy(dst + kROffU, src + kWsU + col0 * (kC * kUBytes), kSegU * 16, bar);
@@ -1896,7 +1992,9 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     }
 #endif
 #endif  // KDA_WGMMA
-    // U^T = U0^T - W^T, as hi + lo A fragments over the chunk's tokens (one read per pair).
+    // U^T = U0^T - W^T, as hi + lo A fragments over the chunk's tokens (one read per pair). ULO 0
+    // (knob): U^T enters the state update and out^T as its bf16 rounding alone (FLA's bf16 v_new),
+    // the lo terms unused (the compiler drops them).
 #pragma unroll
     for (int nt = 0; nt < kNtC; ++nt)
 #pragma unroll
@@ -1935,13 +2033,17 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #pragma unroll
     for (int ks = 0; ks < kKsC; ++ks) {
       wgmma_n128(&s[0][0], uh[ks], wg_desc_at(dK, ks * 256));
+#if ULO
       wgmma_n128(&s[0][0], ul[ks], wg_desc_at(dK, ks * 256));
+#endif
     }
     wg_commit();
 #pragma unroll
     for (int ks = 0; ks < kKsC; ++ks) {
       wgmma_nc(&qs[0][0], uh[ks], wg_desc_at(dMh, ks * 256));
+#if ULO
       wgmma_nc(&qs[0][0], ul[ks], wg_desc_at(dMh, ks * 256));
+#endif
       wgmma_nc(&qs[0][0], uh[ks], wg_desc_at(dMl, ks * 256));
     }
     wg_commit();
@@ -1968,7 +2070,9 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
           load_b_frag(bh, sMhi, kC, nt * 8, ks * 16, lane);
           load_b_frag(bl, sMlo, kC, nt * 8, ks * 16, lane);
           mma_bf16(qs[nt], uh[ks], bh);
+#if ULO
           mma_bf16(qs[nt], ul[ks], bh);
+#endif
           mma_bf16(qs[nt], uh[ks], bl);
         }
 #endif
@@ -2000,7 +2104,9 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
         unsigned int bk[2];
         load_b_frag(bk, sKrT, kC, d0 + nt * 8, ks * 16, lane);
         mma_bf16(s[nt], uh[ks], bk);
+#if ULO
         mma_bf16(s[nt], ul[ks], bk);
+#endif
       }
     }
 #endif
@@ -2045,6 +2151,14 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, kda_chunked::kPMinBlock
   kda_chunked::kda_prepare_body(
       {q, k, v, g, beta, a_log, dt_bias, cu_seqlens, nullptr, nullptr, nullptr, T, H, scale, lower_bound}, ws, nseq);
 }
+#if PGRID
+extern "C" __global__ void __launch_bounds__(KDA_RESET_THREADS) kda_fwd_flags_reset(
+    unsigned char* __restrict__ ws, const long long* __restrict__ cu_seqlens, long long T, int H, int nseq) {
+  kda_chunked::kda_flags_reset_body(
+      {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, cu_seqlens, nullptr, nullptr, nullptr, T, H, 0.f, 0.f},
+      ws, nseq);
+}
+#endif
 extern "C" __global__ void __launch_bounds__(BV * 2 * KSPLIT) kda_fwd_recurrence(
     const unsigned char* __restrict__ ws, const long long* __restrict__ cu_seqlens,
     const float* __restrict__ initial_state, __nv_bfloat16* __restrict__ out, float* __restrict__ final_state,

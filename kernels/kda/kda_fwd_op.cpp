@@ -135,7 +135,8 @@ Knobs KdaFwdOp::chunked_knob_defaults() {
   return {{"CHUNK", std::int64_t{16}}, {"BV", std::int64_t{64}},   {"WARPS", std::int64_t{4}}, {"STAGE", std::int64_t{1}},
           {"LMTC", std::int64_t{1}},  {"FUSED", std::int64_t{0}}, {"UPREC", std::int64_t{16}},
           {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{0}},
-          {"SLO", std::int64_t{0}}, {"MMA", std::string("sync")}, {"BULK", std::int64_t{1}}};
+          {"SLO", std::int64_t{0}}, {"MMA", std::string("sync")}, {"BULK", std::int64_t{1}},
+          {"PGRID", std::int64_t{0}}, {"ULO", std::int64_t{0}}};
 }
 
 Knobs KdaFwdOp::chunked_fused_knob_defaults() {
@@ -143,7 +144,8 @@ Knobs KdaFwdOp::chunked_fused_knob_defaults() {
   return {{"CHUNK", g.chunk}, {"BV", g.bv},     {"WARPS", g.warps},          {"STAGE", g.stage},
           {"LMTC", g.lmtc},   {"FUSED", std::int64_t{1}}, {"UPREC", std::int64_t{32}},
           {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{0}}, {"SLO", std::int64_t{1}},
-          {"MMA", std::string("sync")}, {"BULK", std::int64_t{0}}};
+          {"MMA", std::string("sync")}, {"BULK", std::int64_t{0}}, {"PGRID", std::int64_t{0}},
+          {"ULO", std::int64_t{1}}};
 }
 
 std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
@@ -166,7 +168,9 @@ std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
                    {"WYTC", std::int64_t{((cycle >> 1) ^ cycle) & 1}},
                    {"SLO", std::int64_t{(cycle >> 2) ^ (cycle & 1)}},
                    {"MMA", std::string("sync")},
-                   {"BULK", std::int64_t{(cycle >> 1) & 1}}};
+                   {"BULK", std::int64_t{(cycle >> 1) & 1}},
+                   {"PGRID", std::int64_t{0}},
+                   {"ULO", std::int64_t{((cycle >> 2) ^ (cycle >> 1)) & 1}}};
         ++cycle;
         if (c == 64) k["PF"] = std::int64_t{0};
         try {
@@ -188,6 +192,10 @@ std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
     w["BULK"] = std::int64_t{c == 64 ? 0 : 1};
     out.push_back(std::move(w));
   }
+  // PGRID: the persistent prepare beside a programmatic recurrence, at the defaults otherwise.
+  Knobs o = chunked_knob_defaults();
+  o["PGRID"] = std::int64_t{396};
+  out.push_back(std::move(o));
   return out;
 }
 
@@ -195,7 +203,7 @@ Knobs KdaFwdOp::chunked_tcgen05_knob_defaults() {
   Knobs k = chunked_fused_knob_defaults();
   k.erase("FUSED");
   k.erase("UPREC");
-  for (const char* split_only : {"KSPLIT", "PF", "WYTC", "SLO", "BULK"}) k.erase(split_only);
+  for (const char* split_only : {"KSPLIT", "PF", "WYTC", "SLO", "BULK", "PGRID", "ULO"}) k.erase(split_only);
   k["MMA"] = std::string("tcgen05");
   return k;
 }
@@ -254,21 +262,22 @@ std::int64_t KdaFwdOp::workspace_chunk_bytes(std::int64_t c, std::int64_t uprec)
   return 3 * c * D * 2 + 2 * c * c * 2 + D * 4 + D * c * (uprec / 8);
 }
 
+// The largest chunk layout, then PGRID's flags: a word a (head, slot) of CHUNK 16, the most slots.
 std::int64_t KdaFwdOp::workspace_bytes(const KdaDims& d) {
   std::int64_t most = 0;
   for (const std::int64_t c : {16, 32, 64})
     most = std::max(most, d.heads * (d.sequences + d.total_tokens() / c) * workspace_chunk_bytes(c));
-  return most;
+  return most + d.heads * (d.sequences + d.total_tokens() / 16) * 4;
 }
 
 KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   for (const auto& [name, v] : k)
     if (name != "CHUNK" && name != "BV" && name != "WARPS" && name != "STAGE" && name != "LMTC" && name != "MMA" &&
         name != "FUSED" && name != "UPREC" && name != "KSPLIT" && name != "PF" && name != "WYTC" &&
-        name != "SLO" && name != "BULK")
+        name != "SLO" && name != "BULK" && name != "PGRID" && name != "ULO")
       fail("unknown knob '" + name +
            "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LMTC, MMA, FUSED, UPREC, KSPLIT, PF, WYTC, SLO, "
-           "BULK)");
+           "BULK, PGRID, ULO)");
   ChunkedGeometry g;
   const std::int64_t fused = evaluator::knob_int(k, "FUSED", 1);
   if (fused != 0 && fused != 1) fail("FUSED=" + std::to_string(fused) + " must be 0 or 1");
@@ -291,6 +300,15 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   g.bulk = evaluator::knob_int(k, "BULK", 0);
   if (g.bulk != 0 && g.bulk != 1) fail("BULK=" + std::to_string(g.bulk) + " must be 0 or 1");
   if (g.fused && g.bulk != 0) fail("BULK=1 needs FUSED=0 (a recurrence knob)");
+  g.ulo = evaluator::knob_int(k, "ULO", 1);
+  if (g.ulo != 0 && g.ulo != 1) fail("ULO=" + std::to_string(g.ulo) + " must be 0 or 1");
+  if (g.fused && g.ulo != 1) fail("ULO=0 needs FUSED=0 (a recurrence knob)");
+  g.pgrid = evaluator::knob_int(k, "PGRID", 0);
+  if (g.pgrid < 0 || g.pgrid > 65535)
+    fail("PGRID=" + std::to_string(g.pgrid) + " must be 0 (off) or the prepare's persistent CTAs, at most 65535");
+  if (g.pgrid > 0 && (g.fused || g.bulk != 1))
+    fail("PGRID=" + std::to_string(g.pgrid) +
+         " needs FUSED=0 and BULK=1 (the recurrence's one copy-issuing thread waits on each chunk's flag)");
   if (auto it = k.find("MMA"); it != k.end()) {
     const auto* mma = std::get_if<std::string>(&it->second);
     if (!mma || (*mma != "sync" && *mma != "wgmma" && *mma != "tcgen05"))
@@ -421,6 +439,20 @@ evaluator::LaunchPlan KdaFwdOp::launch_plan(const Shape& s, const OpConfig& cfg,
               f_scale,
               f_lb};
     evaluator::LaunchPlan p;
+    if (g.pgrid > 0) {
+      // The flags to 0, then the prepare as persistent CTAs (never more than its items), then the
+      // recurrence launched programmatically: it starts once every prepare CTA is running.
+      const std::int64_t flags = slots * d.heads;
+      evaluator::KernelLaunch reset;
+      reset.entry = kFlagsResetEntry;
+      reset.grid = {static_cast<std::uint32_t>(std::min<std::int64_t>((flags + 255) / 256, 1024)), 1, 1};
+      reset.block = {256, 1, 1};
+      reset.args = {evaluator::ArgTensor{"workspace"}, evaluator::ArgTensor{d.packed ? "cu_seqlens" : ""},
+                    std::int64_t{d.tokens}, static_cast<std::int32_t>(d.heads), static_cast<std::int32_t>(d.sequences)};
+      p.kernels.push_back(std::move(reset));
+      prep.grid = {static_cast<std::uint32_t>(std::min(g.pgrid, flags)), 1, 1};
+      l.programmatic = true;
+    }
     p.kernels.push_back(std::move(prep));
     p.kernels.push_back(std::move(l));
     return p;

@@ -96,6 +96,10 @@ class KdaFwdOp : public evaluator::Op {
     // Knob SLO (FUSED = 0 only; absent: 1): 1 the recurrence multiplies S^T as hi + lo bf16
     // terms into W^T and Qs^T, 0 as its bf16 rounding alone (half those products).
     std::int64_t slo = 1;
+    // Knob ULO (FUSED = 0 only; absent: 1, kda_fwd.spec's default 0): 1 the recurrence's U^T enters
+    // the state update and out^T as hi + lo bf16 terms, 0 as its bf16 rounding alone (FLA's bf16
+    // v_new).
+    std::int64_t ulo = 1;
     // Knob MMA = "wgmma" (FUSED = 0 only, sm_90a): the recurrence's state products on warpgroup
     // MMAs (wgmma.mma_async, B operands from shared memory in wgmma's core-matrix layout, which the
     // prepare then writes); BV 64 or 128, KSPLIT 1, SLO 0.
@@ -104,6 +108,11 @@ class KdaFwdOp : public evaluator::Op {
     // engine (two cp.async.bulk by one thread a chunk, an mbarrier a buffer counting the bytes);
     // 0 per-thread 16-byte cp.async.
     std::int64_t bulk = 0;
+    // Knob PGRID (FUSED = 0, BULK = 1; absent: 0): > 0 runs the prepare as min(PGRID, items)
+    // persistent CTAs beside the recurrence (programmatic dependent launch), the recurrence
+    // waiting on a flag a chunk in the workspace; a flag-reset kernel runs first. 0: the prepare
+    // one CTA a chunk, the recurrence after it.
+    std::int64_t pgrid = 0;
   };
   // True when the knobs are the chunked seed's (they name CHUNK).
   static bool is_chunked(const evaluator::Knobs& k);
@@ -111,15 +120,17 @@ class KdaFwdOp : public evaluator::Op {
   static ChunkedGeometry chunked_geometry(const evaluator::Knobs& k);
   // kda_fwd.spec's defaults for the chunked seed (the prepare + recurrence pair, FUSED = 0:
   // CHUNK 16, BV 64, WARPS 4, STAGE 1, LMTC 1, UPREC 16, KSPLIT 1, PF 0, WYTC 0, SLO 0, MMA sync,
-  // BULK 1).
+  // BULK 1, PGRID 0, ULO 0).
   static evaluator::Knobs chunked_knob_defaults();
   // The fused kernel's defaults (FUSED = 1, CHUNK 16, BV 32, WARPS 4, STAGE 1, LMTC 1; the split-only
-  // knobs at the values FUSED = 1 requires: UPREC 32, KSPLIT 1, PF 0, WYTC 0, SLO 1, MMA sync, BULK 0).
+  // knobs at the values FUSED = 1 requires: UPREC 32, KSPLIT 1, PF 0, WYTC 0, SLO 1, MMA sync, BULK 0,
+  // PGRID 0, ULO 1).
   static evaluator::Knobs chunked_fused_knob_defaults();
   // 24 FUSED = 0 assignments that cover both kernels (the build and GPU tests build or gate
   // them): every (CHUNK, BV, STAGE 0 or not) of the recurrence, with (WARPS, LMTC, UPREC) cycling
   // through all eight per CHUNK for the prepare, and STAGE 1-3, KSPLIT, PF, WYTC and SLO varied along
-  // (STAGE 1, KSPLIT 1 where the deeper staging does not fit a CTA's shared memory).
+  // (STAGE 1, KSPLIT 1 where the deeper staging does not fit a CTA's shared memory); then MMA =
+  // wgmma once a CHUNK and PGRID = 396 at the defaults: 28 in all.
   static std::vector<evaluator::Knobs> split_covering_knobs();
   // The tcgen05 variant's defaults (kda_fwd_chunked_tcgen05.cu; MMA = "tcgen05").
   static evaluator::Knobs chunked_tcgen05_knob_defaults();
@@ -136,6 +147,7 @@ class KdaFwdOp : public evaluator::Op {
   static std::int64_t workspace_bytes(const KdaDims& d);
   static constexpr const char* kPrepareEntry = "kda_fwd_prepare";
   static constexpr const char* kRecurrenceEntry = "kda_fwd_recurrence";
+  static constexpr const char* kFlagsResetEntry = "kda_fwd_flags_reset";  // PGRID > 0
   static constexpr const char* kChunkedEntry = "kda_fwd_chunked";
   static constexpr const char* kChunkedTcgen05Entry = "kda_fwd_chunked_tcgen05";
 

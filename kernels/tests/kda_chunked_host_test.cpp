@@ -100,7 +100,7 @@ struct Mbar {
 // One CTA at a time: its threads, the barrier counts and the warps' exchange areas.
 struct Cta {
   int nthreads = 0;
-  Dim3 bid;
+  Dim3 bid, grid;
   std::vector<Thread> threads = std::vector<Thread>(kMaxThreads);
   ucontext_t scheduler{};
   int current = 0;
@@ -407,6 +407,21 @@ inline WgDesc wg_desc_at(WgDesc d, int bytes) { return {d.base + bytes, d.sbo}; 
 inline void wg_fence() {}
 inline void wg_keep(float&) {}
 inline void fence_proxy_async() {}
+// PGRID > 0: the prepare's chunk flags. Every prepare CTA runs before any recurrence CTA here, so a
+// flag still 0 when the recurrence waits on it is a chunk the prepare never released (the wrong
+// flag); g_flag_waits counts the waits on each flag for run_split's check that every chain waited
+// on exactly its own chunks.
+inline std::map<const unsigned int*, int> g_flag_waits;
+inline void griddep_launch_dependents() {}
+inline void fence_proxy_async_global() {}
+inline void flag_release(unsigned int* p) {
+  if (*p != 0u) fault("a chunk flag released twice, or not reset before the prepare");
+  *p = 1u;
+}
+inline void flag_wait(const unsigned int* p) {
+  if (*p != 1u) fault("the recurrence waits on a chunk flag the prepare never released");
+  ++g_flag_waits[p];
+}
 inline void wg_commit() { ++self().wg_committed; }
 inline void syncgroup() {
   const int g = g_cta.current / 128;
@@ -481,6 +496,7 @@ inline void wgmma_n128(float* d, const unsigned int* a, WgDesc desc) { wgmma_n(d
 #define __uint_as_float(u) ::kda_host::uint_as_float(u)
 #define threadIdx (::kda_host::self().tid)
 #define blockIdx (::kda_host::g_cta.bid)
+#define gridDim (::kda_host::g_cta.grid)
 #define KDA_HOST_EMULATION 1
 
 // The largest layout the op admits (227 KB) plus guard bytes that must stay untouched.
@@ -664,7 +680,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef LMTC
 
 // Configuration S0: the main spec's defaults (FUSED 0, CHUNK 16, BV 64, WARPS 4, STAGE 1, LMTC 1,
-// UPREC 16, WYTC 0, SLO 0, BULK 1), both states.
+// UPREC 16, WYTC 0, SLO 0, BULK 1, ULO 0), both states.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -687,6 +703,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define SLO 0
 #undef UPREC  // likewise UPREC (32)
 #define UPREC 16
+#undef ULO
+#define ULO 0
 #if !PTXEVO_SANITIZED_SKIP
 namespace split0 {
 namespace kda_chunked {
@@ -696,6 +714,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #include "kernels/kda/kda_fwd_chunked.cu"
 }  // namespace split0
 #endif
+#undef ULO
 #undef BULK
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
@@ -867,7 +886,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef LMTC
 #undef FUSED
 
-// Configuration S5: U0 in fp32 (UPREC 32), lower-bound gate, both states, CHUNK 32, BV 32, WARPS 4.
+// Configuration S5: U0 in fp32 (UPREC 32), lower-bound gate, both states, CHUNK 32, BV 32, WARPS 4,
+// U^T as one bf16 term (ULO 0).
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -888,6 +908,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define SLO 0
 #undef UPREC  // likewise UPREC (32)
 #define UPREC 32
+#undef ULO  // the .cu default (1) of an earlier include
+#define ULO 0
 #if !PTXEVO_SANITIZED_SKIP
 namespace split5 {
 namespace kda_chunked {
@@ -897,6 +919,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #include "kernels/kda/kda_fwd_chunked.cu"
 }  // namespace split5
 #endif
+#undef ULO
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -932,6 +955,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define MMA wgmma
 #undef BULK
 #define BULK 1
+#undef ULO
+#define ULO 0
 #if !PTXEVO_SANITIZED_SKIP
 namespace wg0 {
 namespace kda_chunked {
@@ -941,6 +966,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #include "kernels/kda/kda_fwd_chunked.cu"
 }  // namespace wg0
 #endif
+#undef ULO
 #undef BULK
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
@@ -954,7 +980,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef UPREC
 
 // Configuration W1: MMA = wgmma with two warpgroups (BV 128), CHUNK 32 (m64n32 products, two
-// 16-token steps), softplus gate, initial state only, STAGE 1, the substitution's WY form, fp32 U0.
+// 16-token steps), softplus gate, initial state only, STAGE 1, the substitution's WY form, fp32 U0,
+// U^T as one bf16 term (ULO 0).
 #define KDA_GATE_SOFTPLUS 1
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 0
@@ -967,6 +994,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef WYTC
 #define WYTC 0
 #define UPREC 32
+#undef ULO
+#define ULO 0
 #if !PTXEVO_SANITIZED_SKIP
 namespace wg1 {
 namespace kda_chunked {
@@ -976,6 +1005,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #include "kernels/kda/kda_fwd_chunked.cu"
 }  // namespace wg1
 #endif
+#undef ULO
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -988,10 +1018,55 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef UPREC
 #undef MMA
 
+// Configuration O0: the main spec's split defaults with PGRID 3 (three persistent prepare CTAs
+// striding over the items, chunk flags between the prepare and the recurrence).
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 16
+#define BV 64
+#define WARPS 4
+#define STAGE 1
+#define LMTC 1
+#define FUSED 0
+#define UPREC 16
+#undef WYTC
+#define WYTC 0
+#undef SLO
+#define SLO 0
+#undef BULK
+#define BULK 1
+#undef PGRID
+#define PGRID 3
+#undef ULO
+#define ULO 0
+#if !PTXEVO_SANITIZED_SKIP
+namespace ov0 {
+namespace kda_chunked {
+using namespace ::kda_host;
+alignas(16) unsigned char smem[kSmemCap + kGuard];
+}  // namespace kda_chunked
+#include "kernels/kda/kda_fwd_chunked.cu"
+}  // namespace ov0
+#endif
+#undef ULO
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef CHUNK
+#undef BV
+#undef WARPS
+#undef STAGE
+#undef LMTC
+#undef FUSED
+#undef UPREC
+#undef PGRID
+
 #pragma GCC diagnostic pop
 #undef __syncthreads
 #undef threadIdx
 #undef blockIdx
+#undef gridDim
 
 namespace {
 
@@ -1133,6 +1208,7 @@ struct SplitConfig {
   unsigned char* smem;
   void (*prepare)(const Args&, unsigned char*, int);
   void (*recurrence)(const Args&, const unsigned char*, int);
+  void (*reset)(const Args&, unsigned char*, int);  // kda_fwd_flags_reset (plans with PGRID > 0)
 };
 
 #define KDA_SPLIT_CONFIG(NS, OPTIONS, KNOBS)                                                                     \
@@ -1143,7 +1219,8 @@ struct SplitConfig {
         [](const NS::kda_chunked::Args& a, unsigned char* ws, int n) { NS::kda_chunked::kda_prepare_body(a, ws, n); }, \
         [](const NS::kda_chunked::Args& a, const unsigned char* ws, int n) {                                   \
           NS::kda_chunked::kda_recurrence_body(a, ws, n);                                                        \
-        }                                                                                                        \
+        },                                                                                                       \
+        [](const NS::kda_chunked::Args& a, unsigned char* ws, int n) { NS::kda_chunked::kda_flags_reset_body(a, ws, n); } \
   }
 
 // Runs every CTA of a launch of `threads` threads: garbage-filled shared memory before each, the
@@ -1152,6 +1229,7 @@ inline std::string run_grid(const ptxevo::evaluator::KernelLaunch& l, int thread
                             const std::function<void()>& body) {
   std::string fault;
   std::memset(smem + smem_bytes, 0xa5, kSmemCap + kGuard - static_cast<std::size_t>(smem_bytes));
+  kda_host::g_cta.grid = {l.grid.x, l.grid.y, l.grid.z};
   for (unsigned x = 0; x < l.grid.x && fault.empty(); ++x)
     for (unsigned y = 0; y < l.grid.y && fault.empty(); ++y)
       for (unsigned z = 0; z < l.grid.z && fault.empty(); ++z) {
@@ -1176,13 +1254,21 @@ Outcome run_split(const SplitConfig<Args>& c, const Shape& s, Distribution dist,
   op.reference(s, c.options, ts, ref);
   const auto plan = op.launch_plan(s, c.options, c.knobs);
   Outcome o;
-  if (plan.kernels.size() != 2 || plan.kernels[0].entry != KdaFwdOp::kPrepareEntry ||
-      plan.kernels[1].entry != KdaFwdOp::kRecurrenceEntry) {
+  // PGRID > 0 puts the flag reset first and launches the recurrence programmatically.
+  const bool overlap = plan.kernels.size() == 3;
+  if (overlap && (plan.kernels[0].entry != KdaFwdOp::kFlagsResetEntry || !plan.kernels[2].programmatic ||
+                  plan.kernels[1].programmatic || plan.kernels[1].grid.y != 1)) {
+    o.fault = "the op's PGRID plan is not kda_fwd_flags_reset, a persistent kda_fwd_prepare, then a programmatic "
+              "kda_fwd_recurrence";
+    return o;
+  }
+  if (plan.kernels.size() != 2 + (overlap ? 1 : 0) || plan.kernels[overlap].entry != KdaFwdOp::kPrepareEntry ||
+      plan.kernels[1 + overlap].entry != KdaFwdOp::kRecurrenceEntry || (!overlap && plan.kernels[1].programmatic)) {
     o.fault = "the op's plan is not kda_fwd_prepare then kda_fwd_recurrence";
     return o;
   }
-  const auto& prep = plan.kernels[0];
-  const auto& rec = plan.kernels[1];
+  const auto& prep = plan.kernels[overlap];
+  const auto& rec = plan.kernels[1 + overlap];
   if (prep.block.x != static_cast<unsigned>(c.prep_threads) || prep.shared_bytes != static_cast<unsigned>(c.prep_smem) ||
       rec.block.x != static_cast<unsigned>(c.rec_threads) || rec.shared_bytes != static_cast<unsigned>(c.rec_smem) ||
       rec.grid.z != static_cast<unsigned>(128 / (c.rec_threads / 2 / c.ksplit))) {
@@ -1235,20 +1321,57 @@ Outcome run_split(const SplitConfig<Args>& c, const Shape& s, Distribution dist,
                 std::get<std::int32_t>(rec.args.at(6)),
                 std::get<float>(rec.args.at(8)),
                 std::get<float>(rec.args.at(9))};
-  if (std::get<std::int32_t>(rec.args.at(7)) != nseq || prep.grid.y != rec.grid.y) {
+  if (std::get<std::int32_t>(rec.args.at(7)) != nseq || static_cast<unsigned>(pa.H) != rec.grid.y) {
     o.fault = "the prepare and the recurrence get different sequence or head counts";
     return o;
   }
-  // The workspace must hold the slots the prepare's grid names.
-  if (static_cast<std::uint64_t>(prep.grid.x) * prep.grid.y * static_cast<std::uint64_t>(c.ws_chunk_bytes) >
-      ws->data.size()) {
+  // The workspace must hold the slots (and with PGRID their flags).
+  const std::uint64_t total = cup ? static_cast<std::uint64_t>(pa.T) : static_cast<std::uint64_t>(nseq) * pa.T;
+  const std::uint64_t slots = static_cast<std::uint64_t>(nseq) + total / static_cast<std::uint64_t>(c.chunk);
+  const std::uint64_t heads = static_cast<std::uint64_t>(pa.H);
+  if (!overlap && (prep.grid.x != slots || prep.grid.y != heads)) {
+    o.fault = "the prepare's grid is not (chunk slots, heads)";
+    return o;
+  }
+  if (heads * slots * (static_cast<std::uint64_t>(c.ws_chunk_bytes) + (overlap ? 4 : 0)) > ws->data.size()) {
     o.fault = "the workspace is smaller than the prepare's slots";
     return o;
   }
   auto* wsp = reinterpret_cast<unsigned char*>(ws->data.data());
-  o.fault = run_grid(prep, c.prep_threads, c.prep_smem, c.smem, [&] { c.prepare(pa, wsp, nseq); });
+  kda_host::g_flag_waits.clear();
+  if (overlap) {
+    const auto& reset = plan.kernels[0];
+    const std::vector<ptxevo::evaluator::KernelArg> want = {ptxevo::evaluator::ArgTensor{"workspace"},
+                                                            ptxevo::evaluator::ArgTensor{cu ? "cu_seqlens" : ""},
+                                                            std::int64_t{pa.T}, std::int32_t{pa.H}, std::int32_t{nseq}};
+    if (reset.args.size() != want.size() || reset.block.x != 256 ||
+        std::get<std::int64_t>(reset.args.at(2)) != pa.T || std::get<std::int32_t>(reset.args.at(3)) != pa.H ||
+        std::get<std::int32_t>(reset.args.at(4)) != nseq ||
+        std::get<ptxevo::evaluator::ArgTensor>(reset.args.at(1)).name != (cu ? "cu_seqlens" : "")) {
+      o.fault = "the flag reset's launch disagrees with the kernel";
+      return o;
+    }
+    o.fault = run_grid(reset, 256, 0, c.smem, [&] { c.reset(pa, wsp, nseq); });
+  }
+  if (o.fault.empty())
+    o.fault = run_grid(prep, c.prep_threads, c.prep_smem, c.smem, [&] { c.prepare(pa, wsp, nseq); });
   if (o.fault.empty())
     o.fault = run_grid(rec, c.rec_threads, c.rec_smem, c.smem, [&] { c.recurrence(ra, wsp, nseq); });
+  if (overlap && o.fault.empty()) {
+    // Every released chunk waited on by each of its chain's value slices, nothing else waited on.
+    const auto* flags = reinterpret_cast<const unsigned int*>(wsp + heads * slots * static_cast<std::uint64_t>(c.ws_chunk_bytes));
+    std::size_t waited = 0;
+    for (std::uint64_t i = 0; i < heads * slots && o.fault.empty(); ++i) {
+      const auto it = kda_host::g_flag_waits.find(flags + i);
+      const int n = it == kda_host::g_flag_waits.end() ? 0 : it->second;
+      waited += n > 0 ? 1 : 0;
+      if (flags[i] == 1u && n != static_cast<int>(rec.grid.z))
+        o.fault = "chunk flag " + std::to_string(i) + " waited on " + std::to_string(n) + " times, not once a value slice";
+      else if (flags[i] != 1u && flags[i] != 0u)
+        o.fault = "chunk flag " + std::to_string(i) + " neither reset nor released";
+    }
+    if (o.fault.empty() && waited != kda_host::g_flag_waits.size()) o.fault = "the recurrence waited outside the flags";
+  }
   auto rel = [](const HostTensor& x, const HostTensor& r) {
     double d = 0, n = 0;
     for (I i = 0; i < r.numel(); ++i) {
@@ -1331,16 +1454,16 @@ TEST(KdaChunkedOnHost, NoStatesBv64EightWarps) {
 
 
 Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc, I uprec = 32, I ksplit = 1, I pf = 0, I wytc = 0,
-                  I slo = 1, I bulk = 0) {
+                  I slo = 1, I bulk = 0, I ulo = 1) {
   return {{"CHUNK", chunk}, {"BV", bv},       {"WARPS", warps},  {"STAGE", stage},
           {"LMTC", lmtc},   {"FUSED", I{0}}, {"UPREC", uprec}, {"KSPLIT", ksplit}, {"PF", pf}, {"WYTC", wytc}, {"SLO", slo},
-          {"MMA", std::string("sync")}, {"BULK", bulk}};
+          {"MMA", std::string("sync")}, {"BULK", bulk}, {"PGRID", I{0}}, {"ULO", ulo}};
 }
 
 #if !PTXEVO_SANITIZED_SKIP
 TEST(KdaSplitOnHost, MainSpecDefaults) {
   // Plus the held-out batched rows of 333 tokens (10 full chunks and a partial one per row).
-  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(16, 64, 4, 1, 1, 16, 1, 0, 0, 0, 1));
+  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(16, 64, 4, 1, 1, 16, 1, 0, 0, 0, 1, 0));
   check_split(KDA_SPLIT_CONFIG(split0, OpConfig{}, KdaFwdOp::chunked_knob_defaults()), {shape(4, 333, 3, 4)});
 }
 #endif
@@ -1364,8 +1487,20 @@ TEST(KdaSplitOnHost, FinalStateOnlyChunk16Bv32Ksplit4Stage3Pf4Slo0Bulk) {
 }
 
 #if !PTXEVO_SANITIZED_SKIP
-TEST(KdaSplitOnHost, Fp32U0Chunk32Bv32Ksplit2Stage2Pf2WytcSlo0) {
-  check_split(KDA_SPLIT_CONFIG(split5, OpConfig{}, split_knobs(32, 32, 4, 2, 1, 32, 2, 2, 1, 0)));
+TEST(KdaSplitOnHost, Fp32U0Chunk32Bv32Ksplit2Stage2Pf2WytcSlo0Ulo0) {
+  Knobs k = split_knobs(32, 32, 4, 2, 1, 32, 2, 2, 1, 0);
+  k["ULO"] = I{0};
+  check_split(KDA_SPLIT_CONFIG(split5, OpConfig{}, k));
+}
+#endif
+
+#if !PTXEVO_SANITIZED_SKIP
+TEST(KdaSplitOnHost, MainSpecDefaultsOverlappedPgrid3) {
+  // Three persistent prepare CTAs stride over every (slot, head) item; the recurrence's waits are
+  // checked against the flags (each released chunk once a value slice, nothing else).
+  Knobs k = KdaFwdOp::chunked_knob_defaults();
+  k["PGRID"] = I{3};
+  check_split(KDA_SPLIT_CONFIG(ov0, OpConfig{}, k), {shape(4, 333, 3, 4), shape(1, 2000, 4, 5)});
 }
 #endif
 
@@ -1379,9 +1514,10 @@ TEST(KdaSplitOnHost, MainSpecDefaultsWgmmaBulk) {
 #endif
 
 #if !PTXEVO_SANITIZED_SKIP
-TEST(KdaSplitOnHost, WgmmaSoftplusInitialStateOnlyChunk32Bv128) {
+TEST(KdaSplitOnHost, WgmmaSoftplusInitialStateOnlyChunk32Bv128Ulo0) {
   Knobs k = split_knobs(32, 128, 8, 1, 0, 32, 1, 0, 0, 0);
   k["MMA"] = std::string("wgmma");
+  k["ULO"] = I{0};
   check_split(KDA_SPLIT_CONFIG(wg1, (OpConfig{{"gate", "softplus"}, {"final_state", "false"}}), k));
 }
 #endif

@@ -354,10 +354,10 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   // 46 fused; FUSED = 0 with BULK 0 and 1 each: 11,408 with MMA = sync (CHUNK x BV x WARPS x
   // STAGE 0-3 x LMTC x UPREC x KSPLIT x PF x WYTC x SLO less what BV * KSPLIT <= 256, PF at CHUNK
   // 64 and the recurrence's shared memory exclude), 1,096 with MMA = wgmma (BV 64 / 128, KSPLIT 1,
-  // SLO 0).
-  EXPECT_EQ(admitted.size(), 46u + 2u * (11408u + 1096u));
+  // SLO 0); with BULK 1 each at PGRID 0, 396 and 528; all of them at ULO 0 and 1.
+  EXPECT_EQ(admitted.size(), 46u + 2u * (1u + 3u) * (11408u + 1096u));
   std::vector<Knobs> ok;
-  std::set<std::string> prep_cover, rec_cover, ks_cover, stage_cover, pf_cover, wy_cover, slo_cover;
+  std::set<std::string> prep_cover, rec_cover, ks_cover, stage_cover, pf_cover, wy_cover, slo_cover, ulo_cover;
   // The fused kernel (not the default) on a covering set too, to keep CI's time: every (CHUNK,
   // BV) (its layout and registers), every WARPS, STAGE and LMTC, picked greedily in admitted order.
   std::set<std::string> fused_cover;
@@ -377,6 +377,7 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   std::printf("fused: %zu of %zu admitted assignments cover every (CHUNK, BV), WARPS, STAGE and LMTC\n",
               fused_built, fused_admitted);
   std::set<std::string> wg_cover;
+  int overlapped = 0;
   for (const Knobs& k : KdaFwdOp::split_covering_knobs()) {
     EXPECT_NE(std::find(admitted.begin(), admitted.end(), k), admitted.end()) << knobs_text(k);
     ok.push_back(k);
@@ -385,9 +386,14 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
       wg_cover.insert(v("CHUNK"));
       continue;
     }
+    if (KdaFwdOp::chunked_geometry(k).pgrid > 0) {  // the persistent prepare + flags: once
+      ++overlapped;
+      continue;
+    }
     prep_cover.insert(v("CHUNK") + "/" + v("WARPS") + "/" + v("LMTC") + "/" + v("UPREC") + "/" + v("WYTC"));
     wy_cover.insert(v("CHUNK") + "/" + v("WYTC") + "/" + v("UPREC"));
     slo_cover.insert(v("CHUNK") + "/" + v("SLO") + "/" + (std::get<I>(k.at("STAGE")) > 0 ? "staged" : "0"));
+    ulo_cover.insert(v("CHUNK") + "/" + v("ULO"));
     rec_cover.insert(v("CHUNK") + "/" + v("BV") + "/" + (std::get<I>(k.at("STAGE")) > 0 ? "staged" : "0"));
     ks_cover.insert(v("KSPLIT"));
     stage_cover.insert(v("STAGE"));
@@ -400,8 +406,10 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   EXPECT_EQ(pf_cover.size(), 4u);
   EXPECT_EQ(wy_cover.size(), 12u);  // both WY forms at every CHUNK with either U0 precision
   EXPECT_EQ(slo_cover.size(), 12u);  // both S^T forms at every CHUNK, staged or not
+  EXPECT_EQ(ulo_cover.size(), 6u);   // both U^T forms at every CHUNK
   EXPECT_EQ(wg_cover.size(), 3u);
-  EXPECT_EQ(ok.size(), fused_built + 24u + 3u);
+  EXPECT_EQ(overlapped, 1);
+  EXPECT_EQ(ok.size(), fused_built + 24u + 3u + 1u);
   std::vector<ptxevo::evaluator::BuildRequest> reqs;
   for (const auto& k : ok) reqs.push_back(chunked_request(spec, seed, k));
   const auto t0 = std::chrono::steady_clock::now();

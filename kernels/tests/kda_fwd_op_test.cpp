@@ -150,10 +150,11 @@ TEST(KdaFwdOp, TensorsFollowTheShapeAndOptions) {
   EXPECT_EQ(ts[9].role, Role::Out);
   EXPECT_EQ(ts[10].role, Role::Out);
   // The prepare + recurrence pair's workspace: H (N + T / C) slots of the largest CHUNK's chunk
-  // bytes (C = 64: 1544 a token, 98816 a chunk): 96 x (6 + 128) x 98816.
+  // bytes (C = 64: 1544 a token, 98816 a chunk): 96 x (6 + 128) x 98816; then PGRID's flags, a
+  // word a (head, CHUNK 16 slot): 96 x (6 + 512) x 4.
   EXPECT_EQ(ts[11].role, Role::Scratch);
   EXPECT_EQ(ts[11].dtype, DType::U8);
-  EXPECT_EQ(ts[11].shape, (std::vector<I>{96 * (6 + 128) * 98816}));
+  EXPECT_EQ(ts[11].shape, (std::vector<I>{96 * (6 + 128) * 98816 + 96 * (6 + 512) * 4}));
   EXPECT_EQ(KdaFwdOp::workspace_chunk_bytes(16), 16 * 1376);
   EXPECT_EQ(KdaFwdOp::workspace_chunk_bytes(32), 32 * 1424);
   // Drawn by the op: g, A_log, dt_bias, cu_seqlens; the rest follow the gate's distributions.
@@ -254,6 +255,9 @@ TEST(KdaFwdOp, ImpossibleKnobsThrowWithAReason) {
   has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"BV", I{64}}, {"MMA", std::string("wgmma")}}, "SLO=1");  // SLO defaults to 1
   has({{"CHUNK", I{16}}, {"BULK", I{1}}}, "BULK=1 needs FUSED=0");
   has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"BULK", I{2}}}, "BULK=2 must be 0 or 1");
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"BULK", I{0}}, {"PGRID", I{132}}}, "PGRID=132 needs FUSED=0 and BULK=1");
+  has({{"CHUNK", I{16}}, {"PGRID", I{132}}}, "PGRID=132 needs FUSED=0 and BULK=1");
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"BULK", I{1}}, {"PGRID", I{-1}}}, "PGRID=-1 must be 0 (off)");
   EXPECT_NO_THROW(op.launch_plan(shape(1, 16, 1, 1), {},
                                  {{"CHUNK", I{16}}, {"FUSED", I{0}}, {"SLO", I{0}}, {"BV", I{128}}, {"BULK", I{1}},
                                   {"MMA", std::string("wgmma")}}));
@@ -321,6 +325,27 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   st3["STAGE"] = I{3};
   EXPECT_EQ(op.launch_plan(shape(1, 8192, 96, 6), {}, st3).kernels[1].shared_bytes, 2u * rc.shared_bytes);
   EXPECT_EQ(KdaFwdOp::workspace_chunk_bytes(32, 16), KdaFwdOp::workspace_chunk_bytes(32) - 128 * 32 * 2);
+  // PGRID > 0: the flag reset first (a thread a flag, 1024 CTAs at most), the prepare as
+  // min(PGRID, items) persistent CTAs over one grid dimension, the recurrence programmatic.
+  Knobs ov = KdaFwdOp::chunked_knob_defaults();
+  ov["PGRID"] = I{264};
+  const auto po = op.launch_plan(shape(1, 8192, 96, 6), {}, ov);
+  ASSERT_EQ(po.kernels.size(), 3u);
+  EXPECT_EQ(po.kernels[0].entry, "kda_fwd_flags_reset");
+  EXPECT_EQ(po.kernels[0].grid.x, (96u * (6u + 512u) + 255u) / 256u);
+  EXPECT_EQ(po.kernels[0].block.x, 256u);
+  ASSERT_EQ(po.kernels[0].args.size(), 5u);
+  EXPECT_EQ(std::get<ArgTensor>(po.kernels[0].args[1]).name, "cu_seqlens");
+  EXPECT_FALSE(po.kernels[0].programmatic);
+  EXPECT_EQ(po.kernels[1].entry, "kda_fwd_prepare");
+  EXPECT_EQ(po.kernels[1].grid.x, 264u);
+  EXPECT_EQ(po.kernels[1].grid.y, 1u);
+  EXPECT_FALSE(po.kernels[1].programmatic);
+  EXPECT_EQ(po.kernels[2].entry, "kda_fwd_recurrence");
+  EXPECT_TRUE(po.kernels[2].programmatic);
+  // Never more prepare CTAs than items (one token, one head: one slot).
+  EXPECT_EQ(op.launch_plan(shape(1, 1, 1, 1), {}, ov).kernels[1].grid.x, 1u);
+  EXPECT_FALSE(p.kernels[1].programmatic);  // PGRID 0: the recurrence after the prepare
   // Fixed-length rows: null cu_seqlens, N = B.
   const auto f = op.launch_plan(shape(3, 100, 2, 3), {{"initial_state", "false"}},
                                 {{"CHUNK", I{16}}, {"BV", I{16}}, {"FUSED", I{0}}, {"LMTC", I{0}}});
