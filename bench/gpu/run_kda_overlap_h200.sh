@@ -7,7 +7,8 @@
 # side through run_kda_h200.sh (fla_bench.py; FLA only if KDA_BENCH_ARGS drops --no-fla).
 # Needs .gpu/ (scripts/pack_gpu_bundle.sh) and, for FLA, .whl/; carry [".gpu", ".whl"].
 # Environment: KDA_EVAL_KNOBS [PGRID=396] (space-separated assignments to gate),
-#   KDA_EVAL_TIMEOUT [200], KDA_VARIANTS / KDA_BENCH_ARGS / KDA_TOTAL_S as run_kda_h200.sh.
+#   KDA_EVAL_TIMEOUT [200], KDA_EXTRA_SOURCES (below), KDA_VARIANTS / KDA_BENCH_ARGS / KDA_TOTAL_S
+#   as run_kda_h200.sh.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 out="${OUT:-/tmp/ptxevo-out}"
@@ -27,8 +28,20 @@ for k in ${KDA_EVAL_KNOBS:-PGRID=396}; do
 done
 echo "== evals ($(( SECONDS - t0 )) s)"
 printf '  %s\n' "${evals[@]}"
+# Candidates from another kernel source (an A/B against an earlier form of the template):
+# KDA_EXTRA_SOURCES="LABEL:PATH ..." (built with the spec's defaults).
+extra=()
+for e in ${KDA_EXTRA_SOURCES:-}; do
+  label="${e%%:*}" src="${e#*:}"
+  if LD_LIBRARY_PATH="$ptxevo_ld" timeout 150 .gpu/ptxevo build "$spec" --source "$src" --out "/tmp/kda_extra_$label" \
+      > "$out/build_extra_$label.log" 2>&1; then
+    extra+=("$label=/tmp/kda_extra_$label")
+  else
+    echo "build of $label from $src failed ($out/build_extra_$label.log)"
+  fi
+done
 KDA_TOTAL_S=$(( ${KDA_TOTAL_S:-540} - (SECONDS - t0) )) KDA_GTEST_FILTER="${KDA_GTEST_FILTER:-None.Skip}" \
-  KDA_BENCH_ARGS="${KDA_BENCH_ARGS---no-fla}" bench/gpu/run_kda_h200.sh auto
+  KDA_BENCH_ARGS="${KDA_BENCH_ARGS---no-fla}" bench/gpu/run_kda_h200.sh auto "${extra[@]}"
 echo "== evals"
 printf '  %s\n' "${evals[@]}"
 # The device tool returns a limited number of files: the builds' launch.json / resources.json as one archive.

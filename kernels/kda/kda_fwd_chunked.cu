@@ -129,6 +129,13 @@
 #else
 #define KDA_ARCH_SM100 0
 #endif
+// The prepare's one-pass form (CHUNK 16, factored diagonal, mma.sync layout, WY by substitution)
+// keeps each thread's normalised q in registers from the pre-processing to the Qd / factor pass,
+// which reads exactly the tokens and channel pairs it loaded: no fp32 q rows in shared memory
+// (8.25 KB less: six CTAs a SM, at 80 registers with 8 bytes of spills). H200: 3-4% faster plans
+// on all six scenarios (bench/results/2026-12-01-h200-kda-overlap, run 5).
+#undef KDA_Q_REGS
+#define KDA_Q_REGS (!FUSED && CHUNK == 16 && LMTC && !KDA_GATE_SOFTPLUS && !KDA_WGMMA && !WYTC)
 
 namespace kda_chunked {
 
@@ -231,7 +238,7 @@ enum : int {
   kWsChunkBytes = kWsU + kD * kC * kUBytes,
   // Prepare shared memory (bytes).
   kPOffQ = 0,                                    // fp32 [C][kLd] scale q / |q|
-  kPOffK = kPOffQ + ((kC * kLd * 4 + 15) / 16) * 16,   // fp32 [C][kLd] k / |k|
+  kPOffK = kPOffQ + (KDA_Q_REGS ? 0 : ((kC * kLd * 4 + 15) / 16) * 16),  // fp32 [C][kLd] k / |k|
   kPOffG = kPOffK + ((kC * kLd * 4 + 15) / 16) * 16,   // fp32 [C][kLd] log2-decays, then G
   kPOffBeta = kPOffG + ((kC * kLd * 4 + 15) / 16) * 16,  // fp32 [C]
   kPOffL = kPOffBeta + ((kC * 4 + 15) / 16) * 16,  // fp32 [C][C] L (beta folded in)
@@ -258,7 +265,7 @@ enum : int {
   // 96) so that nothing spills; for sm_100a (compiled only, never run) at 128, where the 102 cap
   // spilled 64 bytes.
   kPSmemCtas = 233472 / (kPSmemBytes + 1024),
-  kPCtaCap = KDA_ARCH_SM100 ? 512 / kPThreads : 640 / kPThreads,
+  kPCtaCap = KDA_ARCH_SM100 ? 512 / kPThreads : (KDA_Q_REGS ? 768 : 640) / kPThreads,
   // The softplus gate's diagonal blocks (one ex2 a term) need more: there the bound is left to ptxas.
   kPMinBlocks = KDA_GATE_SOFTPLUS || kPSmemCtas < 1 ? 1 : (kPSmemCtas < kPCtaCap ? kPSmemCtas : kPCtaCap),
   // Recurrence shared memory: STAGE ? 2 : 1 buffers of one chunk's operands, each the
@@ -302,7 +309,7 @@ static_assert(kPSmemBytes <= 232448 && kRSmemTotal <= 232448, "at most 227 KB of
 static_assert(3 * kC * kD * 2 <= kPOffV - kPOffXh, "the prepare's raw q, k, g rows must fit the factor area");
 static_assert((kC * 64) % kPThreads == 0 && (16 * kD / 2) % kPThreads == 0 && kPThreads % 64 == 0,
               "the prepare's unrolled loops");
-static_assert(2 * kC * kLdT * 2 <= kPOffK - kPOffQ, "WYTC: T's two terms must fit q's rows");
+static_assert(!WYTC || 2 * kC * kLdT * 2 <= kPOffK - kPOffQ, "WYTC: T's two terms must fit q's rows");
 static_assert((8 * kNb) % kPWarps == 0, "WYTC: whole W0 jobs a warp");
 static_assert(kPOffKdl + kD * kLdKd * 2 <= kPOffV, "WYTC: Kd^T's two terms must fit the factor area");
 #endif  // FUSED
@@ -1164,6 +1171,9 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
                                                  int h, unsigned int* release) {
   extern __shared__ __align__(16) unsigned char smem[];
   float* pQ = reinterpret_cast<float*>(smem + kPOffQ);
+#if KDA_Q_REGS
+  (void)pQ;  // no fp32 q rows: the one-pass step reads q from registers
+#endif
   float* pK = reinterpret_cast<float*>(smem + kPOffK);
   float* pG = reinterpret_cast<float*>(smem + kPOffG);
   float* pBeta = reinterpret_cast<float*>(smem + kPOffBeta);
@@ -1255,6 +1265,10 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
   cp_async_wait_all();
   __syncthreads();
   // 1. Pre-processing, one warp per token (as the fused kernel); padding rows are zero, a = 0.
+#if KDA_Q_REGS
+  // q's channels 2 lane, 2 lane + 1, 64 + 2 lane, 65 + 2 lane: the one-pass step's pairs.
+  float qr[kC / kPWarps][4];
+#endif
 #pragma unroll
   for (int it = 0; it < kC / kPWarps; ++it) {
     const int tt = warp + it * kPWarps;
@@ -1262,7 +1276,18 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     float rq = 0.f, rk = 0.f;
     if (tt < count) {
       float gg[4];
+#if KDA_Q_REGS
+      {
+        const unsigned int w0 = *reinterpret_cast<const unsigned int*>(rawq + tt * kD + 2 * lane);
+        const unsigned int w1 = *reinterpret_cast<const unsigned int*>(rawq + tt * kD + 64 + 2 * lane);
+        q[0] = __uint_as_float(w0 << 16);
+        q[1] = __uint_as_float(w0 & 0xffff0000u);
+        q[2] = __uint_as_float(w1 << 16);
+        q[3] = __uint_as_float(w1 & 0xffff0000u);
+      }
+#else
       load_shared_bf16x4(rawq + tt * kD + lane * 4, q);
+#endif
       load_shared_bf16x4(rawk + tt * kD + lane * 4, k);
       load_shared_bf16x4(rawg + tt * kD + lane * 4, gg);
       float sq = 0.f, sk = 0.f;
@@ -1284,7 +1309,12 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
       rq = rsqrt(sq + 1e-6f) * a.scale;
       rk = rsqrt(sk + 1e-6f);
     }
+#if KDA_Q_REGS
+#pragma unroll
+    for (int e = 0; e < 4; ++e) qr[it][e] = q[e] * rq;
+#else
     *reinterpret_cast<float4*>(pQ + tt * kLd + lane * 4) = make_float4(q[0] * rq, q[1] * rq, q[2] * rq, q[3] * rq);
+#endif
     *reinterpret_cast<float4*>(pK + tt * kLd + lane * 4) = make_float4(k[0] * rk, k[1] * rk, k[2] * rk, k[3] * rk);
     *reinterpret_cast<float4*>(pG + tt * kLd + lane * 4) = make_float4(ld[0], ld[1], ld[2], ld[3]);
   }
@@ -1369,7 +1399,11 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
         const int r = idx / 32, d = 64 * h + 2 * (idx % 32);
 #endif
         const int df = d - 64 * h;  // the pair's column in the round's factor rows
+#if KDA_Q_REGS
+        const float2 qq = make_float2(qr[it][2 * h], qr[it][2 * h + 1]);  // r = warp + it kPWarps, d = 64 h + 2 lane
+#else
         const float2 qq = *reinterpret_cast<const float2*>(pQ + r * kLd + d);
+#endif
         const float2 gg = *reinterpret_cast<const float2*>(pG + r * kLd + d);
         const float2 kk = *reinterpret_cast<const float2*>(pK + r * kLd + d);
         *reinterpret_cast<unsigned int*>(wQd + wsb(r, d, kD)) = pack_bf16x2(qq.x * ex2(gg.x), qq.y * ex2(gg.y));

@@ -248,12 +248,14 @@ std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
 // bytes), beta (fp32 C, rounded up), L (fp32 C x C), the left factors of one 16-token block (four
 // bf16 arrays of 16 rows of F + 8) and the right factors (two bf16 arrays of C rows of F + 8), F
 // the channels of one round of factors (64 at CHUNK 16, which writes them in two rounds; else 128),
-// and the raw v rows (bf16 C x 128).
-std::int64_t KdaFwdOp::prepare_smem_bytes(const ChunkedGeometry& g) {
+// and the raw v rows (bf16 C x 128). Without q's rows where the kernel keeps q in registers
+// (KDA_Q_REGS: CHUNK 16, LMTC 1, the lower-bound gate, MMA sync, WYTC 0).
+std::int64_t KdaFwdOp::prepare_smem_bytes(const ChunkedGeometry& g, bool softplus) {
   auto round16 = [](std::int64_t b) { return (b + 15) / 16 * 16; };
   const std::int64_t c = g.chunk, f = c == 16 ? 64 : D;
-  return 3 * round16(c * (D + 4) * 4) + round16(c * 4) + c * c * 4 + 4 * 16 * (f + 8) * 2 + 2 * c * (f + 8) * 2 +
-         c * D * 2;
+  const bool q_regs = c == 16 && g.lmtc == 1 && !softplus && !g.wgmma && g.wytc == 0;
+  return (q_regs ? 2 : 3) * round16(c * (D + 4) * 4) + round16(c * 4) + c * c * 4 + 4 * 16 * (f + 8) * 2 +
+         2 * c * (f + 8) * 2 + c * D * 2;
 }
 
 // Qd, W0 (bf16 C x 128), Kr^T (bf16 128 x C), M's two terms (bf16 C x C), 2^Gtot (fp32 128),
@@ -347,8 +349,8 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
          " SLO=" + std::to_string(g.slo) + " BV=" + std::to_string(g.bv));
   // The split path factors L and M about pivot tokens at any CHUNK (kda_fwd_chunked.cu).
   if (g.fused && g.lmtc == 1 && g.chunk != 16) fail("LMTC=1 needs CHUNK=16, got CHUNK=" + std::to_string(g.chunk));
-  if (!g.fused && prepare_smem_bytes(g) > 227 * 1024)
-    fail("CHUNK=" + std::to_string(g.chunk) + ": kda_fwd_prepare needs " + std::to_string(prepare_smem_bytes(g)) +
+  if (!g.fused && prepare_smem_bytes(g, true) > 227 * 1024)
+    fail("CHUNK=" + std::to_string(g.chunk) + ": kda_fwd_prepare needs " + std::to_string(prepare_smem_bytes(g, true)) +
          " bytes of shared memory, more than a CTA may have (227 KB)");
   if (chunked_smem_bytes(g) > 227 * 1024)
     fail("CHUNK=" + std::to_string(g.chunk) + " with BV=" + std::to_string(g.bv) + " and STAGE=" +
@@ -415,7 +417,7 @@ evaluator::LaunchPlan KdaFwdOp::launch_plan(const Shape& s, const OpConfig& cfg,
     prep.entry = kPrepareEntry;
     prep.grid = {static_cast<std::uint32_t>(slots), static_cast<std::uint32_t>(d.heads), 1};
     prep.block = {static_cast<std::uint32_t>(g.warps * 32), 1, 1};
-    prep.shared_bytes = static_cast<std::uint32_t>(prepare_smem_bytes(g));
+    prep.shared_bytes = static_cast<std::uint32_t>(prepare_smem_bytes(g, c.gate == KdaGate::Softplus));
     prep.args = input_args(d.packed);
     prep.args.insert(prep.args.end(), {evaluator::ArgTensor{"workspace"},
                  std::int64_t{d.tokens},

@@ -138,8 +138,8 @@ class KdaFwdOp : public evaluator::Op {
   // g.tcgen05 (the kernels trap on less).
   // With g.fused false: the recurrence's (kda_fwd_recurrence) dynamic shared memory.
   static std::int64_t chunked_smem_bytes(const ChunkedGeometry& g);
-  // kda_fwd_prepare's dynamic shared memory (FUSED = 0).
-  static std::int64_t prepare_smem_bytes(const ChunkedGeometry& g);
+  // kda_fwd_prepare's dynamic shared memory (FUSED = 0) for the gate (softplus or lower-bound).
+  static std::int64_t prepare_smem_bytes(const ChunkedGeometry& g, bool softplus);
   // Bytes of one (head, chunk slot) of the workspace at chunk size c and U0 precision uprec
   // (kda_fwd_chunked.cu, kWs*).
   static std::int64_t workspace_chunk_bytes(std::int64_t c, std::int64_t uprec = 32);

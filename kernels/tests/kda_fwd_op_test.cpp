@@ -282,7 +282,7 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   EXPECT_EQ(pr.grid.x, 6u + 8192u / 32u);  // N + T / CHUNK slots
   EXPECT_EQ(pr.grid.y, 96u);
   EXPECT_EQ(pr.block.x, 128u);             // WARPS = 4
-  EXPECT_EQ(pr.shared_bytes, static_cast<std::uint32_t>(KdaFwdOp::prepare_smem_bytes(KdaFwdOp::chunked_geometry(k))));
+  EXPECT_EQ(pr.shared_bytes, static_cast<std::uint32_t>(KdaFwdOp::prepare_smem_bytes(KdaFwdOp::chunked_geometry(k), false)));
   ASSERT_EQ(pr.args.size(), 14u);
   EXPECT_EQ(std::get<ArgTensor>(pr.args[7]).name, "cu_seqlens");
   EXPECT_EQ(std::get<ArgTensor>(pr.args[8]).name, "workspace");
@@ -359,7 +359,7 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
       for (I stage : {0, 1}) {
         const KdaFwdOp::ChunkedGeometry g{c, bv, 4, stage, 1, false, false};
         EXPECT_LE(KdaFwdOp::chunked_smem_bytes(g), 227 * 1024) << c << " " << bv << " " << stage;
-        EXPECT_LE(KdaFwdOp::prepare_smem_bytes(g), 227 * 1024) << c;
+        EXPECT_LE(KdaFwdOp::prepare_smem_bytes(g, true), 227 * 1024) << c;
       }
 }
 
