@@ -7,8 +7,11 @@ cd "$(dirname "$0")/.."
 out=.gpu
 rm -rf "$out" && mkdir -p "$out/lib"
 bins=(ptxevo ptxevo_gpu_tests ptxevo_kda_gpu_tests ptxevo_evaluator_tests ptxevo_kernels_tests ptxevo_ir_tests build_bench ir_parse_bench)
+# scripts/setup.sh builds only the CLI: the rest here (a no-op when they are current).
+[ -f build/build.ninja ] || { echo "pack: no build/: run scripts/setup.sh first" >&2; exit 1; }
+cmake --build build --parallel "$(nproc)" --target "${bins[@]}"
 for b in "${bins[@]}"; do
-  [ -x "build/$b" ] || { echo "pack: build/$b missing: run scripts/setup.sh first" >&2; exit 1; }
+  [ -x "build/$b" ] || { echo "pack: build/$b missing after the build" >&2; exit 1; }
   cp "build/$b" "$out/"
 done
 # Libraries from Debian that the GPU image lacks (CUDA's own come from its toolkit there).

@@ -21,8 +21,13 @@ jobs="$(nproc)"
 # hundreds of simulated campaigns) likewise.
 heavy='^(RmsNormFwdBuild\.(SeedBuildsForKnobAndDtypeCombinations|ASampleOfTheAdmittedKnobSpaceBuilds|KnownBadKernelsHaveHeadersAndBuild)|KdaFwdChunkedBuild\.EveryAdmittedKnobAssignmentBuilds|KdaFwdTcgen05Build\.CompilesAndPassesPtxasForSm100a|KdaChunkedEmulation\..*|KdaChunkedOnHost\.(MainSpecDefaults|SoftplusChunk32Bv16Staged|InitialStateOnlyChunk64EightWarps|NoStatesBv64EightWarps|LargestStagedLayoutChunk32Bv128)|KdaSplitOnHost\.(MainSpecDefaults|MainSpecDefaultsOverlappedPgrid3|SoftplusChunk16Bv16UnstagedKsplit2WytcSlo0Bulk|MainSpecDefaultsWgmmaBulk|WgmmaSoftplusInitialStateOnlyChunk32Bv128Ulo0|InitialStateOnlyChunk64Bv128NoLmtcWytc|SoftplusNoStatesChunk64Bv32Wytc|Fp32U0Chunk32Bv32Ksplit2Stage2Pf2WytcSlo0Ulo0)|PriorStudy\..*)$'
 
+# The release build makes only the executables these tests live in (the sanitized build below
+# compiles everything, with clang and warnings as errors); the check after the sanitized build
+# fails if a heavy test lives anywhere else.
+release_targets=(ptxevo ptxevo_kda_tests ptxevo_kernels_tests ptxevo_prior_study_tests ptxevo_corpus_tests
+  ptxevo_mutators_corpus_tests ptxevo_structural_passes_corpus_tests)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT="$CUDA_HOME" >/dev/null
-cmake --build build --parallel "$jobs"
+cmake --build build --parallel "$jobs" --target "${release_targets[@]}"
 ctest --test-dir build -L unit --output-on-failure --parallel "$jobs" -R "$heavy"
 # The PTX corpus round trip and the passes over the corpus (label corpus) also run here: they are
 # ptxas-bound (121 s and 71 s under ASan, 84 s for all three here) and the parser stays under the
@@ -37,6 +42,16 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=cl
   -DPTXEVO_SANITIZE=ON -DPTXEVO_FUZZ=ON -DPTXEVO_FUZZ_SECONDS=30 -DPTXEVO_BUILD_BENCH=OFF \
   -DCUDAToolkit_ROOT="$CUDA_HOME" >/dev/null
 cmake --build build-asan --parallel "$jobs"
+# Every heavy or corpus test the sanitized build has (it builds every executable; some host
+# configurations are compiled out there) must exist in the release build, or it would run nowhere.
+list_tests() { ctest --test-dir "$1" -N "${@:2}" | sed -n 's/^ *Test *#[0-9]*: //p' | sort -u; }
+missing="$(comm -23 <( (list_tests build-asan -R "$heavy" -L unit; list_tests build-asan -L corpus) | sort -u) \
+  <( (list_tests build -R "$heavy" -L unit; list_tests build -L corpus) | sort -u))"
+if [ -n "$missing" ]; then
+  echo "test.sh: heavy or corpus tests outside the release targets (add their executable to release_targets):" >&2
+  echo "$missing" >&2
+  exit 1
+fi
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"

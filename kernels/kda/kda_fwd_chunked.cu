@@ -1161,9 +1161,9 @@ __device__ __forceinline__ void lm_tile_store(const float (&c0)[4], const float 
 #define KDA_SPLIT_FACTOR_DIAG (LMTC && !KDA_GATE_SOFTPLUS)
 #define KDA_ONE_PASS (CHUNK == 16 && KDA_SPLIT_FACTOR_DIAG)
 
-// kda_fwd_prepare: one CTA per (chunk slot, head); everything of the chunk that does not depend on
-// the state, written to the workspace (layout kWs*).
-// One (chunk slot x, head h); false for a slot no chunk uses (then `release` is not released).
+// kda_fwd_prepare's work for one (chunk slot x, head h): everything of the chunk that does not
+// depend on the state, written to the workspace (layout kWs*); false for a slot no chunk uses
+// (then `release` is not released).
 // PGRID: thread 0 releases `release` (the previous item's flag, or null) once this item's loads
 // are in flight: a release waits for the CTA's earlier stores to complete, which right after them
 // stalled the whole CTA (the next barrier waits for thread 0).
