@@ -143,6 +143,45 @@ class StatsTest(unittest.TestCase):
         self.assertEqual(bench_stats.sets_that_fit(10, 100, 200, 0.8), 1)
 
 
+def run_with_fake_driver(shape):
+    """Prepares and runs a shape's plan through cuda_ctypes against a fake driver; returns what it
+    was asked: ("attr", attribute, value), ("plain", grid x, block x, shared bytes) and ("ex",
+    grid x, block x, shared bytes, [(attribute id, clusterDim, programmaticStreamSerializationAllowed)])."""
+    calls = []
+
+    class Lib:
+        def cuFuncSetAttribute(self, f, attr, value):
+            calls.append(("attr", attr, value))
+            return 0
+
+        def cuLaunchKernelEx(self, cfg, f, params, extra):
+            c = cfg._obj
+            attrs = [(c.attrs[i].id, tuple(c.attrs[i].value.clusterDim),
+                      c.attrs[i].value.programmaticStreamSerializationAllowed) for i in range(c.numAttrs)]
+            calls.append(("ex", c.gridDimX, c.blockDimX, c.sharedMemBytes, attrs))
+            return 0
+
+        def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+            calls.append(("plain", gx, bx, smem))
+            return 0
+
+    class Drv:
+        lib = Lib()
+
+        def check(self, rc, what):
+            assert rc == 0, what
+
+    class Mod:
+        drv = Drv()
+
+        def function(self, entry):
+            return ctypes.c_void_p(1)
+
+    ptrs = {t.name: 0x1000 * (i + 1) for i, t in enumerate(shape.tensors)}
+    cuda_ctypes.run_plan(cuda_ctypes.prepare_plan(Mod(), shape.kernels, ptrs), 0)
+    return calls
+
+
 class LaunchJsonTest(unittest.TestCase):
     def test_parses_what_ptxevo_build_writes(self):
         b = launch_json.parse_launch(launch_doc(), "seed", "/tmp/seed")
@@ -343,43 +382,13 @@ class BackwardPureTest(unittest.TestCase):
     def test_cluster_16_launch_gets_the_non_portable_attribute(self):
         # PreparedLaunch with a fake driver: the max dynamic smem and non-portable cluster
         # attributes are set before a cluster launch of 16 (cuLaunchKernelEx).
-        calls = []
-
-        class Lib:
-            def cuFuncSetAttribute(self, f, attr, value):
-                calls.append(("attr", attr, value))
-                return 0
-
-            def cuLaunchKernelEx(self, cfg, f, params, extra):
-                c = cfg._obj
-                calls.append(("ex", c.gridDimX, c.blockDimX, c.sharedMemBytes, c.numAttrs,
-                              tuple(c.attrs[0].value.clusterDim)))
-                return 0
-
-            def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
-                calls.append(("plain", gx, bx, smem))
-                return 0
-
-        class Drv:
-            lib = Lib()
-
-            def check(self, rc, what):
-                assert rc == 0, what
-
-        class Mod:
-            drv = Drv()
-
-            def function(self, entry):
-                return ctypes.c_void_p(1)
-
         s = {x.key(): x for x in bwd_build().shapes}["M=8192,N=262144"]
-        ptrs = {t.name: 0x1000 * (i + 1) for i, t in enumerate(s.tensors)}
-        plan = cuda_ctypes.prepare_plan(Mod(), s.kernels, ptrs)
-        cuda_ctypes.run_plan(plan, 0)
+        calls = run_with_fake_driver(s)
         self.assertIn(("attr", cuda_ctypes.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 196608), calls)
         self.assertIn(("attr", cuda_ctypes.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1), calls)
-        self.assertEqual([c for c in calls if c[0] != "attr"],
-                         [("ex", 112, 512, 196608, 1, (16, 1, 1)), ("plain", 8192, 256, 0)])
+        launches = [(c[0], c[1], c[2], c[3], len(c[4]), c[4][0][1]) if c[0] == "ex" else c
+                    for c in calls if c[0] != "attr"]
+        self.assertEqual(launches, [("ex", 112, 512, 196608, 1, (16, 1, 1)), ("plain", 8192, 256, 0)])
 
     def test_programmatic_launch_gets_the_stream_serialization_attribute(self):
         # KDA's PGRID plans launch the recurrence programmatically (launch.json "programmatic"):
@@ -391,33 +400,10 @@ class BackwardPureTest(unittest.TestCase):
         d["shapes"][0]["kernels"][1]["programmatic"] = True
         s = launch_json.parse_launch(d, "seed", "/tmp/seed").shapes[0]
         self.assertEqual([k.programmatic for k in s.kernels], [False, True])
-        calls = []
-
-        class Lib:
-            def cuLaunchKernelEx(self, cfg, f, params, extra):
-                c = cfg._obj
-                calls.append(("ex", c.numAttrs, c.attrs[0].id, c.attrs[0].value.programmaticStreamSerializationAllowed))
-                return 0
-
-            def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
-                calls.append(("plain",))
-                return 0
-
-        class Drv:
-            lib = Lib()
-
-            def check(self, rc, what):
-                assert rc == 0, what
-
-        class Mod:
-            drv = Drv()
-
-            def function(self, entry):
-                return ctypes.c_void_p(1)
-
-        ptrs = {t.name: 0x1000 * (i + 1) for i, t in enumerate(s.tensors)}
-        cuda_ctypes.run_plan(cuda_ctypes.prepare_plan(Mod(), s.kernels, ptrs), 0)
-        self.assertEqual(calls, [("plain",), ("ex", 1, cuda_ctypes.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, 1)])
+        launches = [("ex", len(c[4]), c[4][0][0], c[4][0][2]) if c[0] == "ex" else c[:1]
+                    for c in run_with_fake_driver(s) if c[0] != "attr"]
+        self.assertEqual(launches,
+                         [("plain",), ("ex", 1, cuda_ctypes.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, 1)])
 
     def test_byte_count_is_targets_md(self):
         self.assertEqual(torch_bench.bwd_bytes(32768, 16384), 3 * 32768 * 16384 * 2 + 4 * 32768 + 4 * 16384)
