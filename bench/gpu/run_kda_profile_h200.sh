@@ -9,7 +9,7 @@
 # Environment: KDA_PROFILE_VARIANTS (LABEL:KNOBS words; default below), KDA_PROFILE_SHAPES
 #   [1 3 6], KDA_NCU [1: 0 skips Nsight Compute], KDA_NCU_TIMEOUT [150], KDA_PROFILE_GATE [1: the
 #   GPU gate test KDA_GATE_FILTER (default: the chunked seed on the main spec) runs first],
-#   KDA_GATE_TIMEOUT [200].
+#   KDA_GATE_TIMEOUT [200], KDA_NCU_SHAPES [1: the scenarios Nsight Compute profiles, one report each], KDA_PHASE_TIMEOUT [240].
 # Device command (carry [".gpu"]): bench/gpu/run_kda_profile_h200.sh auto
 set -uo pipefail
 t_start=$SECONDS
@@ -64,21 +64,31 @@ done
 grep -E "^== |registers" "$out/builds.log" | head -n 40
 
 echo "== phase times ($(( SECONDS - t_start )) s)"
-timeout -k 10 240 python3 bench/kda/phase_times.py "${cands[@]}" --shapes ${KDA_PROFILE_SHAPES:-1 3 6} \
+timeout -k 10 "${KDA_PHASE_TIMEOUT:-240}" python3 bench/kda/phase_times.py "${cands[@]}" --shapes ${KDA_PROFILE_SHAPES:-1 3 6} \
   --out "$out/phase" > "$out/phase.log" 2>&1
 echo "phase_times rc=$?"
 grep -v "^|" "$out/phase.log" | tail -n 5
 
 if [ "${KDA_NCU:-1}" = 1 ] && command -v ncu >/dev/null; then
-  echo "== ncu ($(( SECONDS - t_start )) s)"
-  timeout -k 10 "${KDA_NCU_TIMEOUT:-150}" ncu --clock-control none -k regex:kda_fwd --launch-count 2 \
-    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-    --section MemoryWorkloadAnalysis --section SchedulerStats --section ComputeWorkloadAnalysis \
-    python3 bench/kda/phase_times.py --candidate "chunked=$bd/chunked" --shapes 1 --reps 1 --rounds 1 \
-    > "$out/ncu.txt" 2>&1
-  echo "ncu rc=$?"
-  grep -E "kda_fwd_(prepare|recurrence)|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Warp Cycles Per Issued|Stall|L2 Hit|L1/TEX Hit|Block Limit" \
-    "$out/ncu.txt" | head -n 60
+  for ns in ${KDA_NCU_SHAPES:-1}; do
+    echo "== ncu scenario $ns ($(( SECONDS - t_start )) s)"
+    timeout -k 10 "${KDA_NCU_TIMEOUT:-150}" ncu --clock-control none -k regex:kda_fwd --launch-count 2 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section MemoryWorkloadAnalysis --section SchedulerStats --section ComputeWorkloadAnalysis \
+      --section InstructionStats \
+      python3 bench/kda/phase_times.py --candidate "chunked=$bd/chunked" --shapes "$ns" --reps 1 --rounds 1 \
+      > "$out/ncu_s$ns.txt" 2>&1
+    echo "ncu rc=$?"
+    # Per-pipe issue shares and instruction totals (a separate pass: a metric this ncu lacks fails only it).
+    timeout -k 10 "${KDA_NCU_TIMEOUT:-150}" ncu --clock-control none -k regex:kda_fwd --launch-count 2 \
+      --metrics sm__inst_executed.sum,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_shared_cycles_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum \
+      python3 bench/kda/phase_times.py --candidate "chunked=$bd/chunked" --shapes "$ns" --reps 1 --rounds 1 \
+      > "$out/ncu_pipes_s$ns.txt" 2>&1
+    echo "ncu pipes rc=$?"
+    grep -E "kda_fwd_(prepare|recurrence)|sm__|smsp__|l1tex__" "$out/ncu_pipes_s$ns.txt" | head -n 30
+    grep -E "kda_fwd_(prepare|recurrence)|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Warp Cycles Per Issued|Issue Slots Busy|Executed Ipc A|L2 Hit|Block Limit" \
+      "$out/ncu_s$ns.txt" | head -n 60
+  done
 fi
 echo "== $(( SECONDS - t_start )) s"
 cat "$out/phase/phase_times.md" 2>/dev/null || tail -n 20 "$out/phase.log"

@@ -132,8 +132,9 @@
 // The prepare's one-pass form (CHUNK 16, factored diagonal, mma.sync layout, WY by substitution)
 // keeps each thread's normalised q in registers from the pre-processing to the Qd / factor pass,
 // which reads exactly the tokens and channel pairs it loaded: no fp32 q rows in shared memory
-// (8.25 KB less: six CTAs a SM, at 80 registers with 8 bytes of spills). H200: 3-4% faster plans
-// on all six scenarios (bench/results/2026-12-01-h200-kda-overlap, run 5).
+// (8.25 KB less: six CTAs a SM at 80 registers; no spills since the paired substitution,
+// KDA_WY_PAIRED). H200: 3-4% faster plans on all six scenarios (bench/results/
+// 2026-12-01-h200-kda-overlap, run 5).
 #undef KDA_Q_REGS
 #define KDA_Q_REGS (!FUSED && CHUNK == 16 && LMTC && !KDA_GATE_SOFTPLUS && !KDA_WGMMA && !WYTC)
 
@@ -1120,6 +1121,34 @@ __device__ __forceinline__ void forward_substitute(float (&xv)[kC], const float*
   }
 }
 
+// forward_substitute for two right-hand sides at once (one read of each float4 of L for both).
+__device__ __forceinline__ void forward_substitute2(float (&xa)[kC], float (&xb)[kC], const float* pL) {
+#pragma unroll
+  for (int i = 1; i < kC; ++i) {
+    float ua = xa[i], ub = xb[i];
+#pragma unroll
+    for (int m = 0; m < i; m += 4) {
+      const float4 l = *reinterpret_cast<const float4*>(pL + i * kC + m);
+      ua = fmaf(-l.x, xa[m], ua);
+      ub = fmaf(-l.x, xb[m], ub);
+      if (m + 1 < i) {
+        ua = fmaf(-l.y, xa[m + 1], ua);
+        ub = fmaf(-l.y, xb[m + 1], ub);
+      }
+      if (m + 2 < i) {
+        ua = fmaf(-l.z, xa[m + 2], ua);
+        ub = fmaf(-l.z, xb[m + 2], ub);
+      }
+      if (m + 3 < i) {
+        ua = fmaf(-l.w, xa[m + 3], ua);
+        ub = fmaf(-l.w, xb[m + 3], ub);
+      }
+    }
+    xa[i] = ua;
+    xb[i] = ub;
+  }
+}
+
 // One (n8 tile, L or M) job of step 4: k steps [ks0, ks1) of the left factors (rows 0-15 of fh /
 // fl) against the right factors' rows n0 .. n0 + 7, three accumulators (hi hi, hi lo, lo hi).
 __device__ __forceinline__ void lm_tile_mma(float (&c0)[4], float (&c1)[4], float (&c2)[4], const unsigned short* fh,
@@ -1160,6 +1189,11 @@ __device__ __forceinline__ void lm_tile_store(const float (&c0)[4], const float 
 
 #define KDA_SPLIT_FACTOR_DIAG (LMTC && !KDA_GATE_SOFTPLUS)
 #define KDA_ONE_PASS (CHUNK == 16 && KDA_SPLIT_FACTOR_DIAG)
+// WY by substitution with both of a thread's columns in one pass (CHUNK 16, one Kd and one V
+// column a thread).
+#define KDA_WY_PAIRED (CHUNK == 16 && WARPS == 4 && !WYTC)
+// Kr^T written by the cumsum step (CHUNK 16 in swzf's fragment order: 16 G values a thread).
+#define KDA_KRT_IN_CUMSUM (CHUNK == 16 && !KDA_WGMMA)
 
 // kda_fwd_prepare's work for one (chunk slot x, head h): everything of the chunk that does not
 // depend on the state, written to the workspace (layout kWs*); false for a slot no chunk uses
@@ -1321,6 +1355,35 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
   if (tid < kC) pBeta[tid] = tid < count ? sigmoid(beta_logit) : 0.f;
   __syncthreads();
   // 2. G = chunk-local inclusive cumsum of the log2-decays; 2^Gtot to the workspace.
+  unsigned short* wKrT = reinterpret_cast<unsigned short*>(wsc + kWsKrT);
+#if KDA_KRT_IN_CUMSUM
+  // With Kr^T: the thread owning channel d holds its 16 G values, so row d of Kr^T = (k 2^(Gtot -
+  // G))^T comes from registers and one read of k's column, and leaves as two 16-byte stores (the
+  // fragment order of swzf permutes within the row's 32 bytes) instead of a later pass that read
+  // k and G again (with two-way bank conflicts) and stored 4 bytes at a time.
+  if (tid < kD) {
+    const int d = tid;
+    float gv[kC];
+    float gsum = 0.f;
+#pragma unroll
+    for (int i = 0; i < kC; ++i) {
+      gsum += pG[i * kLd + d];
+      gv[i] = gsum;
+      pG[i * kLd + d] = gsum;
+    }
+    reinterpret_cast<float*>(wsc + kWsDec)[d] = ex2(gsum);
+    unsigned int wv[8];
+#pragma unroll
+    for (int r = 0; r < kC; r += 2) {
+      // swzf's position of the pair (r, r + 1) in the row: ((r & 7) >> 1) * 4 + (r >> 3) * 2.
+      wv[((r & 7) >> 1) * 2 + (r >> 3)] =
+          pack_bf16x2(pK[r * kLd + d] * ex2(gsum - gv[r]), pK[(r + 1) * kLd + d] * ex2(gsum - gv[r + 1]));
+    }
+    uint4* dst = reinterpret_cast<uint4*>(wKrT + swzf(d, 0, kC));
+    dst[0] = make_uint4(wv[0], wv[1], wv[2], wv[3]);
+    dst[1] = make_uint4(wv[4], wv[5], wv[6], wv[7]);
+  }
+#else
   for (int d = tid; d < kD; d += kPThreads) {
     float gsum = 0.f;
 #pragma unroll 8
@@ -1330,6 +1393,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     }
     reinterpret_cast<float*>(wsc + kWsDec)[d] = ex2(gsum);
   }
+#endif
   __syncthreads();
   // 3. Qd = q 2^G (scale folded into q) and Kr^T = (k 2^(Gtot - G))^T, bf16 pairs.
   unsigned short* wQd = reinterpret_cast<unsigned short*>(wsc + kWsQd);
@@ -1351,7 +1415,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     *reinterpret_cast<unsigned int*>(wQd + wsb(r, d, kD)) = pack_bf16x2(v0, v1);
   }
 #endif
-  unsigned short* wKrT = reinterpret_cast<unsigned short*>(wsc + kWsKrT);
+#if !KDA_KRT_IN_CUMSUM
 #pragma unroll
   for (int it = 0; it < kD * kC / 2 / kPThreads; ++it) {
     const int idx = tid + it * kPThreads;
@@ -1366,6 +1430,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     const float v1 = pK[(r + 1) * kLd + d] * ex2(gt - pG[(r + 1) * kLd + d]);
     *reinterpret_cast<unsigned int*>(wKrT + wsb(d, r, kC)) = pack_bf16x2(v0, v1);
   }
+#endif
 #if KDA_ONE_PASS
   // 3 + 4 for CHUNK 16 with the factored diagonal block (one 16-token block, pivot token 7; the
   // general form is step 4 below): one pass over (token, channel pair) writes Qd and the block's
@@ -1637,7 +1702,53 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
   }
 #else
   // By forward substitution in fp32, one thread per column (128 of Kd, then 128 of V), the column
-  // in registers.
+  // in registers. W0's column as bf16 (fragment order), U0^T's row as fp32 or bf16 pairs.
+  auto store_w = [&](int col, const float (&xv)[kC]) {
+#pragma unroll
+    for (int i = 0; i < kC; ++i) wW[wsb(i, col, kD)] = bf16_bits(xv[i]);
+  };
+  auto store_u = [&](int vc, const float (&xv)[kC]) {
+#if UPREC == 32
+    float* dst = reinterpret_cast<float*>(wU);
+#pragma unroll
+    for (int i = 0; i < kC; i += 4) {
+      float4 f;
+      f.x = xv[i];
+      f.y = xv[i + 1];
+      f.z = xv[i + 2];
+      f.w = xv[i + 3];
+      *reinterpret_cast<float4*>(dst + swz(vc, i, kC, 4)) = f;
+    }
+#else
+    // bf16 pairs (FLA keeps u in bf16): 256 fewer workspace bytes a token-head each way.
+    unsigned short* dst = reinterpret_cast<unsigned short*>(wU);
+#pragma unroll
+    for (int i = 0; i < kC; i += 8) {
+      uint4 f;
+      f.x = pack_bf16x2(xv[i], xv[i + 1]);
+      f.y = pack_bf16x2(xv[i + 2], xv[i + 3]);
+      f.z = pack_bf16x2(xv[i + 4], xv[i + 5]);
+      f.w = pack_bf16x2(xv[i + 6], xv[i + 7]);
+      *reinterpret_cast<uint4*>(dst + swz(vc, i, kC, 8)) = f;
+    }
+#endif
+  };
+#if KDA_WY_PAIRED
+  // One thread a Kd column and the V column of the same index, substituted together: each float4
+  // of L read from shared memory serves both (half the broadcast reads).
+  {
+    const int col = tid;
+    float xk[kC], xu[kC];
+#pragma unroll
+    for (int i = 0; i < kC; ++i) {
+      xk[i] = pBeta[i] * pK[i * kLd + col] * ex2(pG[i * kLd + col]);
+      xu[i] = i < count ? pBeta[i] * bf16_value(rawv[i * kD + col]) : 0.f;
+    }
+    forward_substitute2(xk, xu, pL);
+    store_w(col, xk);
+    store_u(col, xu);
+  }
+#else
   for (int col = tid; col < 2 * kD; col += kPThreads) {
     float xv[kC];
     if (col < kD) {  // one branch a column, not one a token
@@ -1648,36 +1759,10 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
       for (int i = 0; i < kC; ++i) xv[i] = i < count ? pBeta[i] * bf16_value(rawv[i * kD + col - kD]) : 0.f;
     }
     forward_substitute(xv, pL);
-    if (col < kD) {
-#pragma unroll
-      for (int i = 0; i < kC; ++i) wW[wsb(i, col, kD)] = bf16_bits(xv[i]);
-    } else {
-#if UPREC == 32
-      float* dst = reinterpret_cast<float*>(wU);
-#pragma unroll
-      for (int i = 0; i < kC; i += 4) {
-        float4 f;
-        f.x = xv[i];
-        f.y = xv[i + 1];
-        f.z = xv[i + 2];
-        f.w = xv[i + 3];
-        *reinterpret_cast<float4*>(dst + swz(col - kD, i, kC, 4)) = f;
-      }
-#else
-      // bf16 pairs (FLA keeps u in bf16): 256 fewer workspace bytes a token-head each way.
-      unsigned short* dst = reinterpret_cast<unsigned short*>(wU);
-#pragma unroll
-      for (int i = 0; i < kC; i += 8) {
-        uint4 f;
-        f.x = pack_bf16x2(xv[i], xv[i + 1]);
-        f.y = pack_bf16x2(xv[i + 2], xv[i + 3]);
-        f.z = pack_bf16x2(xv[i + 4], xv[i + 5]);
-        f.w = pack_bf16x2(xv[i + 6], xv[i + 7]);
-        *reinterpret_cast<uint4*>(dst + swz(col - kD, i, kC, 8)) = f;
-      }
-#endif
-    }
+    if (col < kD) store_w(col, xv);
+    else store_u(col - kD, xv);
   }
+#endif
 #endif  // WYTC
   return true;
 }
@@ -1739,13 +1824,16 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
   // Longest chains first: the block scheduler starts CTAs in linear order (x fastest), so the
   // linear index L = x + N (y + H z) is read as (rank r = L / (H S), head, slice) and, for up to 16
   // packed sequences, rank r as the r-th longest sequence (ties by index): every head and slice of
-  // the longest sequence starts in the first wave and short sequences fill the tail. A permutation
-  // of the grid, so every (sequence, head, slice) still runs once.
-  const long long hs = (long long)a.H * (kD / kBv);
+  // the longest sequence starts in the first wave and short sequences fill the tail. The slices of
+  // one (sequence, head) are adjacent, so they run at the same time and the later ones read that
+  // chain's shared operands (Qd, W0, Kr^T, M) from L2 rather than DRAM when the grid needs several
+  // waves. A permutation of the grid, so every (sequence, head, slice) still runs once.
+  constexpr int kSlices = kD / kBv;
+  const long long hs = (long long)a.H * kSlices;
   const long long lin = blockIdx.x + (long long)nseq * (blockIdx.y + (long long)a.H * blockIdx.z);
   const long long rank = lin / hs;
-  const int h = (int)((lin % hs) % a.H);
-  const int col0 = (int)((lin % hs) / a.H) * kBv;
+  const int h = (int)((lin % hs) / kSlices);
+  const int col0 = (int)((lin % hs) % kSlices) * kBv;
   long long n = rank;
   if (a.cu_seqlens && nseq <= 16) {  // N^2 comparisons by every thread: a few hundred at most
     for (int m = 0; m < nseq; ++m) {
