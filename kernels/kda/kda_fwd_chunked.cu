@@ -100,6 +100,10 @@
 #define ULO 1
 #endif
 #define KDA_LM_TC (LMTC && !KDA_GATE_SOFTPLUS && CHUNK == 16)
+// The recurrence's out rows through shared memory (stmatrix, then whole 16-byte row segments a
+// chunk later) at CHUNK 16; larger chunks store from the accumulators (their registers are full:
+// the staging spilled at CHUNK 64).
+#define KDA_OUT_STAGED (CHUNK == 16)
 // The matrix unit of the recurrence's state products (knob MMA): sync (mma.sync, default) or
 // wgmma (Hopper's warpgroup MMA; FUSED = 0, BV 64 or 128, KSPLIT 1, SLO 0; sm_90a only).
 #define KDA_MMA_ID_sync 1
@@ -288,9 +292,20 @@ enum : int {
   // buffers by chunk parity, after the stage buffers.
   kXFloats = 2 * (kC / 8) * 4,
   kROffX = kRSmemBytes,
+  // out^T staging (CHUNK 16, KDA_OUT_STAGED): two buffers (by chunk parity) of C token rows of
+  // the slice's BV bf16 values, each row padded by 16 bytes so that stmatrix's eight rows of a
+  // phase hit distinct banks; a chunk's rows leave as 16-byte stores during the next chunk.
+  kORow = kBv * 2 + 16,
+  kOBufBytes = KDA_OUT_STAGED ? kC * kORow : 0,
+  kROffO = kRSmemBytes + (KSPLIT > 1 ? 2 * kRWarps * 32 * kXFloats * 4 : 0),
   // BULK = 1: one mbarrier a stage buffer (8 bytes each, 32 reserved) after everything else.
-  kROffBar = kRSmemBytes + (KSPLIT > 1 ? 2 * kRWarps * 32 * kXFloats * 4 : 0),
+  kROffBar = kROffO + 2 * kOBufBytes,
   kRSmemTotal = kROffBar + (BULK ? 32 : 0),
+  // The recurrence's CTAs a SM that its registers must allow (CHUNK 16): at 168 registers (the
+  // most that keep three 128-thread CTAs within the 64K register file) scenarios 3 and 6 run three
+  // CTAs a SM; above it (the chunk loop unrolled by buffer: 170) only two. Larger chunks need
+  // more registers than that cap leaves (they spill under it).
+  kRMinBlocks = kC == 16 && 65536 / (kRThreads * 168) > 0 ? 65536 / (kRThreads * 168) : 1,
 };
 static_assert(kC == 16 || kC == 32 || kC == 64, "CHUNK: 16, 32 or 64");
 static_assert(kBv == 16 || kBv == 32 || kBv == 64 || kBv == 128, "BV: 16, 32, 64 or 128");
@@ -344,6 +359,11 @@ __device__ __forceinline__ float shfl_bfly(float v, int lane_mask) {
   asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(lane_mask));
   return r;
 }
+__device__ __forceinline__ float shfl_idx(float v, int src_lane) {
+  float r;
+  asm volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(src_lane));
+  return r;
+}
 
 #endif  // KDA_HOST_EMULATION
 // Tells the compiler a thread index is in range: with it, signed index arithmetic (idx / 64,
@@ -378,6 +398,17 @@ __device__ __forceinline__ void load_bf16x4(const __nv_bfloat16* p, float* f) {
   f[1] = __uint_as_float(w0 & 0xffff0000u);
   f[2] = __uint_as_float(w1 << 16);
   f[3] = __uint_as_float(w1 & 0xffff0000u);
+}
+// Raw bf16 pairs / quads (converted where used, so that loads of several tokens fly together).
+__device__ __forceinline__ unsigned int load_bf16x2_raw(const __nv_bfloat16* p) {
+  unsigned int w;
+  asm("ld.global.nc.u32 %0, [%1];" : "=r"(w) : "l"(p));
+  return w;
+}
+__device__ __forceinline__ uint2 load_bf16x4_raw(const __nv_bfloat16* p) {
+  uint2 w;
+  asm("ld.global.nc.v2.u32 {%0, %1}, [%2];" : "=r"(w.x), "=r"(w.y) : "l"(p));
+  return w;
 }
 __device__ __forceinline__ float load_bf16(const __nv_bfloat16* p) {
   unsigned short h;
@@ -418,6 +449,16 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
 // window, shifts, adds), ~100 a chunk in the recurrence (measured on the H200).
 typedef unsigned int SmemAddr;
 __device__ __forceinline__ SmemAddr smem_at(void* p) { return smem_addr(p); }
+// stmatrix .x4 .trans: lanes 8 m .. 8 m + 7 give the row addresses of matrix m (8 rows of 16
+// bytes); register m of lane l holds the matrix's elements (row 2 (l % 4), column l / 4) and
+// (row 2 (l % 4) + 1, column l / 4), the lower row in the low half: an mma accumulator tile
+// (rows l / 4, columns 2 (l % 4) ..) stored transposed.
+__device__ __forceinline__ void stmatrix_x4_trans(SmemAddr row_addr, unsigned int r0, unsigned int r1, unsigned int r2,
+                                                  unsigned int r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(row_addr), "r"(r0),
+               "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
 __device__ __forceinline__ void cp_async16_at(SmemAddr dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 }
@@ -1194,6 +1235,18 @@ __device__ __forceinline__ void lm_tile_store(const float (&c0)[4], const float 
 #define KDA_WY_PAIRED (CHUNK == 16 && WARPS == 4 && !WYTC)
 // Kr^T written by the cumsum step (CHUNK 16 in swzf's fragment order: 16 G values a thread).
 #define KDA_KRT_IN_CUMSUM (CHUNK == 16 && !KDA_WGMMA)
+// The paired substitution's right-hand side beta Kd = beta k 2^G written over k's fp32 rows by the
+// one-pass step, which already holds k and 2^G (for Qd) of its pairs: the substitution then reads
+// one value a token instead of beta, k and G and an exponential. Only with Kr^T from the cumsum
+// step: the separate Kr^T pass reads other threads' k pairs with no barrier before the one-pass.
+#define KDA_KD_IN_ONE_PASS (KDA_ONE_PASS && KDA_WY_PAIRED && KDA_KRT_IN_CUMSUM)
+// Step 1's L2 norms of four tokens a warp reduced together (CHUNK 16 with four warps, CHUNK 32
+// with eight).
+#define KDA_NORM_BATCHED (CHUNK / WARPS == 4)
+// Step 1 loads its q, k, g straight from global memory into registers (a warp's four tokens in
+// flight at once) rather than through shared-memory staging: 12 KB less written to and read from
+// shared memory a chunk (the prepare is bound by its L1 / shared-memory pipe); only v is staged.
+#define KDA_DIRECT_QKG (KDA_NORM_BATCHED && KDA_Q_REGS)
 
 // kda_fwd_prepare's work for one (chunk slot x, head h): everything of the chunk that does not
 // depend on the state, written to the workspace (layout kWs*); false for a slot no chunk uses
@@ -1254,6 +1307,35 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
   // the 64 segments of a token), every kPThreads / 64 tokens: its source and destination are
   // chosen once and stepped by constants (per-copy selects and 64-bit index products cost ~1,500
   // instructions a chunk, measured on the H200).
+#if KDA_DIRECT_QKG
+  static_assert(kPThreads == 128, "direct q, k, g loads: four warps");
+  {
+    const int seg = tid & 15, tt0 = tid >> 4;  // eight tokens of v a round
+    const __nv_bfloat16* src = a.v + ((t0 + tt0) * a.H + h) * (long long)kD + seg * 8;
+    const long long src_step = 8LL * a.H * kD;
+    const SmemAddr sdst = smem_at(rawv + tt0 * kD + seg * 8);
+#pragma unroll
+    for (int it = 0; it < kC / 8; ++it)
+      if (tt0 + it * 8 < count) cp_async16_at(sdst + it * 8 * kD * 2, src + it * src_step);
+  }
+  cp_async_commit();
+  // This warp's four tokens: q at the one-pass step's channel pairs, k and g as quads.
+  unsigned int qraw[4][2];
+  uint2 kraw[4], graw[4];
+#pragma unroll
+  for (int it = 0; it < 4; ++it) {
+    const int tt = warp + it * kPWarps;
+    qraw[it][0] = qraw[it][1] = 0u;
+    kraw[it] = graw[it] = make_uint2(0u, 0u);
+    if (tt < count) {
+      const long long base = ((t0 + tt) * a.H + h) * (long long)kD;
+      qraw[it][0] = load_bf16x2_raw(a.q + base + 2 * lane);
+      qraw[it][1] = load_bf16x2_raw(a.q + base + 64 + 2 * lane);
+      kraw[it] = load_bf16x4_raw(a.k + base + lane * 4);
+      graw[it] = load_bf16x4_raw(a.g + base + lane * 4);
+    }
+  }
+#else
   {
     constexpr int kTokStep = kPThreads / 64;
     const int which = (tid & 63) >> 4, tt0 = tid >> 6, seg = tid & 15;
@@ -1277,6 +1359,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     }
   }
   cp_async_commit();
+#endif  // KDA_DIRECT_QKG
   // The small per-head and per-token inputs load while the copies fly.
   float dtb[4];
 #pragma unroll
@@ -1296,13 +1379,106 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
 #else
   (void)release;
 #endif
+#if !KDA_DIRECT_QKG
   cp_async_wait_all();
   __syncthreads();
+#endif
   // 1. Pre-processing, one warp per token (as the fused kernel); padding rows are zero, a = 0.
 #if KDA_Q_REGS
   // q's channels 2 lane, 2 lane + 1, 64 + 2 lane, 65 + 2 lane: the one-pass step's pairs.
   float qr[kC / kPWarps][4];
 #endif
+#if KDA_NORM_BATCHED
+  // Four tokens a warp: the eight sums of squares (q and k of each) reduced together by recursive
+  // halving (each butterfly level sends half the values still held), then one rsqrt a lane and
+  // eight broadcasts: 17 shuffles and 9 adds a warp instead of 40 and 40.
+  {
+    float kv[4][4], ss[8];
+#pragma unroll
+    for (int it = 0; it < 4; ++it) {
+      const int tt = warp + it * kPWarps;
+      float q[4] = {0.f, 0.f, 0.f, 0.f}, ld[4] = {0.f, 0.f, 0.f, 0.f};
+      float sq = 0.f, sk = 0.f;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) kv[it][e] = 0.f;
+      if (tt < count) {
+        float gg[4];
+#if KDA_DIRECT_QKG
+        const unsigned int w0 = qraw[it][0], w1 = qraw[it][1];
+#elif KDA_Q_REGS
+        const unsigned int w0 = *reinterpret_cast<const unsigned int*>(rawq + tt * kD + 2 * lane);
+        const unsigned int w1 = *reinterpret_cast<const unsigned int*>(rawq + tt * kD + 64 + 2 * lane);
+#endif
+#if KDA_Q_REGS
+        q[0] = __uint_as_float(w0 << 16);
+        q[1] = __uint_as_float(w0 & 0xffff0000u);
+        q[2] = __uint_as_float(w1 << 16);
+        q[3] = __uint_as_float(w1 & 0xffff0000u);
+#else
+        load_shared_bf16x4(rawq + tt * kD + lane * 4, q);
+#endif
+#if KDA_DIRECT_QKG
+        kv[it][0] = __uint_as_float(kraw[it].x << 16);
+        kv[it][1] = __uint_as_float(kraw[it].x & 0xffff0000u);
+        kv[it][2] = __uint_as_float(kraw[it].y << 16);
+        kv[it][3] = __uint_as_float(kraw[it].y & 0xffff0000u);
+        gg[0] = __uint_as_float(graw[it].x << 16);
+        gg[1] = __uint_as_float(graw[it].x & 0xffff0000u);
+        gg[2] = __uint_as_float(graw[it].y << 16);
+        gg[3] = __uint_as_float(graw[it].y & 0xffff0000u);
+#else
+        load_shared_bf16x4(rawk + tt * kD + lane * 4, kv[it]);
+        load_shared_bf16x4(rawg + tt * kD + lane * 4, gg);
+#endif
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          sq = fmaf(q[e], q[e], sq);
+          sk = fmaf(kv[it][e], kv[it][e], sk);
+#if KDA_GATE_SOFTPLUS
+          ld[e] = log_decay(gg[e] + dtb[e], ea, a.lower_bound) * KDA_LOG2E;
+#else
+          ld[e] = lbl * rcp(1.f + ex2(fmaf(gg[e], gc, dtc[e])));
+#endif
+        }
+      }
+#if KDA_Q_REGS
+#pragma unroll
+      for (int e = 0; e < 4; ++e) qr[it][e] = q[e];
+#else
+      *reinterpret_cast<float4*>(pQ + tt * kLd + lane * 4) = make_float4(q[0], q[1], q[2], q[3]);
+#endif
+      *reinterpret_cast<float4*>(pG + tt * kLd + lane * 4) = make_float4(ld[0], ld[1], ld[2], ld[3]);
+      ss[2 * it] = sq;
+      ss[2 * it + 1] = sk;
+    }
+    // Value v = 2 it + (k ? 1 : 0) ends in the lanes with (lane >> 2) & 7 == v.
+    const bool b4 = (lane & 16) != 0, b3 = (lane & 8) != 0, b2 = (lane & 4) != 0;
+    float s4[4], s2[2];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) s4[j] = (b4 ? ss[j + 4] : ss[j]) + shfl_bfly(b4 ? ss[j] : ss[j + 4], 16);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) s2[j] = (b3 ? s4[j + 2] : s4[j]) + shfl_bfly(b3 ? s4[j] : s4[j + 2], 8);
+    float s1 = (b2 ? s2[1] : s2[0]) + shfl_bfly(b2 ? s2[0] : s2[1], 4);
+    s1 += shfl_bfly(s1, 2);
+    s1 += shfl_bfly(s1, 1);
+    const float rs = rsqrt(s1 + 1e-6f) * (b2 ? 1.f : a.scale);  // odd v (b2): k's, no scale
+#pragma unroll
+    for (int it = 0; it < 4; ++it) {
+      const int tt = warp + it * kPWarps;
+      const float rq = shfl_idx(rs, 8 * it), rk = shfl_idx(rs, 8 * it + 4);
+#if KDA_Q_REGS
+#pragma unroll
+      for (int e = 0; e < 4; ++e) qr[it][e] *= rq;
+#else
+      float4* pq = reinterpret_cast<float4*>(pQ + tt * kLd + lane * 4);
+      const float4 qv = *pq;
+      *pq = make_float4(qv.x * rq, qv.y * rq, qv.z * rq, qv.w * rq);
+#endif
+      *reinterpret_cast<float4*>(pK + tt * kLd + lane * 4) =
+          make_float4(kv[it][0] * rk, kv[it][1] * rk, kv[it][2] * rk, kv[it][3] * rk);
+    }
+  }
+#else
 #pragma unroll
   for (int it = 0; it < kC / kPWarps; ++it) {
     const int tt = warp + it * kPWarps;
@@ -1352,6 +1528,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     *reinterpret_cast<float4*>(pK + tt * kLd + lane * 4) = make_float4(k[0] * rk, k[1] * rk, k[2] * rk, k[3] * rk);
     *reinterpret_cast<float4*>(pG + tt * kLd + lane * 4) = make_float4(ld[0], ld[1], ld[2], ld[3]);
   }
+#endif  // KDA_NORM_BATCHED
   if (tid < kC) pBeta[tid] = tid < count ? sigmoid(beta_logit) : 0.f;
   __syncthreads();
   // 2. G = chunk-local inclusive cumsum of the log2-decays; 2^Gtot to the workspace.
@@ -1471,7 +1648,13 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
 #endif
         const float2 gg = *reinterpret_cast<const float2*>(pG + r * kLd + d);
         const float2 kk = *reinterpret_cast<const float2*>(pK + r * kLd + d);
-        *reinterpret_cast<unsigned int*>(wQd + wsb(r, d, kD)) = pack_bf16x2(qq.x * ex2(gg.x), qq.y * ex2(gg.y));
+        const float e0 = ex2(gg.x), e1 = ex2(gg.y);
+        *reinterpret_cast<unsigned int*>(wQd + wsb(r, d, kD)) = pack_bf16x2(qq.x * e0, qq.y * e1);
+#if KDA_KD_IN_ONE_PASS
+        // This thread's pair of k is read here for the last time before step 5.
+        const float br = pBeta[r];
+        *reinterpret_cast<float2*>(pK + r * kLd + d) = make_float2(br * kk.x * e0, br * kk.y * e1);
+#endif
         const float f0 = ex2(gg.x - gp.x), f1 = ex2(gg.y - gp.y);
         unsigned int wh, wl;
         split_bf16x2(kk.x * f0, kk.y * f1, wh, wl);
@@ -1490,6 +1673,9 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     if (warp < 4)
       lm_tile_store(c0, c1, c2, is_m, 0, nt * 8, g8, t4, pL, pBeta,
                     reinterpret_cast<unsigned short*>(wsc + kWsMhi), reinterpret_cast<unsigned short*>(wsc + kWsMlo));
+#if KDA_DIRECT_QKG
+    cp_async_wait_all();  // v's rows (step 5), in flight since step 0
+#endif
     __syncthreads();  // L is complete; the factor area is free for step 5
   }
 #else
@@ -1741,7 +1927,11 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     float xk[kC], xu[kC];
 #pragma unroll
     for (int i = 0; i < kC; ++i) {
+#if KDA_KD_IN_ONE_PASS
+      xk[i] = pK[i * kLd + col];  // beta k 2^G, from the one-pass step
+#else
       xk[i] = pBeta[i] * pK[i * kLd + col] * ex2(pG[i * kLd + col]);
+#endif
       xu[i] = i < count ? pBeta[i] * bf16_value(rawv[i * kD + col]) : 0.f;
     }
     forward_substitute2(xk, xu, pL);
@@ -1886,8 +2076,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     mbar_init_fence();
   }
   __syncthreads();  // the barriers are initialised before any thread waits on them
-  int wbuf = 0;
-  unsigned int wpar = 0;  // the buffer chunk c is in, and the parity of its use
+  unsigned int wpar = 0;  // the parity of the current round of uses of the buffers
 #endif
   auto stage = [&](int c, int buf) {
     const unsigned char* src = wsh + (long long)c * kWsChunkBytes;
@@ -1921,6 +2110,22 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     cp_async_commit();
 #endif
   };
+  // Chunk cc's out rows (tokens t0c .. t0c + countc - 1, this slice's columns) from its staging
+  // buffer to global memory: one 16-byte segment a thread, whole rows of BV values (coalesced;
+  // the per-lane 4-byte stores of the accumulator layout cost ~12% of the recurrence, H200).
+  // Called after a barrier that follows the buffer's stmatrix.
+#if KDA_OUT_STAGED
+  auto flush_out = [&](int cc, long long t0c, int countc) {
+    const unsigned char* ob = smem + kROffO + (cc & 1) * kOBufBytes;
+#pragma unroll
+    for (int idx = tid; idx < kC * (kBv / 8); idx += kRThreads) {
+      const int i = idx / (kBv / 8), seg = idx % (kBv / 8);
+      if (i < countc)
+        *reinterpret_cast<uint4*>(a.out + ((t0c + i) * a.H + h) * (long long)kD + col0 + seg * 8) =
+            *reinterpret_cast<const uint4*>(ob + i * kORow + seg * 16);
+    }
+  };
+#endif
   // The chain waits on memory once a chunk unless its operands were asked for early enough:
   // STAGE chunks are copied ahead into their own buffers (one cp.async group each, empty past the
   // end, so the wait count is a constant), and with PF the copy engine prefetches into L2 the
@@ -1940,21 +2145,32 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #endif
   }
 #endif
-  for (int c = 0; c < nchunks; ++c) {
+  // CHUNK 16: chunks in rounds of kRBuffers, the round's loop unrolled: chunk c is in buffer
+  // c % kRBuffers = ub, a constant in each unrolled copy, so the shared-memory addresses below are
+  // per-lane bases plus immediates (with a run-time buffer index ptxas recomputed the swizzled
+  // addresses of every chunk: about 100 integer instructions of a warp's ~450 a chunk). Larger
+  // chunks keep one copy (unrolled, they need more registers: spills at CHUNK 64), and so do
+  // STAGE 2 and 3 (three or four copies of the body measured slower on the H200: 0.566 and 0.617
+  // against 0.552 ms at scenario 1, instruction fetch).
+  constexpr int kRUnroll = kC == 16 && kRBuffers <= 2 ? kRBuffers : 1;
+  for (int cb = 0; cb < nchunks; cb += kRUnroll) {
+#pragma unroll
+  for (int ub = 0; ub < kRUnroll; ++ub) {
+    const int c = cb + ub;
+    if (c >= nchunks) break;
     const long long t0 = bos + (long long)c * kC;
+#if !KDA_OUT_STAGED
     const int count = (int)(eos - t0 < kC ? eos - t0 : (long long)kC);
+#endif
 #if BULK
-    const int buf = wbuf;
+    const int buf = kRUnroll == kRBuffers ? ub : c % kRBuffers;
 #if !STAGE
     stage(c, 0);
 #endif
     mbar_wait(bar0 + 8 * buf, wpar);
-    if (++wbuf == kRBuffers) {
-      wbuf = 0;
-      wpar ^= 1u;
-    }
+    if (buf == kRBuffers - 1) wpar ^= 1u;
 #elif STAGE
-    const int buf = c % kRBuffers;
+    const int buf = kRUnroll == kRBuffers ? ub : c % kRBuffers;
     cp_async_wait_group<STAGE - 1>();
 #else
     const int buf = 0;
@@ -1965,8 +2181,13 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     fence_proxy_async();  // this thread's landed copies, visible to the wgmma reads below
 #endif
     __syncthreads();  // chunk c is staged; every warp is done with chunk c - 1 (its buffer is free)
+    // Chunk c - 1's out rows (its stmatrix came before the barrier above; a full chunk: only the
+    // last can be short). Buffer c & 1, written below, was flushed during chunk c - 1, before it.
+#if KDA_OUT_STAGED
+    if (c > 0) flush_out(c - 1, t0 - kC, kC);
+#endif
 #if STAGE
-    if (c + STAGE < nchunks) stage(c + STAGE, (c + STAGE) % kRBuffers);
+    if (c + STAGE < nchunks) stage(c + STAGE, (buf + STAGE) % kRBuffers);
 #if !BULK
     else cp_async_commit();
 #endif
@@ -2198,6 +2419,20 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
           mma_bf16(qs[nt], uh[ks], bl);
         }
 #endif
+#if KDA_OUT_STAGED
+    // out^T's bf16 tile into this chunk's staging buffer, transposed to token rows by stmatrix
+    // (four 8 x 8 matrices: n8 tiles nt, nt + 1 x value columns jw .. + 7, jw + 8 .. + 15); the
+    // rows leave as 16-byte stores during the next chunk (flush_out).
+    {
+      const SmemAddr ob = smem0 + kROffO + (c & 1) * kOBufBytes;
+      const int m = lane >> 3, mi = lane & 7;
+#pragma unroll
+      for (int nt = 0; nt < kNtC; nt += 2)
+        stmatrix_x4_trans(ob + ((nt + (m >> 1)) * 8 + mi) * kORow + (jw + (m & 1) * 8) * 2,
+                          pack_bf16x2(qs[nt][0], qs[nt][1]), pack_bf16x2(qs[nt][2], qs[nt][3]),
+                          pack_bf16x2(qs[nt + 1][0], qs[nt + 1][1]), pack_bf16x2(qs[nt + 1][2], qs[nt + 1][3]));
+    }
+#else
     // Stores: lanes g8 and g8 ^ 1 swap one value so that each stores two adjacent value columns
     // of one token (even g8: token 2 t4, odd g8: token 2 t4 + 1).
     const int odd = g8 & 1;
@@ -2211,6 +2446,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
         if (i < count)
           store_bf16x2(a.out + ((t0 + i) * a.H + h) * (long long)kD + j, odd ? other : v0, odd ? v1 : other);
       }
+#endif
     }
 #if !KDA_WGMMA
     // S^T <- S^T diag(2^Gtot) + U^T Kr.
@@ -2236,6 +2472,14 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     __syncthreads();  // the next chunk's copies overwrite the only buffer
 #endif
   }
+  }
+#if KDA_OUT_STAGED
+  if (nchunks > 0) {  // the last chunk's out rows
+    __syncthreads();  // its stmatrix
+    const long long tl = bos + (long long)(nchunks - 1) * kC;
+    flush_out(nchunks - 1, tl, (int)(eos - tl));
+  }
+#endif
 #if HAS_FINAL_STATE
 #pragma unroll
   for (int nt = 0; nt < kDw / 8; ++nt)
@@ -2281,7 +2525,7 @@ extern "C" __global__ void __launch_bounds__(KDA_RESET_THREADS) kda_fwd_flags_re
       ws, nseq);
 }
 #endif
-extern "C" __global__ void __launch_bounds__(BV * 2 * KSPLIT) kda_fwd_recurrence(
+extern "C" __global__ void __launch_bounds__(BV * 2 * KSPLIT, kda_chunked::kRMinBlocks) kda_fwd_recurrence(
     const unsigned char* __restrict__ ws, const long long* __restrict__ cu_seqlens,
     const float* __restrict__ initial_state, __nv_bfloat16* __restrict__ out, float* __restrict__ final_state,
     long long T, int H, int nseq, float scale, float lower_bound) {

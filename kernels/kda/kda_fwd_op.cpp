@@ -132,7 +132,7 @@ KdaFwdOp::Geometry KdaFwdOp::geometry(const Knobs& k) {
 bool KdaFwdOp::is_chunked(const Knobs& k) { return k.count("CHUNK") > 0; }
 
 Knobs KdaFwdOp::chunked_knob_defaults() {
-  return {{"CHUNK", std::int64_t{16}}, {"BV", std::int64_t{64}},   {"WARPS", std::int64_t{4}}, {"STAGE", std::int64_t{1}},
+  return {{"CHUNK", std::int64_t{16}}, {"BV", std::int64_t{64}},   {"WARPS", std::int64_t{4}}, {"STAGE", std::int64_t{2}},
           {"LMTC", std::int64_t{1}},  {"FUSED", std::int64_t{0}}, {"UPREC", std::int64_t{16}},
           {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{0}},
           {"SLO", std::int64_t{0}}, {"MMA", std::string("sync")}, {"BULK", std::int64_t{1}},
@@ -223,13 +223,15 @@ Knobs KdaFwdOp::chunked_tcgen05_knob_defaults() {
 // FUSED = 0 (kda_fwd_recurrence): STAGE + 1 buffers of the workspace's dense, swizzled
 // layout: Qd and W0 (bf16 C x 128), Kr^T (bf16 128 x C), M's two terms (bf16 C x C), 2^Gtot
 // (fp32 128) and the slice's rows of U0^T (BV x C, fp32 or bf16 by UPREC); with KSPLIT > 1 two
-// buffers (by chunk parity) of every warp's partial W^T and Qs^T (2 x C / 8 x 4 floats a lane).
+// buffers (by chunk parity) of every warp's partial W^T and Qs^T (2 x C / 8 x 4 floats a lane);
+// at CHUNK 16 two buffers of out's C token rows of BV bf16 values, each row padded by 16 bytes.
 std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
   auto round16 = [](std::int64_t b) { return (b + 15) / 16 * 16; };
   const std::int64_t c = g.chunk, bv = g.bv;
   if (!g.fused)
     return (g.stage + 1) * (3 * c * D * 2 + 2 * c * c * 2 + D * 4 + bv * c * (g.uprec / 8)) +
            (g.ksplit > 1 ? 16 * bv * g.ksplit * c : 0) +  // 2 buffers x BV / 16 x KSPLIT warps x 32 lanes x C floats
+           (c == 16 ? 2 * c * (2 * bv + 16) : 0) +          // out's staging
            (g.bulk ? 32 : 0);                              // BULK: the stage buffers' mbarriers
   const std::int64_t region_a = 3 * round16(c * (D + 1) * 4);
   if (g.tcgen05) {

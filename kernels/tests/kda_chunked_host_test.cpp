@@ -108,6 +108,7 @@ struct Cta {
   int warp_arrived[kMaxThreads / 32] = {};
   float xchg[kMaxThreads / 32][32] = {};
   unsigned int frag[kMaxThreads / 32][32][6] = {};  // a0..a3, b0, b1 of each lane
+  unsigned char* rows[kMaxThreads / 32][32] = {};    // stmatrix's row addresses of each lane
   int group_arrived[kMaxThreads / 128] = {};         // warpgroups (wgmma)
   unsigned int wgfrag[kMaxThreads][4] = {};          // each thread's A registers of one wgmma
   unsigned int dyn_smem = 0;
@@ -243,6 +244,14 @@ inline float shfl_bfly(float v, int lane_mask) {
   syncwarp();
   return r;
 }
+inline float shfl_idx(float v, int src_lane) {
+  const int w = g_cta.current / 32, lane = g_cta.current % 32;
+  g_cta.xchg[w][lane] = v;
+  syncwarp();
+  const float r = g_cta.xchg[w][src_lane & 31];
+  syncwarp();
+  return r;
+}
 inline unsigned short bf16_bits(float x) {  // cvt.rn.bf16.f32
   const unsigned int u = float_as_uint(x);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<unsigned short>((u >> 16) | 0x40);
@@ -256,6 +265,18 @@ inline void load_bf16x4(const __nv_bfloat16* p, float* f) {
   unsigned short h[4];
   std::memcpy(h, p, 8);
   for (int e = 0; e < 4; ++e) f[e] = uint_as_float(static_cast<unsigned int>(h[e]) << 16);
+}
+inline unsigned int load_bf16x2_raw(const __nv_bfloat16* p) {
+  if (!aligned(p, 4)) fault("ld.global.nc.u32 from an address not 4-byte aligned");
+  unsigned int w;
+  std::memcpy(&w, p, 4);
+  return w;
+}
+inline uint2 load_bf16x4_raw(const __nv_bfloat16* p) {
+  if (!aligned(p, 8)) fault("ld.global.nc.v2.u32 from an address not 8-byte aligned");
+  uint2 w;
+  std::memcpy(&w, p, 8);
+  return w;
 }
 inline float load_bf16(const __nv_bfloat16* p) {
   unsigned short h;
@@ -284,6 +305,23 @@ inline void cp_async16(void* dst, const void* src) {
 using SmemAddr = unsigned char*;
 inline SmemAddr smem_at(void* p) { return static_cast<unsigned char*>(p); }
 inline void cp_async16_at(SmemAddr dst, const void* src) { cp_async16(dst, src); }
+// stmatrix.sync.aligned.m8n8.x4.trans.shared.b16, by the PTX ISA's fragment table of ldmatrix /
+// stmatrix: lanes 8 m .. 8 m + 7 give the 16-byte rows of matrix m; register m of lane l holds
+// (row 2 (l % 4), column l / 4) in its low half and (row 2 (l % 4) + 1, column l / 4) in its high
+// half (.trans: the transpose of the non-transposed layout, row l / 4, columns 2 (l % 4) ..).
+inline void stmatrix_x4_trans(SmemAddr row_addr, unsigned int r0, unsigned int r1, unsigned int r2, unsigned int r3) {
+  const int w = g_cta.current / 32, lane = g_cta.current % 32;
+  if (!aligned(row_addr, 16)) fault("stmatrix row address not 16-byte aligned");
+  g_cta.rows[w][lane] = row_addr;
+  syncwarp();
+  const unsigned int r[4] = {r0, r1, r2, r3};
+  for (int m = 0; m < 4; ++m) {
+    const unsigned short lo = static_cast<unsigned short>(r[m] & 0xffffu), hi = static_cast<unsigned short>(r[m] >> 16);
+    std::memcpy(g_cta.rows[w][8 * m + 2 * (lane % 4)] + 2 * (lane / 4), &lo, 2);
+    std::memcpy(g_cta.rows[w][8 * m + 2 * (lane % 4) + 1] + 2 * (lane / 4), &hi, 2);
+  }
+  syncwarp();
+}
 inline void cp_async_commit() { ++self().committed; }
 inline void cp_async_wait_all() { land_copies(true); }
 // cp.async.wait_group N: every copy of the groups committed before the last N has landed.
@@ -679,7 +717,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef STAGE
 #undef LMTC
 
-// Configuration S0: the main spec's defaults (FUSED 0, CHUNK 16, BV 64, WARPS 4, STAGE 1, LMTC 1,
+// Configuration S0: the main spec's defaults (FUSED 0, CHUNK 16, BV 64, WARPS 4, STAGE 2, LMTC 1,
 // UPREC 16, WYTC 0, SLO 0, BULK 1, ULO 0), both states.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
@@ -687,7 +725,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define CHUNK 16
 #define BV 64
 #define WARPS 4
-#define STAGE 1
+#define STAGE 2
 #undef BULK  // the .cu default (0) of an earlier include
 #define BULK 1
 #define LMTC 1
@@ -939,7 +977,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define CHUNK 16
 #define BV 64
 #define WARPS 4
-#define STAGE 1
+#define STAGE 2
 #define LMTC 1
 #define FUSED 0
 #undef KSPLIT
@@ -1019,7 +1057,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef MMA
 
 // Configuration O0: the main spec's split defaults with PGRID 3 (three persistent prepare CTAs
-// striding over the items, chunk flags between the prepare and the recurrence).
+// striding over the items, chunk flags between the prepare and the recurrence) and STAGE 1 (the
+// recurrence's chunk loop unrolled by its two buffers).
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -1463,7 +1502,7 @@ Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc, I uprec = 32, I kspli
 #if !PTXEVO_SANITIZED_SKIP
 TEST(KdaSplitOnHost, MainSpecDefaults) {
   // Plus the held-out batched rows of 333 tokens (10 full chunks and a partial one per row).
-  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(16, 64, 4, 1, 1, 16, 1, 0, 0, 0, 1, 0));
+  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(16, 64, 4, 2, 1, 16, 1, 0, 0, 0, 1, 0));
   check_split(KDA_SPLIT_CONFIG(split0, OpConfig{}, KdaFwdOp::chunked_knob_defaults()), {shape(4, 333, 3, 4)});
 }
 #endif
@@ -1500,6 +1539,7 @@ TEST(KdaSplitOnHost, MainSpecDefaultsOverlappedPgrid3) {
   // checked against the flags (each released chunk once a value slice, nothing else).
   Knobs k = KdaFwdOp::chunked_knob_defaults();
   k["PGRID"] = I{3};
+  k["STAGE"] = I{1};
   check_split(KDA_SPLIT_CONFIG(ov0, OpConfig{}, k), {shape(4, 333, 3, 4)});
 }
 #endif
