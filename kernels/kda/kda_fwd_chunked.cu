@@ -2117,10 +2117,12 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #if KDA_OUT_STAGED
   auto flush_out = [&](int cc, long long t0c, int countc) {
     const unsigned char* ob = smem + kROffO + (cc & 1) * kOBufBytes;
+    constexpr int kSegs = kC * (kBv / 8);  // 16-byte row segments: one a thread at KSPLIT 1
 #pragma unroll
-    for (int idx = tid; idx < kC * (kBv / 8); idx += kRThreads) {
+    for (int it = 0; it < (kSegs + kRThreads - 1) / kRThreads; ++it) {
+      const int idx = tid + it * kRThreads;
       const int i = idx / (kBv / 8), seg = idx % (kBv / 8);
-      if (i < countc)
+      if ((kSegs % kRThreads == 0 || idx < kSegs) && i < countc)
         *reinterpret_cast<uint4*>(a.out + ((t0c + i) * a.H + h) * (long long)kD + col0 + seg * 8) =
             *reinterpret_cast<const uint4*>(ob + i * kORow + seg * 16);
     }
