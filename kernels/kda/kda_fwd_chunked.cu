@@ -330,6 +330,13 @@ static_assert((8 * kNb) % kPWarps == 0, "WYTC: whole W0 jobs a warp");
 static_assert(kPOffKdl + kD * kLdKd * 2 <= kPOffV, "WYTC: Kd^T's two terms must fit the factor area");
 #endif  // FUSED
 
+// Two words of bf16 pairs (the lower element in the low half) as four floats.
+__device__ __forceinline__ void unpack_bf16x4(unsigned int w0, unsigned int w1, float* f) {
+  f[0] = __uint_as_float(w0 << 16);
+  f[1] = __uint_as_float(w0 & 0xffff0000u);
+  f[2] = __uint_as_float(w1 << 16);
+  f[3] = __uint_as_float(w1 & 0xffff0000u);
+}
 // The PTX primitives. kernels/tests/kda_chunked_host_test.cpp defines KDA_HOST_EMULATION and
 // supplies CPU versions of exactly these (an emulated warp for shfl and mma), so that the rest of
 // this file, the kernel's own indexing and control flow, runs on the CPU against the reference.
@@ -391,14 +398,6 @@ __device__ __forceinline__ float log_decay(float x, float ea, float lower_bound)
 }
 
 #ifndef KDA_HOST_EMULATION
-__device__ __forceinline__ void load_bf16x4(const __nv_bfloat16* p, float* f) {
-  unsigned int w0, w1;
-  asm("ld.global.nc.v2.u32 {%0, %1}, [%2];" : "=r"(w0), "=r"(w1) : "l"(p));
-  f[0] = __uint_as_float(w0 << 16);
-  f[1] = __uint_as_float(w0 & 0xffff0000u);
-  f[2] = __uint_as_float(w1 << 16);
-  f[3] = __uint_as_float(w1 & 0xffff0000u);
-}
 // Raw bf16 pairs / quads (converted where used, so that loads of several tokens fly together).
 __device__ __forceinline__ unsigned int load_bf16x2_raw(const __nv_bfloat16* p) {
   unsigned int w;
@@ -409,6 +408,10 @@ __device__ __forceinline__ uint2 load_bf16x4_raw(const __nv_bfloat16* p) {
   uint2 w;
   asm("ld.global.nc.v2.u32 {%0, %1}, [%2];" : "=r"(w.x), "=r"(w.y) : "l"(p));
   return w;
+}
+__device__ __forceinline__ void load_bf16x4(const __nv_bfloat16* p, float* f) {
+  const uint2 w = load_bf16x4_raw(p);
+  unpack_bf16x4(w.x, w.y, f);
 }
 __device__ __forceinline__ float load_bf16(const __nv_bfloat16* p) {
   unsigned short h;
@@ -522,10 +525,7 @@ __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence
 // 4 staged bf16 (8 bytes of shared memory) as floats.
 __device__ __forceinline__ void load_shared_bf16x4(const unsigned short* p, float* f) {
   const uint2 w = *reinterpret_cast<const uint2*>(p);
-  f[0] = __uint_as_float(w.x << 16);
-  f[1] = __uint_as_float(w.x & 0xffff0000u);
-  f[2] = __uint_as_float(w.y << 16);
-  f[3] = __uint_as_float(w.y & 0xffff0000u);
+  unpack_bf16x4(w.x, w.y, f);
 }
 
 #ifndef KDA_HOST_EMULATION
@@ -1388,6 +1388,21 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
   // q's channels 2 lane, 2 lane + 1, 64 + 2 lane, 65 + 2 lane: the one-pass step's pairs.
   float qr[kC / kPWarps][4];
 #endif
+  // One token's four channels of this lane: q's and k's partial sums of squares and the gate's
+  // log2-decays.
+  auto channel_quad = [&](const float (&q)[4], const float (&k)[4], const float (&gg)[4], float& sq, float& sk,
+                          float (&ld)[4]) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      sq = fmaf(q[e], q[e], sq);
+      sk = fmaf(k[e], k[e], sk);
+#if KDA_GATE_SOFTPLUS
+      ld[e] = log_decay(gg[e] + dtb[e], ea, a.lower_bound) * KDA_LOG2E;
+#else
+      ld[e] = lbl * rcp(1.f + ex2(fmaf(gg[e], gc, dtc[e])));
+#endif
+    }
+  };
 #if KDA_NORM_BATCHED
   // Four tokens a warp: the eight sums of squares (q and k of each) reduced together by recursive
   // halving (each butterfly level sends half the values still held), then one rsqrt a lane and
@@ -1404,42 +1419,20 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
       if (tt < count) {
         float gg[4];
 #if KDA_DIRECT_QKG
-        const unsigned int w0 = qraw[it][0], w1 = qraw[it][1];
-#elif KDA_Q_REGS
-        const unsigned int w0 = *reinterpret_cast<const unsigned int*>(rawq + tt * kD + 2 * lane);
-        const unsigned int w1 = *reinterpret_cast<const unsigned int*>(rawq + tt * kD + 64 + 2 * lane);
-#endif
+        unpack_bf16x4(qraw[it][0], qraw[it][1], q);
+        unpack_bf16x4(kraw[it].x, kraw[it].y, kv[it]);
+        unpack_bf16x4(graw[it].x, graw[it].y, gg);
+#else
 #if KDA_Q_REGS
-        q[0] = __uint_as_float(w0 << 16);
-        q[1] = __uint_as_float(w0 & 0xffff0000u);
-        q[2] = __uint_as_float(w1 << 16);
-        q[3] = __uint_as_float(w1 & 0xffff0000u);
+        unpack_bf16x4(*reinterpret_cast<const unsigned int*>(rawq + tt * kD + 2 * lane),
+                      *reinterpret_cast<const unsigned int*>(rawq + tt * kD + 64 + 2 * lane), q);
 #else
         load_shared_bf16x4(rawq + tt * kD + lane * 4, q);
 #endif
-#if KDA_DIRECT_QKG
-        kv[it][0] = __uint_as_float(kraw[it].x << 16);
-        kv[it][1] = __uint_as_float(kraw[it].x & 0xffff0000u);
-        kv[it][2] = __uint_as_float(kraw[it].y << 16);
-        kv[it][3] = __uint_as_float(kraw[it].y & 0xffff0000u);
-        gg[0] = __uint_as_float(graw[it].x << 16);
-        gg[1] = __uint_as_float(graw[it].x & 0xffff0000u);
-        gg[2] = __uint_as_float(graw[it].y << 16);
-        gg[3] = __uint_as_float(graw[it].y & 0xffff0000u);
-#else
         load_shared_bf16x4(rawk + tt * kD + lane * 4, kv[it]);
         load_shared_bf16x4(rawg + tt * kD + lane * 4, gg);
 #endif
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          sq = fmaf(q[e], q[e], sq);
-          sk = fmaf(kv[it][e], kv[it][e], sk);
-#if KDA_GATE_SOFTPLUS
-          ld[e] = log_decay(gg[e] + dtb[e], ea, a.lower_bound) * KDA_LOG2E;
-#else
-          ld[e] = lbl * rcp(1.f + ex2(fmaf(gg[e], gc, dtc[e])));
-#endif
-        }
+        channel_quad(q, kv[it], gg, sq, sk, ld);
       }
 #if KDA_Q_REGS
 #pragma unroll
@@ -1487,30 +1480,15 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     if (tt < count) {
       float gg[4];
 #if KDA_Q_REGS
-      {
-        const unsigned int w0 = *reinterpret_cast<const unsigned int*>(rawq + tt * kD + 2 * lane);
-        const unsigned int w1 = *reinterpret_cast<const unsigned int*>(rawq + tt * kD + 64 + 2 * lane);
-        q[0] = __uint_as_float(w0 << 16);
-        q[1] = __uint_as_float(w0 & 0xffff0000u);
-        q[2] = __uint_as_float(w1 << 16);
-        q[3] = __uint_as_float(w1 & 0xffff0000u);
-      }
+      unpack_bf16x4(*reinterpret_cast<const unsigned int*>(rawq + tt * kD + 2 * lane),
+                    *reinterpret_cast<const unsigned int*>(rawq + tt * kD + 64 + 2 * lane), q);
 #else
       load_shared_bf16x4(rawq + tt * kD + lane * 4, q);
 #endif
       load_shared_bf16x4(rawk + tt * kD + lane * 4, k);
       load_shared_bf16x4(rawg + tt * kD + lane * 4, gg);
       float sq = 0.f, sk = 0.f;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        sq = fmaf(q[e], q[e], sq);
-        sk = fmaf(k[e], k[e], sk);
-#if KDA_GATE_SOFTPLUS
-        ld[e] = log_decay(gg[e] + dtb[e], ea, a.lower_bound) * KDA_LOG2E;
-#else
-        ld[e] = lbl * rcp(1.f + ex2(fmaf(gg[e], gc, dtc[e])));
-#endif
-      }
+      channel_quad(q, k, gg, sq, sk, ld);
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) {
         sq += shfl_bfly(sq, o);

@@ -236,21 +236,21 @@ inline float ex2(float x) { return std::exp2(x); }
 inline float lg2(float x) { return std::log2(x); }
 inline float rcp(float x) { return 1.f / x; }
 inline float rsqrt(float x) { return 1.f / std::sqrt(x); }
-inline float shfl_bfly(float v, int lane_mask) {
+// shfl.sync: every lane publishes v, then reads the one of lane src(lane).
+template <class Src>
+inline float shfl_from(float v, Src src) {
   const int w = g_cta.current / 32, lane = g_cta.current % 32;
   g_cta.xchg[w][lane] = v;
   syncwarp();
-  const float r = g_cta.xchg[w][lane ^ lane_mask];
+  const float r = g_cta.xchg[w][src(lane) & 31];
   syncwarp();
   return r;
 }
+inline float shfl_bfly(float v, int lane_mask) {
+  return shfl_from(v, [&](int lane) { return lane ^ lane_mask; });
+}
 inline float shfl_idx(float v, int src_lane) {
-  const int w = g_cta.current / 32, lane = g_cta.current % 32;
-  g_cta.xchg[w][lane] = v;
-  syncwarp();
-  const float r = g_cta.xchg[w][src_lane & 31];
-  syncwarp();
-  return r;
+  return shfl_from(v, [&](int) { return src_lane; });
 }
 inline unsigned short bf16_bits(float x) {  // cvt.rn.bf16.f32
   const unsigned int u = float_as_uint(x);
