@@ -41,7 +41,7 @@
 //           cp.async (and its beta logits into registers) while this chunk computes, so that step
 //           1 reads shared memory; 0: step 1 loads from global memory directly
 // FUSED = 0 (the prepare + recurrence pair; kernels/kda/README.md documents every knob) adds
-// UPREC, KSPLIT, PF, WYTC, SLO, and the recurrence's MMA (sync: mma.sync; wgmma: warpgroup MMAs with
+// UPREC, KSPLIT, PF, WYTC, SLO, LMTERMS, and the recurrence's MMA (sync: mma.sync; wgmma: warpgroup MMAs with
 // B operands in wgmma's core-matrix layout, which the prepare then writes) and BULK (1: its chunk
 // copies as cp.async.bulk completing on an mbarrier a buffer; 0: cp.async by every thread), PGRID
 // (> 0: the prepare as PGRID persistent CTAs running beside the recurrence, which waits on a
@@ -99,6 +99,13 @@
 #ifndef ULO
 #define ULO 1
 #endif
+// LMTERMS: the prepare's one-pass L and M products (CHUNK 16, LMTC 1, lower-bound gate) as 3 bf16
+// terms (hi hi + hi lo + lo hi), 2 (the right factor k 2^(G_7 - G) as its bf16 rounding alone) or
+// 1 (both factors single bf16 terms, as FLA's bf16 operands: a third of the products, half the
+// factor stores); other forms take 3.
+#ifndef LMTERMS
+#define LMTERMS 3
+#endif
 #define KDA_LM_TC (LMTC && !KDA_GATE_SOFTPLUS && CHUNK == 16)
 // The recurrence's out rows through shared memory (stmatrix, then whole 16-byte row segments a
 // chunk later) at CHUNK 16; larger chunks store from the accumulators (their registers are full:
@@ -124,6 +131,9 @@
 #endif
 #if KDA_WGMMA && (FUSED || KSPLIT != 1 || SLO != 0 || (BV != 64 && BV != 128))
 #error "MMA=wgmma needs FUSED=0, KSPLIT=1, SLO=0 and BV 64 or 128 (whole warpgroups of 16-column warps)"
+#endif
+#if KDA_WGMMA && LMTERMS != 3
+#error "LMTERMS=1 or 2 needs MMA=sync (M's exact diagonal is reduced in the mma.sync layout's one-pass step)"
 #endif
 #if KDA_WGMMA && defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "MMA=wgmma needs sm_90a (wgmma.mma_async exists only there)"
@@ -1192,6 +1202,8 @@ __device__ __forceinline__ void forward_substitute2(float (&xa)[kC], float (&xb)
 
 // One (n8 tile, L or M) job of step 4: k steps [ks0, ks1) of the left factors (rows 0-15 of fh /
 // fl) against the right factors' rows n0 .. n0 + 7, three accumulators (hi hi, hi lo, lo hi).
+// kTerms 2 drops hi lo (the right factor as its bf16 rounding alone), 1 also lo hi.
+template <int kTerms = 3>
 __device__ __forceinline__ void lm_tile_mma(float (&c0)[4], float (&c1)[4], float (&c2)[4], const unsigned short* fh,
                                             const unsigned short* fl, const unsigned short* yh_base,
                                             const unsigned short* yl_base, int ld, int n0, int ks0, int ks1,
@@ -1200,19 +1212,25 @@ __device__ __forceinline__ void lm_tile_mma(float (&c0)[4], float (&c1)[4], floa
   for (int ks = ks0; ks < ks1; ++ks) {
     unsigned int xh[4], xl[4], yh[2], yl[2];
     load_a(xh, fh, ld, 0, ks * 16, lane);
-    load_a(xl, fl, ld, 0, ks * 16, lane);
     load_b(yh, yh_base, ld, n0, ks * 16, lane);
-    load_b(yl, yl_base, ld, n0, ks * 16, lane);
     mma_bf16(c0, xh, yh);
-    mma_bf16(c1, xh, yl);
-    mma_bf16(c2, xl, yh);
+    if (kTerms >= 3) {
+      load_b(yl, yl_base, ld, n0, ks * 16, lane);
+      mma_bf16(c1, xh, yl);
+    }
+    if (kTerms >= 2) {
+      load_a(xl, fl, ld, 0, ks * 16, lane);
+      mma_bf16(c2, xl, yh);
+    }
   }
 }
 // Its result: L (beta folded in, zero on and above the diagonal) to shared memory, or M (zero above
-// the diagonal, hi + lo bf16) to the workspace, for rows i0 + g8 (+ 8), columns j0 + 2 t4 (+ 1).
+// the diagonal, hi + lo bf16) to the workspace, for rows i0 + g8 (+ 8), columns j0 + 2 t4 (+ 1);
+// M's diagonal from pDiag where given (one-pass form with LMTERMS < 3).
 __device__ __forceinline__ void lm_tile_store(const float (&c0)[4], const float (&c1)[4], const float (&c2)[4],
                                               bool is_m, int i0, int j0, int g8, int t4, float* pL,
-                                              const float* pBeta, unsigned short* wMhi, unsigned short* wMlo) {
+                                              const float* pBeta, unsigned short* wMhi, unsigned short* wMlo,
+                                              const float* pDiag = nullptr) {
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     const int i = i0 + g8 + (e >> 1) * 8, j = j0 + 2 * t4 + (e & 1);
@@ -1220,7 +1238,7 @@ __device__ __forceinline__ void lm_tile_store(const float (&c0)[4], const float 
     if (!is_m) {
       pL[i * kC + j] = j < i ? pBeta[i] * v : 0.f;
     } else {
-      const float m = j <= i ? v : 0.f;
+      const float m = j < i ? v : j == i ? (pDiag != nullptr ? pDiag[i] : v) : 0.f;
       const unsigned short mh = bf16_bits(m);
       wMhi[wsb(i, j, kC)] = mh;
       wMlo[wsb(i, j, kC)] = bf16_bits(m - bf16_value(mh));
@@ -1599,6 +1617,18 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     const unsigned short* fh = is_m ? pQh : pXh;
     const unsigned short* fl = is_m ? pQl : pXl;
     float c0[4] = {0.f, 0.f, 0.f, 0.f}, c1[4] = {0.f, 0.f, 0.f, 0.f}, c2[4] = {0.f, 0.f, 0.f, 0.f};
+#if LMTERMS < 3
+    // M's diagonal q_i . k_i (its decays cancel) in fp32 rather than from single bf16 factors: at
+    // T = 1 it is the whole output, and the factors' rounding over a small q . k was a large
+    // relative error (H200: 8.3e-3 at T = 1 with LMTERMS 1). Token warp + it kPWarps a lane's pairs,
+    // reduced after the last round into the right factors' lo area (unused below 3 terms).
+    float qkd[16 * 32 / kPThreads];
+#pragma unroll
+    for (int it = 0; it < 16 * 32 / kPThreads; ++it) qkd[it] = 0.f;
+    float* pDiag = reinterpret_cast<float*>(smem + kPOffYl);
+#else
+    const float* pDiag = nullptr;
+#endif
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (h == 1) __syncthreads();  // round 0's products have read the factors round 1 overwrites
@@ -1626,6 +1656,9 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
 #endif
         const float2 gg = *reinterpret_cast<const float2*>(pG + r * kLd + d);
         const float2 kk = *reinterpret_cast<const float2*>(pK + r * kLd + d);
+#if LMTERMS < 3
+        qkd[it] = fmaf(qq.x, kk.x, fmaf(qq.y, kk.y, qkd[it]));
+#endif
         const float e0 = ex2(gg.x), e1 = ex2(gg.y);
         *reinterpret_cast<unsigned int*>(wQd + wsb(r, d, kD)) = pack_bf16x2(qq.x * e0, qq.y * e1);
 #if KDA_KD_IN_ONE_PASS
@@ -1637,20 +1670,31 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
         unsigned int wh, wl;
         split_bf16x2(kk.x * f0, kk.y * f1, wh, wl);
         *reinterpret_cast<unsigned int*>(pXh + r * kPadF + df) = wh;
-        *reinterpret_cast<unsigned int*>(pXl + r * kPadF + df) = wl;
+        if (LMTERMS >= 2) *reinterpret_cast<unsigned int*>(pXl + r * kPadF + df) = wl;
         split_bf16x2(qq.x * f0, qq.y * f1, wh, wl);
         *reinterpret_cast<unsigned int*>(pQh + r * kPadF + df) = wh;
-        *reinterpret_cast<unsigned int*>(pQl + r * kPadF + df) = wl;
+        if (LMTERMS >= 2) *reinterpret_cast<unsigned int*>(pQl + r * kPadF + df) = wl;
         split_bf16x2(kk.x * ex2(gp.x - gg.x), kk.y * ex2(gp.y - gg.y), wh, wl);
         *reinterpret_cast<unsigned int*>(pYh + r * kPadF + df) = wh;
-        *reinterpret_cast<unsigned int*>(pYl + r * kPadF + df) = wl;
+        if (LMTERMS >= 3) *reinterpret_cast<unsigned int*>(pYl + r * kPadF + df) = wl;
       }
+#if LMTERMS < 3
+      if (h == 1) {
+#pragma unroll
+        for (int it = 0; it < 16 * 32 / kPThreads; ++it) {
+          float v = qkd[it];
+#pragma unroll
+          for (int o = 16; o > 0; o >>= 1) v += shfl_bfly(v, o);
+          if (lane == 0) pDiag[warp + it * kPWarps] = v;
+        }
+      }
+#endif
       __syncthreads();
-      if (warp < 4) lm_tile_mma(c0, c1, c2, fh, fl, pYh, pYl, kPadF, nt * 8, 0, kFk / 16, lane);
+      if (warp < 4) lm_tile_mma<LMTERMS>(c0, c1, c2, fh, fl, pYh, pYl, kPadF, nt * 8, 0, kFk / 16, lane);
     }
     if (warp < 4)
       lm_tile_store(c0, c1, c2, is_m, 0, nt * 8, g8, t4, pL, pBeta,
-                    reinterpret_cast<unsigned short*>(wsc + kWsMhi), reinterpret_cast<unsigned short*>(wsc + kWsMlo));
+                    reinterpret_cast<unsigned short*>(wsc + kWsMhi), reinterpret_cast<unsigned short*>(wsc + kWsMlo), pDiag);
 #if KDA_DIRECT_QKG
     cp_async_wait_all();  // v's rows (step 5), in flight since step 0
 #endif

@@ -136,7 +136,7 @@ Knobs KdaFwdOp::chunked_knob_defaults() {
           {"LMTC", std::int64_t{1}},  {"FUSED", std::int64_t{0}}, {"UPREC", std::int64_t{16}},
           {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{0}},
           {"SLO", std::int64_t{0}}, {"MMA", std::string("sync")}, {"BULK", std::int64_t{1}},
-          {"PGRID", std::int64_t{0}}, {"ULO", std::int64_t{0}}};
+          {"PGRID", std::int64_t{0}}, {"ULO", std::int64_t{0}}, {"LMTERMS", std::int64_t{1}}};
 }
 
 Knobs KdaFwdOp::chunked_fused_knob_defaults() {
@@ -145,7 +145,7 @@ Knobs KdaFwdOp::chunked_fused_knob_defaults() {
           {"LMTC", g.lmtc},   {"FUSED", std::int64_t{1}}, {"UPREC", std::int64_t{32}},
           {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{0}}, {"SLO", std::int64_t{1}},
           {"MMA", std::string("sync")}, {"BULK", std::int64_t{0}}, {"PGRID", std::int64_t{0}},
-          {"ULO", std::int64_t{1}}};
+          {"ULO", std::int64_t{1}}, {"LMTERMS", std::int64_t{3}}};
 }
 
 std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
@@ -170,7 +170,9 @@ std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
                    {"MMA", std::string("sync")},
                    {"BULK", std::int64_t{(cycle >> 1) & 1}},
                    {"PGRID", std::int64_t{0}},
-                   {"ULO", std::int64_t{((cycle >> 2) ^ (cycle >> 1)) & 1}}};
+                   {"ULO", std::int64_t{((cycle >> 2) ^ (cycle >> 1)) & 1}},
+                   // The one-pass prepare's L / M terms (CHUNK 16, LMTC 1: cycles 2, 3, 6, 7): 1, 2, 3, 1.
+                   {"LMTERMS", std::int64_t{c == 16 && (cycle & 2) ? 1 + ((cycle & 1) + (cycle >> 2) * 2) % 3 : 3}}};
         ++cycle;
         if (c == 64) k["PF"] = std::int64_t{0};
         try {
@@ -190,6 +192,7 @@ std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
     w["UPREC"] = std::int64_t{c == 64 ? 32 : 16};
     w["MMA"] = std::string("wgmma");
     w["BULK"] = std::int64_t{c == 64 ? 0 : 1};
+    w["LMTERMS"] = std::int64_t{3};
     out.push_back(std::move(w));
   }
   // PGRID: the persistent prepare beside a programmatic recurrence, at the defaults otherwise.
@@ -203,7 +206,7 @@ Knobs KdaFwdOp::chunked_tcgen05_knob_defaults() {
   Knobs k = chunked_fused_knob_defaults();
   k.erase("FUSED");
   k.erase("UPREC");
-  for (const char* split_only : {"KSPLIT", "PF", "WYTC", "SLO", "BULK", "PGRID", "ULO"}) k.erase(split_only);
+  for (const char* split_only : {"KSPLIT", "PF", "WYTC", "SLO", "BULK", "PGRID", "ULO", "LMTERMS"}) k.erase(split_only);
   k["MMA"] = std::string("tcgen05");
   return k;
 }
@@ -278,10 +281,10 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   for (const auto& [name, v] : k)
     if (name != "CHUNK" && name != "BV" && name != "WARPS" && name != "STAGE" && name != "LMTC" && name != "MMA" &&
         name != "FUSED" && name != "UPREC" && name != "KSPLIT" && name != "PF" && name != "WYTC" &&
-        name != "SLO" && name != "BULK" && name != "PGRID" && name != "ULO")
+        name != "SLO" && name != "BULK" && name != "PGRID" && name != "ULO" && name != "LMTERMS")
       fail("unknown knob '" + name +
            "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LMTC, MMA, FUSED, UPREC, KSPLIT, PF, WYTC, SLO, "
-           "BULK, PGRID, ULO)");
+           "BULK, PGRID, ULO, LMTERMS)");
   ChunkedGeometry g;
   const std::int64_t fused = evaluator::knob_int(k, "FUSED", 1);
   if (fused != 0 && fused != 1) fail("FUSED=" + std::to_string(fused) + " must be 0 or 1");
@@ -307,6 +310,8 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   g.ulo = evaluator::knob_int(k, "ULO", 1);
   if (g.ulo != 0 && g.ulo != 1) fail("ULO=" + std::to_string(g.ulo) + " must be 0 or 1");
   if (g.fused && g.ulo != 1) fail("ULO=0 needs FUSED=0 (a recurrence knob)");
+  g.lmterms = evaluator::knob_int(k, "LMTERMS", 3);
+  if (g.lmterms < 1 || g.lmterms > 3) fail("LMTERMS=" + std::to_string(g.lmterms) + " must be 1, 2 or 3");
   g.pgrid = evaluator::knob_int(k, "PGRID", 0);
   if (g.pgrid < 0 || g.pgrid > 65535)
     fail("PGRID=" + std::to_string(g.pgrid) + " must be 0 (off) or the prepare's persistent CTAs, at most 65535");
@@ -351,6 +356,10 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
          " SLO=" + std::to_string(g.slo) + " BV=" + std::to_string(g.bv));
   // The split path factors L and M about pivot tokens at any CHUNK (kda_fwd_chunked.cu).
   if (g.fused && g.lmtc == 1 && g.chunk != 16) fail("LMTC=1 needs CHUNK=16, got CHUNK=" + std::to_string(g.chunk));
+  if (g.lmterms != 3 && (g.fused || g.chunk != 16 || g.lmtc != 1 || g.wgmma))
+    fail("LMTERMS=" + std::to_string(g.lmterms) +
+         " needs FUSED=0, CHUNK=16, LMTC=1 and MMA=sync (the prepare's one-pass L and M products; elsewhere they take "
+         "3 terms)");
   if (!g.fused && prepare_smem_bytes(g, true) > 227 * 1024)
     fail("CHUNK=" + std::to_string(g.chunk) + ": kda_fwd_prepare needs " + std::to_string(prepare_smem_bytes(g, true)) +
          " bytes of shared memory, more than a CTA may have (227 KB)");

@@ -100,6 +100,10 @@ class KdaFwdOp : public evaluator::Op {
     // the state update and out^T as hi + lo bf16 terms, 0 as its bf16 rounding alone (FLA's bf16
     // v_new).
     std::int64_t ulo = 1;
+    // Knob LMTERMS (absent: 3, kda_fwd.spec's default 1): the prepare's one-pass L and M products
+    // (FUSED = 0, CHUNK 16, LMTC 1, lower-bound gate) as 3 bf16 terms (hi hi + hi lo + lo hi), 2
+    // (the right factor's bf16 rounding alone) or 1 (both factors single bf16 terms).
+    std::int64_t lmterms = 3;
     // Knob MMA = "wgmma" (FUSED = 0 only, sm_90a): the recurrence's state products on warpgroup
     // MMAs (wgmma.mma_async, B operands from shared memory in wgmma's core-matrix layout, which the
     // prepare then writes); BV 64 or 128, KSPLIT 1, SLO 0.
@@ -120,11 +124,11 @@ class KdaFwdOp : public evaluator::Op {
   static ChunkedGeometry chunked_geometry(const evaluator::Knobs& k);
   // kda_fwd.spec's defaults for the chunked seed (the prepare + recurrence pair, FUSED = 0:
   // CHUNK 16, BV 64, WARPS 4, STAGE 1, LMTC 1, UPREC 16, KSPLIT 1, PF 0, WYTC 0, SLO 0, MMA sync,
-  // BULK 1, PGRID 0, ULO 0).
+  // BULK 1, PGRID 0, ULO 0, LMTERMS 1).
   static evaluator::Knobs chunked_knob_defaults();
   // The fused kernel's defaults (FUSED = 1, CHUNK 16, BV 32, WARPS 4, STAGE 1, LMTC 1; the split-only
   // knobs at the values FUSED = 1 requires: UPREC 32, KSPLIT 1, PF 0, WYTC 0, SLO 1, MMA sync, BULK 0,
-  // PGRID 0, ULO 1).
+  // PGRID 0, ULO 1, LMTERMS 3).
   static evaluator::Knobs chunked_fused_knob_defaults();
   // 24 FUSED = 0 assignments that cover both kernels (the build and GPU tests build or gate
   // them): every (CHUNK, BV, STAGE 0 or not) of the recurrence, with (WARPS, LMTC, UPREC) cycling

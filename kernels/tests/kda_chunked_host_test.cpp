@@ -718,7 +718,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef LMTC
 
 // Configuration S0: the main spec's defaults (FUSED 0, CHUNK 16, BV 64, WARPS 4, STAGE 2, LMTC 1,
-// UPREC 16, WYTC 0, SLO 0, BULK 1, ULO 0), both states.
+// UPREC 16, WYTC 0, SLO 0, BULK 1, ULO 0, LMTERMS 1), both states.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -743,6 +743,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define UPREC 16
 #undef ULO
 #define ULO 0
+#undef LMTERMS  // the .cu default (3) of an earlier include
+#define LMTERMS 1
 #if !PTXEVO_SANITIZED_SKIP
 namespace split0 {
 namespace kda_chunked {
@@ -752,6 +754,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #include "kernels/kda/kda_fwd_chunked.cu"
 }  // namespace split0
 #endif
+#undef LMTERMS
 #undef ULO
 #undef BULK
 #undef KDA_GATE_SOFTPLUS
@@ -970,7 +973,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef UPREC
 
 // Configuration W0: the main spec's split defaults with MMA = wgmma (the recurrence's state
-// products on warpgroup MMAs, the workspace's B operands in wgmma's core-matrix layout).
+// products on warpgroup MMAs, the workspace's B operands in wgmma's core-matrix layout; LMTERMS 3,
+// which wgmma needs).
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -995,6 +999,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define BULK 1
 #undef ULO
 #define ULO 0
+#undef LMTERMS  // the .cu default (3) of an earlier include
+#define LMTERMS 3
 #if !PTXEVO_SANITIZED_SKIP
 namespace wg0 {
 namespace kda_chunked {
@@ -1004,6 +1010,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #include "kernels/kda/kda_fwd_chunked.cu"
 }  // namespace wg0
 #endif
+#undef LMTERMS
 #undef ULO
 #undef BULK
 #undef KDA_GATE_SOFTPLUS
@@ -1057,8 +1064,9 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef MMA
 
 // Configuration O0: the main spec's split defaults with PGRID 3 (three persistent prepare CTAs
-// striding over the items, chunk flags between the prepare and the recurrence) and STAGE 1 (the
-// recurrence's chunk loop unrolled by its two buffers).
+// striding over the items, chunk flags between the prepare and the recurrence), STAGE 1 (the
+// recurrence's chunk loop unrolled by its two buffers) and LMTERMS 2 (the prepare's right factor
+// as one bf16 term).
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -1079,6 +1087,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define PGRID 3
 #undef ULO
 #define ULO 0
+#undef LMTERMS  // the .cu default (3) of an earlier include
+#define LMTERMS 2
 #if !PTXEVO_SANITIZED_SKIP
 namespace ov0 {
 namespace kda_chunked {
@@ -1088,6 +1098,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #include "kernels/kda/kda_fwd_chunked.cu"
 }  // namespace ov0
 #endif
+#undef LMTERMS
 #undef ULO
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
@@ -1502,7 +1513,9 @@ Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc, I uprec = 32, I kspli
 #if !PTXEVO_SANITIZED_SKIP
 TEST(KdaSplitOnHost, MainSpecDefaults) {
   // Plus the held-out batched rows of 333 tokens (10 full chunks and a partial one per row).
-  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), split_knobs(16, 64, 4, 2, 1, 16, 1, 0, 0, 0, 1, 0));
+  Knobs defaults = split_knobs(16, 64, 4, 2, 1, 16, 1, 0, 0, 0, 1, 0);
+  defaults["LMTERMS"] = I{1};
+  EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), defaults);
   check_split(KDA_SPLIT_CONFIG(split0, OpConfig{}, KdaFwdOp::chunked_knob_defaults()), {shape(4, 333, 3, 4)});
 }
 #endif
@@ -1540,6 +1553,7 @@ TEST(KdaSplitOnHost, MainSpecDefaultsOverlappedPgrid3) {
   Knobs k = KdaFwdOp::chunked_knob_defaults();
   k["PGRID"] = I{3};
   k["STAGE"] = I{1};
+  k["LMTERMS"] = I{2};
   check_split(KDA_SPLIT_CONFIG(ov0, OpConfig{}, k), {shape(4, 333, 3, 4)});
 }
 #endif
@@ -1549,6 +1563,7 @@ TEST(KdaSplitOnHost, MainSpecDefaultsWgmmaBulk) {
   Knobs k = KdaFwdOp::chunked_knob_defaults();
   k["MMA"] = std::string("wgmma");
   k["BULK"] = I{1};
+  k["LMTERMS"] = I{3};
   check_split(KDA_SPLIT_CONFIG(wg0, OpConfig{}, k), {shape(4, 333, 3, 4)});
 }
 #endif

@@ -354,10 +354,12 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   // 46 fused; FUSED = 0 with BULK 0 and 1 each: 11,408 with MMA = sync (CHUNK x BV x WARPS x
   // STAGE 0-3 x LMTC x UPREC x KSPLIT x PF x WYTC x SLO less what BV * KSPLIT <= 256, PF at CHUNK
   // 64 and the recurrence's shared memory exclude), 1,096 with MMA = wgmma (BV 64 / 128, KSPLIT 1,
-  // SLO 0); with BULK 1 each at PGRID 0, 396 and 528; all of them at ULO 0 and 1.
-  EXPECT_EQ(admitted.size(), 46u + 2u * (1u + 3u) * (11408u + 1096u));
+  // SLO 0); with BULK 1 each at PGRID 0, 396 and 528; all of them at ULO 0 and 1; LMTERMS 3, and
+  // where CHUNK is 16, LMTC 1 and MMA sync (2,816 of the sync ones) also 1 and 2.
+  EXPECT_EQ(admitted.size(), 46u + 2u * (1u + 3u) * ((11408u + 2u * 2816u) + 1096u));
   std::vector<Knobs> ok;
-  std::set<std::string> prep_cover, rec_cover, ks_cover, stage_cover, pf_cover, wy_cover, slo_cover, ulo_cover;
+  std::set<std::string> prep_cover, rec_cover, ks_cover, stage_cover, pf_cover, wy_cover, slo_cover, ulo_cover,
+      lmt_cover;
   // The fused kernel (not the default) on a covering set too, to keep CI's time: every (CHUNK,
   // BV) (its layout and registers), every WARPS, STAGE and LMTC, picked greedily in admitted order.
   std::set<std::string> fused_cover;
@@ -394,6 +396,7 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
     wy_cover.insert(v("CHUNK") + "/" + v("WYTC") + "/" + v("UPREC"));
     slo_cover.insert(v("CHUNK") + "/" + v("SLO") + "/" + (std::get<I>(k.at("STAGE")) > 0 ? "staged" : "0"));
     ulo_cover.insert(v("CHUNK") + "/" + v("ULO"));
+    if (v("CHUNK") == "16" && v("LMTC") == "1") lmt_cover.insert(v("LMTERMS"));
     rec_cover.insert(v("CHUNK") + "/" + v("BV") + "/" + (std::get<I>(k.at("STAGE")) > 0 ? "staged" : "0"));
     ks_cover.insert(v("KSPLIT"));
     stage_cover.insert(v("STAGE"));
@@ -407,6 +410,7 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   EXPECT_EQ(wy_cover.size(), 12u);  // both WY forms at every CHUNK with either U0 precision
   EXPECT_EQ(slo_cover.size(), 12u);  // both S^T forms at every CHUNK, staged or not
   EXPECT_EQ(ulo_cover.size(), 6u);   // both U^T forms at every CHUNK
+  EXPECT_EQ(lmt_cover.size(), 3u);   // the one-pass prepare's L / M products at 1, 2 and 3 terms
   EXPECT_EQ(wg_cover.size(), 3u);
   EXPECT_EQ(overlapped, 1);
   EXPECT_EQ(ok.size(), fused_built + 24u + 3u + 1u);

@@ -258,6 +258,12 @@ TEST(KdaFwdOp, ImpossibleKnobsThrowWithAReason) {
   has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"BULK", I{0}}, {"PGRID", I{132}}}, "PGRID=132 needs FUSED=0 and BULK=1");
   has({{"CHUNK", I{16}}, {"PGRID", I{132}}}, "PGRID=132 needs FUSED=0 and BULK=1");
   has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"BULK", I{1}}, {"PGRID", I{-1}}}, "PGRID=-1 must be 0 (off)");
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"LMTERMS", I{4}}}, "LMTERMS=4 must be 1, 2 or 3");
+  has({{"CHUNK", I{32}}, {"FUSED", I{0}}, {"LMTC", I{1}}, {"LMTERMS", I{1}}}, "LMTERMS=1 needs FUSED=0, CHUNK=16, LMTC=1 and MMA=sync");
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"LMTC", I{0}}, {"LMTERMS", I{2}}}, "LMTERMS=2 needs FUSED=0, CHUNK=16, LMTC=1 and MMA=sync");
+  has({{"CHUNK", I{16}}, {"LMTERMS", I{1}}}, "LMTERMS=1 needs FUSED=0");
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"SLO", I{0}}, {"BV", I{64}}, {"MMA", std::string("wgmma")}, {"LMTERMS", I{2}}},
+      "LMTERMS=2 needs FUSED=0, CHUNK=16, LMTC=1 and MMA=sync");
   EXPECT_NO_THROW(op.launch_plan(shape(1, 16, 1, 1), {},
                                  {{"CHUNK", I{16}}, {"FUSED", I{0}}, {"SLO", I{0}}, {"BV", I{128}}, {"BULK", I{1}},
                                   {"MMA", std::string("wgmma")}}));
@@ -274,6 +280,7 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   k["BV"] = I{64};
   k["STAGE"] = I{1};
   k["BULK"] = I{0};
+  k["LMTERMS"] = I{3};  // the one-pass prepare's knob (CHUNK 16 only)
   const auto p = op.launch_plan(shape(1, 8192, 96, 6), {}, k);
   ASSERT_EQ(p.kernels.size(), 2u);
   const auto& pr = p.kernels[0];

@@ -252,6 +252,7 @@ TEST_F(KdaGpu, ChunkedSplitPassesTheGateOnACoveringSetOfKnobs) {
 TEST_F(KdaGpu, ChunkedSplitWithWgmmaPassesTheGate) {
   Knobs k = kernels::KdaFwdOp::chunked_knob_defaults();
   k["MMA"] = std::string("wgmma");
+  k["LMTERMS"] = std::int64_t{3};  // the one-pass prepare's single-term products are mma.sync only
   gate_chunked("kda_fwd.spec", -1, k, "chunked wgmma kda_fwd.spec");
   gate_chunked("kda_fwd_softplus.spec", 1, k, "chunked wgmma kda_fwd_softplus.spec");
   gate_chunked("kda_fwd_no_state.spec", 1, k, "chunked wgmma kda_fwd_no_state.spec");
