@@ -97,7 +97,6 @@ struct CampaignEngine::Round {
   std::size_t proposed = 0;
   std::vector<Item> fresh;  // recorded, building
   std::future<std::vector<evaluator::BuildResult>> built;
-  double started = 0;
 };
 
 struct CampaignEngine::Batch {
@@ -367,7 +366,6 @@ std::unique_ptr<CampaignEngine::Round> CampaignEngine::launch(int generation, st
   std::vector<evaluator::BuildRequest> reqs;
   for (const auto& it : round->fresh) reqs.push_back(build_request(it.proposal.genome));
   // The builder is const and thread-safe; its TBB tasks share the cores with other rounds.
-  round->started = now_s();
   round->built = std::async(std::launch::async,
                             [this, reqs = std::move(reqs)] { return builder_.build_all(reqs); });
   return round;
