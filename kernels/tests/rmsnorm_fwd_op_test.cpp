@@ -1437,7 +1437,9 @@ TEST(RmsNormFwdBuild, ASampleOfTheAdmittedKnobSpaceBuilds) {
   const auto& seed = spec.seeds.at(0);
   const auto all = covering_builds(seed, kStructuralKnobs);
   EXPECT_GE(all.size(), 100u);
-  constexpr std::size_t kStride = 41;  // prime: the sample does not alias the knob lists' periods
+  // Prime: the sample does not alias the knob lists' periods. 61 rather than 41 since the fourteenth
+  // session (CI time; the explicit combinations above and the bounds and hints below are all built).
+  constexpr std::size_t kStride = 61;
   std::vector<Knobs> sample;
   for (std::size_t i = 0; i < all.size(); i += kStride) sample.push_back(all[i]);
   for (const char* knob : {"MIN_BLOCKS", "LOAD_HINT", "STORE_HINT"})
