@@ -32,7 +32,7 @@ heavy='^(RmsNormFwdBuild\.(SeedBuildsForKnobAndDtypeCombinations|ASampleOfTheAdm
 # compiles everything, with clang and warnings as errors); the check after the sanitized build
 # fails if a heavy test lives anywhere else.
 release_targets=(ptxevo ptxevo_kda_tests ptxevo_kernels_tests ptxevo_prior_study_tests ptxevo_corpus_tests
-  ptxevo_mutators_corpus_tests ptxevo_structural_passes_corpus_tests ptxevo_cost_model_tests ptxevo_cli_agents_tests ptxevo_cli_tests)
+  ptxevo_mutators_corpus_tests ptxevo_structural_passes_corpus_tests ptxevo_cost_model_tests ptxevo_cli_tests)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT="$CUDA_HOME" >/dev/null
 cmake --build build --parallel "$jobs" --target "${release_targets[@]}"
 ctest --test-dir build -L unit --output-on-failure --parallel "$jobs" -R "$heavy"
