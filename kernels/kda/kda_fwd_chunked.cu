@@ -106,6 +106,15 @@
 #ifndef LMTERMS
 #define LMTERMS 3
 #endif
+// WYREC (FUSED = 0, MMA sync, KSPLIT 1): the WY form applied in the recurrence. The prepare writes
+// Kd = k 2^G and T' = (I + L)^-1 diag(beta) (C x C, hi + lo bf16) instead of W0 = T' Kd and
+// U0 = T' V, and the recurrence forms U = T' (V - Kd S) from v's rows (copied from the input, as
+// FlashKDA's second kernel reads v): the prepare neither reads v nor substitutes 256 columns, and
+// the workspace loses U0 (1120 -> 928 bytes a token-head at CHUNK 16), for one C x C x 16 product
+// more a warp on the chain.
+#ifndef WYREC
+#define WYREC 0
+#endif
 #define KDA_LM_TC (LMTC && !KDA_GATE_SOFTPLUS && CHUNK == 16)
 // The recurrence's out rows through shared memory (stmatrix, then whole 16-byte row segments a
 // chunk later) at CHUNK 16; larger chunks store from the accumulators (their registers are full:
@@ -131,6 +140,9 @@
 #endif
 #if KDA_WGMMA && (FUSED || KSPLIT != 1 || SLO != 0 || (BV != 64 && BV != 128))
 #error "MMA=wgmma needs FUSED=0, KSPLIT=1, SLO=0 and BV 64 or 128 (whole warpgroups of 16-column warps)"
+#endif
+#if WYREC && (FUSED || KDA_WGMMA || KSPLIT != 1 || WYTC)
+#error "WYREC=1 needs FUSED=0, MMA=sync, KSPLIT=1 and WYTC=0 (U = T' (V - Kd S) is formed in each 16-column warp)"
 #endif
 #if KDA_WGMMA && LMTERMS != 3
 #error "LMTERMS=1 or 2 needs MMA=sync (M's exact diagonal is reduced in the mma.sync layout's one-pass step)"
@@ -247,10 +259,15 @@ enum : int {
   kWsKrT = kWsW + kC * kD * 2,     // bf16 [K][C]  Kr^T = (k 2^(Gtot - G))^T
   kWsMhi = kWsKrT + kD * kC * 2,   // bf16 [C][C]  M (zero above the diagonal), high term
   kWsMlo = kWsMhi + kC * kC * 2,   // bf16 [C][C]  M - high term
-  kWsDec = kWsMlo + kC * kC * 2,   // fp32 [K]     2^Gtot
+  // WYREC: kWsW holds Kd = k 2^G instead of W0, T' = (I + L)^-1 diag(beta) follows M (hi + lo,
+  // zero above the diagonal, fragment order as M) and there is no U0^T.
+  kWsThi = kWsMlo + kC * kC * 2,   // bf16 [C][C]  T' (WYREC), high term
+  kWsTlo = kWsThi + kC * kC * 2,   // bf16 [C][C]  T' - high term
+  kWsDec = WYREC ? kWsTlo + kC * kC * 2 : kWsMlo + kC * kC * 2,  // fp32 [K]     2^Gtot
   kUBytes = UPREC / 8,             // U0^T elements: fp32 (UPREC 32) or bf16 (UPREC 16)
   kWsU = kWsDec + kD * 4,          // [V][C]  U0^T = ((I + L)^-1 diag(beta) V)^T
-  kWsChunkBytes = kWsU + kD * kC * kUBytes,
+  kWsChunkBytes = kWsU + (WYREC ? 0 : kD * kC * kUBytes),
+  kWyrec = WYREC,
   // Prepare shared memory (bytes).
   kPOffQ = 0,                                    // fp32 [C][kLd] scale q / |q|
   kPOffK = kPOffQ + (KDA_Q_REGS ? 0 : ((kC * kLd * 4 + 15) / 16) * 16),  // fp32 [C][kLd] k / |k|
@@ -264,7 +281,7 @@ enum : int {
   kPOffYh = kPOffQl + 16 * kPadF * 2,            // bf16 [C][kPadF] right factors
   kPOffYl = kPOffYh + kC * kPadF * 2,
   kPOffV = kPOffYl + kC * kPadF * 2,             // bf16 [C][K] raw v rows (step 5), copied in step 0
-  kPSmemBytes = kPOffV + kC * kD * 2,
+  kPSmemBytes = kPOffV + (WYREC ? 0 : kC * kD * 2),  // WYREC: v is the recurrence's
   // WYTC = 1, step 5: T' = (I + L)^-1 diag(beta) as hi + lo bf16 [C][kLdT] over q's rows (dead
   // after step 4), Kd^T as hi + lo bf16 [K][kLdKd] over the factor area (free after step 4). The
   // pads keep the fragment loads conflict-free.
@@ -293,11 +310,15 @@ enum : int {
   kROffMlo = kWsMlo,
   kROffDec = kWsDec,
   kROffU = kWsU,
-  kRStageBytes = kWsU + kBv * kC * kUBytes,
+  // WYREC: in U0^T's place the slice's C rows of v (bf16, BV values a row padded by 16 bytes, so
+  // that ldmatrix's eight rows of a phase hit distinct banks), copied from the input by cp.async.
+  kVRow = kBv * 2 + 16,
+  kROffV = kWsU,
+  kRStageBytes = kWsU + (WYREC ? kC * kVRow : kBv * kC * kUBytes),
   kRBuffers = STAGE + 1,           // chunks in flight: STAGE ahead of the one computed
   kRSmemBytes = kRBuffers * kRStageBytes,
   kSegShared = kWsU / 16,             // 16-byte segments of Qd .. 2^Gtot
-  kSegU = kBv * kC * kUBytes / 16,    // and of the slice's U0^T rows
+  kSegU = WYREC ? 0 : kBv * kC * kUBytes / 16,  // and of the slice's U0^T rows
   // KSPLIT > 1: each warp's partial W^T and Qs^T (2 x C / 8 tiles of 4 floats a lane), two
   // buffers by chunk parity, after the stage buffers.
   kXFloats = 2 * (kC / 8) * 4,
@@ -470,6 +491,16 @@ __device__ __forceinline__ void stmatrix_x4_trans(SmemAddr row_addr, unsigned in
                                                   unsigned int r3) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(row_addr), "r"(r0),
                "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
+// ldmatrix .x4 .trans: the inverse of stmatrix_x4_trans above (lanes 8 m .. 8 m + 7 give matrix
+// m's row addresses; register m of lane l gets (row 2 (l % 4), column l / 4) in its low half and
+// (row 2 (l % 4) + 1, column l / 4) in its high half): token rows read as an A fragment whose
+// rows are value columns.
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned int (&r)[4], SmemAddr row_addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(row_addr)
                : "memory");
 }
 __device__ __forceinline__ void cp_async16_at(SmemAddr dst, const void* src) {
@@ -1250,7 +1281,7 @@ __device__ __forceinline__ void lm_tile_store(const float (&c0)[4], const float 
 #define KDA_ONE_PASS (CHUNK == 16 && KDA_SPLIT_FACTOR_DIAG)
 // WY by substitution with both of a thread's columns in one pass (CHUNK 16, one Kd and one V
 // column a thread).
-#define KDA_WY_PAIRED (CHUNK == 16 && WARPS == 4 && !WYTC)
+#define KDA_WY_PAIRED (CHUNK == 16 && WARPS == 4 && !WYTC && !WYREC)
 // Kr^T written by the cumsum step (CHUNK 16 in swzf's fragment order: 16 G values a thread).
 #define KDA_KRT_IN_CUMSUM (CHUNK == 16 && !KDA_WGMMA)
 // The paired substitution's right-hand side beta Kd = beta k 2^G written over k's fp32 rows by the
@@ -1295,16 +1326,40 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
   KDA_ASSUME(tid >= 0 && tid < kPThreads);
   const int g8 = lane >> 2, t4 = lane & 3;
   // The sequence whose slots hold x: the last n with n + bos_n / C <= x (increasing in n).
-  int lo = 0, hi = nseq - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    long long b, e;
-    seq_range(a, mid, b, e);
-    if (mid + b / kC <= x) lo = mid;
-    else hi = mid - 1;
-  }
+  int lo = 0;
   long long bos, eos;
-  seq_range(a, lo, bos, eos);
+  if (a.cu_seqlens) {
+    // Each warp reads 32 entries of cu_seqlens at once and counts the sequences that start at or
+    // before x (a prefix of the lanes): one round trip for up to 31 sequences, where a binary
+    // search's dependent loads (about four at N = 8) held every CTA at its start (H200: the
+    // prepare 15% slower at 8 x 1024 than at 1 x 8192 for the same tokens).
+    for (int base = 0;; base += 30) {
+      const int m = base + lane;
+      const long long cm = m <= nseq ? a.cu_seqlens[m] : 0;
+      float cnt = (lane < 31 && m < nseq && m + cm / kC <= x) ? 1.f : 0.f;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) cnt += shfl_bfly(cnt, o);
+      const int nc = (int)cnt;
+      if (nc == 31 && base + 31 < nseq) continue;  // lane 30's sequence becomes the next lane 0's
+      const int at = nc > 0 ? nc - 1 : 0;  // (cu_seqlens[0] = 0: sequence 0 always counts)
+      lo = base + at;
+      bos = (long long)__float_as_uint(shfl_idx(__uint_as_float((unsigned int)cm), at)) |
+            ((long long)__float_as_uint(shfl_idx(__uint_as_float((unsigned int)(cm >> 32)), at)) << 32);
+      eos = (long long)__float_as_uint(shfl_idx(__uint_as_float((unsigned int)cm), at + 1)) |
+            ((long long)__float_as_uint(shfl_idx(__uint_as_float((unsigned int)(cm >> 32)), at + 1)) << 32);
+      break;
+    }
+  } else {
+    int hi = nseq - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      long long b, e;
+      seq_range(a, mid, b, e);
+      if (mid + b / kC <= x) lo = mid;
+      else hi = mid - 1;
+    }
+    seq_range(a, lo, bos, eos);
+  }
   const long long t0 = bos + (x - lo - bos / kC) * kC;
   if (t0 >= eos) return false;  // a slot no chunk uses (the whole CTA leaves before any barrier)
   const int count = (int)(eos - t0 < kC ? eos - t0 : (long long)kC);
@@ -1327,7 +1382,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
   // instructions a chunk, measured on the H200).
 #if KDA_DIRECT_QKG
   static_assert(kPThreads == 128, "direct q, k, g loads: four warps");
-  {
+  if (!WYREC) {  // WYREC: the recurrence reads v
     const int seg = tid & 15, tt0 = tid >> 4;  // eight tokens of v a round
     const __nv_bfloat16* src = a.v + ((t0 + tt0) * a.H + h) * (long long)kD + seg * 8;
     const long long src_step = 8LL * a.H * kD;
@@ -1364,7 +1419,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     const SmemAddr sdst = smem_at(dst);
 #pragma unroll
     for (int it = 0; it < kC / kTokStep; ++it) {
-      if (tt0 + it * kTokStep < count) {
+      if (tt0 + it * kTokStep < count && !(WYREC && which == 3)) {
         cp_async16_at(sdst + it * kTokStep * kD * 2, src + it * src_step);
       }
 #if WYTC
@@ -1568,8 +1623,12 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
   }
 #endif
   __syncthreads();
-  // 3. Qd = q 2^G (scale folded into q) and Kr^T = (k 2^(Gtot - G))^T, bf16 pairs.
+  // 3. Qd = q 2^G (scale folded into q) and Kr^T = (k 2^(Gtot - G))^T, bf16 pairs (WYREC: and
+  // Kd = k 2^G, in W0's place).
   unsigned short* wQd = reinterpret_cast<unsigned short*>(wsc + kWsQd);
+#if WYREC
+  unsigned short* wKd = reinterpret_cast<unsigned short*>(wsc + kWsW);
+#endif
 #if !KDA_ONE_PASS
 #pragma unroll
   for (int it = 0; it < kC * kD / 2 / kPThreads; ++it) {
@@ -1584,8 +1643,12 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
 #endif
     const float2 qq = *reinterpret_cast<const float2*>(pQ + r * kLd + d);
     const float2 gg = *reinterpret_cast<const float2*>(pG + r * kLd + d);
-    const float v0 = qq.x * ex2(gg.x), v1 = qq.y * ex2(gg.y);
-    *reinterpret_cast<unsigned int*>(wQd + wsb(r, d, kD)) = pack_bf16x2(v0, v1);
+    const float e0 = ex2(gg.x), e1 = ex2(gg.y);
+    *reinterpret_cast<unsigned int*>(wQd + wsb(r, d, kD)) = pack_bf16x2(qq.x * e0, qq.y * e1);
+#if WYREC
+    const float2 kk = *reinterpret_cast<const float2*>(pK + r * kLd + d);
+    *reinterpret_cast<unsigned int*>(wKd + wsb(r, d, kD)) = pack_bf16x2(kk.x * e0, kk.y * e1);
+#endif
   }
 #endif
 #if !KDA_KRT_IN_CUMSUM
@@ -1665,6 +1728,9 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
         // This thread's pair of k is read here for the last time before step 5.
         const float br = pBeta[r];
         *reinterpret_cast<float2*>(pK + r * kLd + d) = make_float2(br * kk.x * e0, br * kk.y * e1);
+#endif
+#if WYREC
+        *reinterpret_cast<unsigned int*>(wKd + wsb(r, d, kD)) = pack_bf16x2(kk.x * e0, kk.y * e1);
 #endif
         const float f0 = ex2(gg.x - gp.x), f1 = ex2(gg.y - gp.y);
         unsigned int wh, wl;
@@ -1786,6 +1852,28 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     __syncthreads();  // the next block overwrites the factors
   }
 #endif  // KDA_ONE_PASS
+#if WYREC
+  // 5. T' = (I + L)^-1 diag(beta) (C x C) by forward substitution, one thread a column of the
+  // identity, negated, as hi + lo bf16 in M's fragment order; the recurrence applies it to
+  // Kd S - V.
+  if (tid < kC) {
+    float xv[kC];
+#pragma unroll
+    for (int i = 0; i < kC; ++i) xv[i] = i == tid ? 1.f : 0.f;
+    forward_substitute(xv, pL);
+    const float bj = -pBeta[tid];  // -T' (the recurrence's accumulators hold -U'); 0 on padding tokens
+    unsigned short* wTh = reinterpret_cast<unsigned short*>(wsc + kWsThi);
+    unsigned short* wTl = reinterpret_cast<unsigned short*>(wsc + kWsTlo);
+#pragma unroll
+    for (int i = 0; i < kC; ++i) {
+      const float t = xv[i] * bj;
+      const unsigned short th = bf16_bits(t);
+      wTh[wsb(i, tid, kC)] = th;
+      wTl[wsb(i, tid, kC)] = bf16_bits(t - bf16_value(th));
+    }
+  }
+  return true;
+#else
   // 5. The WY form: [W0 | U0] = (I + L)^-1 diag(beta) [Kd | V].
   unsigned short* wW = reinterpret_cast<unsigned short*>(wsc + kWsW);
   unsigned char* wU = wsc + kWsU;
@@ -1977,6 +2065,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
 #endif
 #endif  // WYTC
   return true;
+#endif  // WYREC
 }
 
 // The flags of PGRID > 0, one word a (head, chunk slot), after the workspace's chunks.
@@ -2113,7 +2202,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #endif
       mbar_expect_tx(bar, kWsU + kSegU * 16);
       bulk_copy(dst, src, kWsU, bar);
-      bulk_copy(dst + kROffU, src + kWsU + col0 * (kC * kUBytes), kSegU * 16, bar);
+      if (kSegU > 0) bulk_copy(dst + kROffU, src + kWsU + col0 * (kC * kUBytes), kSegU * 16, bar);
     }
 #else
     // Fixed trip counts, unrolled by 8 (fully, it overflows CHUNK 64's registers): each copy's
@@ -2129,6 +2218,24 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
       const int idx = tid + i * kRThreads;
       if (kSegU % kRThreads == 0 || idx < kSegU) cp_async16_at(dst + kROffU + idx * 16, srcu + idx * 16);
     }
+#endif
+#if WYREC
+    // The slice's v rows of chunk c (16-byte segments, one a thread at CHUNK 16), straight from
+    // the input; rows past the sequence are not copied (the products mask them).
+    {
+      constexpr int kSegRow = kBv / 8, kSegV = kC * kSegRow;
+      const long long t0s = bos + (long long)c * kC;
+      const int rows = (int)(eos - t0s < kC ? eos - t0s : (long long)kC);
+#pragma unroll
+      for (int i = 0; i < (kSegV + kRThreads - 1) / kRThreads; ++i) {
+        const int idx = tid + i * kRThreads;
+        const int r = idx / kSegRow, sg = idx % kSegRow;
+        if ((kSegV % kRThreads == 0 || idx < kSegV) && r < rows)
+          cp_async16_at(dst + kROffV + r * kVRow + sg * 16, a.v + ((t0s + r) * a.H + h) * (long long)kD + col0 + sg * 8);
+      }
+    }
+#endif
+#if !BULK || WYREC
     cp_async_commit();
 #endif
   };
@@ -2158,13 +2265,13 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
   if (tid == 0)
     for (int p = STAGE; p < PF && p < nchunks; ++p) {
       prefetch_l2(wsh + (long long)p * kWsChunkBytes, kWsU);
-      prefetch_l2(wsh + (long long)p * kWsChunkBytes + kWsU + col0 * (kC * kUBytes), kBv * kC * kUBytes);
+      if (kSegU > 0) prefetch_l2(wsh + (long long)p * kWsChunkBytes + kWsU + col0 * (kC * kUBytes), kSegU * 16);
     }
 #endif
 #if STAGE
   for (int p = 0; p < STAGE; ++p) {
     if (p < nchunks) stage(p, p);
-#if !BULK
+#if !BULK || WYREC
     else cp_async_commit();
 #endif
   }
@@ -2193,6 +2300,9 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #endif
     mbar_wait(bar0 + 8 * buf, wpar);
     if (buf == kRBuffers - 1) wpar ^= 1u;
+#if WYREC
+    cp_async_wait_group<(STAGE > 0 ? STAGE - 1 : 0)>();  // this thread's v rows of chunk c
+#endif
 #elif STAGE
     const int buf = kRUnroll == kRBuffers ? ub : c % kRBuffers;
     cp_async_wait_group<STAGE - 1>();
@@ -2212,14 +2322,14 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #endif
 #if STAGE
     if (c + STAGE < nchunks) stage(c + STAGE, (buf + STAGE) % kRBuffers);
-#if !BULK
+#if !BULK || WYREC
     else cp_async_commit();
 #endif
 #endif
 #if PF
     if (tid == 0 && c + PF < nchunks) {
       prefetch_l2(wsh + (long long)(c + PF) * kWsChunkBytes, kWsU);
-      prefetch_l2(wsh + (long long)(c + PF) * kWsChunkBytes + kWsU + col0 * (kC * kUBytes), kBv * kC * kUBytes);
+      if (kSegU > 0) prefetch_l2(wsh + (long long)(c + PF) * kWsChunkBytes + kWsU + col0 * (kC * kUBytes), kSegU * 16);
     }
 #endif
     const unsigned char* sb = smem + buf * kRStageBytes;
@@ -2231,7 +2341,8 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     const unsigned short* sMlo = reinterpret_cast<const unsigned short*>(sb + kROffMlo);
 #endif
     const float* sDec = reinterpret_cast<const float*>(sb + kROffDec);
-#if UPREC == 32
+#if WYREC
+#elif UPREC == 32
     const float* sU = reinterpret_cast<const float*>(sb + kROffU);
 #else
     const unsigned short* sU = reinterpret_cast<const unsigned short*>(sb + kROffU);
@@ -2294,6 +2405,37 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
         w2[nt][e] = 0.f;
         qs[nt][e] = 0.f;
       }
+#if WYREC
+    // W^T's accumulators start at -V^T, so that they end at W^T - V^T = -U'^T with no subtraction
+    // on the chain (the prepare stores -T'). V^T's A-layout fragments straight from the staged
+    // token rows by ldmatrix.trans (matrix m: tokens 16 ks + 8 (m >> 1) .., value columns
+    // jw + 8 (m & 1) ..), before the products so that its latency hides behind them; rows past the
+    // sequence masked to zero (stale shared memory may hold NaN, and 0 x NaN is NaN even where T'
+    // is zero).
+    {
+      const int vcount = (int)(eos - t0 < kC ? eos - t0 : (long long)kC);
+#pragma unroll
+      for (int ks = 0; ks < kKsC; ++ks) {
+        unsigned int vr[4];
+        const int m = lane >> 3;
+        ldmatrix_x4_trans(vr, smem0 + buf * kRStageBytes + kROffV + (ks * 16 + (m >> 1) * 8 + (lane & 7)) * kVRow +
+                                  (jw + (m & 1) * 8) * 2);
+        if (vcount < kC) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const int tk = ks * 16 + (r >> 1) * 8 + 2 * t4;
+            if (tk >= vcount) vr[r] &= 0xffff0000u;
+            if (tk + 1 >= vcount) vr[r] &= 0x0000ffffu;
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          w[2 * ks + (r >> 1)][2 * (r & 1)] = -__uint_as_float(vr[r] << 16);
+          w[2 * ks + (r >> 1)][2 * (r & 1) + 1] = -__uint_as_float(vr[r] & 0xffff0000u);
+        }
+      }
+    }
+#endif
 #pragma unroll
     for (int ks = 0; ks < kDw / 16; ++ks) {
       unsigned int ah[4];
@@ -2359,6 +2501,44 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     }
 #endif
 #endif  // KDA_WGMMA
+#if WYREC
+    // U^T = U'^T T'^T = (-U'^T) (-T')^T: W^T's accumulators hold -U'^T (above), as its bf16
+    // rounding; -T' as hi + lo terms (two accumulators, no dependent pair).
+    {
+      unsigned int up[kKsC][4];
+#pragma unroll
+      for (int ks = 0; ks < kKsC; ++ks) {
+        up[ks][0] = pack_bf16x2(w[2 * ks][0], w[2 * ks][1]);
+        up[ks][1] = pack_bf16x2(w[2 * ks][2], w[2 * ks][3]);
+        up[ks][2] = pack_bf16x2(w[2 * ks + 1][0], w[2 * ks + 1][1]);
+        up[ks][3] = pack_bf16x2(w[2 * ks + 1][2], w[2 * ks + 1][3]);
+      }
+      const unsigned short* sThi = reinterpret_cast<const unsigned short*>(sb + kWsThi);
+      const unsigned short* sTlo = reinterpret_cast<const unsigned short*>(sb + kWsTlo);
+#pragma unroll
+      for (int nt = 0; nt < kNtC; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          w[nt][e] = 0.f;
+          w2[nt][e] = 0.f;
+        }
+#pragma unroll
+      for (int nt = 0; nt < kNtC; ++nt)
+#pragma unroll
+        for (int ks = 0; ks < kKsC; ++ks)
+          if (ks <= nt / 2) {
+            unsigned int bh[2], bl[2];
+            load_b_frag(bh, sThi, kC, nt * 8, ks * 16, lane);
+            load_b_frag(bl, sTlo, kC, nt * 8, ks * 16, lane);
+            mma_bf16(w[nt], up[ks], bh);
+            mma_bf16(w2[nt], up[ks], bl);
+          }
+#pragma unroll
+      for (int nt = 0; nt < kNtC; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) w[nt][e] += w2[nt][e];
+    }
+#else
     // U^T = U0^T - W^T, as hi + lo A fragments over the chunk's tokens (one read per pair). ULO 0
     // (knob): U^T enters the state update and out^T as its bf16 rounding alone (FLA's bf16 v_new),
     // the lo terms unused (the compiler drops them).
@@ -2377,6 +2557,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
         w[nt][2 * hf + 1] = __uint_as_float(u & 0xffff0000u) - w[nt][2 * hf + 1];
 #endif
       }
+#endif  // WYREC
     unsigned int uh[kKsC][4], ul[kKsC][4];
 #pragma unroll
     for (int ks = 0; ks < kKsC; ++ks) {
@@ -2552,8 +2733,9 @@ extern "C" __global__ void __launch_bounds__(KDA_RESET_THREADS) kda_fwd_flags_re
 extern "C" __global__ void __launch_bounds__(BV * 2 * KSPLIT, kda_chunked::kRMinBlocks) kda_fwd_recurrence(
     const unsigned char* __restrict__ ws, const long long* __restrict__ cu_seqlens,
     const float* __restrict__ initial_state, __nv_bfloat16* __restrict__ out, float* __restrict__ final_state,
-    long long T, int H, int nseq, float scale, float lower_bound) {
-  kda_chunked::kda_recurrence_body({nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, cu_seqlens,
+    long long T, int H, int nseq, float scale, float lower_bound, const __nv_bfloat16* __restrict__ v) {
+  // v: read only with WYREC = 1 (the op passes it to every recurrence).
+  kda_chunked::kda_recurrence_body({nullptr, nullptr, v, nullptr, nullptr, nullptr, nullptr, cu_seqlens,
                                     initial_state, out, final_state, T, H, scale, lower_bound},
                                    ws, nseq);
 }

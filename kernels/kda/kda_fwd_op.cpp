@@ -136,7 +136,8 @@ Knobs KdaFwdOp::chunked_knob_defaults() {
           {"LMTC", std::int64_t{1}},  {"FUSED", std::int64_t{0}}, {"UPREC", std::int64_t{16}},
           {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{0}},
           {"SLO", std::int64_t{0}}, {"MMA", std::string("sync")}, {"BULK", std::int64_t{1}},
-          {"PGRID", std::int64_t{0}}, {"ULO", std::int64_t{0}}, {"LMTERMS", std::int64_t{1}}};
+          {"PGRID", std::int64_t{0}}, {"ULO", std::int64_t{0}}, {"LMTERMS", std::int64_t{1}},
+          {"WYREC", std::int64_t{1}}};
 }
 
 Knobs KdaFwdOp::chunked_fused_knob_defaults() {
@@ -145,7 +146,7 @@ Knobs KdaFwdOp::chunked_fused_knob_defaults() {
           {"LMTC", g.lmtc},   {"FUSED", std::int64_t{1}}, {"UPREC", std::int64_t{32}},
           {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{0}}, {"SLO", std::int64_t{1}},
           {"MMA", std::string("sync")}, {"BULK", std::int64_t{0}}, {"PGRID", std::int64_t{0}},
-          {"ULO", std::int64_t{1}}, {"LMTERMS", std::int64_t{3}}};
+          {"ULO", std::int64_t{1}}, {"LMTERMS", std::int64_t{3}}, {"WYREC", std::int64_t{0}}};
 }
 
 std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
@@ -172,7 +173,8 @@ std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
                    {"PGRID", std::int64_t{0}},
                    {"ULO", std::int64_t{((cycle >> 2) ^ (cycle >> 1)) & 1}},
                    // The one-pass prepare's L / M terms (CHUNK 16, LMTC 1: cycles 2, 3, 6, 7): 1, 2, 3, 1.
-                   {"LMTERMS", std::int64_t{c == 16 && (cycle & 2) ? 1 + ((cycle & 1) + (cycle >> 2) * 2) % 3 : 3}}};
+                   {"LMTERMS", std::int64_t{c == 16 && (cycle & 2) ? 1 + ((cycle & 1) + (cycle >> 2) * 2) % 3 : 3}},
+                   {"WYREC", std::int64_t{0}}};
         ++cycle;
         if (c == 64) k["PF"] = std::int64_t{0};
         try {
@@ -193,12 +195,31 @@ std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
     w["MMA"] = std::string("wgmma");
     w["BULK"] = std::int64_t{c == 64 ? 0 : 1};
     w["LMTERMS"] = std::int64_t{3};
+    w["WYREC"] = std::int64_t{0};
     out.push_back(std::move(w));
   }
   // PGRID: the persistent prepare beside a programmatic recurrence, at the defaults otherwise.
   Knobs o = chunked_knob_defaults();
   o["PGRID"] = std::int64_t{396};
   out.push_back(std::move(o));
+  // WYREC 1: U = T' (V - Kd S) in the recurrence, at the defaults, at CHUNK 32 with per-thread
+  // copies and the unfactored prepare (LMTC 0), and at CHUNK 64.
+  Knobs r = chunked_knob_defaults();
+  out.push_back(r);
+  r["CHUNK"] = std::int64_t{32};
+  r["BV"] = std::int64_t{32};
+  r["STAGE"] = std::int64_t{1};
+  r["BULK"] = std::int64_t{0};
+  r["LMTC"] = std::int64_t{0};
+  r["LMTERMS"] = std::int64_t{3};
+  r["ULO"] = std::int64_t{1};
+  out.push_back(r);
+  r["CHUNK"] = std::int64_t{64};
+  r["BV"] = std::int64_t{128};
+  r["STAGE"] = std::int64_t{0};
+  r["BULK"] = std::int64_t{1};
+  r["WARPS"] = std::int64_t{8};
+  out.push_back(r);
   return out;
 }
 
@@ -206,7 +227,8 @@ Knobs KdaFwdOp::chunked_tcgen05_knob_defaults() {
   Knobs k = chunked_fused_knob_defaults();
   k.erase("FUSED");
   k.erase("UPREC");
-  for (const char* split_only : {"KSPLIT", "PF", "WYTC", "SLO", "BULK", "PGRID", "ULO", "LMTERMS"}) k.erase(split_only);
+  for (const char* split_only : {"KSPLIT", "PF", "WYTC", "SLO", "BULK", "PGRID", "ULO", "LMTERMS", "WYREC"})
+    k.erase(split_only);
   k["MMA"] = std::string("tcgen05");
   return k;
 }
@@ -232,7 +254,8 @@ std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
   auto round16 = [](std::int64_t b) { return (b + 15) / 16 * 16; };
   const std::int64_t c = g.chunk, bv = g.bv;
   if (!g.fused)
-    return (g.stage + 1) * (3 * c * D * 2 + 2 * c * c * 2 + D * 4 + bv * c * (g.uprec / 8)) +
+    return (g.stage + 1) * (3 * c * D * 2 + 2 * c * c * 2 + D * 4 +
+                            (g.wyrec ? 2 * c * c * 2 + c * (2 * bv + 16) : bv * c * (g.uprec / 8))) +
            (g.ksplit > 1 ? 16 * bv * g.ksplit * c : 0) +  // 2 buffers x BV / 16 x KSPLIT warps x 32 lanes x C floats
            (c == 16 ? 2 * c * (2 * bv + 16) : 0) +          // out's staging
            (g.bulk ? 32 : 0);                              // BULK: the stage buffers' mbarriers
@@ -260,13 +283,13 @@ std::int64_t KdaFwdOp::prepare_smem_bytes(const ChunkedGeometry& g, bool softplu
   const std::int64_t c = g.chunk, f = c == 16 ? 64 : D;
   const bool q_regs = c == 16 && g.lmtc == 1 && !softplus && !g.wgmma && g.wytc == 0;
   return (q_regs ? 2 : 3) * round16(c * (D + 4) * 4) + round16(c * 4) + c * c * 4 + 4 * 16 * (f + 8) * 2 +
-         2 * c * (f + 8) * 2 + c * D * 2;
+         2 * c * (f + 8) * 2 + (g.wyrec ? 0 : c * D * 2);
 }
 
 // Qd, W0 (bf16 C x 128), Kr^T (bf16 128 x C), M's two terms (bf16 C x C), 2^Gtot (fp32 128),
 // U0^T (fp32 or bf16 128 x C).
-std::int64_t KdaFwdOp::workspace_chunk_bytes(std::int64_t c, std::int64_t uprec) {
-  return 3 * c * D * 2 + 2 * c * c * 2 + D * 4 + D * c * (uprec / 8);
+std::int64_t KdaFwdOp::workspace_chunk_bytes(std::int64_t c, std::int64_t uprec, bool wyrec) {
+  return 3 * c * D * 2 + 2 * c * c * 2 + D * 4 + (wyrec ? 2 * c * c * 2 : D * c * (uprec / 8));
 }
 
 // The largest chunk layout, then PGRID's flags: a word a (head, slot) of CHUNK 16, the most slots.
@@ -281,10 +304,10 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   for (const auto& [name, v] : k)
     if (name != "CHUNK" && name != "BV" && name != "WARPS" && name != "STAGE" && name != "LMTC" && name != "MMA" &&
         name != "FUSED" && name != "UPREC" && name != "KSPLIT" && name != "PF" && name != "WYTC" &&
-        name != "SLO" && name != "BULK" && name != "PGRID" && name != "ULO" && name != "LMTERMS")
+        name != "SLO" && name != "BULK" && name != "PGRID" && name != "ULO" && name != "LMTERMS" && name != "WYREC")
       fail("unknown knob '" + name +
            "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LMTC, MMA, FUSED, UPREC, KSPLIT, PF, WYTC, SLO, "
-           "BULK, PGRID, ULO, LMTERMS)");
+           "BULK, PGRID, ULO, LMTERMS, WYREC)");
   ChunkedGeometry g;
   const std::int64_t fused = evaluator::knob_int(k, "FUSED", 1);
   if (fused != 0 && fused != 1) fail("FUSED=" + std::to_string(fused) + " must be 0 or 1");
@@ -312,6 +335,8 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   if (g.fused && g.ulo != 1) fail("ULO=0 needs FUSED=0 (a recurrence knob)");
   g.lmterms = evaluator::knob_int(k, "LMTERMS", 3);
   if (g.lmterms < 1 || g.lmterms > 3) fail("LMTERMS=" + std::to_string(g.lmterms) + " must be 1, 2 or 3");
+  g.wyrec = evaluator::knob_int(k, "WYREC", 0);
+  if (g.wyrec != 0 && g.wyrec != 1) fail("WYREC=" + std::to_string(g.wyrec) + " must be 0 or 1");
   g.pgrid = evaluator::knob_int(k, "PGRID", 0);
   if (g.pgrid < 0 || g.pgrid > 65535)
     fail("PGRID=" + std::to_string(g.pgrid) + " must be 0 (off) or the prepare's persistent CTAs, at most 65535");
@@ -360,6 +385,10 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
     fail("LMTERMS=" + std::to_string(g.lmterms) +
          " needs FUSED=0, CHUNK=16, LMTC=1 and MMA=sync (the prepare's one-pass L and M products; elsewhere they take "
          "3 terms)");
+  if (g.wyrec == 1 && (g.fused || g.wgmma || g.ksplit != 1 || g.wytc != 0))
+    fail("WYREC=1 needs FUSED=0, MMA=sync, KSPLIT=1 and WYTC=0 (U = T' (V - Kd S) is formed in each 16-column warp of "
+         "the mma.sync recurrence), got FUSED=" + std::to_string(g.fused ? 1 : 0) + " MMA=" +
+         (g.wgmma ? "wgmma" : "sync") + " KSPLIT=" + std::to_string(g.ksplit) + " WYTC=" + std::to_string(g.wytc));
   if (!g.fused && prepare_smem_bytes(g, true) > 227 * 1024)
     fail("CHUNK=" + std::to_string(g.chunk) + ": kda_fwd_prepare needs " + std::to_string(prepare_smem_bytes(g, true)) +
          " bytes of shared memory, more than a CTA may have (227 KB)");
@@ -450,7 +479,8 @@ evaluator::LaunchPlan KdaFwdOp::launch_plan(const Shape& s, const OpConfig& cfg,
               static_cast<std::int32_t>(d.heads),
               static_cast<std::int32_t>(d.sequences),
               f_scale,
-              f_lb};
+              f_lb,
+              evaluator::ArgTensor{"v"}};  // read with WYREC = 1 only
     evaluator::LaunchPlan p;
     if (g.pgrid > 0) {
       // The flags to 0, then the prepare as persistent CTAs (never more than its items), then the

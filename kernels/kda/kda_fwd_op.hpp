@@ -104,6 +104,10 @@ class KdaFwdOp : public evaluator::Op {
     // (FUSED = 0, CHUNK 16, LMTC 1, lower-bound gate) as 3 bf16 terms (hi hi + hi lo + lo hi), 2
     // (the right factor's bf16 rounding alone) or 1 (both factors single bf16 terms).
     std::int64_t lmterms = 3;
+    // Knob WYREC (FUSED = 0, MMA sync, KSPLIT 1, WYTC 0; absent: 0): 1 the prepare writes Kd and
+    // T' = (I + L)^-1 diag(beta) instead of W0 and U0, and the recurrence forms U = T' (V - Kd S)
+    // from v's rows (it then takes v, and its stage buffers hold v's rows instead of U0^T's).
+    std::int64_t wyrec = 0;
     // Knob MMA = "wgmma" (FUSED = 0 only, sm_90a): the recurrence's state products on warpgroup
     // MMAs (wgmma.mma_async, B operands from shared memory in wgmma's core-matrix layout, which the
     // prepare then writes); BV 64 or 128, KSPLIT 1, SLO 0.
@@ -124,17 +128,18 @@ class KdaFwdOp : public evaluator::Op {
   static ChunkedGeometry chunked_geometry(const evaluator::Knobs& k);
   // kda_fwd.spec's defaults for the chunked seed (the prepare + recurrence pair, FUSED = 0:
   // CHUNK 16, BV 64, WARPS 4, STAGE 2, LMTC 1, UPREC 16, KSPLIT 1, PF 0, WYTC 0, SLO 0, MMA sync,
-  // BULK 1, PGRID 0, ULO 0, LMTERMS 1).
+  // BULK 1, PGRID 0, ULO 0, LMTERMS 1, WYREC 1).
   static evaluator::Knobs chunked_knob_defaults();
   // The fused kernel's defaults (FUSED = 1, CHUNK 16, BV 32, WARPS 4, STAGE 1, LMTC 1; the split-only
   // knobs at the values FUSED = 1 requires: UPREC 32, KSPLIT 1, PF 0, WYTC 0, SLO 1, MMA sync, BULK 0,
-  // PGRID 0, ULO 1, LMTERMS 3).
+  // PGRID 0, ULO 1, LMTERMS 3, WYREC 0).
   static evaluator::Knobs chunked_fused_knob_defaults();
   // 24 FUSED = 0 assignments that cover both kernels (the build and GPU tests build or gate
   // them): every (CHUNK, BV, STAGE 0 or not) of the recurrence, with (WARPS, LMTC, UPREC) cycling
   // through all eight per CHUNK for the prepare, and STAGE 1-3, KSPLIT, PF, WYTC and SLO varied along
   // (STAGE 1, KSPLIT 1 where the deeper staging does not fit a CTA's shared memory); then MMA =
-  // wgmma once a CHUNK and PGRID = 396 at the defaults: 28 in all.
+  // wgmma once a CHUNK, PGRID = 396 at the defaults and WYREC = 1 three times (the defaults; CHUNK
+  // 32 with per-thread copies and the softplus-ready unfactored prepare; CHUNK 64): 31 in all.
   static std::vector<evaluator::Knobs> split_covering_knobs();
   // The tcgen05 variant's defaults (kda_fwd_chunked_tcgen05.cu; MMA = "tcgen05").
   static evaluator::Knobs chunked_tcgen05_knob_defaults();
@@ -144,9 +149,9 @@ class KdaFwdOp : public evaluator::Op {
   static std::int64_t chunked_smem_bytes(const ChunkedGeometry& g);
   // kda_fwd_prepare's dynamic shared memory (FUSED = 0) for the gate (softplus or lower-bound).
   static std::int64_t prepare_smem_bytes(const ChunkedGeometry& g, bool softplus);
-  // Bytes of one (head, chunk slot) of the workspace at chunk size c and U0 precision uprec
-  // (kda_fwd_chunked.cu, kWs*).
-  static std::int64_t workspace_chunk_bytes(std::int64_t c, std::int64_t uprec = 32);
+  // Bytes of one (head, chunk slot) of the workspace at chunk size c and U0 precision uprec, or
+  // with WYREC (T' in place of U0) (kda_fwd_chunked.cu, kWs*).
+  static std::int64_t workspace_chunk_bytes(std::int64_t c, std::int64_t uprec = 32, bool wyrec = false);
   // The scratch tensor "workspace" (u8): H (N + T_total / C) chunk slots, the most any CHUNK needs.
   static std::int64_t workspace_bytes(const KdaDims& d);
   static constexpr const char* kPrepareEntry = "kda_fwd_prepare";

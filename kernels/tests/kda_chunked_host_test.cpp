@@ -322,6 +322,20 @@ inline void stmatrix_x4_trans(SmemAddr row_addr, unsigned int r0, unsigned int r
   }
   syncwarp();
 }
+// ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16: stmatrix_x4_trans's inverse (same table).
+inline void ldmatrix_x4_trans(unsigned int (&r)[4], SmemAddr row_addr) {
+  const int w = g_cta.current / 32, lane = g_cta.current % 32;
+  if (!aligned(row_addr, 16)) fault("ldmatrix row address not 16-byte aligned");
+  g_cta.rows[w][lane] = row_addr;
+  syncwarp();
+  for (int m = 0; m < 4; ++m) {
+    unsigned short lo = 0, hi = 0;
+    std::memcpy(&lo, g_cta.rows[w][8 * m + 2 * (lane % 4)] + 2 * (lane / 4), 2);
+    std::memcpy(&hi, g_cta.rows[w][8 * m + 2 * (lane % 4) + 1] + 2 * (lane / 4), 2);
+    r[m] = static_cast<unsigned int>(lo) | (static_cast<unsigned int>(hi) << 16);
+  }
+  syncwarp();
+}
 inline void cp_async_commit() { ++self().committed; }
 inline void cp_async_wait_all() { land_copies(true); }
 // cp.async.wait_group N: every copy of the groups committed before the last N has landed.
@@ -532,6 +546,7 @@ inline void wgmma_n128(float* d, const unsigned int* a, WgDesc desc) { wgmma_n(d
 #define __launch_bounds__(...)
 #define __syncthreads() ::kda_host::syncthreads()
 #define __uint_as_float(u) ::kda_host::uint_as_float(u)
+#define __float_as_uint(f) ::kda_host::float_as_uint(f)
 #define threadIdx (::kda_host::self().tid)
 #define blockIdx (::kda_host::g_cta.bid)
 #define gridDim (::kda_host::g_cta.grid)
@@ -1069,8 +1084,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 
 // Configuration O0: the main spec's split defaults with PGRID 3 (three persistent prepare CTAs
 // striding over the items, chunk flags between the prepare and the recurrence), STAGE 1 (the
-// recurrence's chunk loop unrolled by its two buffers) and LMTERMS 2 (the prepare's right factor
-// as one bf16 term).
+// recurrence's chunk loop unrolled by its two buffers), LMTERMS 2 (the prepare's right factor
+// as one bf16 term) and WYREC 1 (the defaults': U = T' (V - Kd S) in the recurrence).
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -1093,6 +1108,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define ULO 0
 #undef LMTERMS  // the .cu default (3) of an earlier include
 #define LMTERMS 2
+#undef WYREC
+#define WYREC 1
 #if !PTXEVO_SANITIZED_SKIP
 namespace ov0 {
 namespace kda_chunked {
@@ -1115,6 +1132,92 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef FUSED
 #undef UPREC
 #undef PGRID
+
+// Configuration R0: the main spec's split defaults with WYREC 1 (the prepare writes Kd and T', the
+// recurrence forms U = T' (V - Kd S) from v's rows, copied by cp.async beside the bulk copy).
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 16
+#define BV 64
+#define WARPS 4
+#define STAGE 2
+#define LMTC 1
+#define FUSED 0
+#define UPREC 16
+#define PGRID 0
+#define ULO 0
+#define LMTERMS 1
+#undef WYREC  // the .cu default (0) of an earlier include
+#define WYREC 1
+#if !PTXEVO_SANITIZED_SKIP
+namespace wr0 {
+namespace kda_chunked {
+using namespace ::kda_host;
+alignas(16) unsigned char smem[kSmemCap + kGuard];
+}  // namespace kda_chunked
+#include "kernels/kda/kda_fwd_chunked.cu"
+}  // namespace wr0
+#endif
+#undef LMTERMS
+#undef ULO
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef CHUNK
+#undef BV
+#undef WARPS
+#undef STAGE
+#undef LMTC
+#undef FUSED
+#undef UPREC
+#undef PGRID
+
+// Configuration R1: WYREC 1 with the softplus gate (the unfactored prepare), final state only,
+// CHUNK 32 (two 16-token steps of V^T and T'), BV 32, WARPS 8, STAGE 1, per-thread copies (BULK
+// 0), S and U as hi + lo terms (SLO 1, ULO 1), PF 2.
+#define KDA_GATE_SOFTPLUS 1
+#define HAS_INITIAL_STATE 0
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 32
+#define WARPS 8
+#define STAGE 1
+#define LMTC 0
+#define FUSED 0
+#define UPREC 16
+#define PGRID 0
+#undef PF
+#define PF 2
+#undef SLO
+#define SLO 1
+#undef BULK
+#define BULK 0
+#define ULO 1
+#define LMTERMS 3
+#if !PTXEVO_SANITIZED_SKIP
+namespace wr1 {
+namespace kda_chunked {
+using namespace ::kda_host;
+alignas(16) unsigned char smem[kSmemCap + kGuard];
+}  // namespace kda_chunked
+#include "kernels/kda/kda_fwd_chunked.cu"
+}  // namespace wr1
+#endif
+#undef LMTERMS
+#undef ULO
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef CHUNK
+#undef BV
+#undef WARPS
+#undef STAGE
+#undef LMTC
+#undef FUSED
+#undef UPREC
+#undef PGRID
+#undef WYREC
 
 #pragma GCC diagnostic pop
 #undef __syncthreads
@@ -1258,7 +1361,7 @@ struct SplitConfig {
   const char* name;
   OpConfig options;
   ptxevo::evaluator::Knobs knobs;
-  int prep_threads, rec_threads, prep_smem, rec_smem, chunk, ws_chunk_bytes, uprec, ksplit;
+  int prep_threads, rec_threads, prep_smem, rec_smem, chunk, ws_chunk_bytes, uprec, ksplit, wyrec;
   unsigned char* smem;
   void (*prepare)(const Args&, unsigned char*, int);
   void (*recurrence)(const Args&, const unsigned char*, int);
@@ -1269,7 +1372,7 @@ struct SplitConfig {
   SplitConfig<NS::kda_chunked::Args> {                                                                           \
 #NS, OPTIONS, KNOBS, NS::kda_chunked::kPThreads, NS::kda_chunked::kRThreads, NS::kda_chunked::kPSmemBytes,   \
         NS::kda_chunked::kRSmemTotal, NS::kda_chunked::kC, NS::kda_chunked::kWsChunkBytes,                      \
-        NS::kda_chunked::kUBytes * 8, NS::kda_chunked::kKs, NS::kda_chunked::smem,                               \
+        NS::kda_chunked::kUBytes * 8, NS::kda_chunked::kKs, NS::kda_chunked::kWyrec, NS::kda_chunked::smem,     \
         [](const NS::kda_chunked::Args& a, unsigned char* ws, int n) { NS::kda_chunked::kda_prepare_body(a, ws, n); }, \
         [](const NS::kda_chunked::Args& a, const unsigned char* ws, int n) {                                   \
           NS::kda_chunked::kda_recurrence_body(a, ws, n);                                                        \
@@ -1332,7 +1435,7 @@ Outcome run_split(const SplitConfig<Args>& c, const Shape& s, Distribution dist,
               " B; " + std::to_string(c.rec_threads) + ", " + std::to_string(c.rec_smem) + " B)";
     return o;
   }
-  if (KdaFwdOp::workspace_chunk_bytes(c.chunk, c.uprec) != c.ws_chunk_bytes) {
+  if (KdaFwdOp::workspace_chunk_bytes(c.chunk, c.uprec, c.wyrec != 0) != c.ws_chunk_bytes) {
     o.fault = "KdaFwdOp::workspace_chunk_bytes disagrees with the kernel's kWsChunkBytes";
     return o;
   }
@@ -1360,9 +1463,13 @@ Outcome run_split(const SplitConfig<Args>& c, const Shape& s, Distribution dist,
   const Args pa{bf("q"), bf("k"), bf("v"), bf("g"), bf("beta"), f32("A_log"), f32("dt_bias"), cup, nullptr, nullptr,
                 nullptr, std::get<I>(prep.args.at(9)), std::get<std::int32_t>(prep.args.at(10)),
                 std::get<float>(prep.args.at(12)), std::get<float>(prep.args.at(13))};
+  if (rec.args.size() != 11 || std::get<ptxevo::evaluator::ArgTensor>(rec.args.at(10)).name != "v") {
+    o.fault = "the recurrence's launch does not pass v last";
+    return o;
+  }
   const Args ra{nullptr,
                 nullptr,
-                nullptr,
+                bf("v"),
                 nullptr,
                 nullptr,
                 nullptr,
@@ -1519,22 +1626,30 @@ TEST(KdaSplitOnHost, MainSpecDefaults) {
   // Plus the held-out batched rows of 333 tokens (10 full chunks and a partial one per row).
   Knobs defaults = split_knobs(16, 64, 4, 2, 1, 16, 1, 0, 0, 0, 1, 0);
   defaults["LMTERMS"] = I{1};
+  defaults["WYREC"] = I{1};
   EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), defaults);
-  check_split(KDA_SPLIT_CONFIG(split0, OpConfig{}, KdaFwdOp::chunked_knob_defaults()), {shape(4, 333, 3, 4)});
+  check_split(KDA_SPLIT_CONFIG(wr0, OpConfig{}, KdaFwdOp::chunked_knob_defaults()), {shape(4, 333, 3, 4)});
+}
+
+// The defaults with W0 and U0 from the prepare (WYREC 0).
+TEST(KdaSplitOnHost, MainSpecDefaultsWyrec0) {
+  Knobs k = KdaFwdOp::chunked_knob_defaults();
+  k["WYREC"] = I{0};
+  check_split(KDA_SPLIT_CONFIG(split0, OpConfig{}, k), {shape(4, 333, 3, 4)});
 }
 
 // One token, one head: out is M_00 v alone, so its relative error is M_00's. With single bf16
 // factors (LMTERMS 1) and no exact diagonal, a small q . k made that error large (H200: 8.3e-3;
 // about one draw in ten would pass the op's 1e-2): 64 draws of it here.
 TEST(KdaSplitOnHost, MainSpecDefaultsSingleTokenDiagonal) {
-  const auto c = KDA_SPLIT_CONFIG(split0, OpConfig{}, KdaFwdOp::chunked_knob_defaults());
+  const auto c = KDA_SPLIT_CONFIG(wr0, OpConfig{}, KdaFwdOp::chunked_knob_defaults());
   double worst = 0;
   for (std::uint64_t seed = 1; seed <= 64; ++seed) {
     const Outcome o = run_split(c, shape(1, 1, 1, 1), ptxevo::evaluator::all_distributions()[seed % 2], 7000 + seed);
     ASSERT_EQ(o.fault, "") << seed;
     worst = std::max(worst, o.out);
   }
-  std::printf("split0 at T = 1, 64 draws: worst out rel_l2 %.3g\n", worst);
+  std::printf("wr0 at T = 1, 64 draws: worst out rel_l2 %.3g\n", worst);
   EXPECT_LT(worst, 5e-3);
 }
 #endif
@@ -1585,6 +1700,7 @@ TEST(KdaSplitOnHost, MainSpecDefaultsWgmmaBulk) {
   k["MMA"] = std::string("wgmma");
   k["BULK"] = I{1};
   k["LMTERMS"] = I{3};
+  k["WYREC"] = I{0};
   check_split(KDA_SPLIT_CONFIG(wg0, OpConfig{}, k), {shape(4, 333, 3, 4)});
 }
 #endif
@@ -1595,6 +1711,14 @@ TEST(KdaSplitOnHost, WgmmaSoftplusInitialStateOnlyChunk32Bv128Ulo0) {
   k["MMA"] = std::string("wgmma");
   k["ULO"] = I{0};
   check_split(KDA_SPLIT_CONFIG(wg1, (OpConfig{{"gate", "softplus"}, {"final_state", "false"}}), k));
+}
+#endif
+
+#if !PTXEVO_SANITIZED_SKIP
+TEST(KdaSplitOnHost, WyrecSoftplusFinalStateOnlyChunk32Bv32Pf2) {
+  Knobs k = split_knobs(32, 32, 8, 1, 0, 16, 1, 2, 0, 1, 0, 1);
+  k["WYREC"] = I{1};
+  check_split(KDA_SPLIT_CONFIG(wr1, (OpConfig{{"gate", "softplus"}, {"initial_state", "false"}}), k));
 }
 #endif
 

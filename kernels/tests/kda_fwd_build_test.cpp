@@ -355,8 +355,10 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   // STAGE 0-3 x LMTC x UPREC x KSPLIT x PF x WYTC x SLO less what BV * KSPLIT <= 256, PF at CHUNK
   // 64 and the recurrence's shared memory exclude), 1,096 with MMA = wgmma (BV 64 / 128, KSPLIT 1,
   // SLO 0); with BULK 1 each at PGRID 0, 396 and 528; all of them at ULO 0 and 1; LMTERMS 3, and
-  // where CHUNK is 16, LMTC 1 and MMA sync (2,816 of the sync ones) also 1 and 2.
-  EXPECT_EQ(admitted.size(), 46u + 2u * (1u + 3u) * ((11408u + 2u * 2816u) + 1096u));
+  // where CHUNK is 16, LMTC 1 and MMA sync (2,816 of the sync ones) also 1 and 2; and WYREC 1 (MMA
+  // sync, KSPLIT 1, WYTC 0, UPREC 16: 1,088, of which 256 at CHUNK 16 and LMTC 1 take LMTERMS 1
+  // and 2 too).
+  EXPECT_EQ(admitted.size(), 46u + 2u * (1u + 3u) * ((11408u + 2u * 2816u) + 1096u + (1088u + 2u * 256u)));
   std::vector<Knobs> ok;
   std::set<std::string> prep_cover, rec_cover, ks_cover, stage_cover, pf_cover, wy_cover, slo_cover, ulo_cover,
       lmt_cover;
@@ -378,7 +380,7 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   const std::size_t fused_built = ok.size();
   std::printf("fused: %zu of %zu admitted assignments cover every (CHUNK, BV), WARPS, STAGE and LMTC\n",
               fused_built, fused_admitted);
-  std::set<std::string> wg_cover;
+  std::set<std::string> wg_cover, wyrec_cover;
   int overlapped = 0;
   for (const Knobs& k : KdaFwdOp::split_covering_knobs()) {
     EXPECT_NE(std::find(admitted.begin(), admitted.end(), k), admitted.end()) << knobs_text(k);
@@ -390,6 +392,10 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
     }
     if (KdaFwdOp::chunked_geometry(k).pgrid > 0) {  // the persistent prepare + flags: once
       ++overlapped;
+      continue;
+    }
+    if (KdaFwdOp::chunked_geometry(k).wyrec == 1) {  // U = T' (V - Kd S) in the recurrence: one a CHUNK
+      wyrec_cover.insert(v("CHUNK"));
       continue;
     }
     prep_cover.insert(v("CHUNK") + "/" + v("WARPS") + "/" + v("LMTC") + "/" + v("UPREC") + "/" + v("WYTC"));
@@ -413,7 +419,8 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   EXPECT_EQ(lmt_cover.size(), 3u);   // the one-pass prepare's L / M products at 1, 2 and 3 terms
   EXPECT_EQ(wg_cover.size(), 3u);
   EXPECT_EQ(overlapped, 1);
-  EXPECT_EQ(ok.size(), fused_built + 24u + 3u + 1u);
+  EXPECT_EQ(wyrec_cover.size(), 3u);
+  EXPECT_EQ(ok.size(), fused_built + 24u + 3u + 1u + 3u);
   std::vector<ptxevo::evaluator::BuildRequest> reqs;
   for (const auto& k : ok) reqs.push_back(chunked_request(spec, seed, k));
   const auto t0 = std::chrono::steady_clock::now();
@@ -452,11 +459,14 @@ TEST(KdaFwdChunkedBuild, CompilesForSm100a) {
   reqs.push_back(chunked_request(spec, seed, KdaFwdOp::chunked_fused_knob_defaults()));
   reqs.push_back(chunked_request(
       spec, seed,
-      {{"FUSED", I{1}}, {"UPREC", I{32}}, {"CHUNK", I{32}}, {"BV", I{128}}, {"WARPS", I{8}}, {"STAGE", I{1}}, {"LMTC", I{0}}}));
+      {{"FUSED", I{1}}, {"UPREC", I{32}}, {"CHUNK", I{32}}, {"BV", I{128}}, {"WARPS", I{8}}, {"STAGE", I{1}}, {"LMTC", I{0}},
+       {"WYREC", I{0}}}));
   reqs.push_back(chunked_request(
       spec, seed,
-      {{"FUSED", I{1}}, {"UPREC", I{32}}, {"CHUNK", I{64}}, {"BV", I{32}}, {"WARPS", I{4}}, {"STAGE", I{0}}, {"LMTC", I{0}}}));
-  reqs.push_back(chunked_request(spec, seed, {{"CHUNK", I{64}}, {"BV", I{128}}, {"UPREC", I{32}}, {"STAGE", I{1}}}));
+      {{"FUSED", I{1}}, {"UPREC", I{32}}, {"CHUNK", I{64}}, {"BV", I{32}}, {"WARPS", I{4}}, {"STAGE", I{0}}, {"LMTC", I{0}},
+       {"WYREC", I{0}}}));
+  reqs.push_back(
+      chunked_request(spec, seed, {{"CHUNK", I{64}}, {"BV", I{128}}, {"UPREC", I{32}}, {"STAGE", I{1}}, {"WYREC", I{0}}}));
   const auto results = ptxevo::evaluator::Builder(nullptr).build_all(reqs);
   for (std::size_t i = 0; i < results.size(); ++i) {
     SCOPED_TRACE(reqs[i].name);

@@ -281,6 +281,7 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   k["STAGE"] = I{1};
   k["BULK"] = I{0};
   k["LMTERMS"] = I{3};  // the one-pass prepare's knob (CHUNK 16 only)
+  k["WYREC"] = I{0};    // W0 and U0 in the workspace (WYREC 1 below)
   const auto p = op.launch_plan(shape(1, 8192, 96, 6), {}, k);
   ASSERT_EQ(p.kernels.size(), 2u);
   const auto& pr = p.kernels[0];
@@ -303,8 +304,9 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   EXPECT_EQ(rc.grid.y, 96u);
   EXPECT_EQ(rc.grid.z, 2u);   // BV = 64
   EXPECT_EQ(rc.block.x, 128u);  // BV / 16 warps
-  ASSERT_EQ(rc.args.size(), 10u);
+  ASSERT_EQ(rc.args.size(), 11u);
   EXPECT_EQ(std::get<ArgTensor>(rc.args[0]).name, "workspace");
+  EXPECT_EQ(std::get<ArgTensor>(rc.args[10]).name, "v");  // read with WYREC 1
   EXPECT_EQ(std::get<ArgTensor>(rc.args[2]).name, "initial_state");
   EXPECT_EQ(std::get<ArgTensor>(rc.args[3]).name, "out");
   EXPECT_EQ(std::get<ArgTensor>(rc.args[4]).name, "final_state");
@@ -332,6 +334,22 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   st3["STAGE"] = I{3};
   EXPECT_EQ(op.launch_plan(shape(1, 8192, 96, 6), {}, st3).kernels[1].shared_bytes, 2u * rc.shared_bytes);
   EXPECT_EQ(KdaFwdOp::workspace_chunk_bytes(32, 16), KdaFwdOp::workspace_chunk_bytes(32) - 128 * 32 * 2);
+  // WYREC 1: T' (two bf16 terms, C x C) in U0^T's place in the workspace; in shared memory T' and
+  // C rows of v (2 BV + 16 bytes each) in place of U0^T's BV x C; the prepare without v's rows.
+  Knobs wr = k;
+  wr["WYREC"] = I{1};
+  const auto pw = op.launch_plan(shape(1, 8192, 96, 6), {}, wr);
+  EXPECT_EQ(pw.kernels[1].shared_bytes, rc.shared_bytes + 2u * (2u * 32u * 32u * 2u + 32u * (2u * 64u + 16u) - 64u * 32u * 2u));
+  EXPECT_EQ(pw.kernels[0].shared_bytes, pr.shared_bytes - 32u * 128u * 2u);
+  EXPECT_EQ(KdaFwdOp::workspace_chunk_bytes(32, 16, true), KdaFwdOp::workspace_chunk_bytes(32, 16) - 128 * 32 * 2 + 2 * 32 * 32 * 2);
+  EXPECT_EQ(KdaFwdOp::workspace_chunk_bytes(16, 16, true) / 16, 928);  // bytes a token-head
+  Knobs wr_ks = wr;
+  wr_ks["KSPLIT"] = I{2};
+  EXPECT_THROW(op.launch_plan(shape(1, 8192, 96, 6), {}, wr_ks), std::invalid_argument);
+  Knobs wr_wg = KdaFwdOp::chunked_knob_defaults();
+  wr_wg["MMA"] = std::string("wgmma");
+  wr_wg["LMTERMS"] = I{3};
+  EXPECT_THROW(op.launch_plan(shape(1, 8192, 96, 6), {}, wr_wg), std::invalid_argument);  // the defaults' WYREC 1
   // PGRID > 0: the flag reset first (a thread a flag, 1024 CTAs at most), the prepare as
   // min(PGRID, items) persistent CTAs over one grid dimension, the recurrence programmatic.
   Knobs ov = KdaFwdOp::chunked_knob_defaults();

@@ -243,7 +243,7 @@ TEST_F(KdaGpu, ChunkedSplitPassesTheGateOnACoveringSetOfKnobs) {
     gate_chunked("kda_fwd.spec", 0, k, label, false);
     ++gated;
   }
-  EXPECT_EQ(gated, 28);  // 24 mma.sync, 3 wgmma, 1 PGRID
+  EXPECT_EQ(gated, 31);  // 24 mma.sync, 3 wgmma, 1 PGRID, 3 WYREC (one the defaults)
 }
 
 // MMA = wgmma (the recurrence's state products on warpgroup MMAs), the split's defaults otherwise:
@@ -253,6 +253,7 @@ TEST_F(KdaGpu, ChunkedSplitWithWgmmaPassesTheGate) {
   Knobs k = kernels::KdaFwdOp::chunked_knob_defaults();
   k["MMA"] = std::string("wgmma");
   k["LMTERMS"] = std::int64_t{3};  // the one-pass prepare's single-term products are mma.sync only
+  k["WYREC"] = std::int64_t{0};    // and so is U = T' (V - Kd S) in the recurrence
   gate_chunked("kda_fwd.spec", -1, k, "chunked wgmma kda_fwd.spec");
   gate_chunked("kda_fwd_softplus.spec", 1, k, "chunked wgmma kda_fwd_softplus.spec");
   gate_chunked("kda_fwd_no_state.spec", 1, k, "chunked wgmma kda_fwd_no_state.spec");
