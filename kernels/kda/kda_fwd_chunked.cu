@@ -111,10 +111,14 @@
 // U0 = T' V, and the recurrence forms U = T' (V - Kd S) from v's rows (copied from the input, as
 // FlashKDA's second kernel reads v): the prepare neither reads v nor substitutes 256 columns, and
 // the workspace loses U0 (1120 -> 928 bytes a token-head at CHUNK 16), for one C x C x 16 product
-// more a warp on the chain.
+// more a warp on the chain. WYREC 2 (CHUNK 16) folds T' into the recurrence's other operands
+// instead: the prepare writes Kr2 = T'^T Kr and M2 = M T' (U = T' U' enters only the state update
+// S <- D S + Kr^T U and out = Qd S + M U), so the chain is WYREC 0's with V in U0's place, and the
+// workspace holds 864 bytes a token-head.
 #ifndef WYREC
 #define WYREC 0
 #endif
+#define KDA_WY_FOLD (WYREC == 2)
 #define KDA_LM_TC (LMTC && !KDA_GATE_SOFTPLUS && CHUNK == 16)
 // The recurrence's out rows through shared memory (stmatrix, then whole 16-byte row segments a
 // chunk later) at CHUNK 16; larger chunks store from the accumulators (their registers are full:
@@ -140,6 +144,9 @@
 #endif
 #if KDA_WGMMA && (FUSED || KSPLIT != 1 || SLO != 0 || (BV != 64 && BV != 128))
 #error "MMA=wgmma needs FUSED=0, KSPLIT=1, SLO=0 and BV 64 or 128 (whole warpgroups of 16-column warps)"
+#endif
+#if WYREC == 2 && CHUNK != 16
+#error "WYREC=2 needs CHUNK=16 (the prepare folds T' into Kr and M with one 16-token step)"
 #endif
 #if WYREC && (FUSED || KDA_WGMMA || KSPLIT != 1 || WYTC)
 #error "WYREC=1 needs FUSED=0, MMA=sync, KSPLIT=1 and WYTC=0 (U = T' (V - Kd S) is formed in each 16-column warp)"
@@ -263,7 +270,7 @@ enum : int {
   // zero above the diagonal, fragment order as M) and there is no U0^T.
   kWsThi = kWsMlo + kC * kC * 2,   // bf16 [C][C]  T' (WYREC), high term
   kWsTlo = kWsThi + kC * kC * 2,   // bf16 [C][C]  T' - high term
-  kWsDec = WYREC ? kWsTlo + kC * kC * 2 : kWsMlo + kC * kC * 2,  // fp32 [K]     2^Gtot
+  kWsDec = WYREC == 1 ? kWsTlo + kC * kC * 2 : kWsMlo + kC * kC * 2,  // fp32 [K]     2^Gtot
   kUBytes = UPREC / 8,             // U0^T elements: fp32 (UPREC 32) or bf16 (UPREC 16)
   kWsU = kWsDec + kD * 4,          // [V][C]  U0^T = ((I + L)^-1 diag(beta) V)^T
   kWsChunkBytes = kWsU + (WYREC ? 0 : kD * kC * kUBytes),
@@ -281,7 +288,13 @@ enum : int {
   kPOffYh = kPOffQl + 16 * kPadF * 2,            // bf16 [C][kPadF] right factors
   kPOffYl = kPOffYh + kC * kPadF * 2,
   kPOffV = kPOffYl + kC * kPadF * 2,             // bf16 [C][K] raw v rows (step 5), copied in step 0
-  kPSmemBytes = kPOffV + (WYREC ? 0 : kC * kD * 2),  // WYREC: v is the recurrence's
+  // WYREC 2 (step 5): M and T' in fp32 and T' as hi + lo bf16 [C][kLdT] after the factor area,
+  // where v's rows were (the recurrence reads v).
+  kPOffMf = kPOffV,
+  kPOffTf = kPOffMf + kC * kC * 4,
+  kPOffFTh = kPOffTf + kC * kC * 4,
+  kPOffFTl = kPOffFTh + kC * (kC + 8) * 2,
+  kPSmemBytes = kPOffV + (WYREC == 1 ? 0 : WYREC == 2 ? 2 * kC * kC * 4 + 2 * kC * (kC + 8) * 2 : kC * kD * 2),
   // WYTC = 1, step 5: T' = (I + L)^-1 diag(beta) as hi + lo bf16 [C][kLdT] over q's rows (dead
   // after step 4), Kd^T as hi + lo bf16 [K][kLdKd] over the factor area (free after step 4). The
   // pads keep the fragment loads conflict-free.
@@ -359,6 +372,7 @@ static_assert((kC * 64) % kPThreads == 0 && (16 * kD / 2) % kPThreads == 0 && kP
 static_assert(!WYTC || 2 * kC * kLdT * 2 <= kPOffK - kPOffQ, "WYTC: T's two terms must fit q's rows");
 static_assert((8 * kNb) % kPWarps == 0, "WYTC: whole W0 jobs a warp");
 static_assert(kPOffKdl + kD * kLdKd * 2 <= kPOffV, "WYTC: Kd^T's two terms must fit the factor area");
+static_assert(!KDA_WY_FOLD || kPOffKdl + kD * kLdKd * 2 <= kPOffV, "WYREC 2: Kr^T's two terms must fit the factor area");
 #endif  // FUSED
 
 // Two words of bf16 pairs (the lower element in the low half) as four floats.
@@ -1261,7 +1275,7 @@ __device__ __forceinline__ void lm_tile_mma(float (&c0)[4], float (&c1)[4], floa
 __device__ __forceinline__ void lm_tile_store(const float (&c0)[4], const float (&c1)[4], const float (&c2)[4],
                                               bool is_m, int i0, int j0, int g8, int t4, float* pL,
                                               const float* pBeta, unsigned short* wMhi, unsigned short* wMlo,
-                                              const float* pDiag = nullptr) {
+                                              const float* pDiag = nullptr, float* pMf = nullptr) {
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     const int i = i0 + g8 + (e >> 1) * 8, j = j0 + 2 * t4 + (e & 1);
@@ -1270,6 +1284,10 @@ __device__ __forceinline__ void lm_tile_store(const float (&c0)[4], const float 
       pL[i * kC + j] = j < i ? pBeta[i] * v : 0.f;
     } else {
       const float m = j < i ? v : j == i ? (pDiag != nullptr ? pDiag[i] : v) : 0.f;
+      if (pMf != nullptr) {  // WYREC 2: M in fp32 for M2 = M T' (step 5)
+        pMf[i * kC + j] = m;
+        continue;
+      }
       const unsigned short mh = bf16_bits(m);
       wMhi[wsb(i, j, kC)] = mh;
       wMlo[wsb(i, j, kC)] = bf16_bits(m - bf16_value(mh));
@@ -1326,40 +1344,16 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
   KDA_ASSUME(tid >= 0 && tid < kPThreads);
   const int g8 = lane >> 2, t4 = lane & 3;
   // The sequence whose slots hold x: the last n with n + bos_n / C <= x (increasing in n).
-  int lo = 0;
-  long long bos, eos;
-  if (a.cu_seqlens) {
-    // Each warp reads 32 entries of cu_seqlens at once and counts the sequences that start at or
-    // before x (a prefix of the lanes): one round trip for up to 31 sequences, where a binary
-    // search's dependent loads (about four at N = 8) held every CTA at its start (H200: the
-    // prepare 15% slower at 8 x 1024 than at 1 x 8192 for the same tokens).
-    for (int base = 0;; base += 30) {
-      const int m = base + lane;
-      const long long cm = m <= nseq ? a.cu_seqlens[m] : 0;
-      float cnt = (lane < 31 && m < nseq && m + cm / kC <= x) ? 1.f : 0.f;
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) cnt += shfl_bfly(cnt, o);
-      const int nc = (int)cnt;
-      if (nc == 31 && base + 31 < nseq) continue;  // lane 30's sequence becomes the next lane 0's
-      const int at = nc > 0 ? nc - 1 : 0;  // (cu_seqlens[0] = 0: sequence 0 always counts)
-      lo = base + at;
-      bos = (long long)__float_as_uint(shfl_idx(__uint_as_float((unsigned int)cm), at)) |
-            ((long long)__float_as_uint(shfl_idx(__uint_as_float((unsigned int)(cm >> 32)), at)) << 32);
-      eos = (long long)__float_as_uint(shfl_idx(__uint_as_float((unsigned int)cm), at + 1)) |
-            ((long long)__float_as_uint(shfl_idx(__uint_as_float((unsigned int)(cm >> 32)), at + 1)) << 32);
-      break;
-    }
-  } else {
-    int hi = nseq - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) >> 1;
-      long long b, e;
-      seq_range(a, mid, b, e);
-      if (mid + b / kC <= x) lo = mid;
-      else hi = mid - 1;
-    }
-    seq_range(a, lo, bos, eos);
+  int lo = 0, hi = nseq - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    long long b, e;
+    seq_range(a, mid, b, e);
+    if (mid + b / kC <= x) lo = mid;
+    else hi = mid - 1;
   }
+  long long bos, eos;
+  seq_range(a, lo, bos, eos);
   const long long t0 = bos + (x - lo - bos / kC) * kC;
   if (t0 >= eos) return false;  // a slot no chunk uses (the whole CTA leaves before any barrier)
   const int count = (int)(eos - t0 < kC ? eos - t0 : (long long)kC);
@@ -1600,6 +1594,10 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
       pG[i * kLd + d] = gsum;
     }
     reinterpret_cast<float*>(wsc + kWsDec)[d] = ex2(gsum);
+#if KDA_WY_FOLD  // WYREC 2: Kr2^T = Kr^T T' in step 5
+    (void)wKrT;
+    (void)gv;
+#else
     unsigned int wv[8];
 #pragma unroll
     for (int r = 0; r < kC; r += 2) {
@@ -1610,6 +1608,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     uint4* dst = reinterpret_cast<uint4*>(wKrT + swzf(d, 0, kC));
     dst[0] = make_uint4(wv[0], wv[1], wv[2], wv[3]);
     dst[1] = make_uint4(wv[4], wv[5], wv[6], wv[7]);
+#endif
   }
 #else
   for (int d = tid; d < kD; d += kPThreads) {
@@ -1760,7 +1759,8 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     }
     if (warp < 4)
       lm_tile_store(c0, c1, c2, is_m, 0, nt * 8, g8, t4, pL, pBeta,
-                    reinterpret_cast<unsigned short*>(wsc + kWsMhi), reinterpret_cast<unsigned short*>(wsc + kWsMlo), pDiag);
+                    reinterpret_cast<unsigned short*>(wsc + kWsMhi), reinterpret_cast<unsigned short*>(wsc + kWsMlo), pDiag,
+                    KDA_WY_FOLD ? reinterpret_cast<float*>(smem + kPOffMf) : nullptr);
 #if KDA_DIRECT_QKG
     cp_async_wait_all();  // v's rows (step 5), in flight since step 0
 #endif
@@ -1829,7 +1829,8 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
       const unsigned short* fl = is_m ? pQl : pXl;
       float c0[4] = {0.f, 0.f, 0.f, 0.f}, c1[4] = {0.f, 0.f, 0.f, 0.f}, c2[4] = {0.f, 0.f, 0.f, 0.f};
       lm_tile_mma(c0, c1, c2, fh, fl, pYh, pYl, kPadK, bj * 16 + nt * 8, 0, kD / 16, lane);
-      lm_tile_store(c0, c1, c2, is_m, b0, bj * 16 + nt * 8, g8, t4, pL, pBeta, wMhi, wMlo);
+      lm_tile_store(c0, c1, c2, is_m, b0, bj * 16 + nt * 8, g8, t4, pL, pBeta, wMhi, wMlo, nullptr,
+                    KDA_WY_FOLD ? reinterpret_cast<float*>(smem + kPOffMf) : nullptr);
     }
 #if !KDA_SPLIT_FACTOR_DIAG
     for (int idx = tid; idx < 256; idx += kPThreads) {
@@ -1844,15 +1845,95 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
         }
       }
       pL[i * kC + j] = j < i ? pBeta[i] * lk : 0.f;
+#if KDA_WY_FOLD
+      reinterpret_cast<float*>(smem + kPOffMf)[i * kC + j] = mq;  // M2 = M T' in step 5
+#else
       const unsigned short mh = bf16_bits(mq);
       wMhi[wsb(i, j, kC)] = mh;
       wMlo[wsb(i, j, kC)] = bf16_bits(mq - bf16_value(mh));
+#endif
     }
 #endif
     __syncthreads();  // the next block overwrites the factors
   }
 #endif  // KDA_ONE_PASS
-#if WYREC
+#if KDA_WY_FOLD
+  // 5. T' = (I + L)^-1 diag(beta) (C x C, one thread a column of the identity) folded into the
+  // recurrence's other operands: Kr2^T = Kr^T T' (128 x C, on tensor cores: Kr^T and T' as hi + lo
+  // bf16 terms) and M2 = M T' (fp32 on CUDA cores), both negated (the recurrence's accumulators
+  // hold -U'), as bf16 in Kr^T's and M's places. Kr^T's rows are recomputed here from k and G
+  // (the cumsum step skips them).
+  {
+    float* pMf = reinterpret_cast<float*>(smem + kPOffMf);
+    float* pTf = reinterpret_cast<float*>(smem + kPOffTf);
+    unsigned short* pTh = reinterpret_cast<unsigned short*>(smem + kPOffFTh);
+    unsigned short* pTl = reinterpret_cast<unsigned short*>(smem + kPOffFTl);
+    unsigned short* pKrh = reinterpret_cast<unsigned short*>(smem + kPOffKdh);
+    unsigned short* pKrl = reinterpret_cast<unsigned short*>(smem + kPOffKdl);
+    constexpr int kLdF = kC + 8;
+    if (tid < kC) {
+      float xv[kC];
+#pragma unroll
+      for (int i = 0; i < kC; ++i) xv[i] = i == tid ? 1.f : 0.f;
+      forward_substitute(xv, pL);
+      const float bj = pBeta[tid];  // 0 on padding tokens: their columns of T' vanish
+#pragma unroll
+      for (int i = 0; i < kC; ++i) {
+        const float t = xv[i] * bj;
+        const unsigned short th = bf16_bits(t);
+        pTf[i * kC + tid] = t;
+        pTh[tid * kLdF + i] = th;  // B[k = j][n = i] = T'[j][i], stored [n][k]: T'^T row-major
+        pTl[tid * kLdF + i] = bf16_bits(t - bf16_value(th));
+      }
+    }
+    if (tid < kD) {  // Kr^T's row d as hi + lo bf16 (A of Kr2^T = Kr^T T')
+      const int d = tid;
+      const float gt = pG[(kC - 1) * kLd + d];
+#pragma unroll
+      for (int j = 0; j < kC; j += 2) {
+        unsigned int wh, wl;
+        split_bf16x2(pK[j * kLd + d] * ex2(gt - pG[j * kLd + d]), pK[(j + 1) * kLd + d] * ex2(gt - pG[(j + 1) * kLd + d]),
+                     wh, wl);
+        *reinterpret_cast<unsigned int*>(pKrh + d * kLdF + j) = wh;
+        *reinterpret_cast<unsigned int*>(pKrl + d * kLdF + j) = wl;
+      }
+    }
+    __syncthreads();
+    // Kr2^T: 8 row blocks of 16 key channels x 2 n8 tiles of tokens, one k step (C = 16).
+    unsigned short* wKrT2 = reinterpret_cast<unsigned short*>(wsc + kWsKrT);
+#pragma unroll
+    for (int job = warp; job < 16; job += kPWarps) {
+      const int mb = job >> 1, nt = job & 1;
+      unsigned int ah[4], al[4], bh[2], bl[2];
+      load_a(ah, pKrh, kLdF, mb * 16, 0, lane);
+      load_a(al, pKrl, kLdF, mb * 16, 0, lane);
+      load_b(bh, pTh, kLdF, nt * 8, 0, lane);
+      load_b(bl, pTl, kLdF, nt * 8, 0, lane);
+      float c0[4] = {0.f, 0.f, 0.f, 0.f}, c1[4] = {0.f, 0.f, 0.f, 0.f};
+      mma_bf16(c0, ah, bh);
+      mma_bf16(c1, ah, bl);
+      mma_bf16(c1, al, bh);
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr)
+        *reinterpret_cast<unsigned int*>(wKrT2 + swzf(mb * 16 + g8 + hr * 8, nt * 8 + 2 * t4, kC)) =
+            pack_bf16x2(-(c0[2 * hr] + c1[2 * hr]), -(c0[2 * hr + 1] + c1[2 * hr + 1]));
+    }
+    // M2 = M T' (lower triangular): element (i, j) = sum over j <= m <= i of M[i][m] T'[m][j].
+    unsigned short* wMhi = reinterpret_cast<unsigned short*>(wsc + kWsMhi);
+    unsigned short* wMlo = reinterpret_cast<unsigned short*>(wsc + kWsMlo);
+#pragma unroll
+    for (int it = 0; it < kC * kC / kPThreads; ++it) {
+      const int idx = tid + it * kPThreads, i = idx / kC, j = idx % kC;
+      float m2 = 0.f;
+      for (int m = j; m <= i; ++m) m2 = fmaf(pMf[i * kC + m], pTf[m * kC + j], m2);
+      m2 = -m2;
+      const unsigned short mh = bf16_bits(m2);
+      wMhi[wsb(i, j, kC)] = mh;
+      wMlo[wsb(i, j, kC)] = bf16_bits(m2 - bf16_value(mh));
+    }
+  }
+  return true;
+#elif WYREC
   // 5. T' = (I + L)^-1 diag(beta) (C x C) by forward substitution, one thread a column of the
   // identity, negated, as hi + lo bf16 in M's fragment order; the recurrence applies it to
   // Kd S - V.
@@ -2501,7 +2582,9 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     }
 #endif
 #endif  // KDA_WGMMA
-#if WYREC
+#if WYREC == 2
+    // WYREC 2: T' is folded into Kr2 and M2 (the prepare): -U'^T enters the updates as it is.
+#elif WYREC
     // U^T = U'^T T'^T = (-U'^T) (-T')^T: W^T's accumulators hold -U'^T (above), as its bf16
     // rounding; -T' as hi + lo terms (two accumulators, no dependent pair).
     {

@@ -203,9 +203,13 @@ std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
   o["PGRID"] = std::int64_t{396};
   out.push_back(std::move(o));
   // WYREC 1: U = T' (V - Kd S) in the recurrence, at the defaults, at CHUNK 32 with per-thread
-  // copies and the unfactored prepare (LMTC 0), and at CHUNK 64.
+  // copies and the unfactored prepare (LMTC 0), and at CHUNK 64; WYREC 2 (T' folded into Kr and M
+  // by the prepare) at the defaults otherwise.
   Knobs r = chunked_knob_defaults();
   out.push_back(r);
+  r["WYREC"] = std::int64_t{2};
+  out.push_back(r);
+  r["WYREC"] = std::int64_t{1};
   r["CHUNK"] = std::int64_t{32};
   r["BV"] = std::int64_t{32};
   r["STAGE"] = std::int64_t{1};
@@ -255,7 +259,9 @@ std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
   const std::int64_t c = g.chunk, bv = g.bv;
   if (!g.fused)
     return (g.stage + 1) * (3 * c * D * 2 + 2 * c * c * 2 + D * 4 +
-                            (g.wyrec ? 2 * c * c * 2 + c * (2 * bv + 16) : bv * c * (g.uprec / 8))) +
+                            (g.wyrec == 1   ? 2 * c * c * 2 + c * (2 * bv + 16)
+                             : g.wyrec == 2 ? c * (2 * bv + 16)
+                                            : bv * c * (g.uprec / 8))) +
            (g.ksplit > 1 ? 16 * bv * g.ksplit * c : 0) +  // 2 buffers x BV / 16 x KSPLIT warps x 32 lanes x C floats
            (c == 16 ? 2 * c * (2 * bv + 16) : 0) +          // out's staging
            (g.bulk ? 32 : 0);                              // BULK: the stage buffers' mbarriers
@@ -283,13 +289,13 @@ std::int64_t KdaFwdOp::prepare_smem_bytes(const ChunkedGeometry& g, bool softplu
   const std::int64_t c = g.chunk, f = c == 16 ? 64 : D;
   const bool q_regs = c == 16 && g.lmtc == 1 && !softplus && !g.wgmma && g.wytc == 0;
   return (q_regs ? 2 : 3) * round16(c * (D + 4) * 4) + round16(c * 4) + c * c * 4 + 4 * 16 * (f + 8) * 2 +
-         2 * c * (f + 8) * 2 + (g.wyrec ? 0 : c * D * 2);
+         2 * c * (f + 8) * 2 + (g.wyrec == 1 ? 0 : g.wyrec == 2 ? 2 * c * c * 4 + 2 * c * (c + 8) * 2 : c * D * 2);
 }
 
 // Qd, W0 (bf16 C x 128), Kr^T (bf16 128 x C), M's two terms (bf16 C x C), 2^Gtot (fp32 128),
 // U0^T (fp32 or bf16 128 x C).
-std::int64_t KdaFwdOp::workspace_chunk_bytes(std::int64_t c, std::int64_t uprec, bool wyrec) {
-  return 3 * c * D * 2 + 2 * c * c * 2 + D * 4 + (wyrec ? 2 * c * c * 2 : D * c * (uprec / 8));
+std::int64_t KdaFwdOp::workspace_chunk_bytes(std::int64_t c, std::int64_t uprec, std::int64_t wyrec) {
+  return 3 * c * D * 2 + 2 * c * c * 2 + D * 4 + (wyrec == 1 ? 2 * c * c * 2 : wyrec == 2 ? 0 : D * c * (uprec / 8));
 }
 
 // The largest chunk layout, then PGRID's flags: a word a (head, slot) of CHUNK 16, the most slots.
@@ -336,7 +342,7 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   g.lmterms = evaluator::knob_int(k, "LMTERMS", 3);
   if (g.lmterms < 1 || g.lmterms > 3) fail("LMTERMS=" + std::to_string(g.lmterms) + " must be 1, 2 or 3");
   g.wyrec = evaluator::knob_int(k, "WYREC", 0);
-  if (g.wyrec != 0 && g.wyrec != 1) fail("WYREC=" + std::to_string(g.wyrec) + " must be 0 or 1");
+  if (g.wyrec < 0 || g.wyrec > 2) fail("WYREC=" + std::to_string(g.wyrec) + " must be 0, 1 or 2");
   g.pgrid = evaluator::knob_int(k, "PGRID", 0);
   if (g.pgrid < 0 || g.pgrid > 65535)
     fail("PGRID=" + std::to_string(g.pgrid) + " must be 0 (off) or the prepare's persistent CTAs, at most 65535");
@@ -385,8 +391,11 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
     fail("LMTERMS=" + std::to_string(g.lmterms) +
          " needs FUSED=0, CHUNK=16, LMTC=1 and MMA=sync (the prepare's one-pass L and M products; elsewhere they take "
          "3 terms)");
-  if (g.wyrec == 1 && (g.fused || g.wgmma || g.ksplit != 1 || g.wytc != 0))
-    fail("WYREC=1 needs FUSED=0, MMA=sync, KSPLIT=1 and WYTC=0 (U = T' (V - Kd S) is formed in each 16-column warp of "
+  if (g.wyrec == 2 && g.chunk != 16)
+    fail("WYREC=2 needs CHUNK=16 (the prepare folds T' into Kr and M in one 16-token step), got CHUNK=" +
+         std::to_string(g.chunk));
+  if (g.wyrec != 0 && (g.fused || g.wgmma || g.ksplit != 1 || g.wytc != 0))
+    fail("WYREC=" + std::to_string(g.wyrec) + " needs FUSED=0, MMA=sync, KSPLIT=1 and WYTC=0 (U = T' (V - Kd S) is formed in each 16-column warp of "
          "the mma.sync recurrence), got FUSED=" + std::to_string(g.fused ? 1 : 0) + " MMA=" +
          (g.wgmma ? "wgmma" : "sync") + " KSPLIT=" + std::to_string(g.ksplit) + " WYTC=" + std::to_string(g.wytc));
   if (!g.fused && prepare_smem_bytes(g, true) > 227 * 1024)

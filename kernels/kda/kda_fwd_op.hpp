@@ -106,7 +106,9 @@ class KdaFwdOp : public evaluator::Op {
     std::int64_t lmterms = 3;
     // Knob WYREC (FUSED = 0, MMA sync, KSPLIT 1, WYTC 0; absent: 0): 1 the prepare writes Kd and
     // T' = (I + L)^-1 diag(beta) instead of W0 and U0, and the recurrence forms U = T' (V - Kd S)
-    // from v's rows (it then takes v, and its stage buffers hold v's rows instead of U0^T's).
+    // from v's rows (it then takes v, and its stage buffers hold v's rows instead of U0^T's); 2
+    // (CHUNK 16) the prepare folds T' into Kr and M instead (Kr2 = T'^T Kr, M2 = M T'), so the
+    // recurrence's updates take V - Kd S as it is.
     std::int64_t wyrec = 0;
     // Knob MMA = "wgmma" (FUSED = 0 only, sm_90a): the recurrence's state products on warpgroup
     // MMAs (wgmma.mma_async, B operands from shared memory in wgmma's core-matrix layout, which the
@@ -138,8 +140,8 @@ class KdaFwdOp : public evaluator::Op {
   // them): every (CHUNK, BV, STAGE 0 or not) of the recurrence, with (WARPS, LMTC, UPREC) cycling
   // through all eight per CHUNK for the prepare, and STAGE 1-3, KSPLIT, PF, WYTC and SLO varied along
   // (STAGE 1, KSPLIT 1 where the deeper staging does not fit a CTA's shared memory); then MMA =
-  // wgmma once a CHUNK, PGRID = 396 at the defaults and WYREC = 1 three times (the defaults; CHUNK
-  // 32 with per-thread copies and the softplus-ready unfactored prepare; CHUNK 64): 31 in all.
+  // wgmma once a CHUNK, PGRID = 396 at the defaults, WYREC = 1 three times (the defaults; CHUNK 32
+  // with per-thread copies and the unfactored prepare; CHUNK 64) and WYREC = 2 once: 32 in all.
   static std::vector<evaluator::Knobs> split_covering_knobs();
   // The tcgen05 variant's defaults (kda_fwd_chunked_tcgen05.cu; MMA = "tcgen05").
   static evaluator::Knobs chunked_tcgen05_knob_defaults();
@@ -151,7 +153,7 @@ class KdaFwdOp : public evaluator::Op {
   static std::int64_t prepare_smem_bytes(const ChunkedGeometry& g, bool softplus);
   // Bytes of one (head, chunk slot) of the workspace at chunk size c and U0 precision uprec, or
   // with WYREC (T' in place of U0) (kda_fwd_chunked.cu, kWs*).
-  static std::int64_t workspace_chunk_bytes(std::int64_t c, std::int64_t uprec = 32, bool wyrec = false);
+  static std::int64_t workspace_chunk_bytes(std::int64_t c, std::int64_t uprec = 32, std::int64_t wyrec = 0);
   // The scratch tensor "workspace" (u8): H (N + T_total / C) chunk slots, the most any CHUNK needs.
   static std::int64_t workspace_bytes(const KdaDims& d);
   static constexpr const char* kPrepareEntry = "kda_fwd_prepare";

@@ -546,7 +546,6 @@ inline void wgmma_n128(float* d, const unsigned int* a, WgDesc desc) { wgmma_n(d
 #define __launch_bounds__(...)
 #define __syncthreads() ::kda_host::syncthreads()
 #define __uint_as_float(u) ::kda_host::uint_as_float(u)
-#define __float_as_uint(f) ::kda_host::float_as_uint(f)
 #define threadIdx (::kda_host::self().tid)
 #define blockIdx (::kda_host::g_cta.bid)
 #define gridDim (::kda_host::g_cta.grid)
@@ -1217,6 +1216,95 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef FUSED
 #undef UPREC
 #undef PGRID
+
+// Configuration R2: the main spec's split defaults with WYREC 2 (the prepare folds T' into Kr2 =
+// T'^T Kr and M2 = M T'; the recurrence's updates take V - Kd S as it is).
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 16
+#define BV 64
+#define WARPS 4
+#define STAGE 2
+#define LMTC 1
+#define FUSED 0
+#define UPREC 16
+#define PGRID 0
+#undef PF
+#define PF 0
+#undef SLO
+#define SLO 0
+#undef BULK
+#define BULK 1
+#define ULO 0
+#define LMTERMS 1
+#undef WYREC
+#define WYREC 2
+#if !PTXEVO_SANITIZED_SKIP
+namespace wr2 {
+namespace kda_chunked {
+using namespace ::kda_host;
+alignas(16) unsigned char smem[kSmemCap + kGuard];
+}  // namespace kda_chunked
+#include "kernels/kda/kda_fwd_chunked.cu"
+}  // namespace wr2
+#endif
+#undef LMTERMS
+#undef ULO
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef CHUNK
+#undef BV
+#undef WARPS
+#undef STAGE
+#undef LMTC
+#undef FUSED
+#undef UPREC
+#undef PGRID
+
+// Configuration R3: WYREC 2 with the softplus gate (M's diagonal block term by term into the fp32
+// M of the fold), final state only, BV 32, WARPS 8, STAGE 1, per-thread copies (BULK 0), S and U
+// as hi + lo terms (SLO 1, ULO 1).
+#define KDA_GATE_SOFTPLUS 1
+#define HAS_INITIAL_STATE 0
+#define HAS_FINAL_STATE 1
+#define CHUNK 16
+#define BV 32
+#define WARPS 8
+#define STAGE 1
+#define LMTC 1
+#define FUSED 0
+#define UPREC 16
+#define PGRID 0
+#undef SLO
+#define SLO 1
+#undef BULK
+#define BULK 0
+#define ULO 1
+#define LMTERMS 3
+#if !PTXEVO_SANITIZED_SKIP
+namespace wr3 {
+namespace kda_chunked {
+using namespace ::kda_host;
+alignas(16) unsigned char smem[kSmemCap + kGuard];
+}  // namespace kda_chunked
+#include "kernels/kda/kda_fwd_chunked.cu"
+}  // namespace wr3
+#endif
+#undef LMTERMS
+#undef ULO
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef CHUNK
+#undef BV
+#undef WARPS
+#undef STAGE
+#undef LMTC
+#undef FUSED
+#undef UPREC
+#undef PGRID
 #undef WYREC
 
 #pragma GCC diagnostic pop
@@ -1435,7 +1523,7 @@ Outcome run_split(const SplitConfig<Args>& c, const Shape& s, Distribution dist,
               " B; " + std::to_string(c.rec_threads) + ", " + std::to_string(c.rec_smem) + " B)";
     return o;
   }
-  if (KdaFwdOp::workspace_chunk_bytes(c.chunk, c.uprec, c.wyrec != 0) != c.ws_chunk_bytes) {
+  if (KdaFwdOp::workspace_chunk_bytes(c.chunk, c.uprec, c.wyrec) != c.ws_chunk_bytes) {
     o.fault = "KdaFwdOp::workspace_chunk_bytes disagrees with the kernel's kWsChunkBytes";
     return o;
   }
@@ -1715,6 +1803,26 @@ TEST(KdaSplitOnHost, WgmmaSoftplusInitialStateOnlyChunk32Bv128Ulo0) {
 #endif
 
 #if !PTXEVO_SANITIZED_SKIP
+TEST(KdaSplitOnHost, MainSpecDefaultsWyrec2) {
+  Knobs k = KdaFwdOp::chunked_knob_defaults();
+  k["WYREC"] = I{2};
+  const auto c = KDA_SPLIT_CONFIG(wr2, OpConfig{}, k);
+  check_split(c, {shape(4, 333, 3, 4)});
+  double worst = 0;  // T = 1: out = M2_00 v, with M's exact diagonal folded
+  for (std::uint64_t seed = 1; seed <= 16; ++seed) {
+    const Outcome o = run_split(c, shape(1, 1, 1, 1), ptxevo::evaluator::all_distributions()[seed % 2], 7100 + seed);
+    ASSERT_EQ(o.fault, "") << seed;
+    worst = std::max(worst, o.out);
+  }
+  EXPECT_LT(worst, 5e-3);
+}
+
+TEST(KdaSplitOnHost, Wyrec2SoftplusFinalStateOnlyBv32EightWarpsUnbulked) {
+  Knobs k = split_knobs(16, 32, 8, 1, 1, 16, 1, 0, 0, 1, 0, 1);
+  k["WYREC"] = I{2};
+  check_split(KDA_SPLIT_CONFIG(wr3, (OpConfig{{"gate", "softplus"}, {"initial_state", "false"}}), k));
+}
+
 TEST(KdaSplitOnHost, WyrecSoftplusFinalStateOnlyChunk32Bv32Pf2) {
   Knobs k = split_knobs(32, 32, 8, 1, 0, 16, 1, 2, 0, 1, 0, 1);
   k["WYREC"] = I{1};

@@ -357,8 +357,9 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   // SLO 0); with BULK 1 each at PGRID 0, 396 and 528; all of them at ULO 0 and 1; LMTERMS 3, and
   // where CHUNK is 16, LMTC 1 and MMA sync (2,816 of the sync ones) also 1 and 2; and WYREC 1 (MMA
   // sync, KSPLIT 1, WYTC 0, UPREC 16: 1,088, of which 256 at CHUNK 16 and LMTC 1 take LMTERMS 1
-  // and 2 too).
-  EXPECT_EQ(admitted.size(), 46u + 2u * (1u + 3u) * ((11408u + 2u * 2816u) + 1096u + (1088u + 2u * 256u)));
+  // and 2 too) and WYREC 2 (the same at CHUNK 16: 512, 256 of them LMTC 1).
+  EXPECT_EQ(admitted.size(),
+            46u + 2u * (1u + 3u) * ((11408u + 2u * 2816u) + 1096u + (1088u + 2u * 256u) + (512u + 2u * 256u)));
   std::vector<Knobs> ok;
   std::set<std::string> prep_cover, rec_cover, ks_cover, stage_cover, pf_cover, wy_cover, slo_cover, ulo_cover,
       lmt_cover;
@@ -394,7 +395,7 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
       ++overlapped;
       continue;
     }
-    if (KdaFwdOp::chunked_geometry(k).wyrec == 1) {  // U = T' (V - Kd S) in the recurrence: one a CHUNK
+    if (KdaFwdOp::chunked_geometry(k).wyrec > 0) {  // U = T' (V - Kd S) in the recurrence: one a CHUNK, + WYREC 2
       wyrec_cover.insert(v("CHUNK"));
       continue;
     }
@@ -420,7 +421,7 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   EXPECT_EQ(wg_cover.size(), 3u);
   EXPECT_EQ(overlapped, 1);
   EXPECT_EQ(wyrec_cover.size(), 3u);
-  EXPECT_EQ(ok.size(), fused_built + 24u + 3u + 1u + 3u);
+  EXPECT_EQ(ok.size(), fused_built + 24u + 3u + 1u + 4u);
   std::vector<ptxevo::evaluator::BuildRequest> reqs;
   for (const auto& k : ok) reqs.push_back(chunked_request(spec, seed, k));
   const auto t0 = std::chrono::steady_clock::now();

@@ -341,15 +341,27 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   const auto pw = op.launch_plan(shape(1, 8192, 96, 6), {}, wr);
   EXPECT_EQ(pw.kernels[1].shared_bytes, rc.shared_bytes + 2u * (2u * 32u * 32u * 2u + 32u * (2u * 64u + 16u) - 64u * 32u * 2u));
   EXPECT_EQ(pw.kernels[0].shared_bytes, pr.shared_bytes - 32u * 128u * 2u);
-  EXPECT_EQ(KdaFwdOp::workspace_chunk_bytes(32, 16, true), KdaFwdOp::workspace_chunk_bytes(32, 16) - 128 * 32 * 2 + 2 * 32 * 32 * 2);
-  EXPECT_EQ(KdaFwdOp::workspace_chunk_bytes(16, 16, true) / 16, 928);  // bytes a token-head
+  EXPECT_EQ(KdaFwdOp::workspace_chunk_bytes(32, 16, 1), KdaFwdOp::workspace_chunk_bytes(32, 16) - 128 * 32 * 2 + 2 * 32 * 32 * 2);
+  EXPECT_EQ(KdaFwdOp::workspace_chunk_bytes(16, 16, 1) / 16, 928);
+  EXPECT_EQ(KdaFwdOp::workspace_chunk_bytes(16, 16, 2) / 16, 864);  // bytes a token-head
   Knobs wr_ks = wr;
   wr_ks["KSPLIT"] = I{2};
   EXPECT_THROW(op.launch_plan(shape(1, 8192, 96, 6), {}, wr_ks), std::invalid_argument);
   Knobs wr_wg = KdaFwdOp::chunked_knob_defaults();
   wr_wg["MMA"] = std::string("wgmma");
   wr_wg["LMTERMS"] = I{3};
-  EXPECT_THROW(op.launch_plan(shape(1, 8192, 96, 6), {}, wr_wg), std::invalid_argument);  // the defaults' WYREC 1
+  EXPECT_THROW(op.launch_plan(shape(1, 8192, 96, 6), {}, wr_wg), std::invalid_argument);  // the defaults' WYREC
+  // WYREC 2 (CHUNK 16 only): no T' in the workspace or the stage; the prepare holds M and T' in
+  // fp32 and T' as hi + lo bf16 rows of C + 8.
+  Knobs w2 = wr;
+  w2["WYREC"] = I{2};
+  EXPECT_THROW(op.launch_plan(shape(1, 8192, 96, 6), {}, w2), std::invalid_argument);  // CHUNK 32
+  w2["CHUNK"] = I{16};
+  Knobs w1 = w2;
+  w1["WYREC"] = I{1};
+  const auto p2 = op.launch_plan(shape(1, 8192, 96, 6), {}, w2), p1 = op.launch_plan(shape(1, 8192, 96, 6), {}, w1);
+  EXPECT_EQ(p2.kernels[1].shared_bytes, p1.kernels[1].shared_bytes - 2u * 2u * 16u * 16u * 2u);
+  EXPECT_EQ(p2.kernels[0].shared_bytes, p1.kernels[0].shared_bytes + 2u * 16u * 16u * 4u + 2u * 16u * 24u * 2u);
   // PGRID > 0: the flag reset first (a thread a flag, 1024 CTAs at most), the prepare as
   // min(PGRID, items) persistent CTAs over one grid dimension, the recurrence programmatic.
   Knobs ov = KdaFwdOp::chunked_knob_defaults();

@@ -243,7 +243,7 @@ TEST_F(KdaGpu, ChunkedSplitPassesTheGateOnACoveringSetOfKnobs) {
     gate_chunked("kda_fwd.spec", 0, k, label, false);
     ++gated;
   }
-  EXPECT_EQ(gated, 31);  // 24 mma.sync, 3 wgmma, 1 PGRID, 3 WYREC (one the defaults)
+  EXPECT_EQ(gated, 32);  // 24 mma.sync, 3 wgmma, 1 PGRID, 3 WYREC 1 (one the defaults), 1 WYREC 2
 }
 
 // MMA = wgmma (the recurrence's state products on warpgroup MMAs), the split's defaults otherwise:
