@@ -20,7 +20,7 @@
 #   KDA_GTEST_TIMEOUT [200], KDA_TOTAL_S [510: the fla_bench step gets what is left of it, at
 #   least 60 s], KDA_FLA_TIMEOUT [none: a cap on that step],
 #   KDA_VARIANTS [the fused kernel's defaults and FUSED = 0 at other tiles: see below; the label
-#   "chunked" is the spec's defaults, FUSED = 0, CHUNK 16, BV 64, STAGE 2, BULK 1, UPREC 16 (U0 in bf16),
+#   "chunked" is the spec's defaults, FUSED = 0, CHUNK 16, BV 64, STAGE 2, BULK 1, WYREC 1 (v read by the recurrence),
 #   WYTC 0, SLO 0, MMA sync],
 #   KDA_RECURRENT [0: 1 also builds and times the recurrent seed],
 #   KDA_BENCH_ARGS (more fla_bench.py options, e.g. "--fla-safe-gate").

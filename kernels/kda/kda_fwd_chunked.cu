@@ -149,7 +149,7 @@
 #error "WYREC=2 needs CHUNK=16 (the prepare folds T' into Kr and M with one 16-token step)"
 #endif
 #if WYREC && (FUSED || KDA_WGMMA || KSPLIT != 1 || WYTC)
-#error "WYREC=1 needs FUSED=0, MMA=sync, KSPLIT=1 and WYTC=0 (U = T' (V - Kd S) is formed in each 16-column warp)"
+#error "WYREC=1 or 2 needs FUSED=0, MMA=sync, KSPLIT=1 and WYTC=0 (U = T' (V - Kd S) is formed in each 16-column warp)"
 #endif
 #if KDA_WGMMA && LMTERMS != 3
 #error "LMTERMS=1 or 2 needs MMA=sync (M's exact diagonal is reduced in the mma.sync layout's one-pass step)"
@@ -266,10 +266,11 @@ enum : int {
   kWsKrT = kWsW + kC * kD * 2,     // bf16 [K][C]  Kr^T = (k 2^(Gtot - G))^T
   kWsMhi = kWsKrT + kD * kC * 2,   // bf16 [C][C]  M (zero above the diagonal), high term
   kWsMlo = kWsMhi + kC * kC * 2,   // bf16 [C][C]  M - high term
-  // WYREC: kWsW holds Kd = k 2^G instead of W0, T' = (I + L)^-1 diag(beta) follows M (hi + lo,
-  // zero above the diagonal, fragment order as M) and there is no U0^T.
-  kWsThi = kWsMlo + kC * kC * 2,   // bf16 [C][C]  T' (WYREC), high term
-  kWsTlo = kWsThi + kC * kC * 2,   // bf16 [C][C]  T' - high term
+  // WYREC 1 and 2: kWsW holds Kd = k 2^G instead of W0, and there is no U0^T; WYREC 1: -T' =
+  // -(I + L)^-1 diag(beta) follows M (hi + lo, zero above the diagonal, fragment order as M);
+  // WYREC 2: kWsKrT holds -(T'^T Kr)^T and kWsMhi / kWsMlo -M T' (T' folded in).
+  kWsThi = kWsMlo + kC * kC * 2,   // bf16 [C][C]  -T' (WYREC 1), high term
+  kWsTlo = kWsThi + kC * kC * 2,   // bf16 [C][C]  -T' - high term
   kWsDec = WYREC == 1 ? kWsTlo + kC * kC * 2 : kWsMlo + kC * kC * 2,  // fp32 [K]     2^Gtot
   kUBytes = UPREC / 8,             // U0^T elements: fp32 (UPREC 32) or bf16 (UPREC 16)
   kWsU = kWsDec + kD * 4,          // [V][C]  U0^T = ((I + L)^-1 diag(beta) V)^T

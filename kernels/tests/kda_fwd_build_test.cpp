@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -163,27 +165,47 @@ TEST(KdaFwdBuild, PrepareEvaluationAcceptsTheSeed) {
 }
 
 // Every admitted assignment of the main spec, in a fixed order.
-std::vector<Knobs> admitted(const Spec& spec) {
-  const auto& seed = spec.seeds.at(0);
-  std::vector<Knobs> all = {{}};
-  for (const auto& knob : seed.knobs) {
-    std::vector<Knobs> next;
-    for (const auto& k : all)
-      for (const auto& v : knob.values) {
-        Knobs e = k;
-        e[knob.name] = v;
-        next.push_back(e);
-      }
-    all = std::move(next);
+// Every admitted assignment of one seed's knobs, in the knobs' order (the last knob fastest).
+// Depth first, each constraint checked as soon as the knobs it names are set: the chunked seed's
+// full product is about eight million assignments (materialised, ~10 GB of maps), of which
+// 166,126 are admitted.
+std::vector<Knobs> admitted_for(const ptxevo::evaluator::SeedTemplate& seed) {
+  const auto& knobs = seed.knobs;
+  // A constraint names a knob when the knob's name appears in it as a whole identifier.
+  auto names = [](const std::string& expr, const std::string& name) {
+    auto ident = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '_'; };
+    for (std::size_t at = expr.find(name); at != std::string::npos; at = expr.find(name, at + 1))
+      if ((at == 0 || !ident(expr[at - 1])) && (at + name.size() == expr.size() || !ident(expr[at + name.size()])))
+        return true;
+    return false;
+  };
+  std::vector<std::vector<const std::string*>> due(knobs.size());  // constraints decidable at depth d
+  for (const auto& c : seed.constraints) {
+    std::size_t last = 0;
+    for (std::size_t d = 0; d < knobs.size(); ++d)
+      if (names(c, knobs[d].name)) last = d;
+    due[knobs.empty() ? 0 : last].push_back(&c);
   }
   std::vector<Knobs> out;
-  for (const auto& k : all) {
-    bool ok = true;
-    for (const auto& c : seed.constraints) ok = ok && ptxevo::evaluator::constraint_holds(c, k);
-    if (ok) out.push_back(k);
-  }
+  Knobs k;
+  std::function<void(std::size_t)> walk = [&](std::size_t d) {
+    if (d == knobs.size()) {
+      out.push_back(k);
+      return;
+    }
+    for (const auto& v : knobs[d].values) {
+      k[knobs[d].name] = v;
+      bool ok = true;
+      for (const std::string* c : due[d]) ok = ok && ptxevo::evaluator::constraint_holds(*c, k);
+      if (ok) walk(d + 1);
+    }
+    k.erase(knobs[d].name);
+  };
+  walk(0);
   return out;
 }
+
+std::vector<Knobs> admitted(const Spec& spec) { return admitted_for(spec.seeds.at(0)); }
 
 // The constraints admit exactly what the op's geometry() accepts.
 TEST(KdaFwdBuild, ConstraintsAdmitOnlyValidPlans) {
@@ -251,27 +273,6 @@ ptxevo::evaluator::BuildRequest chunked_request(const Spec& spec, const ptxevo::
   return r;
 }
 
-// Every admitted assignment of one seed's knobs.
-std::vector<Knobs> admitted_for(const ptxevo::evaluator::SeedTemplate& seed) {
-  std::vector<Knobs> all = {{}};
-  for (const auto& knob : seed.knobs) {
-    std::vector<Knobs> next;
-    for (const auto& k : all)
-      for (const auto& v : knob.values) {
-        Knobs e = k;
-        e[knob.name] = v;
-        next.push_back(e);
-      }
-    all = std::move(next);
-  }
-  std::vector<Knobs> out;
-  for (const auto& k : all) {
-    bool ok = true;
-    for (const auto& c : seed.constraints) ok = ok && ptxevo::evaluator::constraint_holds(c, k);
-    if (ok) out.push_back(k);
-  }
-  return out;
-}
 
 TEST(KdaFwdChunkedBuild, TheMainSpecNamesTheChunkedSeed) {
   const Spec spec = load("kda_fwd.spec");
