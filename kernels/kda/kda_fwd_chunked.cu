@@ -1218,6 +1218,17 @@ __device__ __forceinline__ void forward_substitute(float (&xv)[kC], const float*
   }
 }
 
+// Column j of T' = (I + L)^-1 diag(beta) (the WY form's C x C factor), into xv: 0 on padding
+// tokens (beta 0), whose columns vanish.
+__device__ __forceinline__ void tprime_column(float (&xv)[kC], int j, const float* pL, const float* pBeta) {
+#pragma unroll
+  for (int i = 0; i < kC; ++i) xv[i] = i == j ? 1.f : 0.f;
+  forward_substitute(xv, pL);
+  const float bj = pBeta[j];
+#pragma unroll
+  for (int i = 0; i < kC; ++i) xv[i] *= bj;
+}
+
 // forward_substitute for two right-hand sides at once (one read of each float4 of L for both).
 __device__ __forceinline__ void forward_substitute2(float (&xa)[kC], float (&xb)[kC], const float* pL) {
 #pragma unroll
@@ -1874,13 +1885,10 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     constexpr int kLdF = kC + 8;
     if (tid < kC) {
       float xv[kC];
-#pragma unroll
-      for (int i = 0; i < kC; ++i) xv[i] = i == tid ? 1.f : 0.f;
-      forward_substitute(xv, pL);
-      const float bj = pBeta[tid];  // 0 on padding tokens: their columns of T' vanish
+      tprime_column(xv, tid, pL, pBeta);
 #pragma unroll
       for (int i = 0; i < kC; ++i) {
-        const float t = xv[i] * bj;
+        const float t = xv[i];
         const unsigned short th = bf16_bits(t);
         pTf[i * kC + tid] = t;
         pTh[tid * kLdF + i] = th;  // B[k = j][n = i] = T'[j][i], stored [n][k]: T'^T row-major
@@ -1940,15 +1948,12 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
   // Kd S - V.
   if (tid < kC) {
     float xv[kC];
-#pragma unroll
-    for (int i = 0; i < kC; ++i) xv[i] = i == tid ? 1.f : 0.f;
-    forward_substitute(xv, pL);
-    const float bj = -pBeta[tid];  // -T' (the recurrence's accumulators hold -U'); 0 on padding tokens
+    tprime_column(xv, tid, pL, pBeta);
     unsigned short* wTh = reinterpret_cast<unsigned short*>(wsc + kWsThi);
     unsigned short* wTl = reinterpret_cast<unsigned short*>(wsc + kWsTlo);
 #pragma unroll
     for (int i = 0; i < kC; ++i) {
-      const float t = xv[i] * bj;
+      const float t = -xv[i];  // -T' (the recurrence's accumulators hold -U')
       const unsigned short th = bf16_bits(t);
       wTh[wsb(i, tid, kC)] = th;
       wTl[wsb(i, tid, kC)] = bf16_bits(t - bf16_value(th));
@@ -1971,14 +1976,11 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
   unsigned short* pKdl = reinterpret_cast<unsigned short*>(smem + kPOffKdl);
   if (tid < kC) {
     float xv[kC];
-#pragma unroll
-    for (int i = 0; i < kC; ++i) xv[i] = i == tid ? 1.f : 0.f;
-    forward_substitute(xv, pL);
+    tprime_column(xv, tid, pL, pBeta);
     // Split once here (hi + lo bf16), not at every fragment load of every job.
-    const float bj = pBeta[tid];  // 0 on padding tokens: their columns of T' vanish
 #pragma unroll
     for (int i = 0; i < kC; ++i) {
-      const float t = xv[i] * bj;
+      const float t = xv[i];
       const unsigned short th = bf16_bits(t);
       pTh[i * kLdT + tid] = th;
       pTl[i * kLdT + tid] = bf16_bits(t - bf16_value(th));
