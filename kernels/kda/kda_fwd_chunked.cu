@@ -266,11 +266,11 @@ enum : int {
   kWsKrT = kWsW + kC * kD * 2,     // bf16 [K][C]  Kr^T = (k 2^(Gtot - G))^T
   kWsMhi = kWsKrT + kD * kC * 2,   // bf16 [C][C]  M (zero above the diagonal), high term
   kWsMlo = kWsMhi + kC * kC * 2,   // bf16 [C][C]  M - high term
-  // WYREC 1 and 2: kWsW holds Kd = k 2^G instead of W0, and there is no U0^T; WYREC 1: -T' =
-  // -(I + L)^-1 diag(beta) follows M (hi + lo, zero above the diagonal, fragment order as M);
-  // WYREC 2: kWsKrT holds -(T'^T Kr)^T and kWsMhi / kWsMlo -M T' (T' folded in).
-  kWsThi = kWsMlo + kC * kC * 2,   // bf16 [C][C]  -T' (WYREC 1), high term
-  kWsTlo = kWsThi + kC * kC * 2,   // bf16 [C][C]  -T' - high term
+  // WYREC 1 and 2: kWsW holds -Kd = -k 2^G instead of W0, and there is no U0^T; WYREC 1: T' =
+  // (I + L)^-1 diag(beta) follows M (hi + lo, zero above the diagonal, fragment order as M);
+  // WYREC 2: kWsKrT holds (T'^T Kr)^T and kWsMhi / kWsMlo M T' (T' folded in).
+  kWsThi = kWsMlo + kC * kC * 2,   // bf16 [C][C]  T' (WYREC 1), high term
+  kWsTlo = kWsThi + kC * kC * 2,   // bf16 [C][C]  T' - high term
   kWsDec = WYREC == 1 ? kWsTlo + kC * kC * 2 : kWsMlo + kC * kC * 2,  // fp32 [K]     2^Gtot
   kUBytes = UPREC / 8,             // U0^T elements: fp32 (UPREC 32) or bf16 (UPREC 16)
   kWsU = kWsDec + kD * 4,          // [V][C]  U0^T = ((I + L)^-1 diag(beta) V)^T
@@ -517,6 +517,16 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned int (&r)[4], SmemAddr
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(row_addr)
                : "memory");
+}
+// An 8-byte fragment load from a 32-bit shared address, and that address hidden from the
+// optimiser: a base it cannot see through stays one register that loads add immediates to,
+// instead of being re-associated into one loop-invariant sum a load plus one add a load a chunk.
+__device__ __forceinline__ void lds_b64(unsigned int* b, SmemAddr addr) {
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(b[0]), "=r"(b[1]) : "r"(addr));
+}
+__device__ __forceinline__ SmemAddr opaque(SmemAddr x) {
+  asm volatile("" : "+r"(x));
+  return x;
 }
 __device__ __forceinline__ void cp_async16_at(SmemAddr dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
@@ -1201,20 +1211,23 @@ __device__ __forceinline__ long long ws_slots(const Args& a, int nseq) {
 
 // x <- (I + L)^-1 x for the chunk's strictly lower-triangular fp32 L (C x C, row-major in shared
 // memory), x in registers; L's rows by 16-byte reads (every thread of the CTA reads the same row:
-// broadcasts), 4x fewer loads.
+// broadcasts), 4x fewer loads. Each row's dot product in four partial sums (one a component of
+// the 16-byte read): dependent FMA chains of about i / 4 instead of i, C (C - 1) / 8 + 2 C FMA
+// latencies a column instead of C (C - 1) / 2 (with WYREC 1 the prepare's last step is this
+// substitution by one half-warp while the rest of the CTA has left).
 __device__ __forceinline__ void forward_substitute(float (&xv)[kC], const float* pL) {
 #pragma unroll
   for (int i = 1; i < kC; ++i) {
-    float u = xv[i];
+    float u0 = xv[i], u1 = 0.f, u2 = 0.f, u3 = 0.f;
 #pragma unroll
     for (int m = 0; m < i; m += 4) {
       const float4 l = *reinterpret_cast<const float4*>(pL + i * kC + m);
-      u = fmaf(-l.x, xv[m], u);
-      if (m + 1 < i) u = fmaf(-l.y, xv[m + 1], u);
-      if (m + 2 < i) u = fmaf(-l.z, xv[m + 2], u);
-      if (m + 3 < i) u = fmaf(-l.w, xv[m + 3], u);
+      u0 = fmaf(-l.x, xv[m], u0);
+      if (m + 1 < i) u1 = fmaf(-l.y, xv[m + 1], u1);
+      if (m + 2 < i) u2 = fmaf(-l.z, xv[m + 2], u2);
+      if (m + 3 < i) u3 = fmaf(-l.w, xv[m + 3], u3);
     }
-    xv[i] = u;
+    xv[i] = (u0 + u1) + (u2 + u3);
   }
 }
 
@@ -1635,7 +1648,8 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
 #endif
   __syncthreads();
   // 3. Qd = q 2^G (scale folded into q) and Kr^T = (k 2^(Gtot - G))^T, bf16 pairs (WYREC: and
-  // Kd = k 2^G, in W0's place).
+  // -Kd = -k 2^G, in W0's place: the recurrence's accumulators start at V^T and end at U'^T with
+  // no negation on its chain).
   unsigned short* wQd = reinterpret_cast<unsigned short*>(wsc + kWsQd);
 #if WYREC
   unsigned short* wKd = reinterpret_cast<unsigned short*>(wsc + kWsW);
@@ -1658,7 +1672,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     *reinterpret_cast<unsigned int*>(wQd + wsb(r, d, kD)) = pack_bf16x2(qq.x * e0, qq.y * e1);
 #if WYREC
     const float2 kk = *reinterpret_cast<const float2*>(pK + r * kLd + d);
-    *reinterpret_cast<unsigned int*>(wKd + wsb(r, d, kD)) = pack_bf16x2(kk.x * e0, kk.y * e1);
+    *reinterpret_cast<unsigned int*>(wKd + wsb(r, d, kD)) = pack_bf16x2(-kk.x * e0, -kk.y * e1);  // -Kd
 #endif
   }
 #endif
@@ -1741,7 +1755,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
         *reinterpret_cast<float2*>(pK + r * kLd + d) = make_float2(br * kk.x * e0, br * kk.y * e1);
 #endif
 #if WYREC
-        *reinterpret_cast<unsigned int*>(wKd + wsb(r, d, kD)) = pack_bf16x2(kk.x * e0, kk.y * e1);
+        *reinterpret_cast<unsigned int*>(wKd + wsb(r, d, kD)) = pack_bf16x2(-kk.x * e0, -kk.y * e1);  // -Kd
 #endif
         const float f0 = ex2(gg.x - gp.x), f1 = ex2(gg.y - gp.y);
         unsigned int wh, wl;
@@ -1872,8 +1886,8 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
 #if KDA_WY_FOLD
   // 5. T' = (I + L)^-1 diag(beta) (C x C, one thread a column of the identity) folded into the
   // recurrence's other operands: Kr2^T = Kr^T T' (128 x C, on tensor cores: Kr^T and T' as hi + lo
-  // bf16 terms) and M2 = M T' (fp32 on CUDA cores), both negated (the recurrence's accumulators
-  // hold -U'), as bf16 in Kr^T's and M's places. Kr^T's rows are recomputed here from k and G
+  // bf16 terms) and M2 = M T' (fp32 on CUDA cores), as bf16 in Kr^T's and M's places (the
+  // recurrence's accumulators hold U'). Kr^T's rows are recomputed here from k and G
   // (the cumsum step skips them).
   {
     float* pMf = reinterpret_cast<float*>(smem + kPOffMf);
@@ -1925,7 +1939,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
 #pragma unroll
       for (int hr = 0; hr < 2; ++hr)
         *reinterpret_cast<unsigned int*>(wKrT2 + swzf(mb * 16 + g8 + hr * 8, nt * 8 + 2 * t4, kC)) =
-            pack_bf16x2(-(c0[2 * hr] + c1[2 * hr]), -(c0[2 * hr + 1] + c1[2 * hr + 1]));
+            pack_bf16x2(c0[2 * hr] + c1[2 * hr], c0[2 * hr + 1] + c1[2 * hr + 1]);
     }
     // M2 = M T' (lower triangular): element (i, j) = sum over j <= m <= i of M[i][m] T'[m][j].
     unsigned short* wMhi = reinterpret_cast<unsigned short*>(wsc + kWsMhi);
@@ -1935,7 +1949,6 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
       const int idx = tid + it * kPThreads, i = idx / kC, j = idx % kC;
       float m2 = 0.f;
       for (int m = j; m <= i; ++m) m2 = fmaf(pMf[i * kC + m], pTf[m * kC + j], m2);
-      m2 = -m2;
       const unsigned short mh = bf16_bits(m2);
       wMhi[wsb(i, j, kC)] = mh;
       wMlo[wsb(i, j, kC)] = bf16_bits(m2 - bf16_value(mh));
@@ -1944,8 +1957,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
   return true;
 #elif WYREC
   // 5. T' = (I + L)^-1 diag(beta) (C x C) by forward substitution, one thread a column of the
-  // identity, negated, as hi + lo bf16 in M's fragment order; the recurrence applies it to
-  // Kd S - V.
+  // identity, as hi + lo bf16 in M's fragment order; the recurrence applies it to V - Kd S.
   if (tid < kC) {
     float xv[kC];
     tprime_column(xv, tid, pL, pBeta);
@@ -1953,7 +1965,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     unsigned short* wTl = reinterpret_cast<unsigned short*>(wsc + kWsTlo);
 #pragma unroll
     for (int i = 0; i < kC; ++i) {
-      const float t = -xv[i];  // -T' (the recurrence's accumulators hold -U')
+      const float t = xv[i];
       const unsigned short th = bf16_bits(t);
       wTh[wsb(i, tid, kC)] = th;
       wTl[wsb(i, tid, kC)] = bf16_bits(t - bf16_value(th));
@@ -2238,6 +2250,13 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
   const unsigned int* flags = ws_flags(a, ws, nseq) + (long long)h * ws_slots(a, nseq) + n + bos / kC;  // chunk 0's
 #endif
   const int nchunks = (int)((eos - bos + kC - 1) / kC);
+  // The sequence's tokens (int: a workspace of 2^31 tokens would not fit the GPU) and the
+  // elements between one chunk's rows and the next's in [T, H, 128] inputs and outputs: the chunk
+  // loop's global addresses are per-thread bases plus c times this, and its row bounds 32-bit
+  // compares (the 64-bit index products and bounds cost ~40 instructions a warp a chunk on the
+  // chain, H200 SASS).
+  const int len = (int)(eos - bos);
+  const long long tok_step = (long long)kC * a.H * kD;
   // KSPLIT warps share a group of 16 value columns, warp kh of them holding key channels
   // [kh kDw, kh kDw + kDw): the chain's per-warp work shrinks by KSPLIT at the price of one
   // exchange of partial W^T and Qs^T through shared memory (and one more barrier) a chunk.
@@ -2272,6 +2291,10 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
   }
   __syncthreads();  // the barriers are initialised before any thread waits on them
   unsigned int wpar = 0;  // the parity of the current round of uses of the buffers
+#endif
+#if WYREC
+  // v's row 0 of the sequence at this head and slice (the copy adds the row and segment).
+  const __nv_bfloat16* vbase = a.v + (bos * a.H + h) * (long long)kD + col0;
 #endif
   auto stage = [&](int c, int buf) {
     const unsigned char* src = wsh + (long long)c * kWsChunkBytes;
@@ -2308,14 +2331,13 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     // the input; rows past the sequence are not copied (the products mask them).
     {
       constexpr int kSegRow = kBv / 8, kSegV = kC * kSegRow;
-      const long long t0s = bos + (long long)c * kC;
-      const int rows = (int)(eos - t0s < kC ? eos - t0s : (long long)kC);
+      const __nv_bfloat16* vc = vbase + (long long)c * tok_step;
 #pragma unroll
       for (int i = 0; i < (kSegV + kRThreads - 1) / kRThreads; ++i) {
         const int idx = tid + i * kRThreads;
         const int r = idx / kSegRow, sg = idx % kSegRow;
-        if ((kSegV % kRThreads == 0 || idx < kSegV) && r < rows)
-          cp_async16_at(dst + kROffV + r * kVRow + sg * 16, a.v + ((t0s + r) * a.H + h) * (long long)kD + col0 + sg * 8);
+        if ((kSegV % kRThreads == 0 || idx < kSegV) && c * kC + r < len)
+          cp_async16_at(dst + kROffV + r * kVRow + sg * 16, vc + ((long long)r * a.H) * kD + sg * 8);
       }
     }
 #endif
@@ -2328,15 +2350,17 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
   // the per-lane 4-byte stores of the accumulator layout cost ~12% of the recurrence, H200).
   // Called after a barrier that follows the buffer's stmatrix.
 #if KDA_OUT_STAGED
-  auto flush_out = [&](int cc, long long t0c, int countc) {
+  __nv_bfloat16* const obase = a.out + (bos * a.H + h) * (long long)kD + col0;
+  auto flush_out = [&](int cc, int countc) {
     const unsigned char* ob = smem + kROffO + (cc & 1) * kOBufBytes;
+    __nv_bfloat16* oc = obase + (long long)cc * tok_step;
     constexpr int kSegs = kC * (kBv / 8);  // 16-byte row segments: one a thread at KSPLIT 1
 #pragma unroll
     for (int it = 0; it < (kSegs + kRThreads - 1) / kRThreads; ++it) {
       const int idx = tid + it * kRThreads;
       const int i = idx / (kBv / 8), seg = idx % (kBv / 8);
       if ((kSegs % kRThreads == 0 || idx < kSegs) && i < countc)
-        *reinterpret_cast<uint4*>(a.out + ((t0c + i) * a.H + h) * (long long)kD + col0 + seg * 8) =
+        *reinterpret_cast<uint4*>(oc + ((long long)i * a.H) * kD + seg * 8) =
             *reinterpret_cast<const uint4*>(ob + i * kORow + seg * 16);
     }
   };
@@ -2368,17 +2392,29 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
   // STAGE 2 and 3 (three or four copies of the body measured slower on the H200: 0.566 and 0.617
   // against 0.552 ms at scenario 1, instruction fetch).
   constexpr int kRUnroll = kC == 16 && kRBuffers <= 2 ? kRBuffers : 1;
+  // Otherwise chunk c's buffer c % kRBuffers, counted rather than divided (a division by 3 at
+  // STAGE 2, three times a chunk).
+  int rbuf = 0;
+#if !KDA_WGMMA && KSPLIT == 1
+  // W0's and Qd's B fragments (swzf, K = 128: block b of 16 columns of row r at block b ^ (r & 3)):
+  // for n tile nt and k step ks (block ks) lane (g8, t4) reads element (nt 8 + g8) 128 +
+  // ((ks ^ (g8 & 3)) << 4) + 4 t4 = xo[ks & 3] + nt 1024 + (ks & 4) 16: four per-lane offsets
+  // (bytes) and immediates.
+  unsigned int xo[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) xo[j] = 2u * (unsigned int)(g8 * kD + ((j ^ (g8 & 3)) << 4) + 4 * t4);
+#endif
   for (int cb = 0; cb < nchunks; cb += kRUnroll) {
 #pragma unroll
   for (int ub = 0; ub < kRUnroll; ++ub) {
     const int c = cb + ub;
     if (c >= nchunks) break;
-    const long long t0 = bos + (long long)c * kC;
 #if !KDA_OUT_STAGED
+    const long long t0 = bos + (long long)c * kC;
     const int count = (int)(eos - t0 < kC ? eos - t0 : (long long)kC);
 #endif
 #if BULK
-    const int buf = kRUnroll == kRBuffers ? ub : c % kRBuffers;
+    const int buf = kRUnroll == kRBuffers ? ub : rbuf;
 #if !STAGE
     stage(c, 0);
 #endif
@@ -2388,7 +2424,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     cp_async_wait_group<(STAGE > 0 ? STAGE - 1 : 0)>();  // this thread's v rows of chunk c
 #endif
 #elif STAGE
-    const int buf = kRUnroll == kRBuffers ? ub : c % kRBuffers;
+    const int buf = kRUnroll == kRBuffers ? ub : rbuf;
     cp_async_wait_group<STAGE - 1>();
 #else
     const int buf = 0;
@@ -2402,10 +2438,10 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     // Chunk c - 1's out rows (its stmatrix came before the barrier above; a full chunk: only the
     // last can be short). Buffer c & 1, written below, was flushed during chunk c - 1, before it.
 #if KDA_OUT_STAGED
-    if (c > 0) flush_out(c - 1, t0 - kC, kC);
+    if (c > 0) flush_out(c - 1, kC);
 #endif
 #if STAGE
-    if (c + STAGE < nchunks) stage(c + STAGE, (buf + STAGE) % kRBuffers);
+    if (c + STAGE < nchunks) stage(c + STAGE, buf == 0 ? STAGE : buf - 1);  // (buf + STAGE) % (STAGE + 1)
 #if !BULK || WYREC
     else cp_async_commit();
 #endif
@@ -2418,8 +2454,14 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #endif
     const unsigned char* sb = smem + buf * kRStageBytes;
 #if !KDA_WGMMA
+#if KSPLIT == 1
+    SmemAddr xb[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) xb[j] = opaque(smem0 + buf * kRStageBytes + xo[j]);
+#else
     const unsigned short* sQd = reinterpret_cast<const unsigned short*>(sb + kROffQd);
     const unsigned short* sW = reinterpret_cast<const unsigned short*>(sb + kROffW);
+#endif
     const unsigned short* sKrT = reinterpret_cast<const unsigned short*>(sb + kROffKrT);
     const unsigned short* sMhi = reinterpret_cast<const unsigned short*>(sb + kROffMhi);
     const unsigned short* sMlo = reinterpret_cast<const unsigned short*>(sb + kROffMlo);
@@ -2490,14 +2532,14 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
         qs[nt][e] = 0.f;
       }
 #if WYREC
-    // W^T's accumulators start at -V^T, so that they end at W^T - V^T = -U'^T with no subtraction
-    // on the chain (the prepare stores -T'). V^T's A-layout fragments straight from the staged
+    // W^T's accumulators start at V^T, so that they end at V^T - W^T = U'^T with no subtraction
+    // or negation on the chain (the prepare stores -Kd). V^T's A-layout fragments straight from the staged
     // token rows by ldmatrix.trans (matrix m: tokens 16 ks + 8 (m >> 1) .., value columns
     // jw + 8 (m & 1) ..), before the products so that its latency hides behind them; rows past the
     // sequence masked to zero (stale shared memory may hold NaN, and 0 x NaN is NaN even where T'
     // is zero).
     {
-      const int vcount = (int)(eos - t0 < kC ? eos - t0 : (long long)kC);
+      const int vcount = len - c * kC < kC ? len - c * kC : kC;
 #pragma unroll
       for (int ks = 0; ks < kKsC; ++ks) {
         unsigned int vr[4];
@@ -2514,8 +2556,8 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
         }
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-          w[2 * ks + (r >> 1)][2 * (r & 1)] = -__uint_as_float(vr[r] << 16);
-          w[2 * ks + (r >> 1)][2 * (r & 1) + 1] = -__uint_as_float(vr[r] & 0xffff0000u);
+          w[2 * ks + (r >> 1)][2 * (r & 1)] = __uint_as_float(vr[r] << 16);
+          w[2 * ks + (r >> 1)][2 * (r & 1) + 1] = __uint_as_float(vr[r] & 0xffff0000u);
         }
       }
     }
@@ -2538,8 +2580,14 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #pragma unroll
       for (int nt = 0; nt < kNtC; ++nt) {
         unsigned int bw[2], bq[2];
+#if KSPLIT == 1
+        const int imm = 2 * (nt * 8 * kD + ((ks & 4) << 4));
+        lds_b64(bw, xb[ks & 3] + kROffW + imm);
+        lds_b64(bq, xb[ks & 3] + kROffQd + imm);
+#else
         load_b_frag(bw, sW, kD, nt * 8, d0 + ks * 16, lane);
         load_b_frag(bq, sQd, kD, nt * 8, d0 + ks * 16, lane);
+#endif
 #if SLO
         mma_bf16(w[nt], ah, bw);
         mma_bf16(w2[nt], al, bw);
@@ -2586,10 +2634,10 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #endif
 #endif  // KDA_WGMMA
 #if WYREC == 2
-    // WYREC 2: T' is folded into Kr2 and M2 (the prepare): -U'^T enters the updates as it is.
+    // WYREC 2: T' is folded into Kr2 and M2 (the prepare): U'^T enters the updates as it is.
 #elif WYREC
-    // U^T = U'^T T'^T = (-U'^T) (-T')^T: W^T's accumulators hold -U'^T (above), as its bf16
-    // rounding; -T' as hi + lo terms (two accumulators, no dependent pair).
+    // U^T = U'^T T'^T: W^T's accumulators hold U'^T (above), as its bf16 rounding; T' as hi + lo
+    // terms (two accumulators, no dependent pair).
     {
       unsigned int up[kKsC][4];
 #pragma unroll
@@ -2762,13 +2810,13 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #if !STAGE
     __syncthreads();  // the next chunk's copies overwrite the only buffer
 #endif
+    rbuf = rbuf == kRBuffers - 1 ? 0 : rbuf + 1;
   }
   }
 #if KDA_OUT_STAGED
   if (nchunks > 0) {  // the last chunk's out rows
     __syncthreads();  // its stmatrix
-    const long long tl = bos + (long long)(nchunks - 1) * kC;
-    flush_out(nchunks - 1, tl, (int)(eos - tl));
+    flush_out(nchunks - 1, len - (nchunks - 1) * kC);
   }
 #endif
 #if HAS_FINAL_STATE

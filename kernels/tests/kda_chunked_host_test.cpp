@@ -336,6 +336,12 @@ inline void ldmatrix_x4_trans(unsigned int (&r)[4], SmemAddr row_addr) {
   }
   syncwarp();
 }
+// ld.shared.v2.u32 and the optimisation fence around a shared address (an identity here).
+inline void lds_b64(unsigned int* b, SmemAddr addr) {
+  if (!aligned(addr, 8)) fault("ld.shared.v2 address not 8-byte aligned");
+  std::memcpy(b, addr, 8);
+}
+inline SmemAddr opaque(SmemAddr x) { return x; }
 inline void cp_async_commit() { ++self().committed; }
 inline void cp_async_wait_all() { land_copies(true); }
 // cp.async.wait_group N: every copy of the groups committed before the last N has landed.
