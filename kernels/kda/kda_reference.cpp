@@ -65,10 +65,12 @@ void for_each_chain(const KdaProblem& p, Body&& body) {
   });
 }
 
-// One chunk of tokens [t0, t0 + c) of head h starting from state s (updated in place).
+// One chunk of tokens [t0, t0 + c) of head h starting from state s (K x `width` value columns,
+// updated in place); out (null: not written) gets the chunk's rows. zero_v: v taken as 0, so that
+// the step is the chunk's linear transition alone (width K, from the identity: its matrix).
 void chunk_step(const KdaProblem& p, std::int64_t h, std::int64_t t0, std::int64_t c, std::vector<double>& s,
-                double* out) {
-  const std::int64_t kd = p.k_dim, vd = p.v_dim;
+                double* out, std::int64_t width = -1, bool zero_v = false) {
+  const std::int64_t kd = p.k_dim, vd = width < 0 ? p.v_dim : width;
   const auto K = static_cast<std::size_t>(kd), V = static_cast<std::size_t>(vd);
   const auto C = static_cast<std::size_t>(c);
   std::vector<KdaToken> tok;
@@ -106,7 +108,7 @@ void chunk_step(const KdaProblem& p, std::int64_t h, std::int64_t t0, std::int64
         qs[j] += qq * row[j];
       }
     }
-    for (std::size_t j = 0; j < V; ++j) U[i * V + j] = tok[i].beta * (tok[i].v[j] - ks[j]);
+    for (std::size_t j = 0; j < V; ++j) U[i * V + j] = tok[i].beta * ((zero_v ? 0.0 : tok[i].v[j]) - ks[j]);
     for (std::size_t m = 0; m < i; ++m)
       for (std::size_t j = 0; j < V; ++j) U[i * V + j] -= L[i * C + m] * U[m * V + j];
     for (std::size_t j = 0; j < V; ++j) O[i * V + j] = qs[j];
@@ -124,6 +126,7 @@ void chunk_step(const KdaProblem& p, std::int64_t h, std::int64_t t0, std::int64
       for (std::size_t j = 0; j < V; ++j) row[j] += kr * U[i * V + j];
     }
   }
+  if (!out) return;
   for (std::size_t i = 0; i < C; ++i)
     for (std::size_t j = 0; j < V; ++j)
       out[((t0 + static_cast<std::int64_t>(i)) * p.heads + h) * vd + static_cast<std::int64_t>(j)] = O[i * V + j];
@@ -216,6 +219,57 @@ void kda_chunked_reference(const KdaProblem& p, std::int64_t chunk, double* out,
     std::vector<double> s = load_state(p, n, h);
     const std::int64_t bos = p.cu_seqlens[static_cast<std::size_t>(n)], eos = p.cu_seqlens[static_cast<std::size_t>(n + 1)];
     for (std::int64_t t0 = bos; t0 < eos; t0 += chunk) chunk_step(p, h, t0, std::min(chunk, eos - t0), s, out);
+    store_state(p, n, h, s, final_state);
+  });
+}
+
+void kda_segmented_reference(const KdaProblem& p, std::int64_t chunk, std::int64_t segments, double* out,
+                             double* final_state) {
+  check_kda_problem(p);
+  if (chunk < 1) throw std::invalid_argument("kda reference: chunk must be >= 1, got " + std::to_string(chunk));
+  if (segments < 1)
+    throw std::invalid_argument("kda reference: segments must be >= 1, got " + std::to_string(segments));
+  const auto K = static_cast<std::size_t>(p.k_dim), V = static_cast<std::size_t>(p.v_dim);
+  for_each_chain(p, [&](std::int64_t n, std::int64_t h) {
+    const std::int64_t bos = p.cu_seqlens[static_cast<std::size_t>(n)], eos = p.cu_seqlens[static_cast<std::size_t>(n + 1)];
+    const std::int64_t nchunks = (eos - bos + chunk - 1) / chunk;
+    const std::int64_t per = (nchunks + segments - 1) / segments;  // chunks a segment (the last may be short)
+    const std::int64_t nseg = (nchunks + per - 1) / per;
+    auto run = [&](std::int64_t j, std::vector<double>& s, double* o, std::int64_t width, bool zero_v) {
+      for (std::int64_t c = j * per; c < std::min(nchunks, (j + 1) * per); ++c) {
+        const std::int64_t t0 = bos + c * chunk;
+        chunk_step(p, h, t0, std::min(chunk, eos - t0), s, o, width, zero_v);
+      }
+    };
+    // 1. Each segment on its own (in parallel on a GPU): its end state from a zero state, and its
+    // transition A_j (K x K) from the identity with v = 0.
+    std::vector<std::vector<double>> s0(static_cast<std::size_t>(nseg)), tr(static_cast<std::size_t>(nseg));
+    for (std::int64_t j = 0; j < nseg; ++j) {
+      auto& z = s0[static_cast<std::size_t>(j)];
+      z.assign(K * V, 0.0);
+      run(j, z, nullptr, p.v_dim, false);
+      auto& a = tr[static_cast<std::size_t>(j)];
+      a.assign(K * K, 0.0);
+      for (std::size_t i = 0; i < K; ++i) a[i * K + i] = 1.0;
+      run(j, a, nullptr, p.k_dim, true);
+    }
+    // 2. The states entering each segment, in order: S_(j+1) = A_j S_j + S0_j.
+    std::vector<double> s = load_state(p, n, h), next(K * V);
+    for (std::int64_t j = 0; j < nseg; ++j) {
+      // 3. Segment j again from its true entering state (in parallel on a GPU, after step 2),
+      // writing its outputs.
+      std::vector<double> again = s;
+      run(j, again, out, p.v_dim, false);
+      const auto& a = tr[static_cast<std::size_t>(j)];
+      const auto& z = s0[static_cast<std::size_t>(j)];
+      for (std::size_t i = 0; i < K; ++i)
+        for (std::size_t c = 0; c < V; ++c) {
+          double acc = z[i * V + c];
+          for (std::size_t e = 0; e < K; ++e) acc += a[i * K + e] * s[e * V + c];
+          next[i * V + c] = acc;
+        }
+      s.swap(next);
+    }
     store_state(p, n, h, s, final_state);
   });
 }

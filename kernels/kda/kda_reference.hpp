@@ -66,5 +66,15 @@ double kda_log_decay(KdaGate gate, double lower_bound, double a_log, double x);
 void kda_recurrent_reference(const KdaProblem& p, double* out, double* final_state);
 // The same through chunks of `chunk` tokens (>= 1); each sequence's last chunk may be partial.
 void kda_chunked_reference(const KdaProblem& p, std::int64_t chunk, double* out, double* final_state);
+// The chunked algorithm with each sequence split into `segments` (>= 1) runs of whole chunks
+// (fewer when the sequence has fewer chunks), the sequence split with state passing of issue 7 for
+// few (sequence, head) chains. A chunk maps the state affinely, S -> A S + B V with A = D - Kr^T T'
+// Kd (K x K), so a segment's end state is A_j S + S0_j: S0_j is the segment run from a zero state
+// and A_j the segment run from the identity with v = 0 (K value columns). Segments run on their own
+// for S0_j and A_j, a short sequential pass combines them into each segment's entering state, and
+// each segment runs again from it for its outputs: three times the chunks' work, parallel over
+// segments. Must match kda_chunked_reference to rounding.
+void kda_segmented_reference(const KdaProblem& p, std::int64_t chunk, std::int64_t segments, double* out,
+                             double* final_state);
 
 }  // namespace ptxevo::kernels

@@ -2,8 +2,8 @@
 // (S <- (I - b k k^T) Diag(e^a) S + b k v^T, an algebraically different order), the gate
 // formulas at known points, the chunked algorithm against the recurrent one (chunk sizes that
 // divide the sequences and ones that do not, both gates, extreme decays, with and without an
-// initial state, K = V = 128 and small heads), independence of packed sequences, and the
-// problem checks.
+// initial state, K = V = 128 and small heads), the sequence split with state passing against the
+// chunked algorithm, independence of packed sequences, and the problem checks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -223,6 +223,41 @@ TEST(KdaReference, ZeroInitialStateFirstToken) {
   for (int i = 0; i < 4; ++i) qk += tok.q[static_cast<std::size_t>(i)] * tok.k[static_cast<std::size_t>(i)];
   for (int j = 0; j < 4; ++j)
     EXPECT_NEAR(r.out[static_cast<std::size_t>(j)], o.p.scale * tok.beta * qk * tok.v[static_cast<std::size_t>(j)], 1e-14);
+}
+
+Result run_segmented(const KdaProblem& p, I chunk, I segments) {
+  Result r{std::vector<double>(static_cast<std::size_t>(p.total_tokens() * p.heads * p.v_dim)),
+           std::vector<double>(static_cast<std::size_t>(p.sequences() * p.heads * p.v_dim * p.k_dim))};
+  ptxevo::kernels::kda_segmented_reference(p, chunk, segments, r.out.data(), r.state.data());
+  return r;
+}
+
+// The sequence split with state passing (segments run on their own for their zero-state end
+// states and their transitions, combined in order, then run again from their entering states)
+// equals the chunked algorithm: one segment, segments of one chunk, a last segment short, more
+// segments than chunks; packed sequences of 1 to 77 tokens (K != V: the transitions are K x K);
+// both gates, with and without an initial state; and at K = V = 128 with decays near 1 (the
+// transitions stay near the identity, the hardest case for a combination that drops them).
+TEST(KdaReference, SegmentedMatchesChunked) {
+  const std::vector<I> cu = {0, 1, 17, 50, 127, 130};
+  for (KdaGate gate : {KdaGate::LowerBound, KdaGate::Softplus})
+    for (bool state : {false, true}) {
+      const Owned o = random_problem(2, 16, 8, cu, gate, state, 31);
+      const std::string what = std::string(gate == KdaGate::Softplus ? "softplus" : "lower_bound") + (state ? " with state" : "");
+      for (I chunk : {4, 16}) {
+        const Result ref = run_chunked(o.p, chunk);
+        for (I segments : {1, 2, 3, 7, 40}) {
+          const Result seg = run_segmented(o.p, chunk, segments);
+          EXPECT_LT(rel_l2(seg.out, ref.out), 1e-11) << what << " chunk " << chunk << " segments " << segments;
+          EXPECT_LT(rel_l2(seg.state, ref.state), 1e-11) << what << " chunk " << chunk << " segments " << segments;
+        }
+      }
+    }
+  const Owned big = random_problem(1, 128, 128, {0, 100}, KdaGate::LowerBound, true, 37, -12, -10);
+  const Result ref = run_chunked(big.p, 16), seg = run_segmented(big.p, 16, 3);
+  EXPECT_LT(rel_l2(seg.out, ref.out), 1e-11);
+  EXPECT_LT(rel_l2(seg.state, ref.state), 1e-11);
+  EXPECT_THROW(run_segmented(big.p, 16, 0), std::invalid_argument);
 }
 
 TEST(KdaReference, BadProblemsThrowWithAReason) {
