@@ -132,6 +132,21 @@ void chunk_step(const KdaProblem& p, std::int64_t h, std::int64_t t0, std::int64
       out[((t0 + static_cast<std::int64_t>(i)) * p.heads + h) * vd + static_cast<std::int64_t>(j)] = O[i * V + j];
 }
 
+// Chunks [c_begin, c_end) of `chunk` tokens of the sequence [bos, eos) of head h, from state s
+// (chunk_step's width and zero_v); the sequence's last chunk may be partial.
+void run_chunks(const KdaProblem& p, std::int64_t h, std::int64_t bos, std::int64_t eos, std::int64_t chunk,
+                std::int64_t c_begin, std::int64_t c_end, std::vector<double>& s, double* out, std::int64_t width = -1,
+                bool zero_v = false) {
+  for (std::int64_t c = c_begin; c < c_end; ++c) {
+    const std::int64_t t0 = bos + c * chunk;
+    chunk_step(p, h, t0, std::min(chunk, eos - t0), s, out, width, zero_v);
+  }
+}
+
+void check_chunk(std::int64_t chunk) {
+  if (chunk < 1) throw std::invalid_argument("kda reference: chunk must be >= 1, got " + std::to_string(chunk));
+}
+
 }  // namespace
 
 void check_kda_problem(const KdaProblem& p) {
@@ -214,11 +229,11 @@ void kda_recurrent_reference(const KdaProblem& p, double* out, double* final_sta
 
 void kda_chunked_reference(const KdaProblem& p, std::int64_t chunk, double* out, double* final_state) {
   check_kda_problem(p);
-  if (chunk < 1) throw std::invalid_argument("kda reference: chunk must be >= 1, got " + std::to_string(chunk));
+  check_chunk(chunk);
   for_each_chain(p, [&](std::int64_t n, std::int64_t h) {
     std::vector<double> s = load_state(p, n, h);
     const std::int64_t bos = p.cu_seqlens[static_cast<std::size_t>(n)], eos = p.cu_seqlens[static_cast<std::size_t>(n + 1)];
-    for (std::int64_t t0 = bos; t0 < eos; t0 += chunk) chunk_step(p, h, t0, std::min(chunk, eos - t0), s, out);
+    run_chunks(p, h, bos, eos, chunk, 0, (eos - bos + chunk - 1) / chunk, s, out);
     store_state(p, n, h, s, final_state);
   });
 }
@@ -226,7 +241,7 @@ void kda_chunked_reference(const KdaProblem& p, std::int64_t chunk, double* out,
 void kda_segmented_reference(const KdaProblem& p, std::int64_t chunk, std::int64_t segments, double* out,
                              double* final_state) {
   check_kda_problem(p);
-  if (chunk < 1) throw std::invalid_argument("kda reference: chunk must be >= 1, got " + std::to_string(chunk));
+  check_chunk(chunk);
   if (segments < 1)
     throw std::invalid_argument("kda reference: segments must be >= 1, got " + std::to_string(segments));
   const auto K = static_cast<std::size_t>(p.k_dim), V = static_cast<std::size_t>(p.v_dim);
@@ -236,10 +251,7 @@ void kda_segmented_reference(const KdaProblem& p, std::int64_t chunk, std::int64
     const std::int64_t per = (nchunks + segments - 1) / segments;  // chunks a segment (the last may be short)
     const std::int64_t nseg = (nchunks + per - 1) / per;
     auto run = [&](std::int64_t j, std::vector<double>& s, double* o, std::int64_t width, bool zero_v) {
-      for (std::int64_t c = j * per; c < std::min(nchunks, (j + 1) * per); ++c) {
-        const std::int64_t t0 = bos + c * chunk;
-        chunk_step(p, h, t0, std::min(chunk, eos - t0), s, o, width, zero_v);
-      }
+      run_chunks(p, h, bos, eos, chunk, j * per, std::min(nchunks, (j + 1) * per), s, o, width, zero_v);
     };
     // 1. Each segment on its own (in parallel on a GPU): its end state from a zero state, and its
     // transition A_j (K x K) from the identity with v = 0.

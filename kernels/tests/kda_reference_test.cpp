@@ -73,16 +73,20 @@ struct Result {
   std::vector<double> out, state;
 };
 
+// out [T, H, V] and state [N, H, V, K] for p.
+Result sized_for(const KdaProblem& p) {
+  return {std::vector<double>(static_cast<std::size_t>(p.total_tokens() * p.heads * p.v_dim)),
+          std::vector<double>(static_cast<std::size_t>(p.sequences() * p.heads * p.v_dim * p.k_dim))};
+}
+
 Result run_recurrent(const KdaProblem& p) {
-  Result r{std::vector<double>(static_cast<std::size_t>(p.total_tokens() * p.heads * p.v_dim)),
-           std::vector<double>(static_cast<std::size_t>(p.sequences() * p.heads * p.v_dim * p.k_dim))};
+  Result r = sized_for(p);
   ptxevo::kernels::kda_recurrent_reference(p, r.out.data(), r.state.data());
   return r;
 }
 
 Result run_chunked(const KdaProblem& p, I chunk) {
-  Result r{std::vector<double>(static_cast<std::size_t>(p.total_tokens() * p.heads * p.v_dim)),
-           std::vector<double>(static_cast<std::size_t>(p.sequences() * p.heads * p.v_dim * p.k_dim))};
+  Result r = sized_for(p);
   ptxevo::kernels::kda_chunked_reference(p, chunk, r.out.data(), r.state.data());
   return r;
 }
@@ -226,8 +230,7 @@ TEST(KdaReference, ZeroInitialStateFirstToken) {
 }
 
 Result run_segmented(const KdaProblem& p, I chunk, I segments) {
-  Result r{std::vector<double>(static_cast<std::size_t>(p.total_tokens() * p.heads * p.v_dim)),
-           std::vector<double>(static_cast<std::size_t>(p.sequences() * p.heads * p.v_dim * p.k_dim))};
+  Result r = sized_for(p);
   ptxevo::kernels::kda_segmented_reference(p, chunk, segments, r.out.data(), r.state.data());
   return r;
 }
