@@ -2533,8 +2533,8 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
       }
 #if WYREC
     // W^T's accumulators start at V^T, so that they end at V^T - W^T = U'^T with no subtraction
-    // or negation on the chain (the prepare stores -Kd). V^T's A-layout fragments straight from the staged
-    // token rows by ldmatrix.trans (matrix m: tokens 16 ks + 8 (m >> 1) .., value columns
+    // or negation on the chain (the prepare stores -Kd). V^T's A-layout fragments straight from
+    // the staged token rows by ldmatrix.trans (matrix m: tokens 16 ks + 8 (m >> 1) .., value columns
     // jw + 8 (m & 1) ..), before the products so that its latency hides behind them; rows past the
     // sequence masked to zero (stale shared memory may hold NaN, and 0 x NaN is NaN even where T'
     // is zero).
