@@ -118,6 +118,17 @@
 #ifndef WYREC
 #define WYREC 0
 #endif
+// SEQSPLIT (FUSED = 0, WYREC 1, PGRID 0): the most segments a sequence's chain is split into when
+// the (sequence, head) chains are few (KdaFwdOp::seq_segments picks the count from the shape; 1:
+// never). A chunk maps the state affinely, S -> A S + B V, so a segment of chunks ends at
+// A_j S_in + S0_j. Pass 1 runs segments 0 .. P-2 over 256 value columns: S0_j (v, from a zero state;
+// segment 0 from the initial state, writing its out) and A_j (v = 0, from the identity), into the
+// workspace; kda_fwd_seg_combine forms each segment's entering state in order,
+// E_(j+1) = A_j E_j + S0_j; pass 3 runs segments 1 .. P-1 from them, writing out and the final
+// state (kda_segmented_reference is the fp64 model). 1: the code is not compiled.
+#ifndef SEQSPLIT
+#define SEQSPLIT 1
+#endif
 #define KDA_WY_FOLD (WYREC == 2)
 #define KDA_LM_TC (LMTC && !KDA_GATE_SOFTPLUS && CHUNK == 16)
 // The recurrence's out rows through shared memory (stmatrix, then whole 16-byte row segments a
@@ -147,6 +158,9 @@
 #endif
 #if WYREC == 2 && CHUNK != 16
 #error "WYREC=2 needs CHUNK=16 (the prepare folds T' into Kr and M with one 16-token step)"
+#endif
+#if SEQSPLIT > 1 && (WYREC != 1 || PGRID)
+#error "SEQSPLIT > 1 needs WYREC=1 and PGRID=0 (pass 1 zeroes the transition columns' v rows as they are copied)"
 #endif
 #if WYREC && (FUSED || KDA_WGMMA || KSPLIT != 1 || WYTC)
 #error "WYREC=1 or 2 needs FUSED=0, MMA=sync, KSPLIT=1 and WYTC=0 (U = T' (V - Kd S) is formed in each 16-column warp)"
@@ -2169,6 +2183,22 @@ __device__ __forceinline__ unsigned int* ws_flags(const Args& a, const unsigned 
   return reinterpret_cast<unsigned int*>(const_cast<unsigned char*>(ws) + (long long)a.H * ws_slots(a, nseq) * kWsChunkBytes);
 }
 
+// The sequence split's segment states (SEQSPLIT > 1), after the flags, 16-byte aligned: for each
+// (sequence, head) and segment j < P - 1 a block of 256 x 128 fp32, V-first: rows 0..127 segment j's
+// end state from its pass-1 start (S0_j^T; the combine overwrites it with E_(j+1)^T, the state
+// entering segment j + 1), rows 128..255 its transition as X_j[m][d] = A_j[d][m].
+enum : int { kSegRows = 2 * kD };
+__device__ __forceinline__ float* ws_seg(const Args& a, const unsigned char* ws, int nseq) {
+  const long long at = (long long)a.H * ws_slots(a, nseq) * (kWsChunkBytes + 4);
+  return reinterpret_cast<float*>(const_cast<unsigned char*>(ws) + (at + 15) / 16 * 16);
+}
+// Segment seg's chunks [c0, c1) of a sequence of nch chunks split into nseg (empty past the end).
+__device__ __forceinline__ void seg_chunks(int nch, int nseg, int seg, int& c0, int& c1) {
+  const int per = (nch + nseg - 1) / nseg;
+  c0 = seg * per < nch ? seg * per : nch;
+  c1 = c0 + per < nch ? c0 + per : nch;
+}
+
 // kda_fwd_prepare. PGRID = 0: one CTA per (chunk slot, head). PGRID > 0: persistent CTAs taking
 // (slot, head) items in slot-major order (the order the recurrence's chains consume them), each
 // chunk released to the recurrence by its flag once the whole CTA has written it.
@@ -2212,7 +2242,11 @@ __device__ __forceinline__ void kda_flags_reset_body(const Args& a, unsigned cha
 // accumulator fragments (rows: value column, columns: key channel), so that S^T serves as the A
 // operand of the next products straight from registers (hi + lo bf16) and U^T stays in the warp:
 // the warps never exchange data, the only barrier is the one that hands over a staged chunk.
-__device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigned char* __restrict__ ws, int nseq) {
+// SEQSPLIT > 1: pass 0 runs whole sequences; pass 1 and pass 3 the segments of the sequence split
+// (SEQSPLIT above): the grid's x then counts (sequence, segment) pairs, and pass 1's z covers 256
+// value columns (slices past 128 / BV hold the transition's columns).
+__device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigned char* __restrict__ ws, int nseq,
+                                                    int nseg, int pass) {
   extern __shared__ __align__(16) unsigned char smem[];
   if (dynamic_smem_bytes() < (unsigned int)kRSmemTotal) trap_now();
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -2226,11 +2260,32 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
   // chain's shared operands (Qd, W0, Kr^T, M) from L2 rather than DRAM when the grid needs several
   // waves. A permutation of the grid, so every (sequence, head, slice) still runs once.
   constexpr int kSlices = kD / kBv;
-  const long long hs = (long long)a.H * kSlices;
+#if SEQSPLIT > 1
+  // Pass 1: segments 0 .. P-2, pass 3: 1 .. P-1, adjacent in the linear order (a sequence's
+  // segments start together); pass 1's slices kSlices .. 2 kSlices - 1 are the transition's.
+  const int segs = pass == 0 ? 1 : nseg - 1;
+  const int slices = pass == 1 ? 2 * kSlices : kSlices;
+#else
+  constexpr int slices = kSlices;
+  (void)nseg;
+  (void)pass;
+#endif
+  const long long hs = (long long)a.H * slices;
+#if SEQSPLIT > 1
+  const long long lin = blockIdx.x + (long long)nseq * segs * (blockIdx.y + (long long)a.H * blockIdx.z);
+  const long long rank = lin / hs / segs;
+  const int h = (int)((lin % hs) / slices);
+  const int slice = (int)((lin % hs) % slices);
+  const int col0 = (slice % kSlices) * kBv;
+  const int seg = (int)(lin / hs % segs) + (pass == 3 ? 1 : 0);
+  const bool amat = slice >= kSlices;  // pass 1: a column of A_j (v = 0, from the identity)
+  if (amat && seg == 0) return;        // segment 0 starts from the true state: no transition
+#else
   const long long lin = blockIdx.x + (long long)nseq * (blockIdx.y + (long long)a.H * blockIdx.z);
   const long long rank = lin / hs;
   const int h = (int)((lin % hs) / kSlices);
   const int col0 = (int)((lin % hs) % kSlices) * kBv;
+#endif
   long long n = rank;
   if (a.cu_seqlens && nseq <= 16) {  // N^2 comparisons by every thread: a few hundred at most
     for (int m = 0; m < nseq; ++m) {
@@ -2245,7 +2300,20 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
   }
   long long bos, eos;
   seq_range(a, n, bos, eos);
+#if SEQSPLIT > 1
+  // The segment's chunks as a sequence of their own (its tokens, its workspace slots).
+  int c0 = 0, c1 = 0;
+  seg_chunks((int)((eos - bos + kC - 1) / kC), pass == 0 ? 1 : nseg, pass == 0 ? 0 : seg, c0, c1);
+  const unsigned char* wsh = ws + ((long long)h * ws_slots(a, nseq) + n + bos / kC + c0) * kWsChunkBytes;
+  eos = bos + (long long)c1 * kC < eos ? bos + (long long)c1 * kC : eos;
+  bos += (long long)c0 * kC;
+  if (bos > eos) bos = eos;
+  // Pass 1's segment-state block of this chain and segment (ws_seg).
+  float* const segst = ws_seg(a, ws, nseq) + ((n * a.H + h) * (long long)(nseg - 1) + (seg - (pass == 3 ? 1 : 0))) *
+                                                 (long long)kSegRows * kD;
+#else
   const unsigned char* wsh = ws + ((long long)h * ws_slots(a, nseq) + n + bos / kC) * kWsChunkBytes;
+#endif
 #if PGRID
   const unsigned int* flags = ws_flags(a, ws, nseq) + (long long)h * ws_slots(a, nseq) + n + bos / kC;  // chunk 0's
 #endif
@@ -2271,6 +2339,18 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int j = col0 + jw + g8 + (e >> 1) * 8, d = d0 + nt * 8 + 2 * t4 + (e & 1);
+#if SEQSPLIT > 1
+      // Pass 3: the entering state the combine left in the previous segment's block; pass 1: the
+      // identity for A_j's columns, zero for S0_j past segment 0.
+      if (pass == 3) {
+        s[nt][e] = segst[(long long)j * kD + d];
+        continue;
+      }
+      if (pass == 1 && (amat || seg > 0)) {
+        s[nt][e] = amat && j == d ? 1.f : 0.f;
+        continue;
+      }
+#endif
 #if HAS_INITIAL_STATE
       s[nt][e] = a.initial_state[sbase + (long long)j * kD + d];
 #else
@@ -2279,6 +2359,16 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
       (void)d;
 #endif
     }
+#if SEQSPLIT > 1
+  // Out is written by pass 0, pass 3, and pass 1's segment 0 (it starts from the true state); A_j's
+  // columns take v = 0 (no rows copied, all masked).
+  const bool wout = pass != 1 || (seg == 0 && !amat);
+  const int vlen = pass == 1 && amat ? 0 : len;
+#else
+  constexpr bool wout = true;
+  const int vlen = len;
+#endif
+  (void)vlen;
 
   // Copies chunk c's operands into buffer buf with cp.async: the workspace already holds them in
   // the layout the reads below want (dense, swizzled), so two linear loops of 16-byte segments.
@@ -2336,7 +2426,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
       for (int i = 0; i < (kSegV + kRThreads - 1) / kRThreads; ++i) {
         const int idx = tid + i * kRThreads;
         const int r = idx / kSegRow, sg = idx % kSegRow;
-        if ((kSegV % kRThreads == 0 || idx < kSegV) && c * kC + r < len)
+        if ((kSegV % kRThreads == 0 || idx < kSegV) && c * kC + r < vlen)
           cp_async16_at(dst + kROffV + r * kVRow + sg * 16, vc + ((long long)r * a.H) * kD + sg * 8);
       }
     }
@@ -2438,7 +2528,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     // Chunk c - 1's out rows (its stmatrix came before the barrier above; a full chunk: only the
     // last can be short). Buffer c & 1, written below, was flushed during chunk c - 1, before it.
 #if KDA_OUT_STAGED
-    if (c > 0) flush_out(c - 1, kC);
+    if (c > 0 && wout) flush_out(c - 1, kC);
 #endif
 #if STAGE
     if (c + STAGE < nchunks) stage(c + STAGE, buf == 0 ? STAGE : buf - 1);  // (buf + STAGE) % (STAGE + 1)
@@ -2539,7 +2629,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     // sequence masked to zero (stale shared memory may hold NaN, and 0 x NaN is NaN even where T'
     // is zero).
     {
-      const int vcount = len - c * kC < kC ? len - c * kC : kC;
+      const int vcount = vlen - c * kC < kC ? vlen - c * kC : kC;
 #pragma unroll
       for (int ks = 0; ks < kKsC; ++ks) {
         unsigned int vr[4];
@@ -2782,7 +2872,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
         const float v0 = qs[nt][2 * half], v1 = qs[nt][2 * half + 1];
         const float other = shfl_bfly(odd ? v0 : v1, 4);
         const int i = nt * 8 + 2 * t4 + odd, j = col0 + jw + g8 + 8 * half - odd;
-        if (i < count)
+        if (wout && i < count)
           store_bf16x2(a.out + ((t0 + i) * a.H + h) * (long long)kD + j, odd ? other : v0, odd ? v1 : other);
       }
 #endif
@@ -2814,10 +2904,25 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
   }
   }
 #if KDA_OUT_STAGED
-  if (nchunks > 0) {  // the last chunk's out rows
+  if (nchunks > 0 && wout) {  // the last chunk's out rows
     __syncthreads();  // its stmatrix
     flush_out(nchunks - 1, len - (nchunks - 1) * kC);
   }
+#endif
+#if SEQSPLIT > 1
+  // Pass 1: S0_j or A_j's columns into the segment's block; pass 3: only the last segment's end
+  // is the final state.
+  if (pass == 1) {
+#pragma unroll
+    for (int nt = 0; nt < kDw / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = col0 + jw + g8 + (e >> 1) * 8, d = d0 + nt * 8 + 2 * t4 + (e & 1);
+        segst[(long long)((amat ? kD : 0) + j) * kD + d] = s[nt][e];
+      }
+    return;
+  }
+  if (pass == 3 && seg != nseg - 1) return;
 #endif
 #if HAS_FINAL_STATE
 #pragma unroll
@@ -2829,6 +2934,54 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     }
 #endif
   (void)sbase;
+}
+
+// kda_fwd_seg_combine (SEQSPLIT > 1, between the recurrence's passes 1 and 3): per (sequence, head)
+// and 16 value columns (a CTA of 256 threads, grid (N, H, 8)), the states entering the segments in
+// order, E_1 = S0_0 (segment 0 ran from the initial state) and E_(j+1)^T = E_j^T X_j + S0_j^T, each
+// written over S0_j^T in segment j's block, where pass 3's segment j + 1 reads it. fp32 FMA: P - 2
+// products of 16 x 128 x 128 a CTA, a few microseconds each.
+#define KDA_COMBINE_THREADS 256
+enum : int { kCombineSmem = 16 * kD * 4 };  // dynamic shared memory (KdaFwdOp's plan gives it)
+__device__ __forceinline__ void kda_seg_combine_body(const Args& a, unsigned char* __restrict__ ws, int nseq, int nseg) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  if (dynamic_smem_bytes() < (unsigned int)kCombineSmem) trap_now();
+  float(*se)[kD] = reinterpret_cast<float(*)[kD]>(smem);  // E_j^T's 16 rows of this CTA
+  const int tid = threadIdx.x, row = tid / 16, dc = (tid % 16) * 8;
+  const long long chain = (long long)blockIdx.x * a.H + blockIdx.y;
+  const int r0 = blockIdx.z * 16;
+  float* const blocks = ws_seg(a, ws, nseq) + chain * (nseg - 1) * (long long)kSegRows * kD;
+  // E_1 = S0_0: this thread's eight values into shared memory.
+#pragma unroll
+  for (int i = 0; i < 8; ++i) se[row][dc + i] = blocks[(long long)(r0 + row) * kD + dc + i];
+  for (int j = 1; j + 1 < nseg; ++j) {
+    __syncthreads();  // E_j^T complete in shared memory
+    float* const blk = blocks + (long long)j * kSegRows * kD;
+    const float* const x = blk + (long long)kD * kD;  // X_j (row m: A_j's column m)
+    float acc[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i] = blk[(long long)(r0 + row) * kD + dc + i];  // S0_j^T
+#pragma unroll 8
+    for (int m = 0; m < kD; ++m) {
+      const float e = se[row][m];
+      const float4 x0 = *reinterpret_cast<const float4*>(x + m * kD + dc);
+      const float4 x1 = *reinterpret_cast<const float4*>(x + m * kD + dc + 4);
+      acc[0] += e * x0.x;
+      acc[1] += e * x0.y;
+      acc[2] += e * x0.z;
+      acc[3] += e * x0.w;
+      acc[4] += e * x1.x;
+      acc[5] += e * x1.y;
+      acc[6] += e * x1.z;
+      acc[7] += e * x1.w;
+    }
+    __syncthreads();  // every thread has read E_j^T
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      se[row][dc + i] = acc[i];
+      blk[(long long)(r0 + row) * kD + dc + i] = acc[i];  // E_(j+1)^T
+    }
+  }
 }
 #endif  // FUSED
 
@@ -2867,11 +3020,20 @@ extern "C" __global__ void __launch_bounds__(KDA_RESET_THREADS) kda_fwd_flags_re
 extern "C" __global__ void __launch_bounds__(BV * 2 * KSPLIT, kda_chunked::kRMinBlocks) kda_fwd_recurrence(
     const unsigned char* __restrict__ ws, const long long* __restrict__ cu_seqlens,
     const float* __restrict__ initial_state, __nv_bfloat16* __restrict__ out, float* __restrict__ final_state,
-    long long T, int H, int nseq, float scale, float lower_bound, const __nv_bfloat16* __restrict__ v) {
-  // v: read only with WYREC = 1 (the op passes it to every recurrence).
+    long long T, int H, int nseq, float scale, float lower_bound, const __nv_bfloat16* __restrict__ v, int nseg,
+    int pass) {
+  // v: read only with WYREC = 1 (the op passes it to every recurrence); nseg, pass: SEQSPLIT > 1.
   kda_chunked::kda_recurrence_body({nullptr, nullptr, v, nullptr, nullptr, nullptr, nullptr, cu_seqlens,
                                     initial_state, out, final_state, T, H, scale, lower_bound},
-                                   ws, nseq);
+                                   ws, nseq, nseg, pass);
 }
+#if SEQSPLIT > 1
+extern "C" __global__ void __launch_bounds__(KDA_COMBINE_THREADS) kda_fwd_seg_combine(
+    unsigned char* __restrict__ ws, const long long* __restrict__ cu_seqlens, long long T, int H, int nseq, int nseg) {
+  kda_chunked::kda_seg_combine_body(
+      {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, cu_seqlens, nullptr, nullptr, nullptr, T, H, 0.f, 0.f},
+      ws, nseq, nseg);
+}
+#endif
 #endif  // KDA_HOST_EMULATION
 #endif  // FUSED

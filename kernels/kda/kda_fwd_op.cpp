@@ -137,7 +137,7 @@ Knobs KdaFwdOp::chunked_knob_defaults() {
           {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{0}},
           {"SLO", std::int64_t{0}}, {"MMA", std::string("sync")}, {"BULK", std::int64_t{1}},
           {"PGRID", std::int64_t{0}}, {"ULO", std::int64_t{0}}, {"LMTERMS", std::int64_t{1}},
-          {"WYREC", std::int64_t{1}}};
+          {"WYREC", std::int64_t{1}}, {"SEQSPLIT", std::int64_t{1}}};
 }
 
 Knobs KdaFwdOp::chunked_fused_knob_defaults() {
@@ -146,7 +146,8 @@ Knobs KdaFwdOp::chunked_fused_knob_defaults() {
           {"LMTC", g.lmtc},   {"FUSED", std::int64_t{1}}, {"UPREC", std::int64_t{32}},
           {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{0}}, {"SLO", std::int64_t{1}},
           {"MMA", std::string("sync")}, {"BULK", std::int64_t{0}}, {"PGRID", std::int64_t{0}},
-          {"ULO", std::int64_t{1}}, {"LMTERMS", std::int64_t{3}}, {"WYREC", std::int64_t{0}}};
+          {"ULO", std::int64_t{1}}, {"LMTERMS", std::int64_t{3}}, {"WYREC", std::int64_t{0}},
+          {"SEQSPLIT", std::int64_t{1}}};
 }
 
 std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
@@ -174,7 +175,8 @@ std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
                    {"ULO", std::int64_t{((cycle >> 2) ^ (cycle >> 1)) & 1}},
                    // The one-pass prepare's L / M terms (CHUNK 16, LMTC 1: cycles 2, 3, 6, 7): 1, 2, 3, 1.
                    {"LMTERMS", std::int64_t{c == 16 && (cycle & 2) ? 1 + ((cycle & 1) + (cycle >> 2) * 2) % 3 : 3}},
-                   {"WYREC", std::int64_t{0}}};
+                   {"WYREC", std::int64_t{0}},
+                   {"SEQSPLIT", std::int64_t{1}}};
         ++cycle;
         if (c == 64) k["PF"] = std::int64_t{0};
         try {
@@ -224,6 +226,14 @@ std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
   r["BULK"] = std::int64_t{1};
   r["WARPS"] = std::int64_t{8};
   out.push_back(r);
+  // SEQSPLIT: the sequence split at the defaults (16 segments at most) and at CHUNK 32 with
+  // per-thread copies and out stored from the accumulators (4).
+  Knobs q = chunked_knob_defaults();
+  q["SEQSPLIT"] = std::int64_t{16};
+  out.push_back(q);
+  q = out[out.size() - 3];  // WYREC 1 at CHUNK 32
+  q["SEQSPLIT"] = std::int64_t{4};
+  out.push_back(q);
   return out;
 }
 
@@ -231,7 +241,7 @@ Knobs KdaFwdOp::chunked_tcgen05_knob_defaults() {
   Knobs k = chunked_fused_knob_defaults();
   k.erase("FUSED");
   k.erase("UPREC");
-  for (const char* split_only : {"KSPLIT", "PF", "WYTC", "SLO", "BULK", "PGRID", "ULO", "LMTERMS", "WYREC"})
+  for (const char* split_only : {"KSPLIT", "PF", "WYTC", "SLO", "BULK", "PGRID", "ULO", "LMTERMS", "WYREC", "SEQSPLIT"})
     k.erase(split_only);
   k["MMA"] = std::string("tcgen05");
   return k;
@@ -298,22 +308,39 @@ std::int64_t KdaFwdOp::workspace_chunk_bytes(std::int64_t c, std::int64_t uprec,
   return 3 * c * D * 2 + 2 * c * c * 2 + D * 4 + (wyrec == 1 ? 2 * c * c * 2 : wyrec == 2 ? 0 : D * c * (uprec / 8));
 }
 
-// The largest chunk layout, then PGRID's flags: a word a (head, slot) of CHUNK 16, the most slots.
+std::int64_t KdaFwdOp::seq_segments(const KdaDims& d, std::int64_t chunk, std::int64_t seqsplit) {
+  if (seqsplit <= 1) return 1;
+  std::int64_t longest = d.tokens;
+  if (d.packed) {
+    longest = 0;
+    for (std::size_t i = 0; i + 1 < d.cu_seqlens.size(); ++i)
+      longest = std::max(longest, d.cu_seqlens[i + 1] - d.cu_seqlens[i]);
+  }
+  const std::int64_t p =
+      std::min({seqsplit, kSeqSplitChains / (d.sequences * d.heads), (longest + chunk - 1) / chunk});
+  return p >= 3 ? p : 1;
+}
+
+// The largest chunk layout, then PGRID's flags: a word a (head, slot) of CHUNK 16, the most slots;
+// then (16-byte aligned) the sequence split's segment states for the most segments the shape gets.
 std::int64_t KdaFwdOp::workspace_bytes(const KdaDims& d) {
   std::int64_t most = 0;
   for (const std::int64_t c : {16, 32, 64})
     most = std::max(most, d.heads * (d.sequences + d.total_tokens() / c) * workspace_chunk_bytes(c));
-  return most + d.heads * (d.sequences + d.total_tokens() / 16) * 4;
+  const std::int64_t segs = seq_segments(d, 16, kMaxSeqSplit);
+  const std::int64_t seg_bytes = segs > 1 ? d.sequences * d.heads * (segs - 1) * (2 * D * D * 4) + 16 : 0;
+  return most + d.heads * (d.sequences + d.total_tokens() / 16) * 4 + seg_bytes;
 }
 
 KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   for (const auto& [name, v] : k)
     if (name != "CHUNK" && name != "BV" && name != "WARPS" && name != "STAGE" && name != "LMTC" && name != "MMA" &&
         name != "FUSED" && name != "UPREC" && name != "KSPLIT" && name != "PF" && name != "WYTC" &&
-        name != "SLO" && name != "BULK" && name != "PGRID" && name != "ULO" && name != "LMTERMS" && name != "WYREC")
+        name != "SLO" && name != "BULK" && name != "PGRID" && name != "ULO" && name != "LMTERMS" && name != "WYREC" &&
+        name != "SEQSPLIT")
       fail("unknown knob '" + name +
            "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LMTC, MMA, FUSED, UPREC, KSPLIT, PF, WYTC, SLO, "
-           "BULK, PGRID, ULO, LMTERMS, WYREC)");
+           "BULK, PGRID, ULO, LMTERMS, WYREC, SEQSPLIT)");
   ChunkedGeometry g;
   const std::int64_t fused = evaluator::knob_int(k, "FUSED", 1);
   if (fused != 0 && fused != 1) fail("FUSED=" + std::to_string(fused) + " must be 0 or 1");
@@ -346,6 +373,9 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   g.pgrid = evaluator::knob_int(k, "PGRID", 0);
   if (g.pgrid < 0 || g.pgrid > 65535)
     fail("PGRID=" + std::to_string(g.pgrid) + " must be 0 (off) or the prepare's persistent CTAs, at most 65535");
+  g.seqsplit = evaluator::knob_int(k, "SEQSPLIT", 1);
+  if (g.seqsplit < 1 || g.seqsplit > kMaxSeqSplit || (g.seqsplit & (g.seqsplit - 1)) != 0)
+    fail("SEQSPLIT=" + std::to_string(g.seqsplit) + " must be 1 (off), 2, 4, 8, 16 or 32");
   if (g.pgrid > 0 && (g.fused || g.bulk != 1))
     fail("PGRID=" + std::to_string(g.pgrid) +
          " needs FUSED=0 and BULK=1 (the recurrence's one copy-issuing thread waits on each chunk's flag)");
@@ -398,6 +428,11 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
     fail("WYREC=" + std::to_string(g.wyrec) + " needs FUSED=0, MMA=sync, KSPLIT=1 and WYTC=0 (U = T' (V - Kd S) is formed in each 16-column warp of "
          "the mma.sync recurrence), got FUSED=" + std::to_string(g.fused ? 1 : 0) + " MMA=" +
          (g.wgmma ? "wgmma" : "sync") + " KSPLIT=" + std::to_string(g.ksplit) + " WYTC=" + std::to_string(g.wytc));
+  if (g.seqsplit > 1 && (g.fused || g.wyrec != 1 || g.pgrid != 0))
+    fail("SEQSPLIT=" + std::to_string(g.seqsplit) +
+         " needs FUSED=0, WYREC=1 and PGRID=0 (the split recurrence zeroes its transition columns' v rows as they "
+         "are copied, and waits on no flags), got FUSED=" + std::to_string(g.fused ? 1 : 0) +
+         " WYREC=" + std::to_string(g.wyrec) + " PGRID=" + std::to_string(g.pgrid));
   if (!g.fused && prepare_smem_bytes(g, true) > 227 * 1024)
     fail("CHUNK=" + std::to_string(g.chunk) + ": kda_fwd_prepare needs " + std::to_string(prepare_smem_bytes(g, true)) +
          " bytes of shared memory, more than a CTA may have (227 KB)");
@@ -489,8 +524,32 @@ evaluator::LaunchPlan KdaFwdOp::launch_plan(const Shape& s, const OpConfig& cfg,
               static_cast<std::int32_t>(d.sequences),
               f_scale,
               f_lb,
-              evaluator::ArgTensor{"v"}};  // read with WYREC = 1 only
+              evaluator::ArgTensor{"v"},  // read with WYREC = 1 only
+              std::int32_t{1},            // segments (SEQSPLIT)
+              std::int32_t{0}};           // pass 0: whole sequences
     evaluator::LaunchPlan p;
+    if (const std::int64_t segs = seq_segments(d, g.chunk, g.seqsplit); segs > 1) {
+      // The sequence split: pass 1 (segments 0 .. P-2, 256 value columns: the segment from zero
+      // and its transition), the combine, pass 3 (segments 1 .. P-1 from their entering states).
+      if (d.sequences * (segs - 1) > (std::int64_t{1} << 31) - 1) fail("N=" + std::to_string(d.sequences) + " needs too many CTAs");
+      const auto x = static_cast<std::uint32_t>(d.sequences * (segs - 1));
+      l.args[11] = static_cast<std::int32_t>(segs);
+      evaluator::KernelLaunch pass1 = l, pass3 = l;
+      pass1.grid = {x, l.grid.y, 2 * l.grid.z};
+      pass1.args[12] = std::int32_t{1};
+      pass3.grid = {x, l.grid.y, l.grid.z};
+      pass3.args[12] = std::int32_t{3};
+      evaluator::KernelLaunch comb;
+      comb.entry = kSegCombineEntry;
+      comb.grid = {static_cast<std::uint32_t>(d.sequences), static_cast<std::uint32_t>(d.heads), 8};
+      comb.block = {256, 1, 1};
+      comb.shared_bytes = 16 * D * 4;
+      comb.args = {evaluator::ArgTensor{"workspace"}, evaluator::ArgTensor{d.packed ? "cu_seqlens" : ""},
+                   std::int64_t{d.tokens}, static_cast<std::int32_t>(d.heads), static_cast<std::int32_t>(d.sequences),
+                   static_cast<std::int32_t>(segs)};
+      p.kernels = {std::move(prep), std::move(pass1), std::move(comb), std::move(pass3)};
+      return p;
+    }
     if (g.pgrid > 0) {
       // The flags to 0, then the prepare as persistent CTAs (never more than its items), then the
       // recurrence launched programmatically: it starts once every prepare CTA is running.

@@ -123,6 +123,11 @@ class KdaFwdOp : public evaluator::Op {
     // waiting on a flag a chunk in the workspace; a flag-reset kernel runs first. 0: the prepare
     // one CTA a chunk, the recurrence after it.
     std::int64_t pgrid = 0;
+    // Knob SEQSPLIT (FUSED = 0, WYREC 1, PGRID 0; absent: 1): the most segments each sequence's
+    // chain is split into where the (sequence, head) chains are few (seq_segments picks the count
+    // for a shape): the recurrence then runs in two passes around kda_fwd_seg_combine (1, 2, 4, 8,
+    // 16, 32; 1: never split).
+    std::int64_t seqsplit = 1;
   };
   // True when the knobs are the chunked seed's (they name CHUNK).
   static bool is_chunked(const evaluator::Knobs& k);
@@ -141,7 +146,8 @@ class KdaFwdOp : public evaluator::Op {
   // through all eight per CHUNK for the prepare, and STAGE 1-3, KSPLIT, PF, WYTC and SLO varied along
   // (STAGE 1, KSPLIT 1 where the deeper staging does not fit a CTA's shared memory); then MMA =
   // wgmma once a CHUNK, PGRID = 396 at the defaults, WYREC = 1 three times (the defaults; CHUNK 32
-  // with per-thread copies and the unfactored prepare; CHUNK 64) and WYREC = 2 once: 32 in all.
+  // with per-thread copies and the unfactored prepare; CHUNK 64), WYREC = 2 once, and SEQSPLIT 16 at
+  // the defaults and 4 at WYREC 1's CHUNK 32: 34 in all.
   static std::vector<evaluator::Knobs> split_covering_knobs();
   // The tcgen05 variant's defaults (kda_fwd_chunked_tcgen05.cu; MMA = "tcgen05").
   static evaluator::Knobs chunked_tcgen05_knob_defaults();
@@ -154,8 +160,18 @@ class KdaFwdOp : public evaluator::Op {
   // Bytes of one (head, chunk slot) of the workspace at chunk size c and U0 precision uprec, or
   // with WYREC (T' in place of U0) (kda_fwd_chunked.cu, kWs*).
   static std::int64_t workspace_chunk_bytes(std::int64_t c, std::int64_t uprec = 32, std::int64_t wyrec = 0);
-  // The scratch tensor "workspace" (u8): H (N + T_total / C) chunk slots, the most any CHUNK needs.
+  // The scratch tensor "workspace" (u8): H (N + T_total / C) chunk slots, the most any CHUNK needs,
+  // their flags, and the sequence split's segment states (N H (P - 1) blocks of 128 KB, P the most
+  // segments any SEQSPLIT gives the shape).
   static std::int64_t workspace_bytes(const KdaDims& d);
+  // The segments the sequence split uses for a shape: SEQSPLIT capped so that the (sequence, head,
+  // segment) chains stay within kSeqSplitChains and no segment is shorter than a chunk; 1 (no split)
+  // when that leaves fewer than 3 (2 segments take as long as one: pass 1 runs the first half, pass
+  // 3 the second).
+  static std::int64_t seq_segments(const KdaDims& d, std::int64_t chunk, std::int64_t seqsplit);
+  static constexpr std::int64_t kSeqSplitChains = 128;  // about one chain a SM of an H100 / H200 (132)
+  static constexpr std::int64_t kMaxSeqSplit = 32;
+  static constexpr const char* kSegCombineEntry = "kda_fwd_seg_combine";  // SEQSPLIT > 1
   static constexpr const char* kPrepareEntry = "kda_fwd_prepare";
   static constexpr const char* kRecurrenceEntry = "kda_fwd_recurrence";
   static constexpr const char* kFlagsResetEntry = "kda_fwd_flags_reset";  // PGRID > 0

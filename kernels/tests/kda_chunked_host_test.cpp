@@ -1313,6 +1313,101 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef PGRID
 #undef WYREC
 
+// Configuration Q0: the main spec's split defaults with the sequence split (SEQSPLIT 16): where a
+// shape's chains are few the recurrence runs pass 1 (each segment from zero, its transition from
+// the identity), the combine and pass 3.
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 16
+#define BV 64
+#define WARPS 4
+#define STAGE 2
+#define LMTC 1
+#define FUSED 0
+#define UPREC 16
+#define PGRID 0
+#undef PF
+#define PF 0
+#undef SLO
+#define SLO 0
+#undef BULK
+#define BULK 1
+#define ULO 0
+#define LMTERMS 1
+#define WYREC 1
+#undef SEQSPLIT
+#define SEQSPLIT 16
+#if !PTXEVO_SANITIZED_SKIP
+namespace ss0 {
+namespace kda_chunked {
+using namespace ::kda_host;
+alignas(16) unsigned char smem[kSmemCap + kGuard];
+}  // namespace kda_chunked
+#include "kernels/kda/kda_fwd_chunked.cu"
+}  // namespace ss0
+#endif
+#undef LMTERMS
+#undef ULO
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef CHUNK
+#undef BV
+#undef WARPS
+#undef STAGE
+#undef LMTC
+#undef FUSED
+#undef UPREC
+#undef PGRID
+
+// Configuration Q1: the sequence split (SEQSPLIT 4) with the softplus gate, final state only (pass
+// 1's segment 0 from zero), CHUNK 32 (out stored from the accumulators: no staging), BV 32, WARPS 8,
+// STAGE 1, per-thread copies (BULK 0), S and U as hi + lo terms (SLO 1, ULO 1).
+#define KDA_GATE_SOFTPLUS 1
+#define HAS_INITIAL_STATE 0
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 32
+#define WARPS 8
+#define STAGE 1
+#define LMTC 0
+#define FUSED 0
+#define UPREC 16
+#define PGRID 0
+#undef SLO
+#define SLO 1
+#undef BULK
+#define BULK 0
+#define ULO 1
+#define LMTERMS 3
+#undef SEQSPLIT
+#define SEQSPLIT 4
+#if !PTXEVO_SANITIZED_SKIP
+namespace ss1 {
+namespace kda_chunked {
+using namespace ::kda_host;
+alignas(16) unsigned char smem[kSmemCap + kGuard];
+}  // namespace kda_chunked
+#include "kernels/kda/kda_fwd_chunked.cu"
+}  // namespace ss1
+#endif
+#undef LMTERMS
+#undef ULO
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef CHUNK
+#undef BV
+#undef WARPS
+#undef STAGE
+#undef LMTC
+#undef FUSED
+#undef UPREC
+#undef PGRID
+#undef WYREC
+#undef SEQSPLIT
+
 #pragma GCC diagnostic pop
 #undef __syncthreads
 #undef threadIdx
@@ -1458,8 +1553,9 @@ struct SplitConfig {
   int prep_threads, rec_threads, prep_smem, rec_smem, chunk, ws_chunk_bytes, uprec, ksplit, wyrec;
   unsigned char* smem;
   void (*prepare)(const Args&, unsigned char*, int);
-  void (*recurrence)(const Args&, const unsigned char*, int);
+  void (*recurrence)(const Args&, const unsigned char*, int, int, int);
   void (*reset)(const Args&, unsigned char*, int);  // kda_fwd_flags_reset (plans with PGRID > 0)
+  void (*combine)(const Args&, unsigned char*, int, int);  // kda_fwd_seg_combine (plans with SEQSPLIT > 1)
 };
 
 #define KDA_SPLIT_CONFIG(NS, OPTIONS, KNOBS)                                                                     \
@@ -1468,10 +1564,13 @@ struct SplitConfig {
         NS::kda_chunked::kRSmemTotal, NS::kda_chunked::kC, NS::kda_chunked::kWsChunkBytes,                      \
         NS::kda_chunked::kUBytes * 8, NS::kda_chunked::kKs, NS::kda_chunked::kWyrec, NS::kda_chunked::smem,     \
         [](const NS::kda_chunked::Args& a, unsigned char* ws, int n) { NS::kda_chunked::kda_prepare_body(a, ws, n); }, \
-        [](const NS::kda_chunked::Args& a, const unsigned char* ws, int n) {                                   \
-          NS::kda_chunked::kda_recurrence_body(a, ws, n);                                                        \
+        [](const NS::kda_chunked::Args& a, const unsigned char* ws, int n, int segs, int pass) {               \
+          NS::kda_chunked::kda_recurrence_body(a, ws, n, segs, pass);                                            \
         },                                                                                                       \
-        [](const NS::kda_chunked::Args& a, unsigned char* ws, int n) { NS::kda_chunked::kda_flags_reset_body(a, ws, n); } \
+        [](const NS::kda_chunked::Args& a, unsigned char* ws, int n) { NS::kda_chunked::kda_flags_reset_body(a, ws, n); }, \
+        [](const NS::kda_chunked::Args& a, unsigned char* ws, int n, int segs) {                                 \
+          NS::kda_chunked::kda_seg_combine_body(a, ws, n, segs);                                                 \
+        }                                                                                                        \
   }
 
 // Runs every CTA of a launch of `threads` threads: garbage-filled shared memory before each, the
@@ -1505,21 +1604,37 @@ Outcome run_split(const SplitConfig<Args>& c, const Shape& s, Distribution dist,
   op.reference(s, c.options, ts, ref);
   const auto plan = op.launch_plan(s, c.options, c.knobs);
   Outcome o;
+  // SEQSPLIT > 1 (where the shape's chains are few): prepare, recurrence pass 1, combine, pass 3.
+  const bool segmented = plan.kernels.size() == 4;
+  if (segmented) {
+    const auto& k = plan.kernels;
+    if (k[0].entry != KdaFwdOp::kPrepareEntry || k[1].entry != KdaFwdOp::kRecurrenceEntry ||
+        k[2].entry != KdaFwdOp::kSegCombineEntry || k[3].entry != KdaFwdOp::kRecurrenceEntry ||
+        k[1].args.size() != 13 || std::get<std::int32_t>(k[1].args.at(12)) != 1 ||
+        std::get<std::int32_t>(k[3].args.at(12)) != 3 || k[1].grid.z != 2 * k[3].grid.z ||
+        k[1].grid.x != k[3].grid.x || k[2].block.x != 256 || k[2].grid.z != 8) {
+      o.fault = "the op's SEQSPLIT plan is not kda_fwd_prepare, recurrence pass 1 over 256 columns, "
+                "kda_fwd_seg_combine, recurrence pass 3";
+      return o;
+    }
+  }
+  std::vector<ptxevo::evaluator::KernelLaunch> kernels = plan.kernels;
+  if (segmented) kernels.erase(kernels.begin() + 1, kernels.begin() + 3);  // checked as prepare + pass 3
   // PGRID > 0 puts the flag reset first and launches the recurrence programmatically.
-  const bool overlap = plan.kernels.size() == 3;
-  if (overlap && (plan.kernels[0].entry != KdaFwdOp::kFlagsResetEntry || !plan.kernels[2].programmatic ||
-                  plan.kernels[1].programmatic || plan.kernels[1].grid.y != 1)) {
+  const bool overlap = kernels.size() == 3;
+  if (overlap && (kernels[0].entry != KdaFwdOp::kFlagsResetEntry || !kernels[2].programmatic ||
+                  kernels[1].programmatic || kernels[1].grid.y != 1)) {
     o.fault = "the op's PGRID plan is not kda_fwd_flags_reset, a persistent kda_fwd_prepare, then a programmatic "
               "kda_fwd_recurrence";
     return o;
   }
-  if (plan.kernels.size() != 2 + (overlap ? 1 : 0) || plan.kernels[overlap].entry != KdaFwdOp::kPrepareEntry ||
-      plan.kernels[1 + overlap].entry != KdaFwdOp::kRecurrenceEntry || (!overlap && plan.kernels[1].programmatic)) {
+  if (kernels.size() != 2 + (overlap ? 1 : 0) || kernels[overlap].entry != KdaFwdOp::kPrepareEntry ||
+      kernels[1 + overlap].entry != KdaFwdOp::kRecurrenceEntry || (!overlap && kernels[1].programmatic)) {
     o.fault = "the op's plan is not kda_fwd_prepare then kda_fwd_recurrence";
     return o;
   }
-  const auto& prep = plan.kernels[overlap];
-  const auto& rec = plan.kernels[1 + overlap];
+  const auto& prep = kernels[overlap];
+  const auto& rec = kernels[1 + overlap];
   if (prep.block.x != static_cast<unsigned>(c.prep_threads) || prep.shared_bytes != static_cast<unsigned>(c.prep_smem) ||
       rec.block.x != static_cast<unsigned>(c.rec_threads) || rec.shared_bytes != static_cast<unsigned>(c.rec_smem) ||
       rec.grid.z != static_cast<unsigned>(128 / (c.rec_threads / 2 / c.ksplit))) {
@@ -1557,8 +1672,13 @@ Outcome run_split(const SplitConfig<Args>& c, const Shape& s, Distribution dist,
   const Args pa{bf("q"), bf("k"), bf("v"), bf("g"), bf("beta"), f32("A_log"), f32("dt_bias"), cup, nullptr, nullptr,
                 nullptr, std::get<I>(prep.args.at(9)), std::get<std::int32_t>(prep.args.at(10)),
                 std::get<float>(prep.args.at(12)), std::get<float>(prep.args.at(13))};
-  if (rec.args.size() != 11 || std::get<ptxevo::evaluator::ArgTensor>(rec.args.at(10)).name != "v") {
-    o.fault = "the recurrence's launch does not pass v last";
+  if (rec.args.size() != 13 || std::get<ptxevo::evaluator::ArgTensor>(rec.args.at(10)).name != "v") {
+    o.fault = "the recurrence's launch does not pass v, then the segment count and pass";
+    return o;
+  }
+  const int segs = std::get<std::int32_t>(rec.args.at(11));
+  if ((segs > 1) != segmented || (!segmented && std::get<std::int32_t>(rec.args.at(12)) != 0)) {
+    o.fault = "the recurrence's segment count or pass disagrees with the plan";
     return o;
   }
   const Args ra{nullptr,
@@ -1610,8 +1730,27 @@ Outcome run_split(const SplitConfig<Args>& c, const Shape& s, Distribution dist,
   }
   if (o.fault.empty())
     o.fault = run_grid(prep, c.prep_threads, c.prep_smem, c.smem, [&] { c.prepare(pa, wsp, nseq); });
-  if (o.fault.empty())
-    o.fault = run_grid(rec, c.rec_threads, c.rec_smem, c.smem, [&] { c.recurrence(ra, wsp, nseq); });
+  if (segmented && o.fault.empty()) {
+    // Pass 1, the combine, pass 3; the segment states past the flags must fit the workspace.
+    const std::uint64_t seg_at = (heads * slots * (static_cast<std::uint64_t>(c.ws_chunk_bytes) + 4) + 15) / 16 * 16;
+    if (seg_at + static_cast<std::uint64_t>(nseq) * heads * static_cast<std::uint64_t>(segs - 1) * 256 * 128 * 4 >
+        ws->data.size()) {
+      o.fault = "the workspace is smaller than the sequence split's segment states";
+      return o;
+    }
+    const auto& comb = plan.kernels[2];
+    if (std::get<std::int32_t>(comb.args.at(5)) != segs || std::get<std::int32_t>(comb.args.at(4)) != nseq) {
+      o.fault = "the combine's segment or sequence count disagrees with the recurrence's";
+      return o;
+    }
+    o.fault = run_grid(plan.kernels[1], c.rec_threads, c.rec_smem, c.smem, [&] { c.recurrence(ra, wsp, nseq, segs, 1); });
+    if (o.fault.empty())
+      o.fault = run_grid(comb, 256, static_cast<int>(comb.shared_bytes), c.smem, [&] { c.combine(pa, wsp, nseq, segs); });
+    if (o.fault.empty())
+      o.fault = run_grid(rec, c.rec_threads, c.rec_smem, c.smem, [&] { c.recurrence(ra, wsp, nseq, segs, 3); });
+  } else if (o.fault.empty()) {
+    o.fault = run_grid(rec, c.rec_threads, c.rec_smem, c.smem, [&] { c.recurrence(ra, wsp, nseq, 1, 0); });
+  }
   if (overlap && o.fault.empty()) {
     // Every released chunk waited on by each of its chain's value slices, nothing else waited on.
     const auto* flags = reinterpret_cast<const unsigned int*>(wsp + heads * slots * static_cast<std::uint64_t>(c.ws_chunk_bytes));
@@ -1642,10 +1781,12 @@ Outcome run_split(const SplitConfig<Args>& c, const Shape& s, Distribution dist,
   return o;
 }
 
+// The eight shapes below plus `extra`, or (only_extra) `extra` alone.
 template <typename Args>
-void check_split(const SplitConfig<Args>& c, const std::vector<Shape>& extra = {}) {
+void check_split(const SplitConfig<Args>& c, const std::vector<Shape>& extra = {}, bool only_extra = false) {
   std::vector<Shape> shapes = {shape(1, 1, 1, 1),  shape(1, 17, 4, 1), shape(1, 65, 1, 1), shape(3, 17, 1, 3),
                                shape(1, 2, 4, 2),  shape(1, 40, 1, 4), shape(1, 115, 2, 3), shape(1, 241, 4, 7)};
+  if (only_extra) shapes.clear();
   shapes.insert(shapes.end(), extra.begin(), extra.end());
   const auto& dists = ptxevo::evaluator::all_distributions();
   double worst_out = 0, worst_state = 0;
@@ -1721,6 +1862,7 @@ TEST(KdaSplitOnHost, MainSpecDefaults) {
   Knobs defaults = split_knobs(16, 64, 4, 2, 1, 16, 1, 0, 0, 0, 1, 0);
   defaults["LMTERMS"] = I{1};
   defaults["WYREC"] = I{1};
+  defaults["SEQSPLIT"] = I{1};
   EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), defaults);
   check_split(KDA_SPLIT_CONFIG(wr0, OpConfig{}, KdaFwdOp::chunked_knob_defaults()), {shape(4, 333, 3, 4)});
 }
@@ -1809,6 +1951,37 @@ TEST(KdaSplitOnHost, WgmmaSoftplusInitialStateOnlyChunk32Bv128Ulo0) {
 #endif
 
 #if !PTXEVO_SANITIZED_SKIP
+// The sequence split (SEQSPLIT > 1), on shapes whose chains are few enough that it runs (checked):
+// one head of 1000 tokens (63 chunks in 16 segments of 4), packed sequences of unequal lengths
+// (empty segments in the short ones: S0 = 0, A = I), batched rows (16 segments of 2 chunks, the
+// last one empty); at CHUNK 32 down to 3 segments of one chunk.
+template <typename Args>
+void check_seq_split(const SplitConfig<Args>& c, std::int64_t split, const std::vector<Shape>& shapes) {
+  for (const Shape& sh : shapes)
+    EXPECT_GE(KdaFwdOp::seq_segments(ptxevo::kernels::kda_dims(sh), c.chunk, split), 3)
+        << ptxevo::evaluator::shape_to_string(sh);
+  check_split(c, shapes, true);
+}
+
+#if !PTXEVO_SANITIZED_SKIP
+TEST(KdaSplitOnHost, MainSpecDefaultsSequenceSplit16) {
+  Knobs k = KdaFwdOp::chunked_knob_defaults();
+  k["SEQSPLIT"] = I{16};
+  check_seq_split(KDA_SPLIT_CONFIG(ss0, OpConfig{}, k), 16,
+                  {shape(1, 1000, 1, 1), shape(1, 241, 4, 7), shape(2, 300, 2, 2)});
+}
+#endif
+
+#if !PTXEVO_SANITIZED_SKIP
+TEST(KdaSplitOnHost, SequenceSplit4SoftplusFinalStateOnlyChunk32Bv32Unbulked) {
+  Knobs k = split_knobs(32, 32, 8, 1, 0, 16, 1, 0, 0, 1, 0);
+  k["WYREC"] = I{1};
+  k["SEQSPLIT"] = I{4};
+  check_seq_split(KDA_SPLIT_CONFIG(ss1, (OpConfig{{"gate", "softplus"}, {"initial_state", "false"}}), k), 4,
+                  {shape(1, 65, 1, 1), shape(1, 400, 3, 1), shape(1, 115, 2, 3)});
+}
+#endif
+
 TEST(KdaSplitOnHost, MainSpecDefaultsWyrec2) {
   Knobs k = KdaFwdOp::chunked_knob_defaults();
   k["WYREC"] = I{2};

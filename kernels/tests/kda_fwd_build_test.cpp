@@ -168,7 +168,7 @@ TEST(KdaFwdBuild, PrepareEvaluationAcceptsTheSeed) {
 // Every admitted assignment of one seed's knobs, in the knobs' order (the last knob fastest).
 // Depth first, each constraint checked as soon as the knobs it names are set: the chunked seed's
 // full product is about eight million assignments (materialised, ~10 GB of maps), of which
-// 166,126 are admitted.
+// 178,926 are admitted.
 std::vector<Knobs> admitted_for(const ptxevo::evaluator::SeedTemplate& seed) {
   const auto& knobs = seed.knobs;
   // A constraint names a knob when the knob's name appears in it as a whole identifier.
@@ -359,8 +359,10 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   // where CHUNK is 16, LMTC 1 and MMA sync (2,816 of the sync ones) also 1 and 2; and WYREC 1 (MMA
   // sync, KSPLIT 1, WYTC 0, UPREC 16: 1,088, of which 256 at CHUNK 16 and LMTC 1 take LMTERMS 1
   // and 2 too) and WYREC 2 (the same at CHUNK 16: 512, 256 of them LMTC 1).
+  // The WYREC 1 ones at PGRID 0 (BULK 0 and 1, ULO 0 and 1) also at SEQSPLIT 4 and 16.
   EXPECT_EQ(admitted.size(),
-            46u + 2u * (1u + 3u) * ((11408u + 2u * 2816u) + 1096u + (1088u + 2u * 256u) + (512u + 2u * 256u)));
+            46u + 2u * (1u + 3u) * ((11408u + 2u * 2816u) + 1096u + (1088u + 2u * 256u) + (512u + 2u * 256u)) +
+                2u * 2u * 2u * (1088u + 2u * 256u));
   std::vector<Knobs> ok;
   std::set<std::string> prep_cover, rec_cover, ks_cover, stage_cover, pf_cover, wy_cover, slo_cover, ulo_cover,
       lmt_cover;
@@ -382,7 +384,7 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   const std::size_t fused_built = ok.size();
   std::printf("fused: %zu of %zu admitted assignments cover every (CHUNK, BV), WARPS, STAGE and LMTC\n",
               fused_built, fused_admitted);
-  std::set<std::string> wg_cover, wyrec_cover;
+  std::set<std::string> wg_cover, wyrec_cover, seqsplit_cover;
   int overlapped = 0;
   for (const Knobs& k : KdaFwdOp::split_covering_knobs()) {
     EXPECT_NE(std::find(admitted.begin(), admitted.end(), k), admitted.end()) << knobs_text(k);
@@ -390,6 +392,10 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
     auto v = [&](const char* n) { return std::to_string(std::get<I>(k.at(n))); };
     if (KdaFwdOp::chunked_geometry(k).wgmma) {  // the wgmma recurrence: one a CHUNK
       wg_cover.insert(v("CHUNK"));
+      continue;
+    }
+    if (KdaFwdOp::chunked_geometry(k).seqsplit > 1) {  // the sequence split: CHUNK 16 and 32
+      seqsplit_cover.insert(v("CHUNK") + "/" + v("SEQSPLIT"));
       continue;
     }
     if (KdaFwdOp::chunked_geometry(k).pgrid > 0) {  // the persistent prepare + flags: once
@@ -422,7 +428,8 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   EXPECT_EQ(wg_cover.size(), 3u);
   EXPECT_EQ(overlapped, 1);
   EXPECT_EQ(wyrec_cover.size(), 3u);
-  EXPECT_EQ(ok.size(), fused_built + 24u + 3u + 1u + 4u);
+  EXPECT_EQ(seqsplit_cover.size(), 2u);
+  EXPECT_EQ(ok.size(), fused_built + 24u + 3u + 1u + 4u + 2u);
   std::vector<ptxevo::evaluator::BuildRequest> reqs;
   for (const auto& k : ok) reqs.push_back(chunked_request(spec, seed, k));
   const auto t0 = std::chrono::steady_clock::now();

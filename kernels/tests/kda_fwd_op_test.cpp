@@ -30,7 +30,9 @@ using ptxevo::evaluator::OpConfig;
 using ptxevo::evaluator::Role;
 using ptxevo::evaluator::Shape;
 using ptxevo::evaluator::TensorDesc;
+using ptxevo::kernels::KdaDims;
 using ptxevo::kernels::KdaFwdOp;
+using ptxevo::kernels::kda_dims;
 using I = std::int64_t;
 
 Shape shape(I b, I t, I h, I n) { return {{"B", b}, {"T", t}, {"H", h}, {"N", n}}; }
@@ -304,9 +306,11 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   EXPECT_EQ(rc.grid.y, 96u);
   EXPECT_EQ(rc.grid.z, 2u);   // BV = 64
   EXPECT_EQ(rc.block.x, 128u);  // BV / 16 warps
-  ASSERT_EQ(rc.args.size(), 11u);
+  ASSERT_EQ(rc.args.size(), 13u);
   EXPECT_EQ(std::get<ArgTensor>(rc.args[0]).name, "workspace");
   EXPECT_EQ(std::get<ArgTensor>(rc.args[10]).name, "v");  // read with WYREC 1
+  EXPECT_EQ(std::get<std::int32_t>(rc.args[11]), 1);      // one segment
+  EXPECT_EQ(std::get<std::int32_t>(rc.args[12]), 0);      // pass 0: whole sequences
   EXPECT_EQ(std::get<ArgTensor>(rc.args[2]).name, "initial_state");
   EXPECT_EQ(std::get<ArgTensor>(rc.args[3]).name, "out");
   EXPECT_EQ(std::get<ArgTensor>(rc.args[4]).name, "final_state");
@@ -398,6 +402,68 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
         EXPECT_LE(KdaFwdOp::chunked_smem_bytes(g), 227 * 1024) << c << " " << bv << " " << stage;
         EXPECT_LE(KdaFwdOp::prepare_smem_bytes(g, true), 227 * 1024) << c;
       }
+}
+
+// SEQSPLIT: the segment count from the shape (at most 128 (sequence, head, segment) chains, no
+// segment shorter than a chunk, none below 3), and the plan prepare, pass 1, combine, pass 3.
+TEST(KdaFwdOp, SequenceSplitSegmentsAndPlan) {
+  auto segs = [](const Shape& s, I chunk, I split) { return KdaFwdOp::seq_segments(kda_dims(s), chunk, split); };
+  EXPECT_EQ(segs(shape(1, 65536, 4, 1), 16, 16), 16);
+  EXPECT_EQ(segs(shape(1, 65536, 4, 1), 16, 32), 32);
+  EXPECT_EQ(segs(shape(1, 65536, 16, 1), 16, 32), 8);   // 128 / 16 chains
+  EXPECT_EQ(segs(shape(1, 8192, 64, 1), 16, 32), 1);    // scenario 4: 2 segments would not pay
+  EXPECT_EQ(segs(shape(1, 8192, 96, 6), 16, 32), 1);    // scenarios 1-3, 5, 6: never
+  EXPECT_EQ(segs(shape(1, 1000, 4, 1), 16, 1), 1);      // off
+  EXPECT_EQ(segs(shape(1, 40, 4, 1), 16, 16), 3);       // 3 chunks
+  EXPECT_EQ(segs(shape(1, 40, 4, 1), 32, 16), 1);       // 2 chunks
+  EXPECT_EQ(segs(shape(1, 2000, 4, 5), 16, 32), 6);     // 128 / 20 chains (the longest: 900 tokens)
+  const KdaFwdOp op;
+  Knobs k = KdaFwdOp::chunked_knob_defaults();
+  k["SEQSPLIT"] = I{16};
+  const auto p = op.launch_plan(shape(1, 65536, 4, 1), {}, k);
+  ASSERT_EQ(p.kernels.size(), 4u);
+  EXPECT_EQ(p.kernels[0].entry, "kda_fwd_prepare");
+  const auto& p1 = p.kernels[1];
+  const auto& cb = p.kernels[2];
+  const auto& p3 = p.kernels[3];
+  EXPECT_EQ(p1.entry, "kda_fwd_recurrence");
+  EXPECT_EQ(p3.entry, "kda_fwd_recurrence");
+  EXPECT_EQ(p1.grid.x, 15u);  // (sequence, segment) pairs: segments 0..14, then 1..15
+  EXPECT_EQ(p3.grid.x, 15u);
+  EXPECT_EQ(p1.grid.z, 4u);   // 256 value columns (S0 and the transition) in slices of 64
+  EXPECT_EQ(p3.grid.z, 2u);
+  EXPECT_EQ(std::get<std::int32_t>(p1.args[11]), 16);
+  EXPECT_EQ(std::get<std::int32_t>(p1.args[12]), 1);
+  EXPECT_EQ(std::get<std::int32_t>(p3.args[12]), 3);
+  EXPECT_EQ(cb.entry, "kda_fwd_seg_combine");
+  EXPECT_EQ(cb.grid.x, 1u);
+  EXPECT_EQ(cb.grid.y, 4u);
+  EXPECT_EQ(cb.grid.z, 8u);
+  EXPECT_EQ(cb.block.x, 256u);
+  EXPECT_EQ(cb.shared_bytes, 16u * 128u * 4u);
+  EXPECT_EQ(std::get<std::int32_t>(cb.args[5]), 16);
+  // The workspace holds the segment states of the most segments any SEQSPLIT gives (32 here).
+  const KdaDims d = kda_dims(shape(1, 65536, 4, 1));
+  EXPECT_GE(KdaFwdOp::workspace_bytes(d), 4 * 31 * 256 * 128 * 4);
+  // 160 tokens: 10 chunks, 10 segments at most: the chunk slots of the largest layout, their flags,
+  // 16 bytes of alignment and 9 blocks of 128 KB a chain.
+  I most = 0;
+  for (I c : {16, 32, 64}) most = std::max(most, 4 * (1 + 160 / c) * KdaFwdOp::workspace_chunk_bytes(c));
+  EXPECT_EQ(KdaFwdOp::workspace_bytes(kda_dims(shape(1, 160, 4, 1))), most + 4 * (1 + 10) * 4 + 16 + 4 * 9 * 131072);
+  // Many chains: the two-kernel plan.
+  EXPECT_EQ(op.launch_plan(shape(1, 8192, 96, 1), {}, k).kernels.size(), 2u);
+  // Only with WYREC 1 and PGRID 0; powers of two up to 32.
+  Knobs bad = k;
+  bad["WYREC"] = I{0};
+  EXPECT_THROW(op.launch_plan(shape(1, 65536, 4, 1), {}, bad), std::invalid_argument);
+  bad = k;
+  bad["PGRID"] = I{396};
+  EXPECT_THROW(op.launch_plan(shape(1, 65536, 4, 1), {}, bad), std::invalid_argument);
+  bad = k;
+  bad["SEQSPLIT"] = I{3};
+  EXPECT_THROW(op.launch_plan(shape(1, 65536, 4, 1), {}, bad), std::invalid_argument);
+  bad["SEQSPLIT"] = I{64};
+  EXPECT_THROW(op.launch_plan(shape(1, 65536, 4, 1), {}, bad), std::invalid_argument);
 }
 
 // Knobs that name a CHUNK launch kda_fwd_chunked: the same grid and arguments as the recurrent

@@ -243,7 +243,19 @@ TEST_F(KdaGpu, ChunkedSplitPassesTheGateOnACoveringSetOfKnobs) {
     gate_chunked("kda_fwd.spec", 0, k, label, false);
     ++gated;
   }
-  EXPECT_EQ(gated, 32);  // 24 mma.sync, 3 wgmma, 1 PGRID, 3 WYREC 1 (one the defaults), 1 WYREC 2
+  EXPECT_EQ(gated, 34);  // 24 mma.sync, 3 wgmma, 1 PGRID, 3 WYREC 1 (one the defaults), 1 WYREC 2, 2 SEQSPLIT
+}
+
+// The sequence split (SEQSPLIT 16) at the defaults otherwise, on every spec: the main spec's
+// correctness and held-out shapes (few chains: most of them split, KdaFwdOp::seq_segments) and its
+// six scenarios (64 or 96 chains: not split), the other specs' on one benchmark shape.
+TEST_F(KdaGpu, ChunkedSplitWithSequenceSplitPassesTheGateOnEverySpec) {
+  Knobs k = kernels::KdaFwdOp::chunked_knob_defaults();
+  k["SEQSPLIT"] = std::int64_t{16};
+  gate_chunked("kda_fwd.spec", -1, k, "chunked seqsplit kda_fwd.spec");
+  for (const char* file : {"kda_fwd_softplus.spec", "kda_fwd_state_in.spec", "kda_fwd_state_out.spec",
+                           "kda_fwd_no_state.spec"})
+    gate_chunked(file, 1, k, std::string("chunked seqsplit ") + file);
 }
 
 // MMA = wgmma (the recurrence's state products on warpgroup MMAs), the split's defaults otherwise:
