@@ -25,7 +25,9 @@ t0=$SECONDS
 cat "$out/env.txt"
 base=/tmp/kda_ss_base.spec spec=/tmp/kda_ss.spec
 timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_chunked_seed "$base" || exit 2
-shapes="${KDA_SHAPES:-{ B = 1, T = 65536, H = 4, N = 1 };{ B = 1, T = 32768, H = 8, N = 1 };{ B = 1, T = 16384, H = 16, N = 1 };{ B = 1, T = 8192, H = 32, N = 1 };{ B = 2, T = 16384, H = 4, N = 2 }}"
+# (The default in a variable of its own: a "}" inside ${VAR:-...} would end the expansion.)
+default_shapes='{ B = 1, T = 65536, H = 4, N = 1 };{ B = 1, T = 32768, H = 8, N = 1 };{ B = 1, T = 16384, H = 16, N = 1 };{ B = 1, T = 8192, H = 32, N = 1 };{ B = 2, T = 16384, H = 4, N = 2 }'
+shapes="${KDA_SHAPES:-$default_shapes}"
 KDA_SS_SHAPES="$shapes" python3 - "$base" "$spec" <<'PY' || exit 2
 import os, re, sys
 text = open(sys.argv[1]).read()

@@ -318,7 +318,7 @@ std::int64_t KdaFwdOp::seq_segments(const KdaDims& d, std::int64_t chunk, std::i
   }
   const std::int64_t p =
       std::min({seqsplit, kSeqSplitChains / (d.sequences * d.heads), (longest + chunk - 1) / chunk});
-  return p >= 3 ? p : 1;
+  return p >= 4 ? p : 1;
 }
 
 // The largest chunk layout, then PGRID's flags: a word a (head, slot) of CHUNK 16, the most slots;
@@ -541,9 +541,9 @@ evaluator::LaunchPlan KdaFwdOp::launch_plan(const Shape& s, const OpConfig& cfg,
       pass3.args[12] = std::int32_t{3};
       evaluator::KernelLaunch comb;
       comb.entry = kSegCombineEntry;
-      comb.grid = {static_cast<std::uint32_t>(d.sequences), static_cast<std::uint32_t>(d.heads), 8};
+      comb.grid = {static_cast<std::uint32_t>(d.sequences), static_cast<std::uint32_t>(d.heads), 16};
       comb.block = {256, 1, 1};
-      comb.shared_bytes = 16 * D * 4;
+      comb.shared_bytes = 2 * D * D * 4 + 8 * D * 4;  // X_j double-buffered, 8 rows of E^T
       comb.args = {evaluator::ArgTensor{"workspace"}, evaluator::ArgTensor{d.packed ? "cu_seqlens" : ""},
                    std::int64_t{d.tokens}, static_cast<std::int32_t>(d.heads), static_cast<std::int32_t>(d.sequences),
                    static_cast<std::int32_t>(segs)};

@@ -166,8 +166,8 @@ class KdaFwdOp : public evaluator::Op {
   static std::int64_t workspace_bytes(const KdaDims& d);
   // The segments the sequence split uses for a shape: SEQSPLIT capped so that the (sequence, head,
   // segment) chains stay within kSeqSplitChains and no segment is shorter than a chunk; 1 (no split)
-  // when that leaves fewer than 3 (2 segments take as long as one: pass 1 runs the first half, pass
-  // 3 the second).
+  // when that leaves fewer than 4 (2 segments take as long as one: pass 1 runs the first half, pass
+  // 3 the second; 3 save at most a third, less the combine and the busier SMs).
   static std::int64_t seq_segments(const KdaDims& d, std::int64_t chunk, std::int64_t seqsplit);
   static constexpr std::int64_t kSeqSplitChains = 128;  // about one chain a SM of an H100 / H200 (132)
   static constexpr std::int64_t kMaxSeqSplit = 32;

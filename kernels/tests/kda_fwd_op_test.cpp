@@ -405,7 +405,7 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
 }
 
 // SEQSPLIT: the segment count from the shape (at most 128 (sequence, head, segment) chains, no
-// segment shorter than a chunk, none below 3), and the plan prepare, pass 1, combine, pass 3.
+// segment shorter than a chunk, none below 4), and the plan prepare, pass 1, combine, pass 3.
 TEST(KdaFwdOp, SequenceSplitSegmentsAndPlan) {
   auto segs = [](const Shape& s, I chunk, I split) { return KdaFwdOp::seq_segments(kda_dims(s), chunk, split); };
   EXPECT_EQ(segs(shape(1, 65536, 4, 1), 16, 16), 16);
@@ -414,8 +414,9 @@ TEST(KdaFwdOp, SequenceSplitSegmentsAndPlan) {
   EXPECT_EQ(segs(shape(1, 8192, 64, 1), 16, 32), 1);    // scenario 4: 2 segments would not pay
   EXPECT_EQ(segs(shape(1, 8192, 96, 6), 16, 32), 1);    // scenarios 1-3, 5, 6: never
   EXPECT_EQ(segs(shape(1, 1000, 4, 1), 16, 1), 1);      // off
-  EXPECT_EQ(segs(shape(1, 40, 4, 1), 16, 16), 3);       // 3 chunks
-  EXPECT_EQ(segs(shape(1, 40, 4, 1), 32, 16), 1);       // 2 chunks
+  EXPECT_EQ(segs(shape(1, 64, 4, 1), 16, 16), 4);       // 4 chunks
+  EXPECT_EQ(segs(shape(1, 48, 4, 1), 16, 16), 1);       // 3 chunks
+  EXPECT_EQ(segs(shape(1, 8192, 40, 1), 16, 32), 1);    // 128 / 40 chains: 3 segments would not pay
   EXPECT_EQ(segs(shape(1, 2000, 4, 5), 16, 32), 6);     // 128 / 20 chains (the longest: 900 tokens)
   const KdaFwdOp op;
   Knobs k = KdaFwdOp::chunked_knob_defaults();
@@ -438,9 +439,9 @@ TEST(KdaFwdOp, SequenceSplitSegmentsAndPlan) {
   EXPECT_EQ(cb.entry, "kda_fwd_seg_combine");
   EXPECT_EQ(cb.grid.x, 1u);
   EXPECT_EQ(cb.grid.y, 4u);
-  EXPECT_EQ(cb.grid.z, 8u);
+  EXPECT_EQ(cb.grid.z, 16u);  // 8 value columns a CTA
   EXPECT_EQ(cb.block.x, 256u);
-  EXPECT_EQ(cb.shared_bytes, 16u * 128u * 4u);
+  EXPECT_EQ(cb.shared_bytes, 2u * 128u * 128u * 4u + 8u * 128u * 4u);  // X_j twice, E^T rows
   EXPECT_EQ(std::get<std::int32_t>(cb.args[5]), 16);
   // The workspace holds the segment states of the most segments any SEQSPLIT gives (32 here).
   const KdaDims d = kda_dims(shape(1, 65536, 4, 1));
