@@ -183,11 +183,29 @@ def workspace_chunk_bytes(c: int) -> int:
     return 3 * c * HEAD_DIM * 2 + 2 * c * c * 2 + HEAD_DIM * 4 + HEAD_DIM * c * 4
 
 
+SEQSPLIT_CHAINS = 128  # KdaFwdOp::kSeqSplitChains
+MAX_SEQSPLIT = 32      # KdaFwdOp::kMaxSeqSplit
+
+
+def seq_segments(B: int, T: int, H: int, N: int, chunk: int, seqsplit: int) -> int:
+    """KdaFwdOp::seq_segments: the sequence split's segment count for a shape (1: no split)."""
+    if seqsplit <= 1:
+        return 1
+    longest = max(LENGTH_SETS[N]) if is_packed(B, N) else T
+    p = min(seqsplit, SEQSPLIT_CHAINS // (N * H), -(-longest // chunk))
+    return p if p >= 4 else 1
+
+
 def workspace_bytes(B: int, T: int, H: int, N: int) -> int:
     """KdaFwdOp::workspace_bytes: H (N + T_total / C) slots at the largest CHUNK's need, then a
-    4-byte flag a (head, CHUNK 16 slot) for PGRID > 0."""
+    4-byte flag a (head, CHUNK 16 slot) for PGRID > 0, then (16-byte aligned) the sequence split's
+    segment states, 128 KB a (sequence, head, segment but the last) at the most segments any
+    SEQSPLIT gives the shape."""
     total = B * T
-    return max(H * (N + total // c) * workspace_chunk_bytes(c) for c in (16, 32, 64)) + H * (N + total // 16) * 4
+    segs = seq_segments(B, T, H, N, 16, MAX_SEQSPLIT)
+    seg_bytes = N * H * (segs - 1) * 2 * HEAD_DIM * HEAD_DIM * 4 + 16 if segs > 1 else 0
+    return (max(H * (N + total // c) * workspace_chunk_bytes(c) for c in (16, 32, 64)) + H * (N + total // 16) * 4
+            + seg_bytes)
 
 
 def check_shape(shape: ShapeSpec, opts: Dict[str, Any]) -> None:

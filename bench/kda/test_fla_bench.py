@@ -198,6 +198,19 @@ class OptionsAndShapesTest(unittest.TestCase):
         with self.assertRaises(core.BenchError):
             core.check_candidates_agree([a, build("s", doc={**kda_doc(), "config": {"gate": "softplus"}})])
 
+    def test_workspace_follows_the_op(self):
+        # KdaFwdOp::seq_segments and ::workspace_bytes (kernels/tests/kda_fwd_op_test.cpp): the
+        # sequence split's segment states only where the chains are few; 421464096 is what
+        # launch.json listed for H = 4, T = 65536 (H200 run, 2026-12-02).
+        self.assertEqual(core.seq_segments(1, 65536, 4, 1, 16, 16), 16)
+        self.assertEqual(core.seq_segments(1, 65536, 16, 1, 16, 32), 8)
+        self.assertEqual(core.seq_segments(1, 8192, 64, 1, 16, 32), 1)
+        self.assertEqual(core.seq_segments(1, 48, 4, 1, 16, 16), 1)
+        self.assertEqual(core.seq_segments(1, 2000, 4, 5, 16, 32), 6)
+        self.assertEqual(core.workspace_bytes(1, 65536, 4, 1), 421464096)
+        most = max(4 * (1 + 160 // c) * core.workspace_chunk_bytes(c) for c in (16, 32, 64))
+        self.assertEqual(core.workspace_bytes(1, 160, 4, 1), most + 4 * 11 * 4 + 16 + 4 * 9 * 131072)
+
     def test_tolerance(self):
         t = build().shapes[0].tensor("out")
         self.assertEqual(core.tolerance(t, None, None), (0.01, 0.05))
