@@ -124,7 +124,7 @@ if timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_
     >> "$out/builds.log" 2>&1; then
   build_bg chunked "$bd/kda_fwd_chunked.spec" ""
   # FUSED = 1 at its own defaults (the seed before the split), then the split at other tiles.
-  for v in ${KDA_VARIANTS:-fused:FUSED=1,CHUNK=16,BV=32,WARPS=4,STAGE=1,LMTC=1,UPREC=32,KSPLIT=1,PF=0,WYTC=0,SLO=1,BULK=0,LMTERMS=3,WYREC=0 wy1:WYTC=1,WYREC=0 nobulk:BULK=0,STAGE=2 wgmma:MMA=wgmma,LMTERMS=3,WYREC=0}; do
+  for v in ${KDA_VARIANTS:-fused:FUSED=1,CHUNK=16,BV=32,WARPS=4,STAGE=1,LMTC=1,UPREC=32,KSPLIT=1,PF=0,WYTC=0,SLO=1,BULK=0,LMTERMS=3,WYREC=0,SEQSPLIT=1 wy1:WYTC=1,WYREC=0,SEQSPLIT=1 nobulk:BULK=0,STAGE=2 wgmma:MMA=wgmma,LMTERMS=3,WYREC=0,SEQSPLIT=1}; do
     build_bg "${v%%:*}" "$bd/kda_fwd_chunked.spec" "${v#*:}"
   done
 else

@@ -137,7 +137,7 @@ Knobs KdaFwdOp::chunked_knob_defaults() {
           {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{0}},
           {"SLO", std::int64_t{0}}, {"MMA", std::string("sync")}, {"BULK", std::int64_t{1}},
           {"PGRID", std::int64_t{0}}, {"ULO", std::int64_t{0}}, {"LMTERMS", std::int64_t{1}},
-          {"WYREC", std::int64_t{1}}, {"SEQSPLIT", std::int64_t{1}}};
+          {"WYREC", std::int64_t{1}}, {"SEQSPLIT", std::int64_t{16}}};
 }
 
 Knobs KdaFwdOp::chunked_fused_knob_defaults() {
@@ -198,11 +198,13 @@ std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
     w["BULK"] = std::int64_t{c == 64 ? 0 : 1};
     w["LMTERMS"] = std::int64_t{3};
     w["WYREC"] = std::int64_t{0};
+    w["SEQSPLIT"] = std::int64_t{1};
     out.push_back(std::move(w));
   }
   // PGRID: the persistent prepare beside a programmatic recurrence, at the defaults otherwise.
   Knobs o = chunked_knob_defaults();
   o["PGRID"] = std::int64_t{396};
+  o["SEQSPLIT"] = std::int64_t{1};
   out.push_back(std::move(o));
   // WYREC 1: U = T' (V - Kd S) in the recurrence, at the defaults, at CHUNK 32 with per-thread
   // copies and the unfactored prepare (LMTC 0), and at CHUNK 64; WYREC 2 (T' folded into Kr and M
@@ -210,6 +212,7 @@ std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
   Knobs r = chunked_knob_defaults();
   out.push_back(r);
   r["WYREC"] = std::int64_t{2};
+  r["SEQSPLIT"] = std::int64_t{1};
   out.push_back(r);
   r["WYREC"] = std::int64_t{1};
   r["CHUNK"] = std::int64_t{32};
@@ -226,10 +229,10 @@ std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
   r["BULK"] = std::int64_t{1};
   r["WARPS"] = std::int64_t{8};
   out.push_back(r);
-  // SEQSPLIT: the sequence split at the defaults (16 segments at most) and at CHUNK 32 with
-  // per-thread copies and out stored from the accumulators (4).
+  // SEQSPLIT: the defaults without the sequence split (the two-kernel plan on every shape), and
+  // the split at WYREC 1's CHUNK 32 with per-thread copies and out stored from the accumulators (4).
   Knobs q = chunked_knob_defaults();
-  q["SEQSPLIT"] = std::int64_t{16};
+  q["SEQSPLIT"] = std::int64_t{1};
   out.push_back(q);
   q = out[out.size() - 3];  // WYREC 1 at CHUNK 32
   q["SEQSPLIT"] = std::int64_t{4};

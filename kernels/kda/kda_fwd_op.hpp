@@ -135,7 +135,7 @@ class KdaFwdOp : public evaluator::Op {
   static ChunkedGeometry chunked_geometry(const evaluator::Knobs& k);
   // kda_fwd.spec's defaults for the chunked seed (the prepare + recurrence pair, FUSED = 0:
   // CHUNK 16, BV 64, WARPS 4, STAGE 2, LMTC 1, UPREC 16, KSPLIT 1, PF 0, WYTC 0, SLO 0, MMA sync,
-  // BULK 1, PGRID 0, ULO 0, LMTERMS 1, WYREC 1).
+  // BULK 1, PGRID 0, ULO 0, LMTERMS 1, WYREC 1, SEQSPLIT 16).
   static evaluator::Knobs chunked_knob_defaults();
   // The fused kernel's defaults (FUSED = 1, CHUNK 16, BV 32, WARPS 4, STAGE 1, LMTC 1; the split-only
   // knobs at the values FUSED = 1 requires: UPREC 32, KSPLIT 1, PF 0, WYTC 0, SLO 1, MMA sync, BULK 0,
@@ -145,9 +145,9 @@ class KdaFwdOp : public evaluator::Op {
   // them): every (CHUNK, BV, STAGE 0 or not) of the recurrence, with (WARPS, LMTC, UPREC) cycling
   // through all eight per CHUNK for the prepare, and STAGE 1-3, KSPLIT, PF, WYTC and SLO varied along
   // (STAGE 1, KSPLIT 1 where the deeper staging does not fit a CTA's shared memory); then MMA =
-  // wgmma once a CHUNK, PGRID = 396 at the defaults, WYREC = 1 three times (the defaults; CHUNK 32
-  // with per-thread copies and the unfactored prepare; CHUNK 64), WYREC = 2 once, and SEQSPLIT 16 at
-  // the defaults and 4 at WYREC 1's CHUNK 32: 34 in all.
+  // wgmma once a CHUNK, PGRID = 396 at the defaults, WYREC = 1 three times (the defaults, SEQSPLIT 16
+  // among them; CHUNK 32 with per-thread copies and the unfactored prepare; CHUNK 64), WYREC = 2 once,
+  // and SEQSPLIT 1 at the defaults and 4 at WYREC 1's CHUNK 32: 34 in all.
   static std::vector<evaluator::Knobs> split_covering_knobs();
   // The tcgen05 variant's defaults (kda_fwd_chunked_tcgen05.cu; MMA = "tcgen05").
   static evaluator::Knobs chunked_tcgen05_knob_defaults();

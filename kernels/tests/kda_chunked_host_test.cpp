@@ -1139,7 +1139,9 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef PGRID
 
 // Configuration R0: the main spec's split defaults with WYREC 1 (the prepare writes Kd and T', the
-// recurrence forms U = T' (V - Kd S) from v's rows, copied by cp.async beside the bulk copy).
+// recurrence forms U = T' (V - Kd S) from v's rows, copied by cp.async beside the bulk copy) and
+// SEQSPLIT 16 (where a shape's chains are few the recurrence runs pass 1 (each segment from zero,
+// its transition from the identity), the combine and pass 3).
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -1155,6 +1157,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define LMTERMS 1
 #undef WYREC  // the .cu default (0) of an earlier include
 #define WYREC 1
+#undef SEQSPLIT  // the .cu default (1) of an earlier include
+#define SEQSPLIT 16
 #if !PTXEVO_SANITIZED_SKIP
 namespace wr0 {
 namespace kda_chunked {
@@ -1164,6 +1168,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #include "kernels/kda/kda_fwd_chunked.cu"
 }  // namespace wr0
 #endif
+#undef SEQSPLIT
 #undef LMTERMS
 #undef ULO
 #undef KDA_GATE_SOFTPLUS
@@ -1313,54 +1318,6 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef PGRID
 #undef WYREC
 
-// Configuration Q0: the main spec's split defaults with the sequence split (SEQSPLIT 16): where a
-// shape's chains are few the recurrence runs pass 1 (each segment from zero, its transition from
-// the identity), the combine and pass 3.
-#define KDA_GATE_SOFTPLUS 0
-#define HAS_INITIAL_STATE 1
-#define HAS_FINAL_STATE 1
-#define CHUNK 16
-#define BV 64
-#define WARPS 4
-#define STAGE 2
-#define LMTC 1
-#define FUSED 0
-#define UPREC 16
-#define PGRID 0
-#undef PF
-#define PF 0
-#undef SLO
-#define SLO 0
-#undef BULK
-#define BULK 1
-#define ULO 0
-#define LMTERMS 1
-#define WYREC 1
-#undef SEQSPLIT
-#define SEQSPLIT 16
-#if !PTXEVO_SANITIZED_SKIP
-namespace ss0 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace ss0
-#endif
-#undef LMTERMS
-#undef ULO
-#undef KDA_GATE_SOFTPLUS
-#undef HAS_INITIAL_STATE
-#undef HAS_FINAL_STATE
-#undef CHUNK
-#undef BV
-#undef WARPS
-#undef STAGE
-#undef LMTC
-#undef FUSED
-#undef UPREC
-#undef PGRID
-
 // Configuration Q1: the sequence split (SEQSPLIT 4) with the softplus gate, final state only (pass
 // 1's segment 0 from zero), CHUNK 32 (out stored from the accumulators: no staging), BV 32, WARPS 8,
 // STAGE 1, per-thread copies (BULK 0), S and U as hi + lo terms (SLO 1, ULO 1).
@@ -1381,6 +1338,7 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define BULK 0
 #define ULO 1
 #define LMTERMS 3
+#define WYREC 1
 #undef SEQSPLIT
 #define SEQSPLIT 4
 #if !PTXEVO_SANITIZED_SKIP
@@ -1856,20 +1814,37 @@ Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc, I uprec = 32, I kspli
           {"MMA", std::string("sync")}, {"BULK", bulk}, {"PGRID", I{0}}, {"ULO", ulo}};
 }
 
+// The sequence split (SEQSPLIT > 1) on `shapes` alone, each checked to split.
+template <typename Args>
+void check_seq_split(const SplitConfig<Args>& c, std::int64_t split, const std::vector<Shape>& shapes) {
+  for (const Shape& sh : shapes)
+    EXPECT_GT(KdaFwdOp::seq_segments(ptxevo::kernels::kda_dims(sh), c.chunk, split), 1)
+        << ptxevo::evaluator::shape_to_string(sh);
+  check_split(c, shapes, true);
+}
+
 #if !PTXEVO_SANITIZED_SKIP
 TEST(KdaSplitOnHost, MainSpecDefaults) {
-  // Plus the held-out batched rows of 333 tokens (10 full chunks and a partial one per row).
+  // (The held-out batched rows of 333 tokens, 4 x 3 heads, would split into 10 segments: the other
+  // defaults' tests take them unsplit; the emulated combine makes them slow here.)
   Knobs defaults = split_knobs(16, 64, 4, 2, 1, 16, 1, 0, 0, 0, 1, 0);
   defaults["LMTERMS"] = I{1};
   defaults["WYREC"] = I{1};
-  defaults["SEQSPLIT"] = I{1};
+  defaults["SEQSPLIT"] = I{16};
   EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), defaults);
-  check_split(KDA_SPLIT_CONFIG(wr0, OpConfig{}, KdaFwdOp::chunked_knob_defaults()), {shape(4, 333, 3, 4)});
+  const auto c = KDA_SPLIT_CONFIG(wr0, OpConfig{}, KdaFwdOp::chunked_knob_defaults());
+  check_split(c);
+  // The sequence split (SEQSPLIT 16): of the shapes above, 1 x 65 splits into 5 segments of one
+  // chunk, 2 heads x {17, 33, 65} into 5, 4 heads x {1, 15, .., 65} into 4 (the short sequences'
+  // last ones empty: S0 = 0, A = I); and (checked to split) two rows of 300 tokens and 2 heads into
+  // 16 segments of 2 chunks, the last one empty.
+  check_seq_split(c, 16, {shape(2, 300, 2, 2)});
 }
 
 // The defaults with W0 and U0 from the prepare (WYREC 0).
 TEST(KdaSplitOnHost, MainSpecDefaultsWyrec0) {
   Knobs k = KdaFwdOp::chunked_knob_defaults();
+  k["SEQSPLIT"] = I{1};  // needs WYREC 1, PGRID 0 and MMA sync
   k["WYREC"] = I{0};
   check_split(KDA_SPLIT_CONFIG(split0, OpConfig{}, k), {shape(4, 333, 3, 4)});
 }
@@ -1923,6 +1898,7 @@ TEST(KdaSplitOnHost, MainSpecDefaultsOverlappedPgrid3) {
   // Three persistent prepare CTAs stride over every (slot, head) item; the recurrence's waits are
   // checked against the flags (each released chunk once a value slice, nothing else).
   Knobs k = KdaFwdOp::chunked_knob_defaults();
+  k["SEQSPLIT"] = I{1};  // needs WYREC 1, PGRID 0 and MMA sync
   k["PGRID"] = I{3};
   k["STAGE"] = I{1};
   k["LMTERMS"] = I{2};
@@ -1933,6 +1909,7 @@ TEST(KdaSplitOnHost, MainSpecDefaultsOverlappedPgrid3) {
 #if !PTXEVO_SANITIZED_SKIP
 TEST(KdaSplitOnHost, MainSpecDefaultsWgmmaBulk) {
   Knobs k = KdaFwdOp::chunked_knob_defaults();
+  k["SEQSPLIT"] = I{1};  // needs WYREC 1, PGRID 0 and MMA sync
   k["MMA"] = std::string("wgmma");
   k["BULK"] = I{1};
   k["LMTERMS"] = I{3};
@@ -1951,28 +1928,7 @@ TEST(KdaSplitOnHost, WgmmaSoftplusInitialStateOnlyChunk32Bv128Ulo0) {
 #endif
 
 #if !PTXEVO_SANITIZED_SKIP
-// The sequence split (SEQSPLIT > 1), on shapes whose chains are few enough that it runs (checked):
-// one head of 1000 tokens (63 chunks in 16 segments of 4), packed sequences of unequal lengths
-// (empty segments in the short ones: S0 = 0, A = I), batched rows (16 segments of 2 chunks, the
-// last one empty); at CHUNK 32 down to 4 segments of one chunk.
-template <typename Args>
-void check_seq_split(const SplitConfig<Args>& c, std::int64_t split, const std::vector<Shape>& shapes) {
-  for (const Shape& sh : shapes)
-    EXPECT_GT(KdaFwdOp::seq_segments(ptxevo::kernels::kda_dims(sh), c.chunk, split), 1)
-        << ptxevo::evaluator::shape_to_string(sh);
-  check_split(c, shapes, true);
-}
-
-#if !PTXEVO_SANITIZED_SKIP
-TEST(KdaSplitOnHost, MainSpecDefaultsSequenceSplit16) {
-  Knobs k = KdaFwdOp::chunked_knob_defaults();
-  k["SEQSPLIT"] = I{16};
-  check_seq_split(KDA_SPLIT_CONFIG(ss0, OpConfig{}, k), 16,
-                  {shape(1, 1000, 1, 1), shape(1, 241, 4, 7), shape(2, 300, 2, 2)});
-}
-#endif
-
-#if !PTXEVO_SANITIZED_SKIP
+// The sequence split at CHUNK 32, down to 4 segments of one chunk (one head of 100 tokens).
 TEST(KdaSplitOnHost, SequenceSplit4SoftplusFinalStateOnlyChunk32Bv32Unbulked) {
   Knobs k = split_knobs(32, 32, 8, 1, 0, 16, 1, 0, 0, 1, 0);
   k["WYREC"] = I{1};
@@ -1982,8 +1938,10 @@ TEST(KdaSplitOnHost, SequenceSplit4SoftplusFinalStateOnlyChunk32Bv32Unbulked) {
 }
 #endif
 
+#if !PTXEVO_SANITIZED_SKIP
 TEST(KdaSplitOnHost, MainSpecDefaultsWyrec2) {
   Knobs k = KdaFwdOp::chunked_knob_defaults();
+  k["SEQSPLIT"] = I{1};  // needs WYREC 1, PGRID 0 and MMA sync
   k["WYREC"] = I{2};
   const auto c = KDA_SPLIT_CONFIG(wr2, OpConfig{}, k);
   check_split(c, {shape(4, 333, 3, 4)});

@@ -322,10 +322,12 @@ TEST(KdaFwdChunkedBuild, SeedBuildsForEveryOptionCombination) {
         // 384 CTAs (H = 96, BV = 32) then fit the 132 SMs of an H200 in one wave.
         EXPECT_LE(r.resources[0].registers, 168);
       } else {
-        ASSERT_EQ(r.resources.size(), 2u);
+        // The prepare, the recurrence and (SEQSPLIT 16) the sequence split's combine.
+        ASSERT_EQ(r.resources.size(), 3u);
         std::set<std::string> names;
         for (const auto& f : r.resources) names.insert(f.name);
-        EXPECT_EQ(names, (std::set<std::string>{KdaFwdOp::kPrepareEntry, KdaFwdOp::kRecurrenceEntry}));
+        EXPECT_EQ(names, (std::set<std::string>{KdaFwdOp::kPrepareEntry, KdaFwdOp::kRecurrenceEntry,
+                                                KdaFwdOp::kSegCombineEntry}));
         // The recurrence at BV = 64: 128 threads, two CTAs a SM (shared memory) need <= 255.
         for (const auto& f : r.resources) EXPECT_LE(f.registers, 255) << f.name;
       }
@@ -469,13 +471,14 @@ TEST(KdaFwdChunkedBuild, CompilesForSm100a) {
   reqs.push_back(chunked_request(
       spec, seed,
       {{"FUSED", I{1}}, {"UPREC", I{32}}, {"CHUNK", I{32}}, {"BV", I{128}}, {"WARPS", I{8}}, {"STAGE", I{1}}, {"LMTC", I{0}},
-       {"WYREC", I{0}}}));
+       {"WYREC", I{0}}, {"SEQSPLIT", I{1}}}));
   reqs.push_back(chunked_request(
       spec, seed,
       {{"FUSED", I{1}}, {"UPREC", I{32}}, {"CHUNK", I{64}}, {"BV", I{32}}, {"WARPS", I{4}}, {"STAGE", I{0}}, {"LMTC", I{0}},
-       {"WYREC", I{0}}}));
+       {"WYREC", I{0}}, {"SEQSPLIT", I{1}}}));
   reqs.push_back(
-      chunked_request(spec, seed, {{"CHUNK", I{64}}, {"BV", I{128}}, {"UPREC", I{32}}, {"STAGE", I{1}}, {"WYREC", I{0}}}));
+      chunked_request(spec, seed, {{"CHUNK", I{64}}, {"BV", I{128}}, {"UPREC", I{32}}, {"STAGE", I{1}}, {"WYREC", I{0}},
+                                   {"SEQSPLIT", I{1}}}));
   const auto results = ptxevo::evaluator::Builder(nullptr).build_all(reqs);
   for (std::size_t i = 0; i < results.size(); ++i) {
     SCOPED_TRACE(reqs[i].name);

@@ -284,6 +284,7 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   k["BULK"] = I{0};
   k["LMTERMS"] = I{3};  // the one-pass prepare's knob (CHUNK 16 only)
   k["WYREC"] = I{0};    // W0 and U0 in the workspace (WYREC 1 below)
+  k["SEQSPLIT"] = I{1};  // needs WYREC 1
   const auto p = op.launch_plan(shape(1, 8192, 96, 6), {}, k);
   ASSERT_EQ(p.kernels.size(), 2u);
   const auto& pr = p.kernels[0];
@@ -353,6 +354,7 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   EXPECT_THROW(op.launch_plan(shape(1, 8192, 96, 6), {}, wr_ks), std::invalid_argument);
   Knobs wr_wg = KdaFwdOp::chunked_knob_defaults();
   wr_wg["MMA"] = std::string("wgmma");
+  wr_wg["SEQSPLIT"] = I{1};
   wr_wg["LMTERMS"] = I{3};
   EXPECT_THROW(op.launch_plan(shape(1, 8192, 96, 6), {}, wr_wg), std::invalid_argument);  // the defaults' WYREC
   // WYREC 2 (CHUNK 16 only): no T' in the workspace or the stage; the prepare holds M and T' in
@@ -370,6 +372,7 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   // min(PGRID, items) persistent CTAs over one grid dimension, the recurrence programmatic.
   Knobs ov = KdaFwdOp::chunked_knob_defaults();
   ov["PGRID"] = I{264};
+  ov["SEQSPLIT"] = I{1};
   const auto po = op.launch_plan(shape(1, 8192, 96, 6), {}, ov);
   ASSERT_EQ(po.kernels.size(), 3u);
   EXPECT_EQ(po.kernels[0].entry, "kda_fwd_flags_reset");

@@ -246,16 +246,17 @@ TEST_F(KdaGpu, ChunkedSplitPassesTheGateOnACoveringSetOfKnobs) {
   EXPECT_EQ(gated, 34);  // 24 mma.sync, 3 wgmma, 1 PGRID, 3 WYREC 1 (one the defaults), 1 WYREC 2, 2 SEQSPLIT
 }
 
-// The sequence split (SEQSPLIT 16) at the defaults otherwise, on every spec: the main spec's
-// correctness and held-out shapes (few chains: most of them split, KdaFwdOp::seq_segments) and its
-// six scenarios (64 or 96 chains: not split), the other specs' on one benchmark shape.
-TEST_F(KdaGpu, ChunkedSplitWithSequenceSplitPassesTheGateOnEverySpec) {
+// The defaults split the sequences of the correctness and held-out shapes (few chains: most of them,
+// KdaFwdOp::seq_segments; the six scenarios have 64 or 96 chains and never split): the defaults
+// without the sequence split (SEQSPLIT 1, the two-kernel plan on every shape), on every spec: the
+// main spec's every shape, the other specs' correctness and held-out shapes and one benchmark shape.
+TEST_F(KdaGpu, ChunkedSplitWithoutSequenceSplitPassesTheGateOnEverySpec) {
   Knobs k = kernels::KdaFwdOp::chunked_knob_defaults();
-  k["SEQSPLIT"] = std::int64_t{16};
-  gate_chunked("kda_fwd.spec", -1, k, "chunked seqsplit kda_fwd.spec");
+  k["SEQSPLIT"] = std::int64_t{1};
+  gate_chunked("kda_fwd.spec", -1, k, "chunked no seqsplit kda_fwd.spec");
   for (const char* file : {"kda_fwd_softplus.spec", "kda_fwd_state_in.spec", "kda_fwd_state_out.spec",
                            "kda_fwd_no_state.spec"})
-    gate_chunked(file, 1, k, std::string("chunked seqsplit ") + file);
+    gate_chunked(file, 1, k, std::string("chunked no seqsplit ") + file);
 }
 
 // MMA = wgmma (the recurrence's state products on warpgroup MMAs), the split's defaults otherwise:
@@ -266,6 +267,7 @@ TEST_F(KdaGpu, ChunkedSplitWithWgmmaPassesTheGate) {
   k["MMA"] = std::string("wgmma");
   k["LMTERMS"] = std::int64_t{3};  // the one-pass prepare's single-term products are mma.sync only
   k["WYREC"] = std::int64_t{0};    // and so is U = T' (V - Kd S) in the recurrence
+  k["SEQSPLIT"] = std::int64_t{1};  // (the sequence split needs WYREC 1)
   gate_chunked("kda_fwd.spec", -1, k, "chunked wgmma kda_fwd.spec");
   gate_chunked("kda_fwd_softplus.spec", 1, k, "chunked wgmma kda_fwd_softplus.spec");
   gate_chunked("kda_fwd_no_state.spec", 1, k, "chunked wgmma kda_fwd_no_state.spec");
