@@ -147,7 +147,7 @@ class KdaFwdOp : public evaluator::Op {
   // (STAGE 1, KSPLIT 1 where the deeper staging does not fit a CTA's shared memory); then MMA =
   // wgmma once a CHUNK, PGRID = 396 at the defaults, WYREC = 1 three times (the defaults, SEQSPLIT 16
   // among them; CHUNK 32 with per-thread copies and the unfactored prepare; CHUNK 64), WYREC = 2 once,
-  // and SEQSPLIT 1 at the defaults and 4 at WYREC 1's CHUNK 32: 34 in all.
+  // and SEQSPLIT 4 at WYREC 1's CHUNK 32: 33 in all.
   static std::vector<evaluator::Knobs> split_covering_knobs();
   // The tcgen05 variant's defaults (kda_fwd_chunked_tcgen05.cu; MMA = "tcgen05").
   static evaluator::Knobs chunked_tcgen05_knob_defaults();

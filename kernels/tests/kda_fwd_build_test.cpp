@@ -431,7 +431,7 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   EXPECT_EQ(overlapped, 1);
   EXPECT_EQ(wyrec_cover.size(), 3u);
   EXPECT_EQ(seqsplit_cover.size(), 2u);
-  EXPECT_EQ(ok.size(), fused_built + 24u + 3u + 1u + 4u + 2u);
+  EXPECT_EQ(ok.size(), fused_built + 24u + 3u + 1u + 4u + 1u);
   std::vector<ptxevo::evaluator::BuildRequest> reqs;
   for (const auto& k : ok) reqs.push_back(chunked_request(spec, seed, k));
   const auto t0 = std::chrono::steady_clock::now();
