@@ -2281,6 +2281,8 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
   const bool amat = slice >= kSlices;  // pass 1: a column of A_j (v = 0, from the identity)
   if (amat && seg == 0) return;        // segment 0 starts from the true state: no transition
 #else
+  // The unsplit decode kept as it was: the one above with segs = 1 still costs integer work (NVVM
+  // cannot prove slice < kSlices), and the default build's SASS stays the measured one.
   const long long lin = blockIdx.x + (long long)nseq * (blockIdx.y + (long long)a.H * blockIdx.z);
   const long long rank = lin / hs;
   const int h = (int)((lin % hs) / kSlices);
