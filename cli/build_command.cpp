@@ -12,6 +12,8 @@
 #include "evaluator/spec.hpp"
 #include "kernels/builtin_ops.hpp"
 #include "mutators/pass.hpp"
+#include "cli/arch_option.hpp"
+#include "cli/campaign_command.hpp"
 #include "search/genome_build.hpp"
 
 namespace ptxevo::cli {
@@ -183,7 +185,8 @@ int run_build(const BuildOptions& o, std::ostream& out, std::ostream& err) {
     err << sr.error->format() << "\n";
     return 1;
   }
-  const Spec& spec = *sr.spec;
+  Spec spec = *sr.spec;
+  if (!apply_arch_option(o.arch, spec, err)) return 2;
   const Op& op = *registry.find(spec.op);
   CandidateInput input;
   input.source_path = o.source;
@@ -196,7 +199,7 @@ int run_build(const BuildOptions& o, std::ostream& out, std::ostream& err) {
   if (o.candidate > 0) {
     // A campaign's candidate: the seed, knobs and PTX edits it was measured with.
     try {
-      const search::Genome g = search::load_candidate_genome(o.db.empty() ? "ptxevo.db" : o.db, o.candidate);
+      const search::Genome g = search::load_candidate_genome(o.db.empty() ? (default_run_dir(o.spec) / "campaign.db").string() : o.db, o.candidate);
       const SeedTemplate* base = baseline_seed(spec);
       if (!g.source.empty() || !base || g.seed != base->name) {
         err << "error: candidate " << o.candidate << " is not built from the baseline seed's template; only such "

@@ -15,6 +15,7 @@ namespace ptxevo::cli {
 
 struct BuildOptions {
   std::string spec;
+  std::string arch;    // --arch (default: the spec's)
   std::string source;  // --source FILE.cu (default: the baseline seed's template)
   std::string ptx;     // --ptx FILE.ptx
   std::string knobs;   // --knobs k=v,...

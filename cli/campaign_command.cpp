@@ -6,12 +6,14 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <set>
 #include <thread>
 
 #include <curl/curl.h>
 
+#include "cli/arch_option.hpp"
 #include "cli/llm_setup.hpp"
 #include "evaluator/build_cache.hpp"
 #include "evaluator/builder.hpp"
@@ -19,7 +21,10 @@
 #include "evaluator/spec.hpp"
 #include "kernels/builtin_ops.hpp"
 #include "search/campaign.hpp"
+#include "search/campaign_files.hpp"
 #include "search/measurer.hpp"
+#include "search/report_data.hpp"
+#include "search/report_html.hpp"
 #include "search/replay.hpp"
 #include "search/trace_db.hpp"
 
@@ -70,14 +75,38 @@ class StopOnSignal {
   std::thread thread_;
 };
 
-fs::path default_db(const std::string& spec) {
-  const fs::path p(spec);
-  return p.parent_path() / (p.stem().string() + ".ptxevo.db");
-}
+
+}  // namespace
+
+fs::path default_run_dir(const std::string& spec) { return fs::path("ptxevo-runs") / fs::path(spec).stem(); }
+
+namespace {
 
 fs::path default_replay(const std::string& spec) {
   const fs::path p(spec);
   return p.parent_path() / (p.stem().string() + ".replay.json");
+}
+
+// The winner's replayed figures per benchmark shape: its recorded evaluation, measured on the
+// record's GPU, not here.
+void print_replayed_best(search::TraceDb& db, std::int64_t candidate, std::ostream& out) {
+  auto q = db.connection().prepare(
+      "SELECT report_json FROM evaluations WHERE candidate_id = ? AND verdict = 'pass' ORDER BY id DESC LIMIT 1");
+  q.bind(1, candidate);
+  if (!q.step()) return;
+  const EvalReport r = report_from_json(nlohmann::json::parse(q.column_text(0)));
+  const auto gpu = r.environment.find("gpu");
+  out << "its replayed speedups (recorded on " << (gpu != r.environment.end() ? gpu->second : std::string("the record's GPU"))
+      << ", not measured here):\n";
+  out << "  shape                   cand ms     base ms     speedup [95% CI]        of floor\n";
+  for (const auto& s : r.shapes) {
+    if (!s.speedup || !s.candidate_ms || !s.baseline_ms) continue;
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-22s  %-10.5f  %-10.5f  %5.3f [%5.3f, %5.3f]    %5.1f%%\n",
+                  shape_to_string(s.shape).c_str(), s.candidate_ms->median, s.baseline_ms->median, s.speedup->ratio,
+                  s.speedup->ci_low, s.speedup->ci_high, 100 * s.fraction_of_floor);
+    out << line;
+  }
 }
 
 void print_final(const EvalReport& r, std::ostream& out) {
@@ -135,14 +164,25 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
     return 1;
   }
   Spec spec = *sr.spec;
-  const std::string arch = search::normalize_arch(o.arch.empty() ? spec.arch : o.arch);
-  if (arch.empty()) {
-    err << "error: --arch " << (o.arch.empty() ? spec.arch : o.arch)
-        << " is not a target ptxevo knows (use sm_90a or sm_100a; sm_90 and sm_100 are accepted)\n";
-    return 2;
-  }
-  spec.arch = arch;
+  if (!apply_arch_option(o.arch, spec, err)) return 2;
+  const std::string arch = spec.arch;
   const Op& op = *registry.find(spec.op);
+
+  // The run folder first: the database and report live outside the sources.
+  const fs::path db_path = o.db.empty() ? default_run_dir(o.spec) / "campaign.db" : fs::path(o.db);
+  {
+    std::error_code ec;
+    const bool existed = fs::exists(db_path, ec);
+    if (!db_path.parent_path().empty()) fs::create_directories(db_path.parent_path(), ec);
+    if (ec) {
+      err << "error: cannot create the run folder " << db_path.parent_path().string() << ": " << ec.message()
+          << " (choose another place with --db FILE)\n";
+      return 1;
+    }
+    out << "run folder: " << (db_path.parent_path().empty() ? fs::path(".") : db_path.parent_path()).string()
+        << " (trace database " << db_path.filename().string()
+        << (existed ? ", resumed: delete the folder to start afresh" : "") << ")" << std::endl;
+  }
 
   std::optional<BuildCache> cache;
   if (!o.no_cache && !BuildCache::default_dir().empty()) cache.emplace(BuildCache::default_dir());
@@ -181,6 +221,7 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
     }
   }
   std::string banner;
+  std::shared_ptr<const search::ReplayProjection> projection;
   if (owned.empty()) {
     const fs::path replay_path = o.replay.empty() ? default_replay(o.spec) : fs::path(o.replay);
     const std::string no_gpu = o.replay_only ? "--replay given" : "no GPU for " + arch + " (" + why_no_gpu + ")";
@@ -204,8 +245,9 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
         banner = "REPLAY: " + no_gpu + ". Timings come from " + replay_path.string() + " (" +
                  std::to_string(data.records.size()) + " candidates measured on " + data.gpu + ", driver " + data.driver +
                  ", commit " + data.commit + ", " + data.recorded_at +
-                 "). Candidates are built for real here; nothing is measured on this machine, and a candidate the "
-                 "data lacks counts as unmeasured.";
+                 "). Candidates are built for real here; nothing is measured on this machine. The search proposes only "
+                 "what the record holds.";
+        projection = std::make_shared<const search::ReplayProjection>(data, spec);
         owned.push_back(std::make_unique<search::ReplayMeasurer>(std::move(data)));
       }
     } else {
@@ -225,7 +267,6 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
   }
   out << banner << std::endl;
 
-  const fs::path db_path = o.db.empty() ? default_db(o.spec) : fs::path(o.db);
   std::optional<search::TraceDb> db;
   try {
     db.emplace(search::TraceDb::open(db_path));
@@ -281,6 +322,7 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
       engine.set_earlier_configs([&registry, &db, db_dir](std::int64_t id) {
         return search::campaign_spec_config(*db, id, db_dir, registry);
       });
+      if (projection) engine.restrict_to(projection);
       if (llm) {
         llm->client->set_cancel(&stop);  // Ctrl-C aborts a call in flight instead of waiting for the model
         engine.use_llm(llm->handles());
@@ -297,7 +339,12 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
   out << "campaign " << res.campaign_id << (res.resumed ? " (resumed)" : "") << " stopped: " << res.stop_reason << "; "
       << res.evaluations << " candidate evaluations in total, " << res.evaluations_this_run << " this run, "
       << res.built_this_run << " built, " << res.failures_this_run << " rejected, " << res.unmeasured_this_run
-      << " unmeasured\n";
+      << " unmeasured"
+      << (res.abandoned_this_run > 0 ? ", " + std::to_string(res.abandoned_this_run) +
+                                           " abandoned at the deadline (kept as pending: running the same command "
+                                           "again resumes them)"
+                                     : std::string())
+      << "\n";
   if (res.mode == "static") {
     out << "nothing was measured: no fitness recorded\n";
   } else if (res.best) {
@@ -352,30 +399,67 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
         << (llm->agent->available() ? "" : "; the endpoint is down: the rule agents carried on") << "\n";
   }
   if (res.final_report) print_final(*res.final_report, out);
-  out << "report: ptxevo report --db " << db_path.string() << " --campaign " << res.campaign_id << " [--html FILE]\n";
+  if (res.mode == "replay" && res.best) print_replayed_best(*db, res.best->candidate_id, out);
+  // The HTML report beside the database, rewritten after every run.
+  const fs::path html = db_path.parent_path() / (db_path.stem().string() + ".html");
+  try {
+    const search::ReportData data = search::load_report(db_path, res.campaign_id);
+    std::ofstream page(html, std::ios::binary | std::ios::trunc);
+    search::write_report_html(data, page);
+    page.close();
+    if (!page) throw std::runtime_error("cannot write " + html.string());
+    out << "report: " << html.string() << " (HTML, plots); in the terminal: ptxevo report --db " << db_path.string()
+        << "\n";
+  } catch (const std::exception& e) {
+    err << "warning: no HTML report written: " << e.what() << "\n";
+    out << "report: ptxevo report --db " << db_path.string() << " --campaign " << res.campaign_id << " [--html FILE]\n";
+  }
+  if (res.mode != "gpu")
+    out << "on a GPU: the same command on a machine with a GPU of " << arch
+        << " measures every candidate for real (gate and timer) instead of "
+        << (res.mode == "replay" ? "replaying the record" : "building only") << "; docs/campaign.md\n";
   return res.stop_reason == "measurer-failed" || res.stop_reason == "baseline-build-failed" ? 1 : 0;
 }
 
 int run_replay_export(const ReplayExportOptions& o, std::ostream& out, std::ostream& err) {
   const OpRegistry registry = kernels::builtin_ops();
-  SpecResult sr = load_spec(o.spec, registry);
-  if (!sr.spec) {
-    err << sr.error->format() << "\n";
-    return 1;
-  }
-  Spec spec = *sr.spec;
-  const std::string arch = search::normalize_arch(o.arch.empty() ? spec.arch : o.arch);
-  spec.arch = arch;
   try {
     if (!fs::exists(o.db)) throw std::runtime_error("trace database " + o.db + " does not exist");
     auto db = search::TraceDb::open(o.db);
+    // The campaign: as given, else the latest GPU campaign (of SPEC's op and arch when SPEC is given).
+    std::optional<Spec> given;
+    if (!o.spec.empty()) {
+      SpecResult sr = load_spec(o.spec, registry);
+      if (!sr.spec) {
+        err << sr.error->format() << "\n";
+        return 1;
+      }
+      given = *sr.spec;
+      if (!apply_arch_option(o.arch, *given, err)) return 2;
+    }
     std::int64_t id = o.campaign;
     if (id == 0) {
-      auto s = db.connection().prepare("SELECT id FROM campaigns WHERE op = ? AND arch = ? AND spec_path LIKE '%#gpu' "
-                                       "ORDER BY id DESC LIMIT 1");
-      s.bind(1, spec.op).bind(2, arch);
-      if (!s.step()) throw std::runtime_error("no GPU campaign for " + spec.op + " on " + arch + " in " + o.db);
+      auto s = db.connection().prepare(
+          "SELECT id FROM campaigns WHERE (? = '' OR (op = ? AND arch = ?)) AND spec_path LIKE '%#gpu' "
+          "ORDER BY id DESC LIMIT 1");
+      const std::string op = given ? given->op : "", arch = given ? given->arch : "";
+      s.bind(1, op).bind(2, op).bind(3, arch);
+      if (!s.step())
+        throw std::runtime_error("no GPU campaign" + (given ? " for " + op + " on " + arch : std::string()) + " in " + o.db);
       id = s.column_int(0);
+    }
+    Spec spec;
+    if (given) {
+      spec = *given;
+    } else {
+      // Without SPEC: the spec recorded with the campaign, at the campaign's arch.
+      SpecResult sr = search::load_campaign_spec(db.connection(), id, "", registry);
+      if (!sr.spec) throw std::runtime_error(sr.error->format());
+      spec = *sr.spec;
+      auto a = db.connection().prepare("SELECT arch FROM campaigns WHERE id = ?");
+      a.bind(1, id);
+      if (a.step()) spec.arch = a.column_text(0);
+      if (!apply_arch_option(o.arch, spec, err)) return 2;
     }
     const auto data = search::export_replay(db, id, spec, o.commit);
     if (data.records.empty()) throw std::runtime_error("campaign " + std::to_string(id) + " has no GPU evaluations");

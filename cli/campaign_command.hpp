@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <ostream>
+#include <filesystem>
 #include <string>
 
 namespace CLI {
@@ -44,7 +45,7 @@ struct LlmCliOptions {
 struct CampaignCliOptions {
   std::string spec;
   std::string arch;    // sm_90a, sm_100a (sm_90, sm_100 accepted); default: the spec's
-  std::string db;      // default: SPEC's directory, <stem>.ptxevo.db
+  std::string db;      // default: ptxevo-runs/<spec stem>/campaign.db in the current directory (default_run_dir)
   std::string replay;  // replay data file; default when no GPU: <stem>.replay.json beside the spec
   bool replay_only = false;  // --replay given without a GPU attempt
   std::int64_t budget = 0;   // candidate evaluations (0: the spec's)
@@ -86,8 +87,12 @@ struct ReplayExportOptions {
   std::string out;
   std::string commit;
   std::string arch;
-  std::int64_t campaign = 0;  // 0: the GPU campaign of SPEC in the database
+  std::int64_t campaign = 0;  // 0: the latest GPU campaign (of SPEC's op and arch, when SPEC is given)
 };
+
+// Where a campaign keeps its trace database and report unless --db says otherwise: a run folder
+// outside the sources, ./ptxevo-runs/<spec stem>/.
+std::filesystem::path default_run_dir(const std::string& spec);
 
 int run_replay_export(const ReplayExportOptions& o, std::ostream& out, std::ostream& err);
 

@@ -7,7 +7,9 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/arch_option.hpp"
 #include "cli/build_command.hpp"
+#include "search/campaign.hpp"
 
 namespace ptxevo::cli {
 
@@ -41,6 +43,7 @@ int write_ptx(const exporter::ExportRequest& r, const exporter::ResolvedCandidat
   }
   BuildOptions b;
   b.spec = c.spec.path;
+  b.arch = c.spec.arch;
   b.ptx = ptx.string();
   b.knobs = knob_list(c.build.knobs);
   b.out_dir = r.out_dir;
@@ -98,6 +101,7 @@ void register_export_command(CLI::App& app) {
   auto* camp = cmd->add_option("--campaign", *campaign, "Campaign id in --db (default: the latest)");
   cmd->add_option("--knobs", r->knobs, "Without --db: knob values over the seed's defaults, NAME=VALUE,...");
   cmd->add_option("--edits", r->edits, "Without --db: PTX edits, pass[:key=value...],... (ptxevo mutate --list)");
+  cmd->add_option("--arch", r->arch, std::string(kArchHelp) + " (with --db: the campaign's)");
   cmd->add_option("--format", r->format, "cuda, torch or ptx")->check(CLI::IsMember({"cuda", "torch", "ptx"}))->capture_default_str();
   cmd->add_option("--out", r->out_dir, "Output directory")->required();
   cmd->add_flag("--no-verify", *no_verify, "Do not compile the .cu with nvcc and compare its PTX with the candidate's");
@@ -106,6 +110,15 @@ void register_export_command(CLI::App& app) {
     if (cand->count() > 0) r->candidate = *candidate;
     if (camp->count() > 0) r->campaign = *campaign;
     r->verify = !*no_verify;
+    if (!r->arch.empty()) {
+      const std::string given = r->arch;
+      r->arch = search::normalize_arch(given);
+      if (r->arch.empty()) {
+        std::cerr << "error: --arch " << given
+                  << " is not a target ptxevo knows (use sm_90a or sm_100a; sm_90 and sm_100 are accepted)\n";
+        throw CLI::RuntimeError(2);
+      }
+    }
     const int rc = run_export(*r, std::cout, std::cerr);
     if (rc != 0) throw CLI::RuntimeError(rc);
     throw CLI::Success();

@@ -37,7 +37,7 @@ std::optional<ir::Module> load(const std::string& file, std::ostream& err, bool 
 }  // namespace
 
 int run_ir_print(const IrOptions& o, std::ostream& out, std::ostream& err) {
-  auto m = load(o.file, err, false);
+  auto m = load(o.file, err, !o.no_verify);
   if (!m) return 1;
   out << ir::print_module(*m);
   return 0;

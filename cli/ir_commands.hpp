@@ -9,6 +9,7 @@ namespace ptxevo::cli {
 struct IrOptions {
   std::string file;
   bool json = false;
+  bool no_verify = false;  // print: skip ir::verify (on by default, as LLVM's tools verify what they read)
 };
 
 int run_ir_print(const IrOptions& o, std::ostream& out, std::ostream& err);

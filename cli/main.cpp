@@ -3,6 +3,7 @@
 
 #include <iostream>
 
+#include "cli/arch_option.hpp"
 #include "cli/build_command.hpp"
 #include "cli/campaign_command.hpp"
 #include "cli/eval_command.hpp"
@@ -21,8 +22,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   ptxevo::cli::CampaignCliOptions camp;
   app.add_option("spec", camp.spec, "Spec file (TOML): run or resume its campaign");
-  app.add_option("--arch", camp.arch, "Target: sm_90a or sm_100a (sm_90, sm_100 accepted); default: the spec's");
-  app.add_option("--db", camp.db, "Trace database (default: <spec dir>/<spec stem>.ptxevo.db)");
+  app.add_option("--arch", camp.arch, ptxevo::cli::kArchHelp);
+  app.add_option("--db", camp.db, "Trace database (default: ptxevo-runs/<spec stem>/campaign.db, the run folder, with its HTML report)");
   app.add_option("--replay", camp.replay,
                  "Take timings from this replay data instead of a GPU (default without a GPU: <spec stem>.replay.json)");
   app.add_option("--budget", camp.budget, "Candidate evaluations (default: the spec's [budget])");
@@ -81,13 +82,13 @@ int main(int argc, char** argv) {
   ptxevo::cli::ReplayExportOptions rx;
   auto* replay = app.add_subcommand("replay", "Replay data: measurements recorded on a GPU, for campaigns without one");
   replay->require_subcommand(1);
-  auto* rexport = replay->add_subcommand("export", "Write replay data from the GPU campaign of SPEC in a trace database");
-  rexport->add_option("spec", rx.spec, "Spec file (TOML)")->required();
+  auto* rexport = replay->add_subcommand("export", "Write replay data from a GPU campaign in a trace database");
+  rexport->add_option("spec", rx.spec, "Spec file (TOML); default: the one recorded with the campaign");
   rexport->add_option("--db", rx.db, "Trace database")->required();
   rexport->add_option("--out", rx.out, "Replay data file to write (JSON)")->required();
   rexport->add_option("--commit", rx.commit, "Commit the measured binaries were built from (provenance)");
   rexport->add_option("--campaign", rx.campaign, "Campaign id (default: the latest GPU campaign of SPEC)");
-  rexport->add_option("--arch", rx.arch, "Target (default: the spec's)");
+  rexport->add_option("--arch", rx.arch, ptxevo::cli::kArchHelp);
   app.set_version_flag("--version", "ptxevo 0.1.0");
   ptxevo::cli::register_export_command(app);
   ptxevo::cli::register_universe_command(app, argv[0]);
@@ -98,6 +99,7 @@ int main(int argc, char** argv) {
   ptxevo::cli::IrOptions opts;
   auto* print = ir->add_subcommand("print", "Parse FILE.ptx and write the canonical PTX to stdout");
   print->add_option("file", opts.file, "PTX file")->required();
+  print->add_flag("--no-verify", opts.no_verify, "Print without running the IR verifier first");
   auto* stats = ir->add_subcommand("stats", "Parse FILE.ptx and print CFG, loop, register and memory analyses");
   stats->add_option("file", opts.file, "PTX file")->required();
   stats->add_flag("--json", opts.json, "Write the analyses as JSON");
@@ -107,11 +109,12 @@ int main(int argc, char** argv) {
   ptxevo::cli::EvalOptions eval_opts;
   auto* eval = app.add_subcommand("eval", "Build one candidate for SPEC, run the correctness gate and the timer");
   eval->add_option("spec", eval_opts.spec, "Spec file (TOML)")->required();
+  eval->add_option("--arch", eval_opts.arch, ptxevo::cli::kArchHelp);
   auto* src = eval->add_option("--source", eval_opts.source, "CUDA C++ template to evaluate (default: the baseline seed)");
   eval->add_option("--ptx", eval_opts.ptx, "PTX to evaluate instead of a CUDA source")->excludes(src);
   eval->add_option("--knobs", eval_opts.knobs, "Knob values over the seed defaults: NAME=VALUE,...");
   eval->add_option("--candidate", eval_opts.candidate, "A campaign candidate by id (its knobs and PTX edits; needs --db)");
-  eval->add_option("--db", eval_opts.db, "Trace database holding --candidate");
+  eval->add_option("--db", eval_opts.db, "Trace database holding --candidate (default: the spec's run folder, ptxevo-runs/<spec stem>/campaign.db)");
   eval->add_flag("--json", eval_opts.json, "Print the result as JSON");
   eval->add_option("--json-out", eval_opts.json_out, "Also write the JSON result to this file");
   eval->add_option("--device", eval_opts.device, "GPU ordinal")->capture_default_str();
@@ -123,11 +126,12 @@ int main(int argc, char** argv) {
   ptxevo::cli::BuildOptions build_opts;
   auto* build = app.add_subcommand("build", "Build one candidate for SPEC and write its cubin, PTX and launch.json to --out");
   build->add_option("spec", build_opts.spec, "Spec file (TOML)")->required();
+  build->add_option("--arch", build_opts.arch, ptxevo::cli::kArchHelp);
   auto* bsrc = build->add_option("--source", build_opts.source, "CUDA C++ template to build (default: the baseline seed)");
   build->add_option("--ptx", build_opts.ptx, "PTX to build instead of a CUDA source")->excludes(bsrc);
   build->add_option("--knobs", build_opts.knobs, "Knob values over the seed defaults: NAME=VALUE,...");
   build->add_option("--candidate", build_opts.candidate, "A campaign candidate by id (its knobs and PTX edits; needs --db)");
-  build->add_option("--db", build_opts.db, "Trace database holding --candidate");
+  build->add_option("--db", build_opts.db, "Trace database holding --candidate (default: the spec's run folder, ptxevo-runs/<spec stem>/campaign.db)");
   build->add_option("--out", build_opts.out_dir, "Directory for kernel.cubin, kernel.ptx, resources.json, launch.json")->required();
   build->add_option("--shapes", build_opts.shapes, "Shapes in launch.json: benchmark, correctness, heldout or all")->capture_default_str();
   build->add_flag("--no-cache", build_opts.no_cache, "Do not use the on-disk build cache");
@@ -141,12 +145,13 @@ int main(int argc, char** argv) {
 
   std::string mutate_file, mutate_pass;
   std::vector<std::string> mutate_params;
-  bool mutate_list = false;
+  bool mutate_list = false, mutate_no_verify = false;
   auto* mutate = app.add_subcommand("mutate", "Apply one mutator pass to FILE.ptx and print the result (--list: the passes)");
   auto* mlist = mutate->add_flag("--list", mutate_list, "List the passes, one name per line");
   auto* mfile = mutate->add_option("file", mutate_file, "PTX file")->excludes(mlist);
   auto* mpass = mutate->add_option("--pass", mutate_pass, "Pass name (see --list)")->excludes(mlist);
   mutate->add_option("--params", mutate_params, "Pass parameters, key=value ...")->excludes(mlist);
+  mutate->add_flag("--no-verify", mutate_no_verify, "Apply the pass without running the IR verifier on FILE first");
   mfile->needs(mpass);
   mpass->needs(mfile);
 
@@ -159,7 +164,7 @@ int main(int argc, char** argv) {
   ptxevo::cli::ReportOptions report_opts;
   std::int64_t report_campaign = 0;
   auto* report = app.add_subcommand("report", "Summarise a campaign from the trace database; --html writes a page with plots");
-  report->add_option("--db", report_opts.db, "Trace database (default: ptxevo.db in the current directory)");
+  report->add_option("--db", report_opts.db, "Trace database (default: the one campaign under ./ptxevo-runs/, else ./ptxevo.db)");
   auto* rcampaign = report->add_option("--campaign", report_campaign, "Campaign id (default: the most recently active)");
   report->add_option("--html", report_opts.html, "Also write a self-contained HTML report to this file");
 
@@ -184,7 +189,7 @@ int main(int argc, char** argv) {
       std::cerr << "ptxevo mutate: give --list, or FILE --pass NAME [--params k=v ...]\n";
       return 2;
     }
-    return ptxevo::cli::run_mutate(mutate_file, mutate_pass, mutate_params, std::cout, std::cerr);
+    return ptxevo::cli::run_mutate(mutate_file, mutate_pass, mutate_params, !mutate_no_verify, std::cout, std::cerr);
   }
   if (eval->parsed()) {
     eval_opts.self_exe = ptxevo::cli::self_executable(argv[0]);

@@ -5,6 +5,7 @@
 
 #include "ir/parser.hpp"
 #include "ir/printer.hpp"
+#include "ir/verifier.hpp"
 #include "mutators/pass.hpp"
 
 namespace ptxevo::cli {
@@ -15,7 +16,7 @@ int run_mutate_list(std::ostream& out) {
 }
 
 int run_mutate(const std::string& file, const std::string& pass, const std::vector<std::string>& params,
-               std::ostream& out, std::ostream& err) {
+               bool verify, std::ostream& out, std::ostream& err) {
   const mutators::PassRegistry registry = mutators::builtin_passes();
   const mutators::PtxPass* p = registry.find(pass);
   if (!p) {
@@ -40,6 +41,15 @@ int run_mutate(const std::string& file, const std::string& pass, const std::vect
   if (!r.ok()) {
     err << r.error->format(file) << "\n";
     return 1;
+  }
+  // A pass's legality rests on a well-formed input (declared registers, defined labels).
+  if (verify) {
+    const auto problems = ir::verify(*r.module);
+    for (const auto& d : problems) err << d.format(file) << "\n";
+    if (!problems.empty()) {
+      err << file << ": error: the input does not verify; no pass applied (--no-verify to apply anyway)\n";
+      return 1;
+    }
   }
   const mutators::PassResult res = p->apply(*r.module, kv);
   if (!res.applied) {

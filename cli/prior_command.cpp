@@ -62,7 +62,7 @@ void print_posterior(search::TraceDb& db, const std::set<std::string>& families,
 int run_prior(const PriorOptions& o, std::ostream& out, std::ostream& err) {
   std::error_code ec;
   if (o.db.empty() || !std::filesystem::exists(o.db, ec)) {
-    err << "ptxevo prior: no trace database at '" << o.db << "' (pass --db FILE, e.g. the campaign's <spec>.ptxevo.db)\n";
+    err << "ptxevo prior: no trace database at '" << o.db << "' (pass --db FILE, e.g. a campaign's ptxevo-runs/<spec stem>/campaign.db)\n";
     return 2;
   }
   try {

@@ -1,7 +1,9 @@
 #include "cli/report_command.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "search/report_data.hpp"
 #include "search/report_html.hpp"
@@ -48,13 +50,25 @@ bool write_html(const search::ReportData& data, const std::string& path, std::os
 int run_report(const ReportOptions& o, std::ostream& out, std::ostream& err) {
   std::string db = o.db;
   if (db.empty()) {
+    // The campaigns' run folders (ptxevo-runs/<spec>/campaign.db), then an older ./ptxevo.db.
     std::error_code ec;
-    if (!std::filesystem::exists(kDefaultDb, ec)) {
-      err << "ptxevo report: no " << kDefaultDb << " in the current directory ("
+    std::vector<std::string> found;
+    for (const auto& d : std::filesystem::directory_iterator("ptxevo-runs", ec))
+      if (std::filesystem::exists(d.path() / "campaign.db", ec)) found.push_back((d.path() / "campaign.db").string());
+    std::sort(found.begin(), found.end());
+    if (found.size() == 1) {
+      db = found.front();
+    } else if (found.size() > 1) {
+      err << "ptxevo report: several campaigns' run folders here; pass --db with one of:\n";
+      for (const auto& f : found) err << "  " << f << "\n";
+      return 2;
+    } else if (std::filesystem::exists(kDefaultDb, ec)) {
+      db = kDefaultDb;
+    } else {
+      err << "ptxevo report: no ptxevo-runs/*/campaign.db or " << kDefaultDb << " in the current directory ("
           << std::filesystem::current_path(ec).string() << "); pass --db FILE with the campaign's trace database\n";
       return 2;
     }
-    db = kDefaultDb;
   }
   search::ReportData data;
   try {

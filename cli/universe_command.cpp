@@ -22,6 +22,7 @@
 #include "evaluator/spec.hpp"
 #include "kernels/builtin_ops.hpp"
 #include "mutators/pass.hpp"
+#include "cli/arch_option.hpp"
 #include "search/campaign.hpp"
 #include "search/measurer.hpp"
 #include "search/universe.hpp"
@@ -59,12 +60,8 @@ int run_universe_command(const UniverseOptions& o, std::ostream& out, std::ostre
     return 1;
   }
   Spec spec = *sr.spec;
-  const std::string arch = search::normalize_arch(o.arch.empty() ? spec.arch : o.arch);
-  if (arch.empty()) {
-    err << "error: --arch " << (o.arch.empty() ? spec.arch : o.arch) << " is not a target ptxevo knows (sm_90a or sm_100a)\n";
-    return 2;
-  }
-  spec.arch = arch;
+  if (!apply_arch_option(o.arch, spec, err)) return 2;
+  const std::string arch = spec.arch;
   if (spec.seeds.empty()) {
     err << "error: " << o.spec << " has no seed template\n";
     return 1;
@@ -290,7 +287,7 @@ void register_universe_command(CLI::App& app, const char* argv0) {
   cmd->add_option("--batch", o->batch, "Candidates per worker call")->check(CLI::Range(1, 256))->capture_default_str();
   cmd->add_option("--minutes", o->minutes, "Start no batch after this many minutes (0: no limit); rerun to continue");
   cmd->add_option("--commit", o->commit, "Commit the binaries were built from (provenance)");
-  cmd->add_option("--arch", o->arch, "Target (default: the spec's)");
+  cmd->add_option("--arch", o->arch, kArchHelp);
   cmd->add_option("--workers-per-gpu", o->workers_per_gpu, "Worker processes taking turns on the GPU")->capture_default_str();
   cmd->add_option("--timeout", o->timeout_s, "Seconds per candidate before a hung worker is killed")->capture_default_str();
   cmd->add_flag("--fresh", o->fresh, "Overwrite --out instead of continuing it");

@@ -182,7 +182,7 @@ BuildResult Builder::build(const BuildRequest& req) const {
   return r;
 }
 
-std::vector<BuildResult> Builder::build_all(const std::vector<BuildRequest>& reqs) const {
+std::vector<BuildResult> Builder::build_all(const std::vector<BuildRequest>& reqs, const std::atomic<bool>* cancel) const {
   std::vector<BuildResult> out(reqs.size());
   // The first request to reach the link step with a given final PTX links it; later ones with
   // the same key skip the link and copy its outcome below. Claiming a key instead of waiting
@@ -190,6 +190,12 @@ std::vector<BuildResult> Builder::build_all(const std::vector<BuildRequest>& req
   std::mutex mu;
   std::unordered_map<std::string, std::size_t> leader_of;
   tbb::parallel_for(std::size_t{0}, reqs.size(), [&](std::size_t i) {
+    if (cancel && cancel->load()) {
+      out[i].ok = false;
+      out[i].stage = "cancelled";
+      out[i].error = "cancelled before it started (the campaign's deadline)";
+      return;
+    }
     const auto t0 = Clock::now();
     out[i] = front_end(reqs[i]);
     if (out[i].ok) {

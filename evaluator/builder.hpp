@@ -62,7 +62,10 @@ class Builder {
   BuildResult build(const BuildRequest& req) const;
   // Results in request order. Builds in parallel over all cores (TBB); each distinct final PTX
   // links once, and its duplicates in the batch copy that outcome with cache_hit set.
-  std::vector<BuildResult> build_all(const std::vector<BuildRequest>& reqs) const;
+  // `cancel` set (from any thread): requests not started yet fail at stage "cancelled" at once;
+  // those in a compiler finish.
+  std::vector<BuildResult> build_all(const std::vector<BuildRequest>& reqs,
+                                     const std::atomic<bool>* cancel = nullptr) const;
 
   // NVRTC invocations so far (a request whose source, knobs and options were compiled recently
   // reuses that PTX).

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -21,14 +22,15 @@ namespace {
 constexpr int kWorkerInFd = 3;
 constexpr int kWorkerOutFd = 4;
 
-// Waits until `fd` is readable or `seconds` pass.
-bool wait_readable(int fd, double seconds) {
+// Waits until `fd` is readable, `seconds` pass or `abandoned` is set (checked every 50 ms).
+bool wait_readable(int fd, double seconds, const std::atomic<bool>* abandoned = nullptr) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (true) {
+    if (abandoned && abandoned->load()) return false;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
     pollfd p{fd, POLLIN, 0};
-    const int r = poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
+    const int r = poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), abandoned ? 50 : 1000)));
     if (r > 0) return true;
     if (r < 0 && errno != EINTR) return true;  // let the read report the error
   }
@@ -142,6 +144,13 @@ bool Runner::available(std::string* reason) {
 // verdict and reason for every candidate of the message, and the worker is gone.
 std::optional<Message> Runner::exchange(const Message& m, double timeout_s, EvalReport* failure) {
   std::string reason;
+  const auto abandon_failure = [&] {
+    failure->verdict = "not-run";
+    failure->reasons.push_back("abandoned: the campaign reached its deadline while this was in flight; it stays "
+                               "built and a resumed campaign measures it");
+    return std::nullopt;
+  };
+  if (abandoned_.load()) return abandon_failure();
   if (pid_ <= 0 && !start(&reason)) {
     failure->verdict = "not-run";
     failure->reasons.push_back("no-gpu: " + reason);
@@ -154,9 +163,10 @@ std::optional<Message> Runner::exchange(const Message& m, double timeout_s, Eval
     failure->reasons.push_back("worker-crashed: the GPU worker closed its input before the request was sent");
     return std::nullopt;
   }
-  if (!wait_readable(from_worker_, timeout_s)) {
+  if (!wait_readable(from_worker_, timeout_s, &abandoned_)) {
     stop(true);
     ++restarts_;
+    if (abandoned_.load()) return abandon_failure();
     failure->verdict = "timeout";
     failure->reasons.push_back("timeout: no result within " + std::to_string(static_cast<int>(timeout_s)) +
                                " s (a kernel hung or ran far too long); the worker was killed and will restart");

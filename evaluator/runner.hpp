@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +39,9 @@ class Runner {
   // candidate crashes or hangs the worker, the batch is re-run one candidate at a time.
   std::vector<EvalReport> evaluate_batch(const BatchEvalRequest& req);
   int restarts() const { return restarts_; }
+  // From any thread: what is in flight is given up (the worker is killed) and every later call
+  // answers "not-run" with the reason "abandoned: ..." at once. A campaign calls it at its deadline.
+  void abandon() { abandoned_.store(true); }
 
  private:
   bool start(std::string* reason);
@@ -51,6 +55,7 @@ class Runner {
   nlohmann::json device_;
   int restarts_ = 0;
   std::string unavailable_;
+  std::atomic<bool> abandoned_{false};
 };
 
 }  // namespace ptxevo::evaluator

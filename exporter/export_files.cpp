@@ -8,7 +8,9 @@
 #include "evaluator/evaluation.hpp"
 #include "exporter/torch_export.hpp"
 #include "kernels/builtin_ops.hpp"
+#include "search/campaign_files.hpp"
 #include "search/genome_build.hpp"
+#include "search/sqlite_handle.hpp"
 
 namespace ptxevo::exporter {
 
@@ -78,18 +80,32 @@ ResolvedCandidate resolve_candidate(const ExportRequest& r) {
   ResolvedCandidate c;
   const evaluator::OpRegistry registry = kernels::builtin_ops();
   std::string spec_path = r.spec;
+  std::optional<evaluator::SpecResult> loaded;
+  std::string campaign_arch;
   if (!r.db.empty()) {
     if (!r.knobs.empty() || !r.edits.empty())
       throw ExportError("--knobs and --edits describe a genome without a database; with --db the candidate has its own");
     const std::int64_t id = r.candidate ? *r.candidate : campaign_winner(r.db, r.campaign);
     c.provenance = read_provenance(r.db, id);
-    if (spec_path.empty()) spec_path = c.provenance.spec_path;
-    const std::string text = read_text(spec_path);
-    if (text.empty()) throw ExportError(spec_path + ": cannot read the campaign's spec (give its path as SPEC)");
-    if (evaluator::sha256_hex(text) != c.provenance.spec_hash)
-      throw ExportError(spec_path + ": the spec changed since campaign " +
-                        std::to_string(c.provenance.campaign_id.value_or(0)) + " recorded it (sha256 " +
-                        c.provenance.spec_hash + "); export from the spec the campaign ran");
+    const std::int64_t campaign = c.provenance.campaign_id.value_or(0);
+    try {
+      auto db = search::sqlite::Connection::open(r.db);
+      auto q = db.prepare("SELECT arch FROM campaigns WHERE id = ?");
+      q.bind(1, campaign);
+      if (q.step()) campaign_arch = q.column_text(0);
+      // Without a SPEC, the spec and templates the campaign recorded: the database alone suffices.
+      if (spec_path.empty()) loaded = search::load_campaign_spec(db, campaign, "", registry);
+    } catch (const std::exception& e) {
+      throw ExportError(r.db + ": " + e.what());
+    }
+    if (!loaded) {
+      const std::string text = read_text(spec_path);
+      if (text.empty()) throw ExportError(spec_path + ": cannot read the spec");
+      if (evaluator::sha256_hex(text) != c.provenance.spec_hash)
+        throw ExportError(spec_path + ": the spec changed since campaign " + std::to_string(campaign) +
+                          " recorded it (sha256 " + c.provenance.spec_hash +
+                          "); export from the spec the campaign ran, or leave SPEC out to use the copy in " + r.db);
+    }
     try {
       c.genome = search::genome_from_json(nlohmann::json::parse(c.provenance.genome_json));
     } catch (const std::exception& e) {
@@ -101,9 +117,12 @@ ResolvedCandidate resolve_candidate(const ExportRequest& r) {
     c.genome.knobs = parse_knobs(r.knobs);
     c.genome.edits = parse_edits(r.edits);
   }
-  evaluator::SpecResult sr = evaluator::load_spec(spec_path, registry);
+  evaluator::SpecResult sr = loaded ? std::move(*loaded) : evaluator::load_spec(spec_path, registry);
   if (!sr.spec) throw ExportError(sr.error->format());
   c.spec = std::move(*sr.spec);
+  // The target: --arch, else the campaign's, else the spec's.
+  if (!r.arch.empty()) c.spec.arch = r.arch;
+  else if (!campaign_arch.empty()) c.spec.arch = campaign_arch;
   if (r.db.empty()) {
     const auto* base = evaluator::baseline_seed(c.spec);
     if (!base) throw ExportError(spec_path + ": the spec has no seed template");

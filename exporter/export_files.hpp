@@ -12,7 +12,8 @@
 namespace ptxevo::exporter {
 
 struct ExportRequest {
-  std::string spec;  // with a database: optional (default: the campaign's spec, whose hash must match)
+  std::string spec;  // with a database: optional (default: the spec and templates recorded with the campaign)
+  std::string arch;  // normalised target; empty: the campaign's (with db), else the spec's
   std::string db;
   std::optional<std::int64_t> campaign, candidate;  // with db: the campaign's winner or a candidate
   std::string knobs;  // without db: NAME=VALUE,... over the seed's defaults

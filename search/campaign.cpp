@@ -16,6 +16,7 @@
 
 #include "evaluator/build_cache.hpp"
 #include "evaluator/evaluation.hpp"
+#include "search/campaign_files.hpp"
 #include "search/genome_build.hpp"
 #include "search/llm_evidence.hpp"
 #include "search/prior/selection.hpp"
@@ -94,6 +95,7 @@ struct CampaignEngine::Item {
 
 struct CampaignEngine::Round {
   int generation = 0;
+  double launched_at = 0;
   std::size_t proposed = 0;
   std::vector<Item> fresh;  // recorded, building
   std::future<std::vector<evaluator::BuildResult>> built;
@@ -338,6 +340,30 @@ std::vector<Proposal> CampaignEngine::propose(int generation, std::mt19937_64& r
   return out;
 }
 
+void CampaignEngine::project_onto_record(std::vector<Proposal>& props) {
+  if (!projection_) return;
+  std::vector<Proposal> kept;
+  for (auto& p : props) {
+    // Agent-written device code is in no record: it stays as written (and goes unmeasured).
+    if (!p.genome.source.empty()) {
+      kept.push_back(std::move(p));
+      continue;
+    }
+    auto g = projection_->project(p.genome, taken_);
+    if (!g) {  // every recorded genome is taken: nothing left to score
+      if (is_policy_op(p.operator_id)) policy_.release(p.operator_id);
+      continue;
+    }
+    if (!(*g == p.genome)) {
+      p.detail += (p.detail.empty() ? "" : "; ") + std::string("projected onto the replay record from ") + p.genome.describe();
+      p.genome = std::move(*g);
+    }
+    taken_.insert(p.genome.hash());
+    kept.push_back(std::move(p));
+  }
+  props = std::move(kept);
+}
+
 std::unique_ptr<CampaignEngine::Round> CampaignEngine::launch(int generation, std::vector<Proposal> proposals,
                                                              std::set<std::int64_t>& in_flight) {
   auto round = std::make_unique<Round>();
@@ -366,8 +392,9 @@ std::unique_ptr<CampaignEngine::Round> CampaignEngine::launch(int generation, st
   std::vector<evaluator::BuildRequest> reqs;
   for (const auto& it : round->fresh) reqs.push_back(build_request(it.proposal.genome));
   // The builder is const and thread-safe; its TBB tasks share the cores with other rounds.
+  round->launched_at = now_s();
   round->built = std::async(std::launch::async,
-                            [this, reqs = std::move(reqs)] { return builder_.build_all(reqs); });
+                            [this, reqs = std::move(reqs)] { return builder_.build_all(reqs, &abandon_); });
   return round;
 }
 
@@ -375,12 +402,21 @@ std::size_t CampaignEngine::finish(Round& round, std::set<std::int64_t>& in_flig
   const double wait_t0 = now_s();
   const auto built = round.built.get();
   result_.build_s += now_s() - wait_t0;
+  if (!abandon_.load()) round_build_s_ = round_build_s_ > 0 ? 0.7 * round_build_s_ + 0.3 * (now_s() - round.launched_at)
+                                                            : now_s() - round.launched_at;
   const double screen_t0 = now_s();
   std::size_t added = 0;
   std::map<std::string, std::int64_t> keys_in_round;
   for (std::size_t i = 0; i < round.fresh.size(); ++i) {
     Item& it = round.fresh[i];
     const auto& b = built[i];
+    if (b.stage == "cancelled") {
+      // Never started: it stays proposed, and a resumed campaign builds it.
+      in_flight.erase(it.candidate_id);
+      if (is_policy_op(it.proposal.operator_id)) policy_.release(it.proposal.operator_id);
+      ++result_.abandoned_this_run;
+      continue;
+    }
     ++result_.built_this_run;
     BuildResult rec;
     rec.ok = b.ok;
@@ -754,7 +790,11 @@ void CampaignEngine::absorb(Batch& b) {
       ++result_.unmeasured_this_run;
       continue;
     }
-    if (r.verdict == "not-run") continue;  // stays built: a resumed campaign measures it
+    if (r.verdict == "not-run") {  // stays built: a resumed campaign measures it
+      if (it.purpose == "candidate" && !r.reasons.empty() && r.reasons.front().rfind("abandoned", 0) == 0)
+        ++result_.abandoned_this_run;
+      continue;
+    }
     EvaluationMeta meta;
     meta.mode = mode();
     meta.purpose = it.purpose;
@@ -830,6 +870,7 @@ void CampaignEngine::progress(bool force) {
 
 CampaignResult CampaignEngine::run() {
   started_ = now_s();
+  deadline_ = opt_.max_minutes > 0 ? started_ + opt_.max_minutes * 60 : 0;
   result_.mode = mode();
   // ---- the campaign row: one per (spec file name, spec content, mode) ----
   std::ifstream in(spec_.path, std::ios::binary);
@@ -848,6 +889,13 @@ CampaignResult CampaignEngine::run() {
   result_.campaign_id = c.id;
   result_.resumed = c.resumed;
   db_.set_campaign_status(campaign_id_, "running");
+  // The spec and its seed templates go into the database, so export and report need nothing else.
+  try {
+    store_campaign_files(db_.connection(), campaign_id_, spec_files(spec_));
+  } catch (const std::exception& e) {
+    log_ << "note: the spec's files are not recorded in the database (" << e.what()
+         << "); export and report will need the spec's path\n";
+  }
   budget_ = opt_.max_evaluations > 0 ? opt_.max_evaluations
                                      : (spec_.budget_evaluations > 0 ? spec_.budget_evaluations : 200);
   // A replay can measure no more than it recorded: its default budget is that.
@@ -893,6 +941,13 @@ CampaignResult CampaignEngine::run() {
          << db_.path().string() << std::endl;
   }
 
+  if (projection_) {
+    auto q = db_.connection().prepare("SELECT genome_hash FROM candidates WHERE campaign_id = ?");
+    q.bind(1, campaign_id_);
+    while (q.step()) taken_.insert(q.column_text(0));
+    log_ << "replay: proposals are projected onto the " << projection_->size()
+         << " recorded genomes, so every candidate built is scored (" << taken_.size() << " taken already)\n";
+  }
   std::mt19937_64 rng(opt_.seed ^ static_cast<std::uint64_t>(db_.count_candidates(campaign_id_)));
   int generation = db_.max_generation(campaign_id_) + 1;
 
@@ -958,6 +1013,9 @@ CampaignResult CampaignEngine::run() {
   auto out_of_budget = [&]() -> std::string {
     if (stop_.load()) return "interrupted";
     if (opt_.max_minutes > 0 && now_s() - started_ > opt_.max_minutes * 60) return "time";
+    // Nothing in flight and not even one more candidate's measurement fits before the deadline.
+    if (deadline_ > 0 && in_flight == 0 && measure_per_item_s_ > 0 && now_s() + measure_per_item_s_ > deadline_)
+      return "time";
     if (opt_.target_fitness > 0 && population_.best() && population_.best()->fitness >= opt_.target_fitness) return "target";
     if (measurers_.empty() ? result_.built_this_run >= budget_ : evaluations_done() + queued >= budget_) return "budget";
     return "";
@@ -983,6 +1041,7 @@ CampaignResult CampaignEngine::run() {
       pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(take));
     } else {
       props = propose(generation, rng, allow_llm);
+      project_onto_record(props);
       ++generation;
     }
     const std::int64_t left = budget_ - committed;
@@ -1011,6 +1070,8 @@ CampaignResult CampaignEngine::run() {
   auto launch_rounds = [&] {
     while (static_cast<int>(building.size()) < std::max(1, opt_.build_rounds)) {
       if (!out_of_budget().empty()) return;
+      // Near the deadline: no round that could not be built (and measured) before it.
+      if (deadline_ > 0 && now_s() + round_build_s_ + measure_per_item_s_ > deadline_) return;
       if (reserve_.size() >= reserve_cap) return;  // the GPU is the bottleneck: no need to build more
       const bool first = population_.empty();
       // The first population is building or measured and nothing has come back: another round
@@ -1068,8 +1129,13 @@ CampaignResult CampaignEngine::run() {
       }
       if (reserve_.empty() || !stop_reason.empty()) break;
       const bool remeasure = opt_.remeasure_every > 0 && batches > 0 && batches % opt_.remeasure_every == 0;
-      auto batch = dispatch(generation, remeasure, candidates_in_flight,
-                            std::max<std::int64_t>(0, budget_ - (evaluations_done() + queued)));
+      std::int64_t budget_left = std::max<std::int64_t>(0, budget_ - (evaluations_done() + queued));
+      // Near the deadline a batch shrinks to what one measurer can measure before it.
+      if (deadline_ > 0 && measure_per_item_s_ > 0)
+        budget_left = std::min<std::int64_t>(
+            budget_left, static_cast<std::int64_t>(std::max(0.0, (deadline_ - now_s()) / measure_per_item_s_)));
+      if (budget_left == 0 && deadline_ > 0 && measure_per_item_s_ > 0) break;
+      auto batch = dispatch(generation, remeasure, candidates_in_flight, budget_left);
       ++batches;
       if (opt_.migrate_every > 0 && batches % opt_.migrate_every == 0) population_.migrate();
       if (batch->items.empty()) break;
@@ -1097,8 +1163,23 @@ CampaignResult CampaignEngine::run() {
       continue;
     }
     Batch* raw = nullptr;
-    done.pop(raw);
+    // At the deadline what is in flight is abandoned: the measurers answer at once and the
+    // candidates stay built for a resumed campaign.
+    while (!done.try_pop(raw)) {
+      if (deadline_ > 0 && !abandon_.load() && now_s() > deadline_) {
+        abandon_.store(true);
+        for (Measurer* m : measurers_) m->abandon();
+        log_ << "deadline: abandoning the batches and builds in flight (they stay recorded; a resumed campaign "
+                "measures them)"
+             << std::endl;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     std::unique_ptr<Batch> b(raw);
+    if (!b->items.empty() && b->measure_s > 0 && !abandon_.load()) {
+      const double per_item = b->measure_s / static_cast<double>(b->items.size());
+      measure_per_item_s_ = measure_per_item_s_ > 0 ? 0.5 * measure_per_item_s_ + 0.5 * per_item : per_item;
+    }
     --in_flight;
     for (const auto& it : b->items) {
       queued -= it.purpose == "candidate" ? 1 : 0;
@@ -1117,7 +1198,9 @@ CampaignResult CampaignEngine::run() {
     policy_.save(db_);
     progress(false);
   }
-  // Builds still running finish and are recorded (a resumed campaign measures what passed).
+  // Builds still running finish and are recorded (a resumed campaign measures what passed); past
+  // the deadline, those not started yet are left for a resumed campaign.
+  if (stop_reason == "time" && deadline_ > 0) abandon_.store(true);
   while (!building.empty()) {
     finish(*building.front(), candidates_in_flight);
     building.pop_front();
@@ -1128,7 +1211,10 @@ CampaignResult CampaignEngine::run() {
   // ---- the winner, re-measured against the baseline ----
   if (const Member* best = population_.best()) {
     result_.best = *best;
-    if (opt_.final_check && mode() == "gpu" && stop_reason != "measurer-failed" && !stop_.load()) {
+    if (opt_.final_check && mode() == "gpu" && stop_reason == "time") {
+      log_ << "final check skipped: the campaign stopped at its deadline (`ptxevo eval SPEC --db F --candidate "
+           << best->candidate_id << "` re-measures the winner)\n";
+    } else if (opt_.final_check && mode() == "gpu" && stop_reason != "measurer-failed" && !stop_.load()) {
       auto b = builder_.build(build_request(best->genome));
       if (b.ok) {
         MeasureItem mi;

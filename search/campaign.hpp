@@ -26,6 +26,7 @@
 #include "search/population.hpp"
 #include "search/prior/logistic_validity.hpp"
 #include "search/proposer.hpp"
+#include "search/replay.hpp"
 #include "search/trace_db.hpp"
 
 namespace ptxevo::search {
@@ -95,6 +96,7 @@ struct CampaignResult {
   std::int64_t built_this_run = 0;
   std::int64_t failures_this_run = 0;
   std::int64_t unmeasured_this_run = 0;
+  std::int64_t abandoned_this_run = 0;  // left at the deadline: not built or not measured (a resume takes them)
   std::optional<Member> best;
   std::optional<evaluator::EvalReport> final_report;  // the winner re-measured
   double wall_s = 0;
@@ -122,6 +124,10 @@ class CampaignEngine {
   CampaignEngine(const CampaignEngine&) = delete;
   CampaignEngine& operator=(const CampaignEngine&) = delete;
 
+  // Replay: proposals are projected onto the genomes the record holds, so every build is scored
+  // (before run(); see ReplayProjection).
+  void restrict_to(std::shared_ptr<const ReplayProjection> projection) { projection_ = std::move(projection); }
+
   // Turns the LLM agents on as the operator "llm" beside the rule agents (before run()).
   void use_llm(LlmAgents agents) { llm_agents_ = agents; }
 
@@ -141,6 +147,8 @@ class CampaignEngine {
   evaluator::BuildRequest build_request(const Genome& g) const;
   evaluator::EvalRequest common_request(std::uint64_t input_seed) const;
   std::vector<Proposal> propose(int generation, std::mt19937_64& rng, bool allow_llm = true);
+  // Replaces each proposal outside the replay record by its nearest recorded genome not taken yet.
+  void project_onto_record(std::vector<Proposal>& props);
  public:
   // How to find the op options of an earlier campaign in the database (its spec), so its
   // measurements can inform this campaign's cost model; without it only earlier campaigns of
@@ -227,6 +235,15 @@ class CampaignEngine {
   CampaignResult result_;
   std::map<std::string, int> failure_codes_;
   double started_ = 0, last_progress_ = 0;
+  // --minutes: the wall-clock deadline (0: none), and what adapts the work to it: the build
+  // rounds' and the measurements' recent durations. At the deadline abandon_ cancels the builds
+  // not started and the measurers' calls in flight.
+  double deadline_ = 0;
+  double round_build_s_ = 0;
+  double measure_per_item_s_ = 0;
+  std::atomic<bool> abandon_{false};
+  std::shared_ptr<const ReplayProjection> projection_;
+  std::set<std::string> taken_;  // genome hashes of this campaign's candidates (with a projection)
   std::optional<LlmAgents> llm_agents_;
   std::unique_ptr<LlmProposer> llm_;
   bool is_llm(const Proposal& p) const { return llm_ && p.operator_id == LlmProposer::kOperator; }

@@ -1,5 +1,7 @@
 #include "search/cost_model.hpp"
 
+#include "search/campaign_files.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -25,6 +27,13 @@ std::optional<evaluator::OpConfig> campaign_spec_config(TraceDb& db, std::int64_
   if (!q.step()) return std::nullopt;
   const auto j = json::parse(q.column_text(0), nullptr, false);
   if (!j.is_object() || !j.contains("spec") || !j["spec"].is_string()) return std::nullopt;
+  // The spec recorded with the campaign first: it is the one the campaign ran.
+  try {
+    auto r = load_campaign_spec(db.connection(), campaign, "", registry);
+    if (r.spec) return r.spec->config;
+  } catch (const std::exception&) {
+    // an older database: look for the file
+  }
   const std::filesystem::path spec = j["spec"].get<std::string>();
   std::error_code ec;
   for (const auto& p : {spec, db_dir / spec, db_dir / spec.filename()}) {

@@ -33,6 +33,9 @@ class Measurer {
   // One report per item, in order. `common` holds the op, shapes, baseline and gate options.
   virtual std::vector<evaluator::EvalReport> measure(const evaluator::EvalRequest& common,
                                                      const std::vector<MeasureItem>& items) = 0;
+  // From another thread, at a campaign's deadline: give up what is in flight; it and every later
+  // call answer "not-run" (reason "abandoned: ..."), so the candidates stay built for a resume.
+  virtual void abandon() {}
 };
 
 class GpuMeasurer : public Measurer {
@@ -45,6 +48,7 @@ class GpuMeasurer : public Measurer {
   std::vector<evaluator::EvalReport> measure(const evaluator::EvalRequest& common,
                                              const std::vector<MeasureItem>& items) override;
   int restarts() const { return runner_->restarts(); }
+  void abandon() override { runner_->abandon(); }
 
  private:
   std::unique_ptr<evaluator::Runner> runner_;

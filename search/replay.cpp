@@ -1,5 +1,7 @@
 #include "search/replay.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -106,6 +108,76 @@ std::string replay_mismatch(const ReplayData& d, const evaluator::Spec& spec, co
   if (d.benchmark_shapes != spec.benchmark_shapes)
     return "its benchmark shapes differ from the spec's (fitness would not be comparable)";
   return "";
+}
+
+ReplayProjection::ReplayProjection(const ReplayData& data, const evaluator::Spec& spec) {
+  for (const auto& seed : spec.seeds)
+    for (const auto& k : seed.knobs) values_[seed.name][k.name] = k.values;
+  for (const auto& [hash, r] : data.records) {
+    try {
+      Genome g = genome_from_json(r.genome);
+      // Keyed by the genome's own hash: the record's key is the same hash where it was written
+      // by this version, and the projection must hand back genomes the record answers for.
+      if (g.hash() != hash) continue;
+      genome_hashes_.push_back(hash);
+      hashes_.insert(hash);
+      genomes_.push_back(std::move(g));
+    } catch (const std::exception&) {
+      // A record whose genome does not parse can still answer for its hash; it is never proposed.
+    }
+  }
+}
+
+double ReplayProjection::distance(const Genome& a, const Genome& b) const {
+  if (a.seed != b.seed) return 1e9;
+  double d = 0;
+  const auto seed_values = values_.find(a.seed);
+  std::set<std::string> names;
+  for (const auto& [k, v] : a.knobs) names.insert(k);
+  for (const auto& [k, v] : b.knobs) names.insert(k);
+  for (const auto& name : names) {
+    const auto ia = a.knobs.find(name), ib = b.knobs.find(name);
+    if (ia == a.knobs.end() || ib == b.knobs.end()) {
+      d += 100;
+      continue;
+    }
+    if (ia->second == ib->second) continue;
+    d += 1;  // unknown order: one step
+    if (seed_values == values_.end()) continue;
+    const auto list = seed_values->second.find(name);
+    if (list == seed_values->second.end()) continue;
+    const auto pa = std::find(list->second.begin(), list->second.end(), ia->second);
+    const auto pb = std::find(list->second.begin(), list->second.end(), ib->second);
+    if (pa != list->second.end() && pb != list->second.end())
+      d += static_cast<double>(std::abs(std::distance(pa, pb))) - 1;
+  }
+  // Edits: each one present in only one of them; a different order of the same edits is half a step.
+  std::vector<PtxEdit> only_a, only_b;
+  for (const auto& e : a.edits)
+    if (std::find(b.edits.begin(), b.edits.end(), e) == b.edits.end()) only_a.push_back(e);
+  for (const auto& e : b.edits)
+    if (std::find(a.edits.begin(), a.edits.end(), e) == a.edits.end()) only_b.push_back(e);
+  d += static_cast<double>(only_a.size() + only_b.size());
+  if (only_a.empty() && only_b.empty() && a.edits != b.edits) d += 0.5;
+  if (a.source != b.source) d += 1000;
+  return d;
+}
+
+std::optional<Genome> ReplayProjection::project(const Genome& g, const std::set<std::string>& taken) const {
+  const std::string h = g.hash();
+  if (hashes_.count(h) && !taken.count(h)) return g;
+  const Genome* best = nullptr;
+  double best_d = 0;
+  for (std::size_t i = 0; i < genomes_.size(); ++i) {
+    if (taken.count(genome_hashes_[i])) continue;
+    const double d = distance(g, genomes_[i]);
+    if (!best || d < best_d) {
+      best = &genomes_[i];
+      best_d = d;
+    }
+  }
+  if (!best) return std::nullopt;
+  return *best;
 }
 
 }  // namespace ptxevo::search

@@ -8,11 +8,14 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "evaluator/eval_types.hpp"
 #include "evaluator/spec.hpp"
+#include "search/genome.hpp"
 
 namespace ptxevo::search {
 
@@ -42,5 +45,28 @@ ReplayData export_replay(TraceDb& db, std::int64_t campaign_id, const evaluator:
 
 // "" when the data fits the spec (same op, arch and benchmark shapes); otherwise why not.
 std::string replay_mismatch(const ReplayData& data, const evaluator::Spec& spec, const std::string& arch);
+
+// What a replay campaign may propose: only genomes the record can score (as Kernel Tuner's
+// simulation mode searches only its cache). A proposal outside the record is projected onto the
+// nearest recorded genome the campaign has not taken yet: same seed, fewest knob steps (a step
+// is one place in the knob's list of values), then fewest PTX edits added or dropped; ties go to
+// the record's order (by genome hash), so a campaign with a fixed seed is repeatable.
+class ReplayProjection {
+ public:
+  ReplayProjection(const ReplayData& data, const evaluator::Spec& spec);
+  std::size_t size() const { return genomes_.size(); }
+  bool recorded(const Genome& g) const { return hashes_.count(g.hash()) > 0; }
+  // `g` itself when recorded and not taken; else the nearest recorded genome not in `taken`
+  // (genome hashes); nullopt once every recorded genome is taken.
+  std::optional<Genome> project(const Genome& g, const std::set<std::string>& taken) const;
+  // Knob steps plus edits added or dropped from `a` to `b`; a different seed is far.
+  double distance(const Genome& a, const Genome& b) const;
+
+ private:
+  std::vector<Genome> genomes_;  // the record's genomes that parse, in hash order
+  std::vector<std::string> genome_hashes_;
+  std::set<std::string> hashes_;
+  std::map<std::string, std::map<std::string, std::vector<evaluator::KnobValue>>> values_;  // seed -> knob -> values
+};
 
 }  // namespace ptxevo::search

@@ -84,7 +84,7 @@ sqlite::Connection open_existing(const std::filesystem::path& path) {
   const auto st = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(st))
     throw ReportError(Kind::Usage, "no trace database at " + path.string() +
-                                       "; pass --db with the file the campaign wrote (default: ./ptxevo.db)");
+                                       "; pass --db with the file the campaign wrote (default: ptxevo-runs/<spec stem>/campaign.db)");
   if (std::filesystem::is_directory(st))
     throw ReportError(Kind::Usage, path.string() + " is a directory; pass --db with the trace database file");
   try {

@@ -184,7 +184,21 @@ constexpr std::string_view kV6 = R"sql(
 ALTER TABLE candidates ADD COLUMN ptx_profile_json TEXT;
 )sql";
 
-constexpr std::array<std::string_view, 6> kMigrations = {kV1, kV2, kV3, kV4, kV5, kV6};
+// v7: the files a campaign ran from (search/campaign_files.hpp): its spec's text and the seed
+// templates the spec names, each with its path relative to the spec's folder and its sha256, so
+// export, report and replay export work from the database alone, from any directory.
+constexpr std::string_view kV7 = R"sql(
+CREATE TABLE campaign_files (
+  campaign_id INTEGER NOT NULL REFERENCES campaigns(id) ON DELETE CASCADE,
+  role        TEXT NOT NULL CHECK (role IN ('spec', 'seed')),
+  name        TEXT NOT NULL,
+  sha256      TEXT NOT NULL,
+  content     TEXT NOT NULL,
+  PRIMARY KEY (campaign_id, name)
+);
+)sql";
+
+constexpr std::array<std::string_view, 7> kMigrations = {kV1, kV2, kV3, kV4, kV5, kV6, kV7};
 
 }  // namespace
 

@@ -4,7 +4,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <random>
+#include <thread>
 #include <sstream>
 
 #include "campaign_fixture.hpp"
@@ -29,10 +31,12 @@ class CampaignTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  CampaignResult run(TraceDb& db, std::vector<Measurer*> m, CampaignOptions o, const std::atomic<bool>* stop = nullptr) {
+  CampaignResult run(TraceDb& db, std::vector<Measurer*> m, CampaignOptions o, const std::atomic<bool>* stop = nullptr,
+                     std::shared_ptr<const ReplayProjection> projection = nullptr) {
     std::ostringstream log;
     std::atomic<bool> never{false};
     CampaignEngine e(spec_, *registry_.find("test_scale"), *builder_, db, std::move(m), o, log, stop ? *stop : never);
+    if (projection) e.restrict_to(std::move(projection));
     auto r = e.run();
     log_ = log.str();
     return r;
@@ -394,6 +398,140 @@ TEST_F(CampaignTest, ReplayReproducesRecordedFitnessAndMarksTheRestUnmeasured) {
   s.step();
   EXPECT_EQ(s.column_int(0), 0);
   EXPECT_FALSE(r.final_report.has_value());  // nothing is re-measured from a record
+}
+
+// With the projection the CLI sets in replay mode, the same search from another seed proposes
+// only what the record holds: every build is scored, nothing is unmeasured, and the search can
+// take the whole record.
+TEST_F(CampaignTest, ReplayProjectedOntoTheRecordScoresEveryBuild) {
+  ReplayData data;
+  {
+    auto db = TraceDb::open(dir_ / "gpu.db");
+    KnobModelMeasurer m;
+    auto o = small();
+    o.max_evaluations = 16;
+    auto r = run(db, {&m}, o);
+    data = export_replay(db, r.campaign_id, spec_, "test");
+  }
+  const auto projection = std::make_shared<const ReplayProjection>(data, spec_);
+  ASSERT_EQ(projection->size(), data.records.size());
+  auto db = TraceDb::open(dir_ / "replay.db");
+  ReplayMeasurer rm(data);
+  auto o = small();
+  o.max_evaluations = 12;
+  o.seed = 7;
+  auto r = run(db, {&rm}, o, nullptr, projection);
+  EXPECT_EQ(r.mode, "replay");
+  EXPECT_EQ(r.unmeasured_this_run, 0);
+  EXPECT_GE(r.evaluations_this_run, 10);
+  auto q = db.connection().prepare("SELECT genome_hash, coalesce(outcome, '') FROM candidates WHERE campaign_id = ?");
+  q.bind(1, r.campaign_id);
+  int rows = 0;
+  while (q.step()) {
+    ++rows;
+    EXPECT_TRUE(data.records.count(q.column_text(0))) << "proposed outside the record";
+    EXPECT_NE(q.column_text(1), "unmeasured");
+  }
+  EXPECT_GE(rows, 10);
+  EXPECT_NE(log_.find("projected onto the"), std::string::npos) << log_;
+  // A budget beyond the record: the search runs out of recorded genomes and stops, having
+  // taken each one at most once.
+  auto db2 = TraceDb::open(dir_ / "replay2.db");
+  o.max_evaluations = 1000;
+  auto all = run(db2, {&rm}, o, nullptr, projection);
+  EXPECT_EQ(all.unmeasured_this_run, 0);
+  EXPECT_EQ(all.stop_reason, "no-proposals");
+  EXPECT_EQ(db2.count_candidates(all.campaign_id), static_cast<std::int64_t>(data.records.size()));
+}
+
+// The nearest untaken recorded genome: fewest knob steps, then edits; the record's own genomes
+// as they are; nothing once all are taken.
+TEST_F(CampaignTest, ReplayProjectionPicksTheNearestUntakenGenome) {
+  auto genome = [](std::int64_t block, std::int64_t unroll, bool edit) {
+    Genome g;
+    g.seed = "scale";
+    g.knobs = {{"BLOCK", block}, {"UNROLL", unroll}, {"PAD", std::int64_t{0}}};
+    if (edit) g.edits.push_back({"store_streaming", {}});
+    return g;
+  };
+  ReplayData data;
+  for (const Genome& g : {genome(64, 1, false), genome(256, 4, false), genome(256, 4, true)}) {
+    ReplayRecord rec;
+    rec.genome_hash = g.hash();
+    rec.genome = g.to_json();
+    data.records[rec.genome_hash] = rec;
+  }
+  const ReplayProjection p(data, spec_);
+  ASSERT_EQ(p.size(), 3u);
+  std::set<std::string> taken;
+  EXPECT_EQ(p.project(genome(64, 1, false), taken), genome(64, 1, false));          // recorded: itself
+  EXPECT_EQ(p.project(genome(128, 1, false), taken), genome(64, 1, false));         // one BLOCK step away
+  EXPECT_EQ(p.project(genome(256, 8, true), taken), genome(256, 4, true));          // one UNROLL step, same edits
+  taken.insert(genome(256, 4, true).hash());
+  EXPECT_EQ(p.project(genome(256, 8, true), taken), genome(256, 4, false));         // the next nearest
+  taken.insert(genome(256, 4, false).hash());
+  taken.insert(genome(64, 1, false).hash());
+  EXPECT_FALSE(p.project(genome(256, 8, true), taken).has_value());
+}
+
+// A measurer whose first call takes `first` seconds a candidate and every later one `later`
+// (so a batch sized on the first overruns the deadline), and that gives up at once when
+// abandoned, as the GPU runner does at a campaign's deadline.
+class SlowMeasurer : public KnobModelMeasurer {
+ public:
+  SlowMeasurer(double first, double later) : first_(first), later_(later) {}
+  std::vector<evaluator::EvalReport> measure(const evaluator::EvalRequest& common,
+                                             const std::vector<MeasureItem>& items) override {
+    const double per_item = calls_++ == 0 ? first_ : later_;
+    const auto end = std::chrono::steady_clock::now() +
+                     std::chrono::duration<double>(per_item * static_cast<double>(items.size()));
+    while (std::chrono::steady_clock::now() < end) {
+      if (abandoned_.load()) {
+        evaluator::EvalReport r;
+        r.verdict = "not-run";
+        r.reasons.push_back("abandoned: the campaign reached its deadline");
+        return std::vector<evaluator::EvalReport>(items.size(), r);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return KnobModelMeasurer::measure(common, items);
+  }
+  void abandon() override { abandoned_.store(true); }
+
+ private:
+  double first_, later_;
+  std::atomic<int> calls_{0};
+  std::atomic<bool> abandoned_{false};
+};
+
+// --minutes: the campaign ends within 10% of its deadline although a batch in flight would run
+// far past it; what was in flight stays built, and a resumed campaign measures it.
+TEST_F(CampaignTest, DeadlineEndsTheCampaignOnTimeAndKeepsWhatWasInFlight) {
+  auto db = TraceDb::open(dir_ / "deadline.db");
+  SlowMeasurer m(0.3, 5.0);  // after the first batch, a batch of 4 takes 20 s
+  auto o = small();
+  o.max_evaluations = 100;
+  o.max_minutes = 0.2;  // 12 s
+  const auto r = run(db, {&m}, o);
+  EXPECT_EQ(r.stop_reason, "time");
+  EXPECT_LE(r.wall_s, 12 * 1.1) << log_;
+  EXPECT_GT(r.evaluations_this_run, 0);
+  EXPECT_GT(r.abandoned_this_run, 0) << log_;
+  EXPECT_NE(log_.find("deadline: abandoning"), std::string::npos) << log_;
+  const auto pending = db.pending_candidates(r.campaign_id);
+  EXPECT_GE(static_cast<std::int64_t>(pending.size()), r.abandoned_this_run);
+  // Resumed without a deadline: the abandoned candidates are measured, none twice.
+  KnobModelMeasurer fast;
+  auto o2 = small();
+  o2.max_evaluations = r.evaluations + static_cast<std::int64_t>(pending.size()) + 8;
+  o2.remeasure_every = 0;
+  o2.final_check = false;
+  const auto resumed = run(db, {&fast}, o2);
+  EXPECT_TRUE(resumed.resumed);
+  std::set<std::int64_t> still;
+  for (const auto& c : db.pending_candidates(r.campaign_id)) still.insert(c.id);
+  for (const auto& c : pending) EXPECT_FALSE(still.count(c.id)) << "candidate " << c.id << " was left pending";
+  for (const auto& [hash, n] : fast.all_calls()) EXPECT_EQ(n, 1) << hash;
 }
 
 TEST_F(CampaignTest, ReplayRefusesAMalformedFile) {

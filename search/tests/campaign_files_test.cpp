@@ -1,0 +1,95 @@
+// The files a campaign ran from, kept in its trace database: stored once, restored anywhere, and
+// refused when altered or when a name would leave the restore folder.
+#include "search/campaign_files.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "campaign_fixture.hpp"
+#include "evaluator/build_cache.hpp"
+#include "search/trace_db.hpp"
+
+namespace ptxevo::search {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CampaignFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("ptxevo_files_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    registry_.add(std::make_unique<testing::ScaleOp>());
+    spec_ = testing::write_scale_spec(dir_ / "src", registry_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::int64_t campaign(TraceDb& db) {
+    CampaignKey key;
+    key.spec_path = "scale.spec#sm_90a#gpu";
+    key.spec_hash = "h";
+    key.op = "test_scale";
+    key.arch = "sm_90a";
+    return db.open_campaign(key).id;
+  }
+  fs::path dir_;
+  evaluator::OpRegistry registry_;
+  evaluator::Spec spec_;
+};
+
+TEST_F(CampaignFilesTest, TheSpecAndItsSeedsLoadFromTheDatabaseAloneAfterTheSourcesAreGone) {
+  auto db = TraceDb::open(dir_ / "t.db");
+  const auto id = campaign(db);
+  const auto files = spec_files(spec_);
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0].role, "spec");
+  EXPECT_EQ(files[0].name, "scale.spec");
+  EXPECT_EQ(files[1].name, "scale.cu");
+  store_campaign_files(db.connection(), id, files);
+  store_campaign_files(db.connection(), id, files);  // a resumed campaign stores them again: kept once
+  EXPECT_EQ(campaign_files(db.connection(), id).size(), 2u);
+  fs::remove_all(dir_ / "src");
+
+  EXPECT_THROW(load_campaign_spec(db.connection(), id + 1, "", registry_, dir_ / "scratch"), std::runtime_error);
+  const auto r = load_campaign_spec(db.connection(), id, "", registry_, dir_ / "scratch");
+  ASSERT_TRUE(r.spec) << r.error->format();
+  EXPECT_EQ(r.spec->op, "test_scale");
+  EXPECT_EQ(r.spec->benchmark_shapes, spec_.benchmark_shapes);
+  ASSERT_EQ(r.spec->seeds.size(), 1u);
+  std::ifstream seed(r.spec->seeds[0].source_path);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(seed), {}), testing::kScaleTemplate);
+}
+
+TEST_F(CampaignFilesTest, SeedsAboveTheSpecsFolderAreRestoredInsideTheRestoreFolder) {
+  auto db = TraceDb::open(dir_ / "t.db");
+  const auto id = campaign(db);
+  store_campaign_files(db.connection(), id,
+                       {{"spec", "a.spec", evaluator::sha256_hex("s"), "s"},
+                        {"seed", "../../k/b.cu", evaluator::sha256_hex("b"), "b"}});
+  const auto spec = restore_campaign_files(db.connection(), id, dir_ / "root");
+  ASSERT_TRUE(spec.has_value());
+  EXPECT_EQ(*spec, dir_ / "root" / "up" / "up" / "a.spec");
+  EXPECT_TRUE(fs::exists(dir_ / "root" / "k" / "b.cu"));
+}
+
+TEST_F(CampaignFilesTest, AlteredOrEscapingFilesAreRefused) {
+  auto db = TraceDb::open(dir_ / "t.db");
+  const auto id = campaign(db);
+  store_campaign_files(db.connection(), id, {{"spec", "a.spec", evaluator::sha256_hex("s"), "altered"}});
+  try {
+    restore_campaign_files(db.connection(), id, dir_ / "root");
+    FAIL() << "an altered file was restored";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not match its sha256"), std::string::npos) << e.what();
+  }
+  auto db2 = TraceDb::open(dir_ / "t2.db");
+  const auto other = campaign(db2);
+  store_campaign_files(db2.connection(), other, {{"spec", "/etc/a.spec", evaluator::sha256_hex("s"), "s"}});
+  EXPECT_THROW(restore_campaign_files(db2.connection(), other, dir_ / "root2"), std::runtime_error);
+  EXPECT_FALSE(fs::exists("/etc/a.spec"));
+}
+
+}  // namespace
+}  // namespace ptxevo::search
