@@ -33,10 +33,10 @@ TEST(MutateCommand, ListsOnePassPerLine) {
 TEST(MutateCommand, AppliesAPassAndPrintsThePtx) {
   const std::string f = write_temp("ptxevo_mutate_ok.ptx", kPtx);
   std::ostringstream out, err;
-  EXPECT_EQ(run_mutate(f, "store_streaming", {}, out, err), 0) << err.str();
+  EXPECT_EQ(run_mutate(f, "store_streaming", {}, true, out, err), 0) << err.str();
   EXPECT_NE(out.str().find("st.global.cs.f32 [%rd2], %f1;"), std::string::npos) << out.str();
   std::ostringstream out2, err2;
-  EXPECT_EQ(run_mutate(f, "max_registers", {"n=64"}, out2, err2), 0) << err2.str();
+  EXPECT_EQ(run_mutate(f, "max_registers", {"n=64"}, true, out2, err2), 0) << err2.str();
   EXPECT_NE(out2.str().find(".maxnreg 64"), std::string::npos);
   std::remove(f.c_str());
 }
@@ -44,16 +44,16 @@ TEST(MutateCommand, AppliesAPassAndPrintsThePtx) {
 TEST(MutateCommand, RefusalUnknownPassAndBadParams) {
   const std::string f = write_temp("ptxevo_mutate_refuse.ptx", kPtx);
   std::ostringstream out, err;
-  EXPECT_EQ(run_mutate(f, "ld_global_nc", {}, out, err), 1);
+  EXPECT_EQ(run_mutate(f, "ld_global_nc", {}, true, out, err), 1);
   EXPECT_TRUE(out.str().empty());
   EXPECT_NE(err.str().find("not applied: no ld.global"), std::string::npos) << err.str();
   std::ostringstream out2, err2;
-  EXPECT_EQ(run_mutate(f, "no_such_pass", {}, out2, err2), 2);
+  EXPECT_EQ(run_mutate(f, "no_such_pass", {}, true, out2, err2), 2);
   EXPECT_NE(err2.str().find("  fast_math\n"), std::string::npos) << err2.str();
   std::ostringstream out3, err3;
-  EXPECT_EQ(run_mutate(f, "max_registers", {"n"}, out3, err3), 2);
+  EXPECT_EQ(run_mutate(f, "max_registers", {"n"}, true, out3, err3), 2);
   std::ostringstream out4, err4;
-  EXPECT_EQ(run_mutate(f, "max_registers", {"n=300"}, out4, err4), 1);
+  EXPECT_EQ(run_mutate(f, "max_registers", {"n=300"}, true, out4, err4), 1);
   EXPECT_NE(err4.str().find("between 24 and 255"), std::string::npos) << err4.str();
   std::remove(f.c_str());
 }
@@ -61,7 +61,7 @@ TEST(MutateCommand, RefusalUnknownPassAndBadParams) {
 TEST(MutateCommand, ParseErrorsCarryFileLineColumn) {
   const std::string f = write_temp("ptxevo_mutate_bad.ptx", ".version 8.0\n.target sm_90a\nfoo bar\n");
   std::ostringstream out, err;
-  EXPECT_EQ(run_mutate(f, "fast_math", {}, out, err), 1);
+  EXPECT_EQ(run_mutate(f, "fast_math", {}, true, out, err), 1);
   EXPECT_EQ(err.str().rfind(f + ":3:1: error:", 0), 0u) << err.str();
   std::remove(f.c_str());
 }

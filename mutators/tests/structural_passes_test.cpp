@@ -375,10 +375,10 @@ TEST(StructuralPasses, ListedAndAppliedByTheMutateCommand) {
   const auto path = std::filesystem::temp_directory_path() / "ptxevo_structural_passes.ptx";
   std::ofstream(path) << kernel("ld.shared.f32 %f1, [%r3];\nld.shared.f32 %f2, [%r3+4];\nst.global.v2.f32 [%rd4], {%f1, %f2};");
   std::ostringstream out, err;
-  EXPECT_EQ(cli::run_mutate(path.string(), "widen_vector", {"access=load"}, out, err), 0) << err.str();
+  EXPECT_EQ(cli::run_mutate(path.string(), "widen_vector", {"access=load"}, true, out, err), 0) << err.str();
   EXPECT_NE(out.str().find("ld.shared.v2.f32 {%f1, %f2}, [%r3];"), std::string::npos) << out.str();
   std::ostringstream out2, err2;
-  EXPECT_EQ(cli::run_mutate(path.string(), "async_copy", {}, out2, err2), 1);
+  EXPECT_EQ(cli::run_mutate(path.string(), "async_copy", {}, true, out2, err2), 1);
   EXPECT_NE(err2.str().find("async_copy not applied:"), std::string::npos) << err2.str();
   std::remove(path.string().c_str());
 }
