@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--initial", camp.initial, "Random genomes besides the seeds in a new campaign")->capture_default_str();
   app.add_option("--seed", camp.seed, "Seed of the proposals (inputs are always fresh)")->capture_default_str();
-  app.add_option("--max-benchmark-shapes", camp.max_benchmark_shapes, "Time only the first N benchmark shapes");
+  app.add_option("--max-benchmark-shapes", camp.max_benchmark_shapes, "Time only the first N benchmark shapes (every shape is still gated)");
   app.add_option("--gpus", camp.gpus, "GPUs to measure on")->capture_default_str();
   app.add_option("--workers-per-gpu", camp.workers_per_gpu,
                  "Worker processes per GPU (they take turns on it: one prepares inputs while another measures)")
@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
   eval->add_option("--json-out", eval_opts.json_out, "Also write the JSON result to this file");
   eval->add_option("--device", eval_opts.device, "GPU ordinal")->capture_default_str();
   eval->add_option("--timeout", eval_opts.timeout_s, "Seconds before a hung candidate's worker is killed")->capture_default_str();
-  eval->add_option("--max-benchmark-shapes", eval_opts.max_benchmark_shapes, "Time only the first N benchmark shapes");
+  eval->add_option("--max-benchmark-shapes", eval_opts.max_benchmark_shapes, "Time only the first N benchmark shapes (every shape is still gated)");
   eval->add_option("--seed", eval_opts.seed, "Random seed for the inputs (default: fresh)");
   eval->add_flag("--no-cache", eval_opts.no_cache, "Do not use the on-disk build cache");
 

@@ -67,7 +67,8 @@ int run_worker(int device, int in_fd, int out_fd) {
       }
     } catch (const GpuError& e) {
       failure.verdict = "fault";
-      failure.reasons.push_back(std::string("launch-failed: ") + e.what());
+      const std::string what = e.what();
+      failure.reasons.push_back(what.rfind("out-of-bounds", 0) == 0 ? what : "launch-failed: " + what);
       exiting = e.sticky();
     } catch (const std::exception& e) {
       failure.verdict = "error";

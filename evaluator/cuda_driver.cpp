@@ -86,6 +86,15 @@ DriverLoad load_cuda_driver() {
   PTXEVO_RESOLVE(cuFuncSetAttribute);
   PTXEVO_RESOLVE(cuLaunchKernel);
   PTXEVO_RESOLVE(cuLaunchKernelEx);
+  PTXEVO_RESOLVE(cuCtxGetDevice);
+  PTXEVO_RESOLVE(cuMemAddressReserve);
+  PTXEVO_RESOLVE(cuMemAddressFree);
+  PTXEVO_RESOLVE(cuMemCreate);
+  PTXEVO_RESOLVE(cuMemRelease);
+  PTXEVO_RESOLVE(cuMemMap);
+  PTXEVO_RESOLVE(cuMemUnmap);
+  PTXEVO_RESOLVE(cuMemSetAccess);
+  PTXEVO_RESOLVE(cuMemGetAllocationGranularity);
   PTXEVO_RESOLVE(cuMemAlloc);
   PTXEVO_RESOLVE(cuMemFree);
   PTXEVO_RESOLVE(cuMemGetInfo);

@@ -33,6 +33,15 @@ struct CudaDriver {
   PTXEVO_CU_FN(cuFuncSetAttribute);
   PTXEVO_CU_FN(cuLaunchKernel);
   PTXEVO_CU_FN(cuLaunchKernelEx);
+  PTXEVO_CU_FN(cuCtxGetDevice);
+  PTXEVO_CU_FN(cuMemAddressReserve);
+  PTXEVO_CU_FN(cuMemAddressFree);
+  PTXEVO_CU_FN(cuMemCreate);
+  PTXEVO_CU_FN(cuMemRelease);
+  PTXEVO_CU_FN(cuMemMap);
+  PTXEVO_CU_FN(cuMemUnmap);
+  PTXEVO_CU_FN(cuMemSetAccess);
+  PTXEVO_CU_FN(cuMemGetAllocationGranularity);
   PTXEVO_CU_FN(cuMemAlloc);
   PTXEVO_CU_FN(cuMemFree);
   PTXEVO_CU_FN(cuMemGetInfo);

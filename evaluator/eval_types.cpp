@@ -81,7 +81,11 @@ json to_json(const PairedRatio& p) {
 
 json to_json(const EvalRequest& r) {
   json shapes = json::array();
-  for (const auto& s : r.shapes) shapes.push_back({{"shape", s.shape}, {"class", to_string(s.cls)}});
+  for (const auto& s : r.shapes) {
+    json js = {{"shape", s.shape}, {"class", to_string(s.cls)}};
+    if (!s.timed) js["timed"] = false;
+    shapes.push_back(std::move(js));
+  }
   json tol = json::object();
   for (const auto& [k, t] : r.tolerances) tol[k] = {{"rel_l2", t.rel_l2}, {"max_abs", t.max_abs}};
   return {{"op", r.op},
@@ -111,7 +115,8 @@ EvalRequest request_from_json(const json& j) {
   EvalRequest r;
   r.op = j.at("op").get<std::string>();
   r.config = j.at("config").get<OpConfig>();
-  for (const auto& s : j.at("shapes")) r.shapes.push_back({s.at("shape").get<Shape>(), shape_class_from(s.at("class"))});
+  for (const auto& s : j.at("shapes"))
+    r.shapes.push_back({s.at("shape").get<Shape>(), shape_class_from(s.at("class")), s.value("timed", true)});
   r.candidate_knobs = knobs_from_json(j.at("candidate_knobs"));
   r.baseline_knobs = knobs_from_json(j.at("baseline_knobs"));
   for (auto it = j.at("tolerances").begin(); it != j.at("tolerances").end(); ++it)

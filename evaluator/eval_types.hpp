@@ -22,6 +22,9 @@ const char* to_string(ShapeClass c);
 struct ShapeCase {
   Shape shape;
   ShapeClass cls = ShapeClass::Correctness;
+  // Benchmark shapes only: timed against the baseline. --max-benchmark-shapes clears it past the
+  // first N: those shapes are still gated, never timed.
+  bool timed = true;
 };
 
 struct TimingOptions {

@@ -33,9 +33,12 @@ std::vector<ShapeCase> select_shapes(const Spec& spec, const ShapeSelection& sel
     for (const auto& s : spec.correctness_shapes) shapes.push_back({s, ShapeClass::Correctness});
   if (sel.heldout)
     for (const auto& s : spec.heldout_shapes) shapes.push_back({s, ShapeClass::Heldout});
+  // Every benchmark shape is gated; only the first max_benchmark_shapes are timed.
   int n = 0;
-  for (const auto& s : spec.benchmark_shapes)
-    if (sel.max_benchmark_shapes < 0 || n++ < sel.max_benchmark_shapes) shapes.push_back({s, ShapeClass::Benchmark});
+  for (const auto& s : spec.benchmark_shapes) {
+    const bool timed = sel.max_benchmark_shapes < 0 || n++ < sel.max_benchmark_shapes;
+    if (timed || sel.gate_untimed_benchmarks) shapes.push_back({s, ShapeClass::Benchmark, timed});
+  }
   return shapes;
 }
 
@@ -50,10 +53,23 @@ PreparedEvaluation prepare_evaluation(const Spec& spec, const Op& op, const Buil
   for (const auto& k : base_seed->knobs) p.baseline_knobs[k.name] = k.default_value;
   p.candidate_knobs = p.baseline_knobs;
   for (const auto& [name, value] : input.knob_overrides) {
-    const bool known = std::any_of(base_seed->knobs.begin(), base_seed->knobs.end(),
+    const auto knob = std::find_if(base_seed->knobs.begin(), base_seed->knobs.end(),
                                    [&](const KnobSpace& k) { return k.name == name; });
-    if (!known) {
+    if (knob == base_seed->knobs.end()) {
       p.reasons.push_back("knobs: seed '" + base_seed->name + "' has no knob '" + name + "'");
+      return p;
+    }
+    // Only what the spec declares: a value outside its list was never meant to be searched or gated.
+    if (std::find(knob->values.begin(), knob->values.end(), value) == knob->values.end()) {
+      const auto str = [](const KnobValue& v) {
+        const auto* i = std::get_if<std::int64_t>(&v);
+        return i ? std::to_string(*i) : std::get<std::string>(v);
+      };
+      std::string list;
+      for (const auto& v : knob->values) list += (list.empty() ? "" : ", ") + str(v);
+      p.reasons.push_back("knobs: " + name + "=" + str(value) + " is not one of the values the spec declares for " +
+                          name + " at " + spec.path + ":" + std::to_string(knob->line) + ":" + std::to_string(knob->col) +
+                          " (" + list + ")");
       return p;
     }
     p.candidate_knobs[name] = value;

@@ -23,9 +23,12 @@ struct CandidateInput {
 };
 
 struct ShapeSelection {
-  int max_benchmark_shapes = -1;  // -1: all
+  int max_benchmark_shapes = -1;  // timed benchmark shapes (the rest are gated only); -1: all
   bool correctness = true;
   bool heldout = true;
+  // False drops the untimed benchmark shapes from the gate too. For GPU tests that cannot afford
+  // a host reference of every benchmark shape; campaigns, eval and the CLI always gate them.
+  bool gate_untimed_benchmarks = true;
 };
 
 struct PreparedEvaluation {

@@ -8,7 +8,7 @@
 namespace ptxevo::evaluator {
 namespace {
 
-constexpr std::uint32_t kCanary = 0xC0FFEE11u;
+constexpr std::uint8_t kCanaryByte = 0xC3;  // a byte no kernel's bulk output is likely to repeat
 
 }  // namespace
 
@@ -38,29 +38,95 @@ std::string DeviceInfo::arch() const {
   return a;
 }
 
-DeviceBuffer::DeviceBuffer(const CudaDriver* d, std::size_t bytes) : d_(d), bytes_(bytes) {
-  // The payload is padded to 4 bytes so the trailing canary is word-aligned for cuMemsetD32.
-  const std::size_t total = ((bytes + 3) / 4) * 4 + 2 * kGuardBytes;
-  CUresult r = d_->cuMemAlloc(&base_, total);
-  if (r != CUDA_SUCCESS) throw GpuError("cuMemAlloc(" + std::to_string(total) + " bytes): " + d_->error_text(r), r);
+namespace {
+std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+}  // namespace
+
+DeviceBuffer::DeviceBuffer(const CudaDriver* d, std::size_t bytes, GuardSide side, std::size_t align)
+    : d_(d), bytes_(bytes) {
+  const std::size_t padded = round_up(std::max<std::size_t>(bytes, 1), std::max<std::size_t>(align, 16));
+  const auto fail = [&](CUresult r, const std::string& what) {
+    release();
+    throw GpuError(what + ": " + d_->error_text(r), r);
+  };
+  CUdevice dev = 0;
+  int vmm = 0;
+  if (d_->cuCtxGetDevice(&dev) == CUDA_SUCCESS &&
+      d_->cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) == CUDA_SUCCESS &&
+      vmm) {
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    std::size_t gran = 0;
+    CUresult r = d_->cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (r != CUDA_SUCCESS) fail(r, "cuMemGetAllocationGranularity");
+    // One unmapped granule on each side of the mapping: the guard pages.
+    map_bytes_ = round_up(padded + kGuardBytes, gran);
+    base_bytes_ = map_bytes_ + 2 * gran;
+    if ((r = d_->cuMemAddressReserve(&base_, base_bytes_, gran, 0, 0)) != CUDA_SUCCESS)
+      fail(r, "cuMemAddressReserve(" + std::to_string(base_bytes_) + " bytes)");
+    if ((r = d_->cuMemCreate(&handle_, map_bytes_, &prop, 0)) != CUDA_SUCCESS)
+      fail(r, "cuMemCreate(" + std::to_string(map_bytes_) + " bytes)");
+    map_ = base_ + gran;
+    if ((r = d_->cuMemMap(map_, map_bytes_, 0, handle_, 0)) != CUDA_SUCCESS) {
+      map_ = 0;
+      fail(r, "cuMemMap");
+    }
+    CUmemAccessDesc access{};
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if ((r = d_->cuMemSetAccess(map_, map_bytes_, &access, 1)) != CUDA_SUCCESS) fail(r, "cuMemSetAccess");
+    front_ = map_;
+    if (side == GuardSide::AfterEnd) {
+      ptr_ = map_ + map_bytes_ - padded;
+      back_bytes_ = padded - bytes;
+    } else {
+      ptr_ = map_;
+      back_bytes_ = map_bytes_ - bytes;
+    }
+  } else {
+    base_bytes_ = padded + 2 * kGuardBytes;
+    CUresult r = d_->cuMemAlloc(&base_, base_bytes_);
+    if (r != CUDA_SUCCESS) fail(r, "cuMemAlloc(" + std::to_string(base_bytes_) + " bytes)");
+    front_ = base_;
+    ptr_ = base_ + kGuardBytes;
+    back_bytes_ = base_bytes_ - kGuardBytes - bytes;
+  }
   fill_canaries();
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (base_) d_->cuMemFree(base_);
+void DeviceBuffer::release() noexcept {
+  if (handle_) {
+    if (map_) d_->cuMemUnmap(map_, map_bytes_);
+    d_->cuMemRelease(handle_);
+    if (base_) d_->cuMemAddressFree(base_, base_bytes_);
+  } else if (base_) {
+    d_->cuMemFree(base_);
+  }
+  base_ = map_ = ptr_ = front_ = 0;
+  handle_ = 0;
 }
 
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : d_(o.d_), base_(o.base_), bytes_(o.bytes_) {
-  o.base_ = 0;
-}
+DeviceBuffer::~DeviceBuffer() { release(); }
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
-    if (base_) d_->cuMemFree(base_);
+    release();
     d_ = o.d_;
     base_ = o.base_;
+    base_bytes_ = o.base_bytes_;
+    map_ = o.map_;
+    map_bytes_ = o.map_bytes_;
+    handle_ = o.handle_;
+    ptr_ = o.ptr_;
+    front_ = o.front_;
+    back_bytes_ = o.back_bytes_;
     bytes_ = o.bytes_;
-    o.base_ = 0;
+    o.base_ = o.map_ = o.ptr_ = o.front_ = 0;
+    o.handle_ = 0;
   }
   return *this;
 }
@@ -78,33 +144,35 @@ void DeviceBuffer::download(void* dst, std::size_t n) const {
   if (r != CUDA_SUCCESS) throw GpuError("cuMemcpyDtoH: " + d_->error_text(r), r);
 }
 
+namespace {
+// The canary zones next to the payload: [from, from + bytes), at most kGuardBytes each.
+struct Zone {
+  CUdeviceptr from;
+  std::size_t bytes;
+};
+}  // namespace
+
 void DeviceBuffer::fill_canaries() {
-  for (CUdeviceptr p : {base_, base_ + kGuardBytes + ((bytes_ + 3) / 4) * 4}) {
-    CUresult r = d_->cuMemsetD32(p, kCanary, kGuardBytes / 4);
-    if (r != CUDA_SUCCESS) throw GpuError("cuMemsetD32: " + d_->error_text(r), r);
+  const std::size_t front = std::min(front_bytes(), kGuardBytes), back = std::min(back_bytes_, kGuardBytes);
+  for (const Zone z : {Zone{ptr_ - front, front}, Zone{ptr_ + bytes_, back}}) {
+    if (!z.bytes) continue;
+    CUresult r = d_->cuMemsetD8(z.from, kCanaryByte, z.bytes);
+    if (r != CUDA_SUCCESS) throw GpuError("cuMemsetD8: " + d_->error_text(r), r);
   }
-  // The bytes between the payload's end and the next 4-byte boundary.
-  const std::size_t pad = ((bytes_ + 3) / 4) * 4 - bytes_;
-  if (pad) d_->cuMemsetD8(base_ + kGuardBytes + bytes_, 0xC0, pad);
   // Memsets are asynchronous to the host: finish them before anything reads or launches.
   CUresult r = d_->cuCtxSynchronize();
   if (r != CUDA_SUCCESS) throw GpuError("cuCtxSynchronize: " + d_->error_text(r), r);
 }
 
 bool DeviceBuffer::canaries_intact() const {
-  std::vector<std::uint32_t> host(kGuardBytes / 4);
-  for (CUdeviceptr p : {base_, base_ + kGuardBytes + ((bytes_ + 3) / 4) * 4}) {
-    CUresult r = d_->cuMemcpyDtoH(host.data(), p, kGuardBytes);
+  const std::size_t front = std::min(front_bytes(), kGuardBytes), back = std::min(back_bytes_, kGuardBytes);
+  std::vector<std::uint8_t> host(std::max(front, back));
+  for (const Zone z : {Zone{ptr_ - front, front}, Zone{ptr_ + bytes_, back}}) {
+    if (!z.bytes) continue;
+    CUresult r = d_->cuMemcpyDtoH(host.data(), z.from, z.bytes);
     if (r != CUDA_SUCCESS) throw GpuError("cuMemcpyDtoH: " + d_->error_text(r), r);
-    for (auto v : host)
-      if (v != kCanary) return false;
-  }
-  const std::size_t pad = ((bytes_ + 3) / 4) * 4 - bytes_;
-  if (pad) {
-    std::uint8_t tail[4];
-    d_->cuMemcpyDtoH(tail, base_ + kGuardBytes + bytes_, pad);
-    for (std::size_t i = 0; i < pad; ++i)
-      if (tail[i] != 0xC0) return false;
+    for (std::size_t i = 0; i < z.bytes; ++i)
+      if (host[i] != kCanaryByte) return false;
   }
   return true;
 }

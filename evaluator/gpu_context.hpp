@@ -39,29 +39,54 @@ struct DeviceInfo {
   std::string arch() const;  // "sm_90a" for 9.0 (the arch-specific target ptxevo builds for)
 };
 
-// Device allocation with canary regions before and after the payload: a write outside the
-// tensor lands in a canary and is caught after the run.
+// Device allocation with guard pages and canaries. Through the driver's virtual memory
+// management, a buffer gets a mapping of its own inside a reserved range whose pages before and
+// after the mapping stay unmapped: the payload sits flush against one end of the mapping (by
+// default its end, `GuardSide::AfterEnd`; `BeforeStart` puts its start against the mapping's
+// start), so a read or write past that end faults (CUDA_ERROR_ILLEGAL_ADDRESS) instead of
+// landing in other memory. The mapped slack on the other side (at least kGuardBytes; under 16
+// bytes at the flush end, the payload padded to a 16-byte multiple) holds canaries, checked after
+// a run: a write there is caught as out-of-bounds too. Where the driver lacks virtual memory
+// management the buffer falls back to cuMemAlloc with readable canary zones on both sides.
+enum class GuardSide { AfterEnd, BeforeStart };
+
 class DeviceBuffer {
  public:
   static constexpr std::size_t kGuardBytes = 64 * 1024;
   DeviceBuffer() = default;
-  DeviceBuffer(const CudaDriver* d, std::size_t bytes);
+  // `align`: the payload's start alignment (a power of two, 16 or more). The flush end's slack
+  // is under `align` bytes: 256 (cuMemAlloc's) keeps timing representative, 16 (what vector
+  // loads and TMA need) leaves the fewest bytes past the end that do not fault.
+  DeviceBuffer(const CudaDriver* d, std::size_t bytes, GuardSide side = GuardSide::AfterEnd, std::size_t align = 256);
   ~DeviceBuffer();
   DeviceBuffer(DeviceBuffer&& o) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
-  CUdeviceptr ptr() const { return base_ ? base_ + kGuardBytes : 0; }
+  CUdeviceptr ptr() const { return ptr_; }
   std::size_t bytes() const { return bytes_; }
+  // Whether unmapped pages guard the flush side (false: the cuMemAlloc fallback).
+  bool guard_pages() const { return handle_ != 0; }
   void upload(const void* src, std::size_t n);
   void download(void* dst, std::size_t n) const;
   void fill_canaries();
   bool canaries_intact() const;
 
  private:
+  void release() noexcept;
+  // The canary zones: [front_, ptr_) and [ptr_ + bytes_, ptr_ + bytes_ + back_bytes_), each
+  // checked over at most kGuardBytes next to the payload.
+  std::size_t front_bytes() const { return ptr_ - front_; }
   const CudaDriver* d_ = nullptr;
-  CUdeviceptr base_ = 0;
+  CUdeviceptr base_ = 0;  // the reservation (guard pages) or the cuMemAlloc block
+  std::size_t base_bytes_ = 0;
+  CUdeviceptr map_ = 0;   // the mapped range inside the reservation
+  std::size_t map_bytes_ = 0;
+  CUmemGenericAllocationHandle handle_ = 0;
+  CUdeviceptr ptr_ = 0;
+  CUdeviceptr front_ = 0;
+  std::size_t back_bytes_ = 0;
   std::size_t bytes_ = 0;
 };
 

@@ -78,10 +78,14 @@ std::int64_t numel_of(const TensorDesc& d) {
 }
 std::size_t bytes_of(const TensorDesc& d) { return static_cast<std::size_t>(numel_of(d)) * dtype_size(d.dtype); }
 
-DeviceSet allocate(const CudaDriver* d, const std::vector<TensorDesc>& descs) {
+// Gate runs put each tensor flush against a guard page with 16-byte alignment (the side
+// alternates between shapes: reads past the end are the common bug, before the start the rarer
+// one); timing sets keep cuMemAlloc's 256-byte alignment, so the timing is what users see.
+DeviceSet allocate(const CudaDriver* d, const std::vector<TensorDesc>& descs, GuardSide side = GuardSide::AfterEnd,
+                   std::size_t align = 256) {
   DeviceSet s;
   for (std::size_t i = 0; i < descs.size(); ++i) {
-    DeviceBuffer b(d, std::max<std::size_t>(bytes_of(descs[i]), 1));
+    DeviceBuffer b(d, std::max<std::size_t>(bytes_of(descs[i]), 1), side, align);
     s.pointers[descs[i].name] = b.ptr();
     s.buffers.emplace(descs[i].name, std::move(b));
   }
@@ -231,9 +235,15 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
   double prep_s = 0;
   std::map<std::string, double> phases;
   const double held0 = lock_.held_seconds();
+  std::size_t shape_index = 0;
+  std::string where;  // the shape and guard layout in play, for a fault's reason
+  try {
   for (const ShapeCase& sc : req.shapes) {
     const bool any_live = std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return !s.stopped; });
     if (!any_live) break;
+    const GuardSide side = shape_index++ % 2 == 0 ? GuardSide::AfterEnd : GuardSide::BeforeStart;
+    where = "[" + std::string(to_string(sc.cls)) + " shape " + shape_to_string(sc.shape) + ", every tensor flush against an unmapped page " +
+            (side == GuardSide::AfterEnd ? "after its end" : "before its start") + "]";
     const std::vector<TensorDesc> descs = op.tensors(sc.shape, req.config);
     std::vector<ShapeReport> srs(n);
     std::vector<LaunchPlan> plans(n);
@@ -277,7 +287,7 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
     std::optional<DeviceSet> dev_holder;
     {
       PhaseTimer pt(phases, "alloc");
-      dev_holder.emplace(allocate(&api, descs));
+      dev_holder.emplace(allocate(&api, descs, side, 16));
     }
     DeviceSet& dev = *dev_holder;
     std::uint64_t seed0 = 0;  // distribution 0's seed: the timing pool's set 0 is drawn again from it
@@ -460,7 +470,7 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
 
     bool any_timed = false;
     for (std::size_t i = 0; i < n; ++i) any_timed |= live(i);
-    if (any_timed && sc.cls == ShapeClass::Benchmark && req.time_benchmarks && base) {
+    if (any_timed && sc.cls == ShapeClass::Benchmark && sc.timed && req.time_benchmarks && base) {
       // ---- timing: one pool of input sets larger than L2 for the whole batch; each candidate
       // interleaved with the baseline ----
       std::size_t set_bytes = 0;
@@ -540,6 +550,7 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
       const double bytes = op.bytes(sc.shape, req.config);
       std::optional<PhaseTimer> timing_timer;
       timing_timer.emplace(phases, "timing");
+      where = "[benchmark shape " + shape_to_string(sc.shape) + ", timing runs, every tensor flush against an unmapped page after its end]";
       for (std::size_t i = 0; i < n; ++i) {
         if (!live(i)) continue;
         ShapeReport& sr = srs[i];
@@ -597,6 +608,15 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
             }
           }
           ctx_.synchronize();
+          // Writes into the slack around the timing sets' tensors are caught after timing too;
+          // a broken canary is restored so the next candidate is judged on its own writes.
+          for (auto& set : cand_sets)
+            for (auto& [name, buf] : set.buffers)
+              if (!buf.canaries_intact()) {
+                fail(i, "out-of-bounds-write: a timed run wrote outside tensor '" + name + "' [benchmark shape " +
+                            shape_to_string(sc.shape) + "]");
+                buf.fill_canaries();
+              }
           sr.candidate_ms = summarize(tc);
           sr.baseline_ms = summarize(tb);
           sr.speedup = paired_ratio(tb, tc);
@@ -675,6 +695,14 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
       if (!srs[i].passed && req.gate.stop_at_first_failure) slots[i].stopped = true;
       slots[i].report.shapes.push_back(std::move(srs[i]));
     }
+  }
+
+  } catch (const GpuError& e) {
+    // An illegal address with every tensor against a guard page: the kernel read or wrote outside them.
+    if (e.code() == CUDA_ERROR_ILLEGAL_ADDRESS)
+      throw GpuError(std::string("out-of-bounds: an access outside the tensors hit a guard page (") + e.what() + ") " + where,
+                     e.code());
+    throw;
   }
 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -366,6 +366,8 @@ class Reader {
                       const std::map<std::string, std::string>& defines) const {
     KnobSpace knob;
     knob.name = std::string(key.str());
+    knob.line = static_cast<std::uint32_t>(key.source().begin.line);
+    knob.col = static_cast<std::uint32_t>(key.source().begin.column);
     if (!is_identifier(knob.name))
       fail(key.source().begin,
            "knob name '" + knob.name + "' must be a C identifier (it becomes -D" + knob.name + "=...)");

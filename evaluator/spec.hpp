@@ -16,6 +16,7 @@ struct KnobSpace {
   std::string name;
   std::vector<KnobValue> values;  // ordered: neighbour moves step through this list
   KnobValue default_value;
+  std::uint32_t line = 0, col = 0;  // where the spec declares it (for errors naming the spec's line)
 };
 
 struct SeedTemplate {

@@ -492,7 +492,7 @@ std::size_t CampaignEngine::finish(Round& round, std::set<std::int64_t>& in_flig
     if (opt_.cost_model) {
       int n = 0;
       for (const auto& sc : shapes_) {
-        if (sc.cls != evaluator::ShapeClass::Benchmark) continue;
+        if (sc.cls != evaluator::ShapeClass::Benchmark || !sc.timed) continue;
         const FeatureRow f = cost_features(layout_, op_, spec_.config, sc.shape, it.proposal.genome, b.resources, profile);
         if (it.features.empty()) it.features.assign(f.x.size(), 0.0);
         for (std::size_t j = 0; j < f.x.size(); ++j) it.features[j] += f.x[j];

@@ -1,7 +1,10 @@
 #include "evaluator/spec.hpp"
 
+#include "evaluator/evaluation.hpp"
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -437,6 +440,45 @@ TEST_F(SpecTest, ConstraintErrors) {
   expect_error(edit(kSpec, "\"TPR <= THREADS\"", "3"), 31, 39, "a constraint of seed 'seed_a' must be a string");
   expect_error(edit(kSpec, "\"TPR <= THREADS\"", "\"" + std::string(100, '(') + "\""), 31, 39 + 65,
                "nesting deeper than 64");
+}
+
+// --max-benchmark-shapes limits timing only: every benchmark shape is still gated.
+TEST_F(SpecTest, MaxBenchmarkShapesLimitsTimingNotTheGate) {
+  const SpecResult r = load(kSpec);
+  ASSERT_TRUE(r.spec.has_value()) << r.error->format();
+  for (int max : {-1, 0, 1}) {
+    ShapeSelection sel;
+    sel.max_benchmark_shapes = max;
+    int benchmark = 0, timed = 0;
+    for (const auto& sc : select_shapes(*r.spec, sel)) {
+      if (sc.cls != ShapeClass::Benchmark) continue;
+      ++benchmark;
+      timed += sc.timed ? 1 : 0;
+    }
+    EXPECT_EQ(benchmark, 2) << "max " << max;
+    EXPECT_EQ(timed, max < 0 ? 2 : max) << "max " << max;
+  }
+}
+
+// A knob value the spec does not declare is refused before anything is built, naming the
+// spec's line for that knob.
+TEST_F(SpecTest, KnobValuesOutsideTheSpecAreRefusedWithItsLine) {
+  const SpecResult r = load(kSpec);
+  ASSERT_TRUE(r.spec.has_value()) << r.error->format();
+  const auto vec_at = kSpec.find("VEC = {");
+  const auto line = 1 + std::count(kSpec.begin(), kSpec.begin() + static_cast<std::ptrdiff_t>(vec_at), '\n');
+  EXPECT_EQ(r.spec->seeds[0].knobs[0].line, static_cast<std::uint32_t>(line));
+  Builder builder(nullptr);
+  CandidateInput input;
+  input.knob_overrides["VEC"] = std::int64_t{3};
+  const auto p = prepare_evaluation(*r.spec, *registry_.find("test_norm"), builder, input, {}, 1);
+  ASSERT_EQ(p.reasons.size(), 1u);
+  EXPECT_EQ(p.reasons[0], "knobs: VEC=3 is not one of the values the spec declares for VEC at " + spec_path() + ":" +
+                              std::to_string(line) + ":1 (2, 4, 8)");
+  input.knob_overrides = {{"LOADER", std::string("tma")}};
+  const auto q = prepare_evaluation(*r.spec, *registry_.find("test_norm"), builder, input, {}, 1);
+  ASSERT_EQ(q.reasons.size(), 1u);
+  EXPECT_NE(q.reasons[0].find("LOADER=tma is not one of the values"), std::string::npos) << q.reasons[0];
 }
 
 }  // namespace

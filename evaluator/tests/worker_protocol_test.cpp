@@ -67,15 +67,17 @@ TEST(EvalTypes, RequestAndReportSurviveJson) {
   EvalRequest r;
   r.op = "rmsnorm_fwd";
   r.config = {{"x_dtype", "bf16"}};
-  r.shapes = {{{{"M", 3}, {"N", 7}}, ShapeClass::Heldout}};
+  r.shapes = {{{{"M", 3}, {"N", 7}}, ShapeClass::Heldout}, {{{"M", 8}, {"N", 8}}, ShapeClass::Benchmark, false}};
   r.candidate_knobs = {{"VEC", std::int64_t{8}}, {"LOADER", std::string("plain")}};
   r.tolerances = {{"out", {5e-3, 1e-2}}};
   r.seed = 42;
   EvalRequest back = request_from_json(to_json(r));
   EXPECT_EQ(back.op, r.op);
   EXPECT_EQ(back.config, r.config);
-  ASSERT_EQ(back.shapes.size(), 1u);
+  ASSERT_EQ(back.shapes.size(), 2u);
   EXPECT_EQ(back.shapes[0].cls, ShapeClass::Heldout);
+  EXPECT_TRUE(back.shapes[0].timed);
+  EXPECT_FALSE(back.shapes[1].timed);  // gated, not timed (--max-benchmark-shapes)
   EXPECT_EQ(back.shapes[0].shape, r.shapes[0].shape);
   EXPECT_EQ(back.candidate_knobs, r.candidate_knobs);
   EXPECT_DOUBLE_EQ(back.tolerances.at("out").rel_l2, 5e-3);
