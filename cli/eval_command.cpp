@@ -141,6 +141,7 @@ int run_eval(const EvalOptions& o, std::ostream& out, std::ostream& err) {
     }
     return code;
   };
+  p.request.gate.guard_pages = !o.no_guard_pages;
   EvalReport report;
   if (!p.reasons.empty()) {
     report.verdict = "fail";

@@ -22,6 +22,7 @@ struct EvalOptions {
   int max_benchmark_shapes = -1;  // -1: all
   std::uint64_t seed = 0;         // 0: fresh from the clock
   bool no_cache = false;
+  bool no_guard_pages = false;  // measure the guard pages' cost: reads outside a tensor pass then
   std::string self_exe;           // path of this binary, for the worker
 };
 

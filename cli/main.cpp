@@ -122,6 +122,8 @@ int main(int argc, char** argv) {
   eval->add_option("--max-benchmark-shapes", eval_opts.max_benchmark_shapes, "Time only the first N benchmark shapes (every shape is still gated)");
   eval->add_option("--seed", eval_opts.seed, "Random seed for the inputs (default: fresh)");
   eval->add_flag("--no-cache", eval_opts.no_cache, "Do not use the on-disk build cache");
+  eval->add_flag("--no-guard-pages", eval_opts.no_guard_pages,
+                 "Gate without guard pages, to measure what they cost (reads outside a tensor then pass)");
 
   ptxevo::cli::BuildOptions build_opts;
   auto* build = app.add_subcommand("build", "Build one candidate for SPEC and write its cubin, PTX and launch.json to --out");

@@ -99,7 +99,8 @@ json to_json(const EvalRequest& r) {
            {{"distributions_correctness", r.gate.distributions_correctness},
             {"distributions_benchmark", r.gate.distributions_benchmark},
             {"check_determinism", r.gate.check_determinism},
-            {"stop_at_first_failure", r.gate.stop_at_first_failure}}},
+            {"stop_at_first_failure", r.gate.stop_at_first_failure},
+            {"guard_pages", r.gate.guard_pages}}},
           {"timing",
            {{"samples", r.timing.samples},
             {"min_samples", r.timing.min_samples},
@@ -127,6 +128,7 @@ EvalRequest request_from_json(const json& j) {
   r.gate.distributions_benchmark = g.at("distributions_benchmark");
   r.gate.check_determinism = g.at("check_determinism");
   r.gate.stop_at_first_failure = g.value("stop_at_first_failure", true);
+  r.gate.guard_pages = g.value("guard_pages", true);
   const auto& t = j.at("timing");
   r.timing.samples = t.at("samples");
   r.timing.min_samples = t.value("min_samples", r.timing.samples);

@@ -46,6 +46,9 @@ struct GateOptions {
   int distributions_benchmark = 2;    // per benchmark shape (inputs of 10^9 elements are slow on the CPU)
   bool check_determinism = true;
   bool stop_at_first_failure = true;  // a rejected candidate need not be run on every shape
+  // Gate runs put every tensor against unmapped guard pages (gpu_context.hpp). False only to
+  // measure what they cost (`ptxevo eval --no-guard-pages`): reads outside a tensor then pass.
+  bool guard_pages = true;
 };
 
 struct EvalRequest {

@@ -51,7 +51,7 @@ DeviceBuffer::DeviceBuffer(const CudaDriver* d, std::size_t bytes, GuardSide sid
   };
   CUdevice dev = 0;
   int vmm = 0;
-  if (d_->cuCtxGetDevice(&dev) == CUDA_SUCCESS &&
+  if (side != GuardSide::None && d_->cuCtxGetDevice(&dev) == CUDA_SUCCESS &&
       d_->cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) == CUDA_SUCCESS &&
       vmm) {
     CUmemAllocationProp prop{};

@@ -48,7 +48,7 @@ struct DeviceInfo {
 // bytes at the flush end, the payload padded to a 16-byte multiple) holds canaries, checked after
 // a run: a write there is caught as out-of-bounds too. Where the driver lacks virtual memory
 // management the buffer falls back to cuMemAlloc with readable canary zones on both sides.
-enum class GuardSide { AfterEnd, BeforeStart };
+enum class GuardSide { AfterEnd, BeforeStart, None };  // None: cuMemAlloc with readable canary zones
 
 class DeviceBuffer {
  public:

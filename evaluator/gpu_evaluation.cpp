@@ -241,9 +241,11 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
   for (const ShapeCase& sc : req.shapes) {
     const bool any_live = std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return !s.stopped; });
     if (!any_live) break;
-    const GuardSide side = shape_index++ % 2 == 0 ? GuardSide::AfterEnd : GuardSide::BeforeStart;
+    const GuardSide side = !req.gate.guard_pages         ? GuardSide::None
+                           : shape_index++ % 2 == 0 ? GuardSide::AfterEnd
+                                                    : GuardSide::BeforeStart;
     where = "[" + std::string(to_string(sc.cls)) + " shape " + shape_to_string(sc.shape) + ", every tensor flush against an unmapped page " +
-            (side == GuardSide::AfterEnd ? "after its end" : "before its start") + "]";
+            (side == GuardSide::AfterEnd ? "after its end" : side == GuardSide::BeforeStart ? "before its start" : "(guard pages off)") + "]";
     const std::vector<TensorDesc> descs = op.tensors(sc.shape, req.config);
     std::vector<ShapeReport> srs(n);
     std::vector<LaunchPlan> plans(n);
