@@ -34,3 +34,6 @@ run_campaign rmsnorm_campaign kernels/rmsnorm/rmsnorm_fwd.spec "$rms_min"
 for db in "$out"/*.db; do gzip -f "$db"; rm -f "$db-wal" "$db-shm"; done
 echo "== summary"
 cat "$out/deadline.txt"
+# One archive back (the device returns at most 8 files).
+name=$(basename "$0" .sh)
+tar -C "$out" -czf "/tmp/$name.tar.gz" . && find "$out" -mindepth 1 -delete && mv "/tmp/$name.tar.gz" "$out/"

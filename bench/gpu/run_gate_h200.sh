@@ -24,6 +24,15 @@ step "gpu tests" bash -c 'timeout 420 .gpu/ptxevo_gpu_tests > "$0/gpu_tests.log"
 for s in rmsnorm_fwd rmsnorm_bwd; do
   step "eval $s seed" bash -c 'timeout 300 .gpu/ptxevo eval "kernels/rmsnorm/$1.spec" --json-out "$0/eval_$1.json" > "$0/eval_$1.txt" 2>&1; rc=$?; grep -E "verdict|reason|FAIL" "$0/eval_$1.txt" | head -8; exit $rc' "$out" "$s"
 done
+# The out-of-bounds readers with and without guard pages: the loophole before, closed after.
+for k in oob_read_end oob_read_start; do
+  for mode in guard noguard; do
+    flag=(); [ "$mode" = noguard ] && flag=(--no-guard-pages)
+    timeout 300 .gpu/ptxevo eval kernels/rmsnorm/rmsnorm_fwd.spec --source "kernels/rmsnorm/known_bad/$k.cu" \
+      --max-benchmark-shapes 0 "${flag[@]}" > "$out/oob_${k}_$mode.txt" 2>&1
+    echo "$k $mode: $(grep -m1 -E '^verdict' "$out/oob_${k}_$mode.txt") $(grep -m1 'reason:' "$out/oob_${k}_$mode.txt" | cut -c1-160)" | tee -a "$out/oob_before_after.txt"
+  done
+done
 # The guard pages' cost on the gate: same spec, fresh inputs each run, alternated.
 for i in $(seq 1 "$reps"); do
   for mode in guard noguard; do
@@ -69,3 +78,6 @@ except Exception:
 for k in r.get("known_bad", []):
     print("%-28s %-6s matched=%s %s" % (k["kernel"], k["verdict"], k["matched"], (k["reasons"] or [""])[0][:110]))
 PY
+# One archive back (the device returns at most 8 files).
+name=$(basename "$0" .sh)
+tar -C "$out" -czf "/tmp/$name.tar.gz" . && find "$out" -mindepth 1 -delete && mv "/tmp/$name.tar.gz" "$out/"

@@ -3,8 +3,8 @@
 // Known-bad rmsnorm_fwd: the seed's entries, signature, knobs and thread->row mapping (an entry's
 // tpr threads per row, thread t of a row owns vectors t, t + tpr, ...; the CTAs of a cluster split
 // a row's columns and each sums the whole row itself), in a compact two-pass form.
-// Defect: thread 0 of the last row also reads one element past the end of x; the value only steers a branch
-// that is never taken for finite data, so every output is right.
+// Defect: thread 0 of the last row also reads the byte just past the end of x; the value only steers a
+// branch that is never taken, so every output is right.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -102,7 +102,13 @@ __device__ __forceinline__ void body(const XT* __restrict__ x, const WT* __restr
       for (long long c = t; c < N; c += kTpr) ss = fmaf(to_f(xr[c]), to_f(xr[c]), ss);
     }
   }
-  if (active && row == M - 1 && t == 0 && to_f(xr[N]) == 1.0e30f) ss += 1.f;  // BUG: past the end
+  if (active && row == M - 1 && t == 0) {
+    // BUG: reads the byte just past the end of x. An opaque load: the compiler cannot drop it, and
+    // no byte equals 0x1FF, so the result is unchanged wherever the read lands.
+    unsigned int past;
+    asm volatile("ld.global.u8 %0, [%1];" : "=r"(past) : "l"(reinterpret_cast<const char*>(xr + N)));
+    if (past == 0x1FFu) ss += 1.f;
+  }
   ss = row_sum<kTpr>(ss);
   float r = rsqrtf(ss / (float)N + eps);
   if (!active) return;

@@ -3,8 +3,8 @@
 // Known-bad rmsnorm_fwd: the seed's entries, signature, knobs and thread->row mapping (an entry's
 // tpr threads per row, thread t of a row owns vectors t, t + tpr, ...; the CTAs of a cluster split
 // a row's columns and each sums the whole row itself), in a compact two-pass form.
-// Defect: thread 0 of row 0 also reads the element before x; the value only steers a branch that is never
-// taken for finite data, so every output is right.
+// Defect: thread 0 of row 0 also reads the byte just before x; the value only steers a branch that is never
+// taken, so every output is right.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -102,7 +102,13 @@ __device__ __forceinline__ void body(const XT* __restrict__ x, const WT* __restr
       for (long long c = t; c < N; c += kTpr) ss = fmaf(to_f(xr[c]), to_f(xr[c]), ss);
     }
   }
-  if (active && row == 0 && t == 0 && to_f(x[-1]) == 1.0e30f) ss += 1.f;  // BUG: before the start
+  if (active && row == 0 && t == 0) {
+    // BUG: reads the byte just before x. An opaque load: the compiler cannot drop it, and no byte
+    // equals 0x1FF, so the result is unchanged wherever the read lands.
+    unsigned int before;
+    asm volatile("ld.global.u8 %0, [%1];" : "=r"(before) : "l"(reinterpret_cast<const char*>(x) - 1));
+    if (before == 0x1FFu) ss += 1.f;
+  }
   ss = row_sum<kTpr>(ss);
   float r = rsqrtf(ss / (float)N + eps);
   if (!active) return;
