@@ -18,7 +18,7 @@ export PTXEVO_SOURCE_DIR="$PWD" PTXEVO_BIN="$PWD/.gpu/ptxevo" PTXEVO_RESULTS_DIR
 } > "$out/env.txt" 2>&1
 cat "$out/env.txt"
 step() { echo "== $1"; shift; "$@"; echo "rc=$?"; }
-step "kda gpu tests" bash -c 'timeout 240 .gpu/ptxevo_kda_gpu_tests --gtest_filter="KdaGpu.ChunkedSeedPassesTheGateOnEveryOtherSpec:KdaGpu.SeedPassesTheGateWithTheSoftplusGate" > "$0/kda_gpu_tests.log" 2>&1; rc=$?; grep -E "^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|Failure" "$0/kda_gpu_tests.log" | head -20; exit $rc' "$out"
+step "kda gpu tests" bash -c 'timeout 150 .gpu/ptxevo_kda_gpu_tests --gtest_filter="KdaGpu.ChunkedSeedPassesTheGateOnEveryOtherSpec:KdaGpu.SeedPassesTheGateWithTheSoftplusGate" > "$0/kda_gpu_tests.log" 2>&1; rc=$?; grep -E "^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|Failure" "$0/kda_gpu_tests.log" | head -20; exit $rc' "$out"
 run_campaign() {  # NAME SPEC MINUTES
   local t0 t1
   t0=$(date +%s.%N)
