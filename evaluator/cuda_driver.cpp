@@ -48,10 +48,11 @@ DriverLoad load_cuda_driver() {
   std::string missing;
   // cuGetProcAddress hands out the entry point matching the ABI this code was compiled for.
   // Some entry points changed signature while cuda.h kept the old declaration: CUDA 13's
-  // cuCtxSynchronize takes a context, the header's takes none. Ask for the version matching
+  // cuCtxSynchronize and cuCtxGetDevice take a context, the header's do not. Ask for the version matching
   // the declaration this code calls through.
   auto version_for = [](const char* name) {
-    return std::string_view(name) == "cuCtxSynchronize" ? 2000 : CUDA_VERSION;
+    const std::string_view n(name);
+    return n == "cuCtxSynchronize" || n == "cuCtxGetDevice" ? 2000 : CUDA_VERSION;
   };
   auto resolve = [&](const char* name, auto& fn) {
     void* p = nullptr;

@@ -290,6 +290,11 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
     {
       PhaseTimer pt(phases, "alloc");
       dev_holder.emplace(allocate(&api, descs, side, 16));
+      // Say in every report whether the guard pages were there (a driver without VMM falls back).
+      if (!dev_holder->buffers.empty())
+        for (auto& slot : slots)
+          slot.report.environment["guard_pages"] =
+              side == GuardSide::None ? "off" : dev_holder->buffers.begin()->second.guard_pages() ? "on" : "unavailable (cuMemAlloc)";
     }
     DeviceSet& dev = *dev_holder;
     std::uint64_t seed0 = 0;  // distribution 0's seed: the timing pool's set 0 is drawn again from it
