@@ -249,5 +249,35 @@ TEST_F(GpuEval, TensorMapLaunchArgumentRunsThroughTheGate) {
   EXPECT_EQ(r.verdict, "pass") << (r.reasons.empty() ? "" : r.reasons[0]);
 }
 
+// The guard pages as the gate lays them out: the payload's bytes are mapped, the byte just past
+// its end (AfterEnd) or just before its start (BeforeStart) is not, so the copy engine refuses to
+// read it (as a kernel's load faults); the cuMemAlloc fallback (None) has readable zones there.
+TEST(GuardPages, TheBytesNextToThePayloadAreUnmapped) {
+  DriverLoad load = load_cuda_driver();
+  if (!load.driver) GTEST_SKIP() << "no GPU: " << load.reason;
+  GpuContext ctx(load.driver, 0);
+  const CudaDriver& api = ctx.api();
+  for (const std::size_t bytes : {std::size_t{10000}, std::size_t{524288}, std::size_t{3}}) {
+    for (const GuardSide side : {GuardSide::AfterEnd, GuardSide::BeforeStart, GuardSide::None}) {
+      DeviceBuffer b(&api, bytes, side, 16);
+      std::uint8_t byte = 0;
+      EXPECT_EQ(api.cuMemcpyDtoH(&byte, b.ptr(), 1), CUDA_SUCCESS);
+      EXPECT_EQ(api.cuMemcpyDtoH(&byte, b.ptr() + bytes - 1, 1), CUDA_SUCCESS);
+      const CUresult after = api.cuMemcpyDtoH(&byte, b.ptr() + ((bytes + 15) / 16) * 16, 1);
+      const CUresult before = api.cuMemcpyDtoH(&byte, b.ptr() - 1, 1);
+      std::cout << "bytes " << bytes << " side " << static_cast<int>(side) << " guard_pages " << b.guard_pages()
+                << " ptr " << std::hex << b.ptr() << std::dec << " after " << after << " before " << before << "\n";
+      if (side == GuardSide::AfterEnd) {
+        EXPECT_NE(after, CUDA_SUCCESS) << bytes;
+      } else if (side == GuardSide::BeforeStart) {
+        EXPECT_NE(before, CUDA_SUCCESS) << bytes;
+      } else {
+        EXPECT_EQ(after, CUDA_SUCCESS);
+      }
+      EXPECT_TRUE(b.canaries_intact());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ptxevo::evaluator
