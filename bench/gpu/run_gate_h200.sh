@@ -54,7 +54,7 @@ for mode in ("guard", "noguard"):
         except Exception as e:
             print(mode, i, "missing:", e); continue
         g.append(r.get("phase_seconds", {}).get("gate", float("nan")))
-    print(mode, i, "guard_pages:", r.get("environment", {}).get("guard_pages", "?"))
+        print(mode, i, "guard_pages:", r.get("environment", {}).get("guard_pages", "?"))
         t.append(r.get("seconds", float("nan")))
         if r.get("verdict") != "pass": print(mode, i, "verdict", r.get("verdict"), r.get("reasons", [])[:2])
     rows[mode] = (statistics.median(g) if g else float("nan"), statistics.median(t) if t else float("nan"), len(g))
