@@ -29,10 +29,10 @@ namespace {
 constexpr int kLaunchFormat = 1;
 
 bool shape_selection(const std::string& name, ShapeSelection* sel) {
-  if (name == "benchmark") *sel = {-1, false, false};
-  else if (name == "correctness") *sel = {0, true, false};
-  else if (name == "heldout") *sel = {0, false, true};
-  else if (name == "all") *sel = {-1, true, true};
+  if (name == "benchmark") *sel = {-1, false, false, true};
+  else if (name == "correctness") *sel = {0, true, false, false};
+  else if (name == "heldout") *sel = {0, false, true, false};
+  else if (name == "all") *sel = {-1, true, true, true};
   else return false;
   return true;
 }

@@ -206,4 +206,38 @@ std::string reason_code(const std::string& reason) {
   return c == std::string::npos ? reason : reason.substr(0, c);
 }
 
+HeldoutResults redact_heldout(EvalReport& r) {
+  HeldoutResults h;
+  std::vector<ShapeReport> kept;
+  for (auto& s : r.shapes) {
+    if (s.cls != ShapeClass::Heldout) {
+      kept.push_back(std::move(s));
+      continue;
+    }
+    h.failed |= !s.passed;
+    h.shapes.push_back(std::move(s));
+  }
+  r.shapes = std::move(kept);
+  // The gate tags a shape's reasons "[heldout shape M=..., ...]"; a fault's reason names the shape
+  // it happened on the same way.
+  std::vector<std::string> reasons;
+  for (auto& reason : r.reasons) {
+    if (reason.find("[heldout shape") != std::string::npos) {
+      h.failed = true;
+      h.reasons.push_back(std::move(reason));
+    } else {
+      reasons.push_back(std::move(reason));
+    }
+  }
+  if (h.failed) reasons.push_back(kHeldoutFailed);
+  r.reasons = std::move(reasons);
+  return h;
+}
+
+json to_json(const HeldoutResults& h) {
+  EvalReport holder;
+  holder.shapes = h.shapes;
+  return {{"failed", h.failed}, {"reasons", h.reasons}, {"shapes", to_json(holder).at("shapes")}};
+}
+
 }  // namespace ptxevo::evaluator

@@ -126,4 +126,19 @@ nlohmann::json to_json(const PairedRatio& p);
 // "unwritten-output: 12 of 4096 ..." -> "unwritten-output"
 std::string reason_code(const std::string& reason);
 
+// Held-out shapes are never seen by the search. What an evaluation said about them: their shape
+// reports and the run-level reasons that name them ("[heldout shape ...]").
+struct HeldoutResults {
+  std::vector<ShapeReport> shapes;
+  std::vector<std::string> reasons;
+  bool failed = false;
+  bool empty() const { return shapes.empty() && reasons.empty(); }
+};
+inline constexpr const char* kHeldoutFailed =
+    "heldout: a held-out shape failed (what failed is kept for the user, never shown to the search)";
+// Cuts the held-out shapes out of `r` and returns them; when one failed, `r` keeps the single
+// reason kHeldoutFailed in their place. The verdict and fitness stay as they are.
+HeldoutResults redact_heldout(EvalReport& r);
+nlohmann::json to_json(const HeldoutResults& h);
+
 }  // namespace ptxevo::evaluator

@@ -37,7 +37,7 @@ std::vector<ShapeCase> select_shapes(const Spec& spec, const ShapeSelection& sel
   int n = 0;
   for (const auto& s : spec.benchmark_shapes) {
     const bool timed = sel.max_benchmark_shapes < 0 || n++ < sel.max_benchmark_shapes;
-    if (timed || sel.gate_untimed_benchmarks) shapes.push_back({s, ShapeClass::Benchmark, timed});
+    if (timed || sel.include_untimed_benchmarks) shapes.push_back({s, ShapeClass::Benchmark, timed});
   }
   return shapes;
 }

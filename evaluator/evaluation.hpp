@@ -26,9 +26,10 @@ struct ShapeSelection {
   int max_benchmark_shapes = -1;  // timed benchmark shapes (the rest are gated only); -1: all
   bool correctness = true;
   bool heldout = true;
-  // False drops the untimed benchmark shapes from the gate too. For GPU tests that cannot afford
-  // a host reference of every benchmark shape; campaigns, eval and the CLI always gate them.
-  bool gate_untimed_benchmarks = true;
+  // False leaves out the benchmark shapes past max_benchmark_shapes altogether (`ptxevo build
+  // --shapes correctness`, and GPU tests that cannot afford a host reference of every benchmark
+  // shape); campaigns and eval always gate them.
+  bool include_untimed_benchmarks = true;
 };
 
 struct PreparedEvaluation {

@@ -804,6 +804,8 @@ void CampaignEngine::absorb(Batch& b) {
       meta.fitness_high = hi;
     }
     db_.record_evaluation(it.candidate_id, env_id_, r, meta);
+    // The database keeps held-out shapes apart; the agents and failure counts below see only this.
+    evaluator::redact_heldout(r);
     if (it.purpose == "candidate") ++result_.evaluations_this_run;
     if (it.purpose == "candidate" && is_llm(it.proposal)) {
       if (r.verdict == "pass" && r.fitness) {

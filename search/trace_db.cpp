@@ -228,7 +228,11 @@ void TraceDb::record_build(std::int64_t candidate_id, const BuildResult& b) {
 }
 
 std::int64_t TraceDb::record_evaluation(std::int64_t candidate_id, std::int64_t environment_id,
-                                        const evaluator::EvalReport& report, const EvaluationMeta& meta) {
+                                        const evaluator::EvalReport& full, const EvaluationMeta& meta) {
+  // What the search reads (evaluations, shape_results) never holds a held-out shape; what the
+  // evaluation said about them goes to heldout_results.
+  evaluator::EvalReport report = full;
+  const evaluator::HeldoutResults held = evaluator::redact_heldout(report);
   sqlite::Transaction tx(db_);
   db_.prepare(
          "INSERT INTO evaluations (candidate_id, environment_id, verdict, reasons_json, fitness, seconds, "
@@ -280,6 +284,12 @@ std::int64_t TraceDb::record_evaluation(std::int64_t candidate_id, std::int64_t 
   db_.prepare("UPDATE candidates SET state = 'measured' WHERE id = ?").bind(1, candidate_id).run();
   if (db_.changes() != 1)
     throw std::invalid_argument("trace database: no candidate with id " + std::to_string(candidate_id));
+  if (!held.empty())
+    db_.prepare("INSERT INTO heldout_results (evaluation_id, failed, detail_json) VALUES (?, ?, ?)")
+        .bind(1, evaluation_id)
+        .bind(2, held.failed)
+        .bind(3, evaluator::to_json(held).dump())
+        .run();
   tx.commit();
   return evaluation_id;
 }

@@ -198,7 +198,18 @@ CREATE TABLE campaign_files (
 );
 )sql";
 
-constexpr std::array<std::string_view, 7> kMigrations = {kV1, kV2, kV3, kV4, kV5, kV6, kV7};
+// v8: what evaluations said about held-out shapes (evaluator::redact_heldout), one row per
+// evaluation that had any: the search reads evaluations and shape_results, where they are cut out,
+// never this table; reports for the user read it.
+constexpr std::string_view kV8 = R"sql(
+CREATE TABLE heldout_results (
+  evaluation_id INTEGER PRIMARY KEY REFERENCES evaluations(id) ON DELETE CASCADE,
+  failed        INTEGER NOT NULL,
+  detail_json   TEXT NOT NULL
+);
+)sql";
+
+constexpr std::array<std::string_view, 8> kMigrations = {kV1, kV2, kV3, kV4, kV5, kV6, kV7, kV8};
 
 }  // namespace
 

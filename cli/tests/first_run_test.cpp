@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sqlite3.h>
 
 #include "evaluator/subprocess.hpp"
 
@@ -130,6 +131,24 @@ TEST(CliFirstRun, ReplayDemoScoresEveryBuildAndTheDatabaseStandsAlone) {
   auto rx = ptxevo_in(elsewhere, "replay export --db '" + db.string() + "' --out r.json");
   EXPECT_EQ(rx.exit_code, 1);
   EXPECT_NE(rx.output.find("no GPU campaign in"), std::string::npos) << rx.output;
+  // Relabelled as a GPU campaign, it exports with the spec recorded in the database alone.
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(db.string().c_str(), &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw,
+                           "UPDATE campaigns SET spec_path = replace(spec_path, '#replay', '#gpu');"
+                           "UPDATE evaluations SET mode = 'gpu';",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  auto rx2 = ptxevo_in(elsewhere, "replay export --db '" + db.string() + "' --out r.json --commit test");
+  ASSERT_EQ(rx2.exit_code, 0) << rx2.output;
+  EXPECT_NE(rx2.output.find("wrote 24 records of campaign 1"), std::string::npos) << rx2.output;
+  std::ifstream replay(elsewhere / "r.json");
+  const auto j = nlohmann::json::parse(replay);
+  EXPECT_EQ(j.at("op"), "rmsnorm_fwd");
+  EXPECT_EQ(j.at("benchmark_shapes").size(), 11u);
   fs::remove_all(work);
   fs::remove_all(elsewhere);
 }

@@ -109,4 +109,39 @@ TEST(EvalTypes, RequestAndReportSurviveJson) {
 }
 
 }  // namespace
+// The search's copy of a report holds no held-out shape and no reason naming one.
+TEST(EvalTypes, RedactHeldoutCutsTheShapesAndTheReasonsThatNameThem) {
+  EvalReport r;
+  r.verdict = "fail";
+  ShapeReport corr, held;
+  corr.shape = {{"M", 1}};
+  held.shape = {{"M", 777}};
+  held.cls = ShapeClass::Heldout;
+  held.passed = false;
+  held.reasons = {"tolerance: x"};
+  r.shapes = {corr, held};
+  r.reasons = {"tolerance: rel_l2 0.3 > 0.005 (output 'out') [heldout shape M=777, normal inputs]",
+               "launch-failed: something [correctness shape M=1, normal inputs]"};
+  const HeldoutResults h = redact_heldout(r);
+  ASSERT_EQ(r.shapes.size(), 1u);
+  EXPECT_EQ(r.shapes[0].cls, ShapeClass::Correctness);
+  ASSERT_EQ(r.reasons.size(), 2u);
+  EXPECT_EQ(r.reasons[0], "launch-failed: something [correctness shape M=1, normal inputs]");
+  EXPECT_EQ(r.reasons[1], kHeldoutFailed);
+  EXPECT_EQ(reason_code(r.reasons[1]), "heldout");
+  EXPECT_TRUE(h.failed);
+  ASSERT_EQ(h.shapes.size(), 1u);
+  ASSERT_EQ(h.reasons.size(), 1u);
+  EXPECT_NE(to_json(h).dump().find("M=777"), std::string::npos);
+  // A passing held-out shape leaves no reason behind; redacting twice changes nothing.
+  EvalReport ok;
+  ShapeReport passed;
+  passed.shape = {{"M", 5}};
+  passed.cls = ShapeClass::Heldout;
+  ok.shapes = {passed};
+  EXPECT_FALSE(redact_heldout(ok).failed);
+  EXPECT_TRUE(ok.reasons.empty());
+  EXPECT_TRUE(redact_heldout(ok).empty());
+}
+
 }  // namespace ptxevo::evaluator

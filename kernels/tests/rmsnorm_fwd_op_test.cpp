@@ -1456,7 +1456,8 @@ std::vector<std::string> expected_reasons(const std::string& source, std::string
   static const std::set<std::string> kCodes = {"unwritten-output",   "nonfinite-output", "tolerance",
                                                "trivial-output",     "nondeterministic", "input-mutated",
                                                "out-of-bounds-write", "persistent-global", "clock-read",
-                                               "launch-resources",   "timed-output-mismatch", "heldout-shape"};
+                                               "launch-resources",   "timed-output-mismatch", "heldout-shape",
+                                               "out-of-bounds"};
   std::istringstream in(source);
   std::string first, second;
   std::getline(in, first);
@@ -1529,7 +1530,7 @@ TEST(RmsNormFwdBuild, KnownBadKernelsHaveHeadersAndBuild) {
   // Every gate reason that a device-code-only candidate can cause is exercised.
   for (const char* c : {"unwritten-output", "nonfinite-output", "tolerance", "nondeterministic", "input-mutated",
                         "out-of-bounds-write", "persistent-global", "clock-read", "launch-resources",
-                        "timed-output-mismatch", "heldout-shape"})
+                        "timed-output-mismatch", "heldout-shape", "out-of-bounds"})
     EXPECT_TRUE(codes_seen.count(c)) << c;
 }
 

@@ -534,6 +534,65 @@ TEST_F(CampaignTest, DeadlineEndsTheCampaignOnTimeAndKeepsWhatWasInFlight) {
   for (const auto& [hash, n] : fast.all_calls()) EXPECT_EQ(n, 1) << hash;
 }
 
+// A measurer whose reports fail a held-out shape for UNROLL 2, naming it as the gate does.
+class HeldoutFailingMeasurer : public KnobModelMeasurer {
+ public:
+  std::vector<evaluator::EvalReport> measure(const evaluator::EvalRequest& common,
+                                             const std::vector<MeasureItem>& items) override {
+    auto reports = KnobModelMeasurer::measure(common, items);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (evaluator::knob_int(items[i].knobs, "UNROLL", 1) != 2) continue;
+      auto& r = reports[i];
+      const std::string why = "tolerance: rel_l2 0.3 > 1e-06 (output 'y') [heldout shape N=777, normal inputs]";
+      for (auto& sh : r.shapes)
+        if (sh.cls == evaluator::ShapeClass::Heldout) {
+          sh.passed = false;
+          sh.reasons.push_back(why);
+        }
+      r.reasons.push_back(why);
+      r.verdict = "fail";
+      r.fitness.reset();
+    }
+    return reports;
+  }
+};
+
+// Held-out shapes leave no trace the search reads: evaluations and shape_results hold neither the
+// shape nor the reason, only "heldout: a held-out shape failed"; heldout_results keeps the rest.
+TEST_F(CampaignTest, HeldOutShapesLeaveNoTraceTheSearchReads) {
+  std::string text = testing::kScaleSpec;
+  const std::string corr = "correctness = [ { N = 1 }, { N = 1000 } ]";
+  text.replace(text.find(corr), corr.size(), corr + "\nheldout = [ { N = 777 } ]");
+  std::ofstream(dir_ / "scale_heldout.spec") << text;
+  auto sr = evaluator::load_spec((dir_ / "scale_heldout.spec").string(), registry_);
+  ASSERT_TRUE(sr.spec) << sr.error->format();
+  spec_ = *sr.spec;
+  auto db = TraceDb::open(dir_ / "heldout.db");
+  HeldoutFailingMeasurer m;
+  auto o = small();
+  o.max_evaluations = 24;
+  const auto r = run(db, {&m}, o);
+  int failed = 0;
+  auto q = db.connection().prepare("SELECT verdict, reasons_json, report_json FROM evaluations");
+  while (q.step()) {
+    const std::string reasons = q.column_text(1), report = q.column_text(2);
+    EXPECT_EQ(report.find("777"), std::string::npos) << report;
+    EXPECT_EQ(reasons.find("heldout shape"), std::string::npos) << reasons;
+    if (q.column_text(0) == "fail") {
+      ++failed;
+      EXPECT_NE(reasons.find("heldout: a held-out shape failed"), std::string::npos) << reasons;
+    }
+  }
+  ASSERT_GT(failed, 0) << "no candidate with UNROLL 2 was measured";
+  EXPECT_EQ(db.connection().query_int("SELECT count(*) FROM shape_results WHERE class = 'heldout'"), 0);
+  EXPECT_EQ(db.connection().query_int("SELECT count(*) FROM heldout_results WHERE failed = 1"), failed);
+  auto h = db.connection().prepare("SELECT detail_json FROM heldout_results WHERE failed = 1 LIMIT 1");
+  ASSERT_TRUE(h.step());
+  EXPECT_NE(h.column_text(0).find("[heldout shape N=777, normal inputs]"), std::string::npos);
+  EXPECT_GT(db.connection().query_int("SELECT count(*) FROM heldout_results WHERE failed = 0"), 0);
+  (void)r;
+}
+
 TEST_F(CampaignTest, ReplayRefusesAMalformedFile) {
   std::ofstream(dir_ / "bad.json") << "{\"format\": \"something-else\"}";
   try {

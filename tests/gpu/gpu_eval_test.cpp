@@ -92,7 +92,7 @@ class GpuEval : public ::testing::Test {
     Builder builder(nullptr);
     ShapeSelection sel;
     sel.max_benchmark_shapes = max_bench;
-    sel.gate_untimed_benchmarks = false;  // the tests choose what they gate
+    sel.include_untimed_benchmarks = false;  // the tests choose what they gate
     const auto seed = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     return prepare_evaluation(*spec_, *registry_->find(spec_->op), builder, {source, "", {}, {}}, sel, seed);
   }

@@ -73,7 +73,7 @@ class KdaGpu : public ::testing::Test {
     Builder builder(nullptr);
     ShapeSelection sel;
     sel.max_benchmark_shapes = max_bench;
-    sel.gate_untimed_benchmarks = false;  // a host reference of every KDA scenario would take minutes
+    sel.include_untimed_benchmarks = false;  // a host reference of every KDA scenario would take minutes
     const auto seed = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     PreparedEvaluation p = prepare_evaluation(spec, *registry_->find(spec.op), builder, {}, sel, seed);
     ASSERT_TRUE(p.reasons.empty()) << p.reasons[0];
@@ -132,7 +132,7 @@ class KdaGpu : public ::testing::Test {
     Builder builder(nullptr);
     ShapeSelection sel;
     sel.max_benchmark_shapes = max_bench;
-    sel.gate_untimed_benchmarks = false;  // a host reference of every KDA scenario would take minutes
+    sel.include_untimed_benchmarks = false;  // a host reference of every KDA scenario would take minutes
     sel.heldout = heldout;
     const auto seed = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     // The chunked build as the candidate (prepared with itself as the baseline seed, so its knobs
