@@ -94,13 +94,18 @@ ResolvedCandidate resolve_candidate(const ExportRequest& r) {
       q.bind(1, campaign);
       if (q.step()) campaign_arch = q.column_text(0);
       // Without a SPEC, the spec and templates the campaign recorded: the database alone suffices.
-      if (spec_path.empty()) loaded = search::load_campaign_spec(db, campaign, "", registry);
+      // A database from before they were recorded names the spec's path (before any "#arch#mode").
+      if (spec_path.empty() && !search::campaign_files(db, campaign).empty())
+        loaded = search::load_campaign_spec(db, campaign, "", registry);
+      else if (spec_path.empty())
+        spec_path = c.provenance.spec_path.substr(0, c.provenance.spec_path.find('#'));
     } catch (const std::exception& e) {
       throw ExportError(r.db + ": " + e.what());
     }
     if (!loaded) {
       const std::string text = read_text(spec_path);
-      if (text.empty()) throw ExportError(spec_path + ": cannot read the spec");
+      if (text.empty())
+        throw ExportError(spec_path + ": cannot read the campaign's spec (give its path as SPEC; databases written from now on keep it)");
       if (evaluator::sha256_hex(text) != c.provenance.spec_hash)
         throw ExportError(spec_path + ": the spec changed since campaign " + std::to_string(campaign) +
                           " recorded it (sha256 " + c.provenance.spec_hash +
