@@ -786,8 +786,11 @@ void CampaignEngine::absorb(Batch& b) {
     if (it.purpose == "candidate" && r.verdict != "unmeasured" && r.verdict != "not-run")
       validity_.add(validity_categories(it.proposal.genome), it.features, r.verdict == "pass" && r.fitness);
     if (r.verdict == "unmeasured") {
-      if (it.purpose == "candidate") db_.settle_candidate(it.candidate_id, "unmeasured");
-      ++result_.unmeasured_this_run;
+      // A replay answers a re-measurement of the best "unmeasured" too; only candidates count.
+      if (it.purpose == "candidate") {
+        db_.settle_candidate(it.candidate_id, "unmeasured");
+        ++result_.unmeasured_this_run;
+      }
       continue;
     }
     if (r.verdict == "not-run") {  // stays built: a resumed campaign measures it
