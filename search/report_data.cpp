@@ -189,6 +189,26 @@ constexpr const char* kCampaignEvaluations =
     " FROM evaluations e JOIN candidates c ON c.id = e.candidate_id WHERE c.campaign_id = ? ";
 
 // Each failing evaluation counts once per reason code; one without reasons counts by verdict.
+void read_heldout(sqlite::Connection& c, std::int64_t campaign, ReportData& r) {
+  if (!has_table(c, "heldout_results")) return;
+  auto s = c.prepare(
+      "SELECT h.detail_json FROM heldout_results h JOIN evaluations e ON e.id = h.evaluation_id "
+      "JOIN candidates k ON k.id = e.candidate_id WHERE k.campaign_id = ? AND h.failed = 1 ORDER BY h.evaluation_id");
+  s.bind(1, campaign);
+  std::set<std::string> seen;
+  while (s.step()) {
+    ++r.heldout_failed;
+    const json j = json::parse(s.column_text(0), nullptr, false);
+    if (!j.is_object()) continue;
+    std::vector<std::string> reasons;
+    if (j.contains("reasons") && j["reasons"].is_array())
+      for (const auto& x : j["reasons"])
+        if (x.is_string()) reasons.push_back(x.get<std::string>());
+    for (const auto& x : reasons)
+      if (r.heldout_reasons.size() < 5 && seen.insert(x).second) r.heldout_reasons.push_back(x);
+  }
+}
+
 std::vector<NamedCount> failure_reasons(sqlite::Connection& c, std::int64_t campaign) {
   std::map<std::string, std::int64_t> counts;
   auto s = c.prepare(std::string("SELECT e.verdict, e.reasons_json") + kCampaignEvaluations + "AND e.verdict <> 'pass'");
@@ -335,6 +355,7 @@ ReportData load_report(const std::filesystem::path& db, std::optional<std::int64
         grouped_counts(c, std::string("SELECT e.verdict, count(*)") + kCampaignEvaluations + "GROUP BY e.verdict", id);
     for (const auto& n : r.evaluations_by_verdict) r.evaluations += n.count;
     r.failures_by_reason = failure_reasons(c, id);
+    read_heldout(c, id, r);
     read_series(c, id, r);
     r.winner = read_winner(c, id);
     r.environments = read_environments(c, id);

@@ -96,6 +96,10 @@ struct ReportData {
   // Reason codes (the text before ':') of evaluations that did not pass, each counted once per
   // evaluation, plus "build:<stage>" for candidates whose build failed.
   std::vector<NamedCount> failures_by_reason;
+  // Held-out shapes (schema v8, heldout_results): kept apart from what the search reads, shown
+  // to the user here: evaluations that failed one, and up to five distinct reasons.
+  std::int64_t heldout_failed = 0;
+  std::vector<std::string> heldout_reasons;
   std::vector<FitnessPoint> series;  // every evaluation, in order
   std::string first_evaluation_at, last_evaluation_at;
   double elapsed_s = 0;              // first to last evaluation

@@ -117,6 +117,13 @@ void write_failures(const ReportData& r, std::ostream& out) {
   for (const auto& n : r.failures_by_reason) out << "  " << pad(printable(n.name), width) << n.count << "\n";
 }
 
+void write_heldout(const ReportData& r, std::ostream& out) {
+  if (r.heldout_failed == 0) return;
+  out << "\nheld-out shapes (never shown to the search): " << r.heldout_failed
+      << " evaluations failed one; the first distinct reasons:\n";
+  for (const auto& reason : r.heldout_reasons) out << "  " << printable(reason) << "\n";
+}
+
 void write_winner_shapes(const ReportData& r, std::ostream& out) {
   if (!r.winner || r.winner->shapes.empty()) return;
   out << "\nwinner per shape (speedup over the baseline, 95% CI, fraction of the copy-bandwidth floor)\n";
@@ -147,6 +154,7 @@ void write_report_text(const ReportData& r, std::ostream& out) {
   write_counts(r, out);
   write_progress(r, out);
   write_failures(r, out);
+  write_heldout(r, out);
   write_winner_shapes(r, out);
   write_environments(r, out);
   if (r.campaign.replay) out << "\n*** " << kReplayBanner << " ***\n";

@@ -11,6 +11,8 @@
 
 #include "campaign_fixture.hpp"
 #include "search/replay.hpp"
+#include "search/report_data.hpp"
+#include "search/report_text.hpp"
 
 namespace ptxevo::search {
 namespace {
@@ -590,7 +592,15 @@ TEST_F(CampaignTest, HeldOutShapesLeaveNoTraceTheSearchReads) {
   ASSERT_TRUE(h.step());
   EXPECT_NE(h.column_text(0).find("[heldout shape N=777, normal inputs]"), std::string::npos);
   EXPECT_GT(db.connection().query_int("SELECT count(*) FROM heldout_results WHERE failed = 0"), 0);
-  (void)r;
+  // The user's report shows them.
+  const ReportData rep = load_report(dir_ / "heldout.db", r.campaign_id);
+  EXPECT_EQ(rep.heldout_failed, failed);
+  ASSERT_FALSE(rep.heldout_reasons.empty());
+  EXPECT_NE(rep.heldout_reasons[0].find("[heldout shape N=777"), std::string::npos);
+  std::ostringstream page;
+  write_report_text(rep, page);
+  EXPECT_NE(page.str().find("held-out shapes (never shown to the search): " + std::to_string(failed)), std::string::npos)
+      << page.str();
 }
 
 TEST_F(CampaignTest, ReplayRefusesAMalformedFile) {
