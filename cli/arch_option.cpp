@@ -4,14 +4,21 @@
 
 namespace ptxevo::cli {
 
-bool apply_arch_option(const std::string& given, evaluator::Spec& spec, std::ostream& err) {
-  const std::string wanted = given.empty() ? spec.arch : given;
-  const std::string arch = search::normalize_arch(wanted);
-  if (arch.empty()) {
-    err << "error: --arch " << wanted
+bool normalize_arch_option(std::string& arch, std::ostream& err) {
+  if (arch.empty()) return true;
+  const std::string normal = search::normalize_arch(arch);
+  if (normal.empty()) {
+    err << "error: --arch " << arch
         << " is not a target ptxevo knows (use sm_90a or sm_100a; sm_90 and sm_100 are accepted)\n";
     return false;
   }
+  arch = normal;
+  return true;
+}
+
+bool apply_arch_option(const std::string& given, evaluator::Spec& spec, std::ostream& err) {
+  std::string arch = given.empty() ? spec.arch : given;
+  if (!normalize_arch_option(arch, err)) return false;
   spec.arch = arch;
   return true;
 }

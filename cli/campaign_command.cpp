@@ -87,17 +87,8 @@ fs::path default_replay(const std::string& spec) {
   return p.parent_path() / (p.stem().string() + ".replay.json");
 }
 
-// The winner's replayed figures per benchmark shape: its recorded evaluation, measured on the
-// record's GPU, not here.
-void print_replayed_best(search::TraceDb& db, std::int64_t candidate, std::ostream& out) {
-  auto q = db.connection().prepare(
-      "SELECT report_json FROM evaluations WHERE candidate_id = ? AND verdict = 'pass' ORDER BY id DESC LIMIT 1");
-  q.bind(1, candidate);
-  if (!q.step()) return;
-  const EvalReport r = report_from_json(nlohmann::json::parse(q.column_text(0)));
-  const auto gpu = r.environment.find("gpu");
-  out << "its replayed speedups (recorded on " << (gpu != r.environment.end() ? gpu->second : std::string("the record's GPU"))
-      << ", not measured here):\n";
+// Each timed shape: candidate and baseline medians, paired speedup with its CI, fraction of floor.
+void print_shape_table(const EvalReport& r, std::ostream& out) {
   out << "  shape                   cand ms     base ms     speedup [95% CI]        of floor\n";
   for (const auto& s : r.shapes) {
     if (!s.speedup || !s.candidate_ms || !s.baseline_ms) continue;
@@ -109,19 +100,25 @@ void print_replayed_best(search::TraceDb& db, std::int64_t candidate, std::ostre
   }
 }
 
+// The winner's replayed figures per benchmark shape: its recorded evaluation, measured on the
+// record's GPU, not here.
+void print_replayed_best(search::TraceDb& db, std::int64_t candidate, std::ostream& out) {
+  auto q = db.connection().prepare(
+      "SELECT report_json FROM evaluations WHERE candidate_id = ? AND verdict = 'pass' ORDER BY id DESC LIMIT 1");
+  q.bind(1, candidate);
+  if (!q.step()) return;
+  const EvalReport r = report_from_json(nlohmann::json::parse(q.column_text(0)));
+  const auto gpu = r.environment.find("gpu");
+  out << "its replayed speedups (recorded on " << (gpu != r.environment.end() ? gpu->second : std::string("the record's GPU"))
+      << ", not measured here):\n";
+  print_shape_table(r, out);
+}
+
 void print_final(const EvalReport& r, std::ostream& out) {
   out << "winner re-measured against the baseline: verdict " << r.verdict;
   if (r.fitness) out << ", fitness " << *r.fitness;
   out << "\n";
-  out << "  shape                   cand ms     base ms     speedup [95% CI]        of floor\n";
-  for (const auto& s : r.shapes) {
-    if (!s.speedup || !s.candidate_ms || !s.baseline_ms) continue;
-    char line[256];
-    std::snprintf(line, sizeof line, "  %-22s  %-10.5f  %-10.5f  %5.3f [%5.3f, %5.3f]    %5.1f%%\n",
-                  shape_to_string(s.shape).c_str(), s.candidate_ms->median, s.baseline_ms->median, s.speedup->ratio,
-                  s.speedup->ci_low, s.speedup->ci_high, 100 * s.fraction_of_floor);
-    out << line;
-  }
+  print_shape_table(r, out);
   for (const auto& reason : r.reasons) out << "  reason: " << reason << "\n";
 }
 

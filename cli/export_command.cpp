@@ -9,7 +9,6 @@
 
 #include "cli/arch_option.hpp"
 #include "cli/build_command.hpp"
-#include "search/campaign.hpp"
 
 namespace ptxevo::cli {
 
@@ -110,15 +109,7 @@ void register_export_command(CLI::App& app) {
     if (cand->count() > 0) r->candidate = *candidate;
     if (camp->count() > 0) r->campaign = *campaign;
     r->verify = !*no_verify;
-    if (!r->arch.empty()) {
-      const std::string given = r->arch;
-      r->arch = search::normalize_arch(given);
-      if (r->arch.empty()) {
-        std::cerr << "error: --arch " << given
-                  << " is not a target ptxevo knows (use sm_90a or sm_100a; sm_90 and sm_100 are accepted)\n";
-        throw CLI::RuntimeError(2);
-      }
-    }
+    if (!normalize_arch_option(r->arch, std::cerr)) throw CLI::RuntimeError(2);
     const int rc = run_export(*r, std::cout, std::cerr);
     if (rc != 0) throw CLI::RuntimeError(rc);
     throw CLI::Success();

@@ -178,6 +178,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     camp.self_exe = ptxevo::cli::self_executable(argv[0]);
+    camp.replay_only = !camp.replay.empty();  // --replay: timings from the record, even beside a GPU
     return ptxevo::cli::run_campaign(camp, std::cout, std::cerr);
   }
   if (prior->parsed()) return ptxevo::cli::run_prior(prior_opts, std::cout, std::cerr);
