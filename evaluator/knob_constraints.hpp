@@ -1,19 +1,7 @@
-// Knob constraints: a tiny expression language a seed uses to exclude knob combinations its
-// template cannot build, e.g. "THREADS % TPR == 0 && (LOADER != \"cp_async\" || VEC >= 4)".
-//
-//   or      := and ("||" and)*
-//   and     := cmp ("&&" cmp)*
-//   cmp     := sum (("==" | "!=" | "<" | "<=" | ">" | ">=") sum)?   comparisons do not chain
-//   sum     := product (("+" | "-") product)*
-//   product := unary (("*" | "/" | "%") unary)*
-//   unary   := ("!" | "-") unary | primary
-//   primary := INTEGER | KNOB | "STRING" | "(" or ")"
-//
-// Values are 64-bit integers, strings (string knobs and "quoted" literals, which only compare
-// with == and !=) and conditions (comparisons, && || !). A constraint must be a condition.
-// Arithmetic is C's (/ and % truncate), but overflow and division by zero are errors, never UB.
-// Nesting (parentheses and prefix operators) deeper than kMaxConstraintNesting is rejected so
-// that a hostile "((((..." cannot overflow the stack; the parser recurses only on nesting.
+// Knob constraints: conditions a seed uses to exclude knob combinations its template cannot
+// build, e.g. "THREADS % TPR == 0 && (LOADER != \"cp_async\" || VEC >= 4)", written in the
+// expression language of expression.hpp with the seed's knobs as the names. A constraint must
+// be a condition.
 #pragma once
 
 #include <cstddef>
@@ -21,11 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "evaluator/expression.hpp"
 #include "evaluator/op.hpp"
 
 namespace ptxevo::evaluator {
 
-inline constexpr int kMaxConstraintNesting = 64;
+inline constexpr int kMaxConstraintNesting = kMaxExpressionNesting;
 
 struct ConstraintError {
   std::size_t column = 0;  // 1-based byte column in the expression

@@ -1,3 +1,5 @@
+#include "evaluator/expression.hpp"
+
 #include "evaluator/knob_constraints.hpp"
 
 #include <cctype>
@@ -5,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <stdexcept>
 #include <string_view>
 #include <utility>
@@ -15,7 +18,7 @@ namespace {
 
 // ---- Lexer -------------------------------------------------------------------------------
 
-enum class Tok { Int, Ident, Str, Op, LParen, RParen, End };
+enum class Tok { Int, Ident, Str, Op, LParen, RParen, Comma, End };
 
 struct Token {
   Tok type = Tok::End;
@@ -71,6 +74,9 @@ std::vector<Token> lex(const std::string& s) {
     } else if (c == '(' || c == ')') {
       out.push_back({c == '(' ? Tok::LParen : Tok::RParen, col, std::string(1, c), 0});
       ++i;
+    } else if (c == ',') {
+      out.push_back({Tok::Comma, col, ",", 0});
+      ++i;
     } else {
       const std::string two = s.substr(i, 2);
       if (two == "==" || two == "!=" || two == "<=" || two == ">=" || two == "&&" || two == "||") {
@@ -80,7 +86,7 @@ std::vector<Token> lex(const std::string& s) {
         throw Failure{col, "'=' is not an operator; use '==' to compare"};
       } else if (c == '&' || c == '|') {
         throw Failure{col, std::string("expected '") + c + c + "'; there are no bitwise operators"};
-      } else if (std::string_view("+-*/%<>!").find(c) != std::string_view::npos) {
+      } else if (std::string_view("+-*/%<>!?:").find(c) != std::string_view::npos) {
         out.push_back({Tok::Op, col, std::string(1, c), 0});
         ++i;
       } else {
@@ -111,6 +117,7 @@ struct Value {
   std::int64_t i = 0;
   bool b = false;
   std::string s;
+  std::string cpp;  // the C++ text of the value (expression_to_cpp only)
 };
 
 const char* kind_name(Kind k) {
@@ -121,6 +128,15 @@ const char* kind_name(Kind k) {
     case Kind::AnyKnob: return "a knob";
   }
   return "?";
+}
+
+Kind kind_of(ExprKind k) {
+  switch (k) {
+    case ExprKind::Int: return Kind::Int;
+    case ExprKind::Str: return Kind::Str;
+    case ExprKind::Bool: return Kind::Bool;
+  }
+  return Kind::Int;
 }
 
 void require_int(const Value& v, const std::string& op) {
@@ -140,8 +156,14 @@ void require_comparable(const Value& a, const Value& b, const std::string& op) {
   if (!ok) throw Failure{b.col, "'" + op + "' compares " + kind_name(a.kind) + " with " + kind_name(b.kind)};
 }
 
-Value make_bool(bool b, std::size_t col) { return Value{Kind::Bool, col, 0, b, {}}; }
-Value make_int(std::int64_t i, std::size_t col) { return Value{Kind::Int, col, i, false, {}}; }
+std::string int_cpp(std::int64_t i) {
+  if (i == std::numeric_limits<std::int64_t>::min()) return "std::numeric_limits<std::int64_t>::min()";
+  return i < 0 ? "(" + std::to_string(i) + "LL)" : std::to_string(i) + "LL";
+}
+Value make_bool(bool b, std::size_t col, std::string cpp = {}) { return Value{Kind::Bool, col, 0, b, {}, std::move(cpp)}; }
+Value make_int(std::int64_t i, std::size_t col, std::string cpp = {}) {
+  return Value{Kind::Int, col, i, false, {}, cpp.empty() ? int_cpp(i) : std::move(cpp)};
+}
 
 // Checked integer arithmetic: signed overflow would be UB, so it is an error instead.
 std::int64_t arith(const std::string& op, std::int64_t a, std::int64_t b, std::size_t col) {
@@ -178,11 +200,15 @@ bool compare(const std::string& op, const Value& a, const Value& b) {
 
 // ---- Parser and evaluator ----------------------------------------------------------------
 
-// Where knobs come from. Exactly one of `names` (kinds unknown) and `knobs` is set.
+// Where names come from; exactly one of names, knobs, values and types is set.
 struct Env {
-  const std::vector<std::string>* names = nullptr;
+  const std::vector<std::string>* names = nullptr;  // knob names, kinds unknown
   const Knobs* knobs = nullptr;
+  const Bindings* values = nullptr;
+  const ExprTypes* types = nullptr;
+  const std::set<std::string>* runtime = nullptr;  // with `values`: integer variables of generated code
   bool evaluate = false;  // false: check only, the values are not used
+  bool emit = false;      // build Value::cpp (expression_to_cpp)
 };
 
 // One pass parses, type-checks and (with Env::evaluate) evaluates. `live` is false inside the
@@ -192,12 +218,15 @@ class Parser {
  public:
   Parser(const std::string& expr, const Env& env) : toks_(lex(expr)), env_(env) {}
 
-  Value parse() {
-    Value v = parse_or(true);
+  // `constraint`: the knob constraint wording of the kind error.
+  Value parse(Kind want, bool constraint) {
+    Value v = parse_expr(true);
     if (peek().type != Tok::End) throw Failure{peek().col, "expected an operator, got " + describe(peek())};
-    if (v.kind != Kind::Bool)
+    const bool ok = v.kind == want || (v.kind == Kind::AnyKnob && want != Kind::Bool);
+    if (!ok && constraint)
       throw Failure{
           v.col, std::string("a constraint must be a condition (a comparison, &&, || or !), got ") + kind_name(v.kind)};
+    if (!ok) throw Failure{v.col, std::string("expected ") + kind_name(want) + ", got " + kind_name(v.kind)};
     return v;
   }
 
@@ -209,6 +238,30 @@ class Parser {
       if (peek().text == o) return true;
     return false;
   }
+  void enter(std::size_t col) {
+    if (++depth_ > kMaxExpressionNesting)
+      throw Failure{col, "nesting deeper than " + std::to_string(kMaxExpressionNesting) + " levels"};
+  }
+
+  Value parse_expr(bool live) {
+    Value c = parse_or(live);
+    if (!at_op({"?"})) return c;
+    const Token& q = toks_[pos_++];
+    enter(q.col);
+    require_bool(c, "?");
+    Value a = parse_expr(live && (!env_.evaluate || c.b));
+    if (!at_op({":"})) throw Failure{peek().col, "expected ':' of the '?' at column " + std::to_string(q.col) + ", got " + describe(peek())};
+    ++pos_;
+    Value b = parse_expr(live && (!env_.evaluate || !c.b));
+    --depth_;
+    const bool same = a.kind == b.kind || a.kind == Kind::AnyKnob || b.kind == Kind::AnyKnob;
+    if (!same) throw Failure{b.col, std::string("the branches of '?' differ: ") + kind_name(a.kind) + " and " + kind_name(b.kind)};
+    Value r = env_.evaluate && !c.b ? b : a;
+    r.col = c.col;
+    if (a.kind == Kind::AnyKnob) r.kind = b.kind;
+    if (env_.emit) r.cpp = "(" + c.cpp + " ? " + a.cpp + " : " + b.cpp + ")";
+    return r;
+  }
 
   Value parse_or(bool live) {
     Value lhs = parse_and(live);
@@ -217,7 +270,7 @@ class Parser {
       require_bool(lhs, op);
       Value rhs = parse_and(live && !lhs.b);
       require_bool(rhs, op);
-      lhs = make_bool(lhs.b || rhs.b, lhs.col);
+      lhs = make_bool(lhs.b || rhs.b, lhs.col, env_.emit ? "(" + lhs.cpp + " || " + rhs.cpp + ")" : "");
     }
     return lhs;
   }
@@ -227,9 +280,9 @@ class Parser {
     while (at_op({"&&"})) {
       const std::string op = toks_[pos_++].text;
       require_bool(lhs, op);
-      Value rhs = parse_cmp(live && lhs.b);
+      Value rhs = parse_cmp(live && (!env_.evaluate || lhs.b));
       require_bool(rhs, op);
-      lhs = make_bool(lhs.b && rhs.b, lhs.col);
+      lhs = make_bool(lhs.b && rhs.b, lhs.col, env_.emit ? "(" + lhs.cpp + " && " + rhs.cpp + ")" : "");
     }
     return lhs;
   }
@@ -247,7 +300,12 @@ class Parser {
     }
     if (at_op({"==", "!=", "<", "<=", ">", ">="}))
       throw Failure{peek().col, "comparisons do not chain; combine them with && or parentheses"};
-    return make_bool(env_.evaluate && compare(op, lhs, rhs), lhs.col);
+    // Strings are always known (no runtime strings), so their comparison folds.
+    const bool known = lhs.kind == Kind::Str;
+    const bool v = (env_.evaluate || known) && compare(op, lhs, rhs);
+    std::string cpp;
+    if (env_.emit) cpp = known ? (v ? "true" : "false") : "(" + lhs.cpp + " " + op + " " + rhs.cpp + ")";
+    return make_bool(v, lhs.col, cpp);
   }
 
   Value parse_sum(bool live) {
@@ -268,29 +326,29 @@ class Parser {
     require_int(lhs, op_tok.text);
     require_int(rhs, op_tok.text);
     const bool run = env_.evaluate && live;
-    return make_int(run ? arith(op_tok.text, lhs.i, rhs.i, op_tok.col) : 0, lhs.col);
+    return make_int(run ? arith(op_tok.text, lhs.i, rhs.i, op_tok.col) : 0, lhs.col,
+                    env_.emit ? "(" + lhs.cpp + " " + op_tok.text + " " + rhs.cpp + ")" : "0");
   }
 
-  // Prefix operators and parentheses are the only recursion, so only they count as nesting.
+  // Prefix operators, parentheses, calls and ?: are the only recursion, so only they count as nesting.
   Value parse_unary(bool live) {
     const Token& t = peek();
     const bool prefix = at_op({"!", "-"});
-    if (!prefix && t.type != Tok::LParen) return parse_primary();
-    if (++depth_ > kMaxConstraintNesting)
-      throw Failure{t.col, "nesting deeper than " + std::to_string(kMaxConstraintNesting) + " levels"};
+    if (!prefix && t.type != Tok::LParen) return parse_primary(live);
+    enter(t.col);
     ++pos_;
     Value v;
     if (prefix) {
       v = parse_unary(live);
       if (t.text == "!") {
         require_bool(v, "!");
-        v = make_bool(!v.b, t.col);
+        v = make_bool(!v.b, t.col, env_.emit ? "(!" + v.cpp + ")" : "");
       } else {
         require_int(v, "-");
-        v = make_int(env_.evaluate && live ? arith("-", 0, v.i, t.col) : 0, t.col);
+        v = make_int(env_.evaluate && live ? arith("-", 0, v.i, t.col) : 0, t.col, env_.emit ? "(-" + v.cpp + ")" : "0");
       }
     } else {
-      v = parse_or(live);
+      v = parse_expr(live);
       if (peek().type != Tok::RParen)
         throw Failure{peek().col,
                       "expected ')' to close the '(' at column " + std::to_string(t.col) + ", got " + describe(peek())};
@@ -301,37 +359,86 @@ class Parser {
     return v;
   }
 
-  Value parse_primary() {
+  Value parse_primary(bool live) {
     const Token& t = toks_[pos_];
     switch (t.type) {
       case Tok::Int: ++pos_; return make_int(t.value, t.col);
-      case Tok::Str: ++pos_; return Value{Kind::Str, t.col, 0, false, t.text};
-      case Tok::Ident: ++pos_; return knob(t);
-      default: throw Failure{t.col, "expected a number, a knob, a \"string\" or '(', got " + describe(t)};
+      case Tok::Str: ++pos_; return Value{Kind::Str, t.col, 0, false, t.text, {}};
+      case Tok::Ident:
+        ++pos_;
+        if (peek().type == Tok::LParen) return call(t, live);
+        return lookup(t);
+      default: throw Failure{t.col, "expected a number, a name, a \"string\" or '(', got " + describe(t)};
     }
   }
 
-  Value knob(const Token& t) const {
+  // min(a, b), max(a, b), cdiv(a, b).
+  Value call(const Token& fn, bool live) {
+    if (fn.text != "min" && fn.text != "max" && fn.text != "cdiv")
+      throw Failure{fn.col, "unknown function '" + fn.text + "'; functions: min, max, cdiv"};
+    enter(fn.col);
+    ++pos_;  // (
+    Value a = parse_expr(live);
+    if (peek().type != Tok::Comma) throw Failure{peek().col, fn.text + "() takes two arguments; expected ',', got " + describe(peek())};
+    ++pos_;
+    Value b = parse_expr(live);
+    if (peek().type != Tok::RParen) throw Failure{peek().col, fn.text + "() takes two arguments; expected ')', got " + describe(peek())};
+    ++pos_;
+    --depth_;
+    require_int(a, fn.text + "()");
+    require_int(b, fn.text + "()");
+    std::int64_t r = 0;
+    if (env_.evaluate && live) {
+      if (fn.text == "min") r = std::min(a.i, b.i);
+      else if (fn.text == "max") r = std::max(a.i, b.i);
+      else {
+        if (a.i < 0 || b.i <= 0) throw Failure{fn.col, "cdiv(" + std::to_string(a.i) + ", " + std::to_string(b.i) + ") needs a >= 0 and b > 0"};
+        r = a.i / b.i + (a.i % b.i != 0 ? 1 : 0);
+      }
+    }
+    std::string cpp;
+    if (env_.emit)
+      cpp = (fn.text == "cdiv" ? std::string("ptxevo_cdiv(") : "std::" + fn.text + "<std::int64_t>(") + a.cpp + ", " + b.cpp + ")";
+    return make_int(r, fn.col, env_.emit ? cpp : "0");
+  }
+
+  Value lookup(const Token& t) const {
     if (env_.names) {
       for (const auto& n : *env_.names)
-        if (n == t.text) return Value{Kind::AnyKnob, t.col, 0, false, {}};
-      throw Failure{t.col, unknown_knob(t.text, *env_.names)};
+        if (n == t.text) return Value{Kind::AnyKnob, t.col, 0, false, {}, {}};
+      throw Failure{t.col, unknown_name(t.text, *env_.names, "knob")};
+    }
+    if (env_.types) {
+      const auto it = env_.types->find(t.text);
+      if (it == env_.types->end()) throw Failure{t.col, unknown_name(t.text, keys(*env_.types), "name")};
+      return Value{kind_of(it->second), t.col, 0, false, {}, {}};
+    }
+    if (env_.values) {
+      if (env_.runtime && env_.runtime->count(t.text)) return Value{Kind::Int, t.col, 0, false, {}, t.text};
+      const auto it = env_.values->find(t.text);
+      if (it == env_.values->end()) throw Failure{t.col, unknown_name(t.text, keys(*env_.values), "name")};
+      if (const auto* i = std::get_if<std::int64_t>(&it->second)) return make_int(*i, t.col);
+      if (const auto* b = std::get_if<bool>(&it->second)) return make_bool(*b, t.col, *b ? "true" : "false");
+      return Value{Kind::Str, t.col, 0, false, std::get<std::string>(it->second), {}};
     }
     const auto it = env_.knobs->find(t.text);
-    if (it == env_.knobs->end()) {
-      std::vector<std::string> names;
-      for (const auto& kv : *env_.knobs) names.push_back(kv.first);
-      throw Failure{t.col, unknown_knob(t.text, names)};
-    }
+    if (it == env_.knobs->end()) throw Failure{t.col, unknown_name(t.text, keys(*env_.knobs), "knob")};
     if (const auto* i = std::get_if<std::int64_t>(&it->second)) return make_int(*i, t.col);
-    return Value{Kind::Str, t.col, 0, false, std::get<std::string>(it->second)};
+    return Value{Kind::Str, t.col, 0, false, std::get<std::string>(it->second), {}};
   }
 
-  static std::string unknown_knob(const std::string& name, const std::vector<std::string>& names) {
-    if (names.empty()) return "unknown knob '" + name + "' (there are no knobs)";
+  template <class Map>
+  static std::vector<std::string> keys(const Map& m) {
+    std::vector<std::string> out;
+    for (const auto& kv : m) out.push_back(kv.first);
+    return out;
+  }
+
+  static std::string unknown_name(const std::string& name, const std::vector<std::string>& names, const std::string& what) {
+    if (names.empty()) return "unknown " + what + " '" + name + "' (there are no " + what + "s)";
     std::string list;
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-    return "unknown knob '" + name + "'; knobs: " + list;
+    return "unknown " + what + " '" + name + "'; " + what + "s: " + list;
   }
 
   std::vector<Token> toks_;
@@ -342,29 +449,69 @@ class Parser {
 
 std::optional<ConstraintError> check(const std::string& expr, const Env& env) {
   try {
-    Parser(expr, env).parse();
+    Parser(expr, env).parse(Kind::Bool, true);
     return std::nullopt;
   } catch (const Failure& f) {
     return ConstraintError{f.column, f.message};
   }
 }
 
+[[noreturn]] void rethrow(const std::string& what, const std::string& expr, const Failure& f) {
+  throw std::invalid_argument(what + " '" + expr + "', column " + std::to_string(f.column) + ": " + f.message);
+}
+
 }  // namespace
+
+const char* to_string(ExprKind k) { return kind_name(kind_of(k)); }
 
 std::optional<ConstraintError> check_constraint_syntax(const std::string& expr,
                                                        const std::vector<std::string>& knob_names) {
-  return check(expr, Env{&knob_names, nullptr, false});
+  return check(expr, Env{&knob_names, nullptr, nullptr, nullptr, nullptr, false, false});
 }
 
 std::optional<ConstraintError> check_constraint(const std::string& expr, const Knobs& knobs) {
-  return check(expr, Env{nullptr, &knobs, false});
+  return check(expr, Env{nullptr, &knobs, nullptr, nullptr, nullptr, false, false});
 }
 
 bool constraint_holds(const std::string& expr, const Knobs& knobs) {
   try {
-    return Parser(expr, Env{nullptr, &knobs, true}).parse().b;
+    return Parser(expr, Env{nullptr, &knobs, nullptr, nullptr, nullptr, true, false}).parse(Kind::Bool, true).b;
   } catch (const Failure& f) {
-    throw std::invalid_argument("constraint '" + expr + "', column " + std::to_string(f.column) + ": " + f.message);
+    rethrow("constraint", expr, f);
+  }
+}
+
+std::optional<ExpressionError> check_expression(const std::string& expr, const ExprTypes& types, ExprKind want) {
+  try {
+    Parser(expr, Env{nullptr, nullptr, nullptr, &types, nullptr, false, false}).parse(kind_of(want), false);
+    return std::nullopt;
+  } catch (const Failure& f) {
+    return ExpressionError{f.column, f.message};
+  }
+}
+
+std::int64_t evaluate_int(const std::string& expr, const Bindings& values) {
+  try {
+    return Parser(expr, Env{nullptr, nullptr, &values, nullptr, nullptr, true, false}).parse(Kind::Int, false).i;
+  } catch (const Failure& f) {
+    rethrow("expression", expr, f);
+  }
+}
+
+bool evaluate_condition(const std::string& expr, const Bindings& values) {
+  try {
+    return Parser(expr, Env{nullptr, nullptr, &values, nullptr, nullptr, true, false}).parse(Kind::Bool, false).b;
+  } catch (const Failure& f) {
+    rethrow("expression", expr, f);
+  }
+}
+
+std::string expression_to_cpp(const std::string& expr, const Bindings& constants, const std::set<std::string>& runtime,
+                              ExprKind want) {
+  try {
+    return Parser(expr, Env{nullptr, nullptr, &constants, nullptr, &runtime, false, true}).parse(kind_of(want), false).cpp;
+  } catch (const Failure& f) {
+    rethrow("expression", expr, f);
   }
 }
 
