@@ -48,7 +48,14 @@ int run_worker(int device, int in_fd, int out_fd) {
     bool exiting = false;
     try {
       EvalRequest req = request_from_json(msg->header.at("request"));
-      const Op* op = registry.find(req.op);
+      const Op* op = nullptr;
+      if (!req.op_file.empty()) {
+        SpecError why;
+        op = registry.load_file(req.op_file, &why);
+        if (!op) throw std::invalid_argument("op file: " + why.format());
+      } else {
+        op = registry.find(req.op);
+      }
       if (!op) throw std::invalid_argument("unknown op '" + req.op + "'");
       if (batch) {
         BatchEvalRequest b;

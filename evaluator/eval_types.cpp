@@ -89,6 +89,7 @@ json to_json(const EvalRequest& r) {
   json tol = json::object();
   for (const auto& [k, t] : r.tolerances) tol[k] = {{"rel_l2", t.rel_l2}, {"max_abs", t.max_abs}};
   return {{"op", r.op},
+          {"op_file", r.op_file},
           {"config", r.config},
           {"shapes", shapes},
           {"candidate_knobs", knobs_to_json(r.candidate_knobs)},
@@ -115,6 +116,7 @@ json to_json(const EvalRequest& r) {
 EvalRequest request_from_json(const json& j) {
   EvalRequest r;
   r.op = j.at("op").get<std::string>();
+  r.op_file = j.value("op_file", std::string());
   r.config = j.at("config").get<OpConfig>();
   for (const auto& s : j.at("shapes"))
     r.shapes.push_back({s.at("shape").get<Shape>(), shape_class_from(s.at("class")), s.value("timed", true)});

@@ -53,6 +53,7 @@ struct GateOptions {
 
 struct EvalRequest {
   std::string op;
+  std::string op_file;  // where the op is declared, when it is declared in a file (the worker loads it)
   OpConfig config;
   std::vector<ShapeCase> shapes;
   Knobs candidate_knobs;

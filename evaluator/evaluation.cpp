@@ -146,6 +146,7 @@ PreparedEvaluation prepare_evaluation(const Spec& spec, const Op& op, const Buil
 
   EvalRequest& req = p.request;
   req.op = spec.op;
+  req.op_file = spec.op_file;
   req.config = spec.config;
   req.shapes = p.shapes;
   req.candidate_knobs = p.candidate_knobs;

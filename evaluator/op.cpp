@@ -1,5 +1,7 @@
 #include "evaluator/op.hpp"
 
+#include <filesystem>
+#include <mutex>
 #include <stdexcept>
 
 namespace ptxevo::evaluator {
@@ -51,6 +53,20 @@ void Op::fill_fixed(const TensorDesc& d, std::mt19937_64&, HostTensor&) const {
   throw std::logic_error("op " + name() + " marks '" + d.name + "' as fixed_distribution but does not fill it");
 }
 
+std::string Op::check_seed_knobs(const Knobs&) const { return {}; }
+
+struct OpRegistry::FileOps {
+  std::mutex mu;
+  std::map<std::string, std::unique_ptr<Op>> ops;  // by name
+  std::map<std::string, std::string> names;        // canonical path -> name
+};
+
+OpRegistry::OpRegistry() : files_(std::make_unique<FileOps>()) {}
+OpRegistry::OpRegistry(OpFileLoader loader) : loader_(std::move(loader)), files_(std::make_unique<FileOps>()) {}
+OpRegistry::OpRegistry(OpRegistry&&) noexcept = default;
+OpRegistry& OpRegistry::operator=(OpRegistry&&) noexcept = default;
+OpRegistry::~OpRegistry() = default;
+
 void OpRegistry::add(std::unique_ptr<Op> op) {
   const std::string n = op->name();
   if (ops_.count(n)) throw std::logic_error("op '" + n + "' registered twice");
@@ -59,13 +75,42 @@ void OpRegistry::add(std::unique_ptr<Op> op) {
 
 const Op* OpRegistry::find(const std::string& n) const {
   auto it = ops_.find(n);
-  return it == ops_.end() ? nullptr : it->second.get();
+  if (it != ops_.end()) return it->second.get();
+  std::lock_guard<std::mutex> g(files_->mu);
+  auto f = files_->ops.find(n);
+  return f == files_->ops.end() ? nullptr : f->second.get();
 }
 
 std::vector<std::string> OpRegistry::names() const {
   std::vector<std::string> out;
   for (const auto& [k, v] : ops_) out.push_back(k);
+  std::lock_guard<std::mutex> g(files_->mu);
+  for (const auto& [k, v] : files_->ops) out.push_back(k);
   return out;
+}
+
+const Op* OpRegistry::load_file(const std::string& path, SpecError* error) const {
+  std::error_code ec;
+  std::string key = std::filesystem::weakly_canonical(path, ec).string();
+  if (ec) key = path;
+  std::lock_guard<std::mutex> g(files_->mu);
+  if (auto it = files_->names.find(key); it != files_->names.end()) return files_->ops.at(it->second).get();
+  if (!loader_) {
+    *error = SpecError{path, 0, 0, "this ptxevo cannot load ops declared in files"};
+    return nullptr;
+  }
+  std::unique_ptr<Op> op = loader_(path, error);
+  if (!op) return nullptr;
+  const std::string name = op->name();
+  if (ops_.count(name) || files_->ops.count(name)) {
+    std::string other = "an op compiled into ptxevo";
+    for (const auto& [p, n] : files_->names)
+      if (n == name) other = p;
+    *error = SpecError{path, 0, 0, "op name '" + name + "' is taken (" + other + "); give the op another name"};
+    return nullptr;
+  }
+  files_->names[key] = name;
+  return (files_->ops[name] = std::move(op)).get();
 }
 
 }  // namespace ptxevo::evaluator

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "evaluator/spec_error.hpp"
 #include "evaluator/tensor.hpp"
 
 namespace ptxevo::evaluator {
@@ -127,17 +129,41 @@ class Op {
   virtual DeviceReferencePlan device_reference_plan(const Shape& s, const OpConfig& cfg) const;
   // Fills an input drawn its own way (TensorDesc::fixed_distribution).
   virtual void fill_fixed(const TensorDesc& d, std::mt19937_64& rng, HostTensor& t) const;
+  // False for an op whose only reference is its device reference (a declared op): the gate then
+  // computes the reference on the GPU on every shape, and trusts it after it wrote every element
+  // the same way twice, instead of comparing it with reference() (which such an op cannot run).
+  virtual bool has_host_reference() const { return true; }
+  // A seed's knobs (its defaults) must give what the op's launch plan reads; "" or the problem.
+  virtual std::string check_seed_knobs(const Knobs& defaults) const;
+  // The file the op was declared in; "" for an op compiled into ptxevo.
+  virtual std::string declaration_path() const { return {}; }
 };
 
-// Ops by name. Owned by the caller (no global registry).
+// Reads an op declared in a file; nullptr and *error (FILE:LINE:COL) when it cannot.
+using OpFileLoader = std::function<std::unique_ptr<Op>(const std::string& path, SpecError* error)>;
+
+// Ops by name: those compiled in, and those declared in files, loaded on first use. Owned by
+// the caller (no global registry).
 class OpRegistry {
  public:
+  OpRegistry();
+  explicit OpRegistry(OpFileLoader loader);
+  OpRegistry(OpRegistry&&) noexcept;
+  OpRegistry& operator=(OpRegistry&&) noexcept;
+  ~OpRegistry();
+
   void add(std::unique_ptr<Op> op);
-  const Op* find(const std::string& name) const;
+  const Op* find(const std::string& name) const;  // compiled-in or already loaded from a file
   std::vector<std::string> names() const;
+  // The op declared in `path`, loaded once per file (so logically const: what a name means never
+  // changes). nullptr and *error when the file is bad, there is no loader, or its name is taken.
+  const Op* load_file(const std::string& path, SpecError* error) const;
 
  private:
+  struct FileOps;
   std::map<std::string, std::unique_ptr<Op>> ops_;
+  OpFileLoader loader_;
+  std::unique_ptr<FileOps> files_;
 };
 
 }  // namespace ptxevo::evaluator

@@ -22,12 +22,9 @@
 #include <variant>
 
 #include "evaluator/knob_constraints.hpp"
+#include "evaluator/toml_reader.hpp"
 
 namespace ptxevo::evaluator {
-
-std::string SpecError::format() const {
-  return file + ":" + std::to_string(line) + ":" + std::to_string(col) + ": error: " + message;
-}
 
 Knobs default_knobs(const SeedTemplate& seed) {
   Knobs k;
@@ -37,82 +34,46 @@ Knobs default_knobs(const SeedTemplate& seed) {
 
 namespace {
 
-struct Failure {
-  SpecError error;
-};
-
 constexpr std::array<std::string_view, 5> kArchs = {"sm_80", "sm_90", "sm_90a", "sm_100", "sm_100a"};
 constexpr std::string_view kMetric = "geomean_speedup";
-
-std::string join(const std::vector<std::string>& xs) {
-  std::string out;
-  for (const auto& x : xs) out += (out.empty() ? "" : ", ") + x;
-  return out;
-}
-
-const char* type_name(const toml::node& n) {
-  switch (n.type()) {
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a floating-point number";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::date: return "a date";
-    case toml::node_type::time: return "a time";
-    case toml::node_type::date_time: return "a date-time";
-    default: return "nothing";
-  }
-}
-
-bool is_identifier(std::string_view s) {
-  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-}
-
-bool before(const toml::source_position& a, const toml::source_position& b) {
-  return a.line != b.line ? a.line < b.line : a.column < b.column;
-}
-
-std::string position(const toml::node& n) {
-  return "line " + std::to_string(n.source().begin.line) + ", column " + std::to_string(n.source().begin.column);
-}
-
-std::string number_to_string(double v) {
-  std::array<char, 64> buf{};
-  auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);
-  return std::string(buf.data(), end);
-}
 
 std::string knob_value_to_string(const KnobValue& v) {
   if (const auto* i = std::get_if<std::int64_t>(&v)) return std::to_string(*i);
   return "\"" + std::get<std::string>(v) + "\"";
 }
 
-// Table entries sorted by where they appear in the file: toml++ tables are ordered by key,
-// but errors and knob lists should follow the author's order.
-std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const toml::table& t) {
-  std::vector<std::pair<const toml::key*, const toml::node*>> out;
-  for (const auto& [k, v] : t) out.emplace_back(&k, &v);
-  std::sort(out.begin(), out.end(),
-            [](const auto& a, const auto& b) { return before(a.first->source().begin, b.first->source().begin); });
-  return out;
-}
-
-class Reader {
+class Reader : TomlReader {
  public:
-  Reader(std::string path, const OpRegistry& registry) : path_(std::move(path)), registry_(registry) {}
+  Reader(std::string path, const OpRegistry& registry) : TomlReader(std::move(path)), registry_(registry) {}
 
   Spec read(const toml::table& root) {
-    check_keys(root, {"op", "arch", "options", "shapes", "tolerance", "objective", "budget", "seed"},
+    check_keys(root, {"op", "op_file", "arch", "options", "shapes", "tolerance", "objective", "budget", "seed"},
                "the top-level table");
     Spec spec;
     spec.path = path_;
-    const toml::node& op_node = required(root, "op", "the top-level table");
-    spec.op = string_of(op_node, "'op'");
-    op_ = registry_.find(spec.op);
-    if (!op_) fail(op_node, "unknown op '" + spec.op + "'; known ops: " + join(registry_.names()));
+    const toml::node* file_node = root.get("op_file");
+    const toml::node* name_node = root.get("op");
+    if (!file_node && !name_node) fail(root, "missing required key 'op' (a built-in op) or 'op_file' (an op declared in a file)");
+    const toml::node& op_node = file_node ? *file_node : *name_node;
+    if (file_node) {
+      const std::string rel = nonempty_string_of(*file_node, "'op_file'");
+      spec.op_file = (std::filesystem::path(path_).parent_path() / rel).lexically_normal().string();
+      SpecError why;
+      op_ = registry_.load_file(spec.op_file, &why);
+      if (!op_) {
+        if (why.line == 0) fail(*file_node, "op file '" + rel + "': " + why.message);
+        throw TomlFailure{why};  // the error is in the op file: name its line there
+      }
+      spec.op = op_->name();
+      if (name_node && string_of(*name_node, "'op'") != spec.op)
+        fail(*name_node, "'op' is '" + string_of(*name_node, "'op'") + "' but " + rel + " declares op '" + spec.op +
+                             "'; leave 'op' out or make them agree");
+    } else {
+      spec.op = string_of(*name_node, "'op'");
+      op_ = registry_.find(spec.op);
+      if (!op_) fail(*name_node, "unknown op '" + spec.op + "'; known ops: " + join(registry_.names()) +
+                                     " (an op of your own is declared in a file named by 'op_file')");
+    }
     if (const toml::node* n = root.get("arch")) spec.arch = read_arch(*n);
     read_options(root, op_node, spec);
     read_shapes(required(root, "shapes", "the top-level table"), spec);
@@ -124,71 +85,6 @@ class Reader {
   }
 
  private:
-  [[noreturn]] void fail(const toml::source_position& at, std::string message) const {
-    throw Failure{SpecError{path_, at.line, at.column, std::move(message)}};
-  }
-  [[noreturn]] void fail(const toml::node& n, std::string message) const { fail(n.source().begin, std::move(message)); }
-
-  // ---- Typed access ----------------------------------------------------------------------
-
-  // Rejects keys outside `allowed`, naming the first one in the file (a typo must not be ignored).
-  void check_keys(const toml::table& t, std::initializer_list<std::string_view> allowed,
-                  const std::string& where) const {
-    for (const auto& [k, v] : in_file_order(t)) {
-      if (std::find(allowed.begin(), allowed.end(), k->str()) != allowed.end()) continue;
-      std::vector<std::string> names(allowed.begin(), allowed.end());
-      fail(k->source().begin,
-           "unknown key '" + std::string(k->str()) + "' in " + where + "; expected one of: " + join(names));
-    }
-  }
-
-  const toml::node& required(const toml::table& t, std::string_view key, const std::string& where) const {
-    if (const toml::node* n = t.get(key)) return *n;
-    fail(t, "missing required key '" + std::string(key) + "' in " + where);
-  }
-
-  const toml::table& table_of(const toml::node& n, const std::string& what) const {
-    if (const auto* t = n.as_table()) return *t;
-    fail(n, what + " must be a table, got " + type_name(n));
-  }
-
-  const toml::array& array_of(const toml::node& n, const std::string& what) const {
-    if (const auto* a = n.as_array()) return *a;
-    fail(n, what + " must be an array, got " + type_name(n));
-  }
-
-  std::string string_of(const toml::node& n, const std::string& what) const {
-    if (const auto* s = n.as_string()) return s->get();
-    fail(n, what + " must be a string, got " + type_name(n));
-  }
-
-  std::string nonempty_string_of(const toml::node& n, const std::string& what) const {
-    std::string s = string_of(n, what);
-    if (s.empty()) fail(n, what + " must not be empty");
-    return s;
-  }
-
-  std::int64_t positive_int_of(const toml::node& n, const std::string& what) const {
-    const auto* i = n.as_integer();
-    if (!i) fail(n, what + " must be a positive integer, got " + type_name(n));
-    if (i->get() <= 0) fail(n, what + " must be a positive integer, got " + std::to_string(i->get()));
-    return i->get();
-  }
-
-  // Integers are accepted where a real number is expected ("minutes = 60").
-  double positive_number_of(const toml::node& n, const std::string& what) const {
-    double v = 0;
-    if (const auto* f = n.as_floating_point()) {
-      v = f->get();
-    } else if (const auto* i = n.as_integer()) {
-      v = static_cast<double>(i->get());
-    } else {
-      fail(n, what + " must be a positive number, got " + type_name(n));
-    }
-    if (!(v > 0) || !std::isfinite(v)) fail(n, what + " must be a positive finite number, got " + number_to_string(v));
-    return v;
-  }
-
   // Runs op code that may throw; its message becomes an error at `at`.
   template <typename F>
   auto call_op(const toml::node& at, const std::string& context, F&& f) const {
@@ -322,6 +218,8 @@ class Reader {
     for (const toml::node& e : *a) {
       SeedTemplate seed = read_seed(*e.as_table(), defines);
       const toml::node& name_node = *e.as_table()->get("name");
+      const std::string missing = op_->check_seed_knobs(default_knobs(seed));
+      if (!missing.empty()) fail(e, "seed '" + seed.name + "': " + missing);
       if (auto it = names.find(seed.name); it != names.end())
         fail(name_node, "duplicate seed name '" + seed.name + "' (also at " + position(*it->second) + ")");
       names[seed.name] = &name_node;
@@ -473,7 +371,6 @@ class Reader {
     if (const toml::node* m = t.get("minutes")) spec.budget_minutes = positive_number_of(*m, "'minutes'");
   }
 
-  std::string path_;
   const OpRegistry& registry_;
   const Op* op_ = nullptr;
 };
@@ -488,26 +385,16 @@ SpecResult parse_spec(const std::string& text, const std::string& path, const Op
   } catch (const toml::parse_error& e) {
     const auto& at = e.source().begin;
     r.error = SpecError{path, at.line, at.column, "invalid TOML: " + std::string(e.description())};
-  } catch (const Failure& f) {
+  } catch (const TomlFailure& f) {
     r.error = f.error;
   }
   return r;
 }
 
 SpecResult load_spec(const std::string& path, const OpRegistry& registry) {
-  const auto unreadable = [&](const std::string& why) {
-    return SpecResult{std::nullopt, SpecError{path, 0, 0, "cannot read spec file: " + why}};
-  };
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return unreadable("no such file");
-  if (std::filesystem::is_directory(path, ec)) return unreadable("it is a directory");
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return unreadable(errno ? std::strerror(errno) : "cannot open it");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return unreadable("read error");
-  return parse_spec(text.str(), path, registry);
+  std::string text, why;
+  if (!read_text_file(path, &text, &why)) return SpecResult{std::nullopt, SpecError{path, 0, 0, "cannot read spec file: " + why}};
+  return parse_spec(text, path, registry);
 }
 
 }  // namespace ptxevo::evaluator

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "evaluator/op.hpp"
+#include "evaluator/spec_error.hpp"
 
 namespace ptxevo::evaluator {
 
@@ -33,6 +34,7 @@ Knobs default_knobs(const SeedTemplate& seed);
 struct Spec {
   std::string path;
   std::string op;
+  std::string op_file;        // the op's declaration, when it is declared in a file (resolved path)
   OpConfig config;            // [options], every value as a string (see docs/spec.md)
   std::string arch = "sm_90a";
   std::vector<Shape> benchmark_shapes;
@@ -46,12 +48,6 @@ struct Spec {
   std::vector<SeedTemplate> seeds;
 };
 
-struct SpecError {
-  std::string file;
-  std::uint32_t line = 0, col = 0;
-  std::string message;
-  std::string format() const;  // FILE:LINE:COL: error: MESSAGE
-};
 
 struct SpecResult {
   std::optional<Spec> spec;

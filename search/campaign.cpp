@@ -171,6 +171,7 @@ std::string CampaignEngine::instruction_mix_of(const Genome& g) const {
 evaluator::EvalRequest CampaignEngine::common_request(std::uint64_t input_seed) const {
   evaluator::EvalRequest req;
   req.op = spec_.op;
+  req.op_file = spec_.op_file;
   req.config = spec_.config;
   req.shapes = shapes_;
   const auto* base = evaluator::baseline_seed(spec_);

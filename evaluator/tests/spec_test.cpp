@@ -287,12 +287,12 @@ TEST_F(SpecTest, ErrorFormat) {
 TEST_F(SpecTest, InvalidToml) {
   expect_error(edit(kSpec, "eps = 1e-6", "eps = "), 6, 7, "invalid TOML");
   expect_error(edit(kSpec, "groups = 4", "eps = 4"), 8, 7, "cannot redefine existing");  // duplicate key
-  expect_error("", 1, 1, "missing required key 'op' in the top-level table");
+  expect_error("", 1, 1, "missing required key 'op' (a built-in op) or 'op_file' (an op declared in a file)");
 }
 
 TEST_F(SpecTest, UnknownKeys) {
   expect_error(edit(kSpec, "[budget]", "[budgte]"), 23, 2,
-               "unknown key 'budgte' in the top-level table; expected one of: op, arch, options, shapes, "
+               "unknown key 'budgte' in the top-level table; expected one of: op, op_file, arch, options, shapes, "
                "tolerance, objective, budget, seed");
   expect_error(edit(kSpec, "metric =", "metrc ="), 21, 1, "unknown key 'metrc' in [objective]");
   expect_error(edit(kSpec, "heldout =", "held_out ="), 13, 1, "unknown key 'held_out' in [shapes]");
@@ -322,7 +322,7 @@ TEST_F(SpecTest, WrongTypes) {
 }
 
 TEST_F(SpecTest, MissingRequiredKeys) {
-  expect_error(edit(kSpec, "op = \"test_norm\"\n", ""), 1, 1, "missing required key 'op' in the top-level table");
+  expect_error(edit(kSpec, "op = \"test_norm\"\n", ""), 1, 1, "missing required key 'op' (a built-in op) or 'op_file' (an op declared in a file)");
   expect_error(edit(kSpec, "correctness = [ { M = 1, N = 1 } ]\n", ""), 10, 1,
                "missing required key 'correctness' in [shapes]");
   expect_error(edit(kSpec, "source = \"kernel.cu\"\n", ""), 27, 1, "missing required key 'source' in seed 'seed_a'");
