@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "evaluator/builder.hpp"
+#include "evaluator/gpu_evaluation.hpp"
 
 namespace ptxevo::evaluator {
 namespace {
@@ -104,7 +105,10 @@ std::map<std::string, DeviceBuffer> DeviceReference::compute(const Shape& s,
   for (const auto& name : plan.outputs) {
     const TensorDesc* d = find_desc(descs, name);
     if (!d) throw std::logic_error("device reference of " + op_.name() + " names an unknown output '" + name + "'");
-    DeviceBuffer b(&ctx_.api(), std::max<std::size_t>(static_cast<std::size_t>(numel(d->shape)) * sizeof(double), 1));
+    const std::size_t nb = static_cast<std::size_t>(numel(d->shape)) * sizeof(double);
+    DeviceBuffer b(&ctx_.api(), std::max<std::size_t>(nb, 1));
+    // All-ones bits: a NaN no arithmetic produces, so an element left so was never written.
+    ctx_.check(ctx_.api().cuMemsetD8(b.ptr(), 0xFF, nb), "cuMemsetD8 (reference outputs)");
     all["ref:" + name] = b.ptr();
     refs.emplace(name, std::move(b));
   }
@@ -165,6 +169,56 @@ std::string DeviceReference::verify(const std::vector<Shape>& shapes, DeviceChec
             return "output '" + w.name + "' element " + std::to_string(i) + ": device " + std::to_string(g) +
                    ", host " + std::to_string(h) + where;
         }
+      }
+    }
+    ++verified_shapes_;
+  }
+  return {};
+}
+
+std::vector<HostTensor> DeviceReference::compute_from_host(const Shape& s, const std::vector<TensorDesc>& descs,
+                                                           const std::vector<HostTensor>& tensors) {
+  std::map<std::string, DeviceBuffer> bufs;
+  std::map<std::string, CUdeviceptr> ptrs;
+  for (std::size_t k = 0; k < descs.size(); ++k) {
+    if (descs[k].role != Role::In && descs[k].role != Role::InOut) continue;
+    DeviceBuffer b(&ctx_.api(), std::max<std::size_t>(tensors[k].bytes(), 1));
+    b.upload(tensors[k].data.data(), tensors[k].bytes());
+    ptrs[descs[k].name] = b.ptr();
+    bufs.emplace(descs[k].name, std::move(b));
+  }
+  std::map<std::string, DeviceBuffer> got = compute(s, ptrs);
+  std::vector<HostTensor> out;
+  for (const auto& d : descs) {
+    auto it = got.find(d.name);
+    if (it == got.end()) continue;
+    HostTensor t(d.name, DType::F64, d.shape);
+    it->second.download(t.data.data(), t.bytes());
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::string DeviceReference::self_check(const std::vector<Shape>& shapes, std::uint64_t seed) {
+  verified_shapes_ = 0;
+  for (const Shape& s : shapes) {
+    const std::vector<TensorDesc> descs = op_.tensors(s, cfg_);
+    for (Distribution dist : all_distributions()) {
+      seed = mix(seed);
+      std::vector<HostTensor> host;
+      for (const auto& d : descs) host.emplace_back(d.name, d.dtype, d.shape);
+      fill_inputs(op_, descs, dist, seed, host);
+      const std::vector<HostTensor> a = compute_from_host(s, descs, host), b = compute_from_host(s, descs, host);
+      const std::string where = " (shape " + shape_to_string(s) + ", " + to_string(dist) + " inputs)";
+      for (std::size_t k = 0; k < a.size(); ++k) {
+        const auto* bits = reinterpret_cast<const std::uint64_t*>(a[k].data.data());
+        std::int64_t unwritten = 0;
+        for (std::int64_t i = 0; i < a[k].numel(); ++i) unwritten += bits[i] == ~std::uint64_t{0};
+        if (unwritten > 0)
+          return "the reference writes nothing to " + std::to_string(unwritten) + " of " + std::to_string(a[k].numel()) +
+                 " elements of 'ref:" + a[k].name + "'" + where;
+        if (a[k].data != b[k].data)
+          return "the reference of '" + a[k].name + "' differs between two runs on the same inputs" + where;
       }
     }
     ++verified_shapes_;

@@ -49,6 +49,13 @@ class DeviceReference {
   // gate distribution; "" when every element agrees to `rel` of the output's largest magnitude,
   // else what differed. Records how many shapes it checked.
   std::string verify(const std::vector<Shape>& shapes, DeviceChecks& checks, std::uint64_t seed, double rel = 1e-9);
+  // For an op without a host reference: on each shape and gate distribution (inputs drawn on
+  // the host), the reference must write every element of every output and write the same bits
+  // twice. "" or what failed. Records how many shapes it checked.
+  std::string self_check(const std::vector<Shape>& shapes, std::uint64_t seed);
+  // The reference of host inputs (`tensors` as Op::tensors lists them), as F64 host tensors.
+  std::vector<HostTensor> compute_from_host(const Shape& s, const std::vector<TensorDesc>& descs,
+                                            const std::vector<HostTensor>& tensors);
   int verified_shapes() const { return verified_shapes_; }
 
   DeviceReference(GpuContext& ctx, const Op& op, OpConfig cfg, std::unique_ptr<GpuModule> m);

@@ -45,6 +45,9 @@ struct TensorDesc {
   Role role = Role::In;
   // Inputs an op wants drawn its own way (e.g. a weight near 1) say so; others follow the gate.
   bool fixed_distribution = false;
+  // A fixed distribution's parameter that depends on the shape (a declared op's offsets fill:
+  // the last offset of the packed batch).
+  std::int64_t fill_total = 0;
 };
 
 struct Dim3 {
