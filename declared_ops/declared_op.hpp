@@ -34,7 +34,7 @@ class DeclaredOp : public evaluator::Op {
   void fill_fixed(const evaluator::TensorDesc& d, std::mt19937_64& rng, evaluator::HostTensor& t) const override;
   bool has_host_reference() const override { return false; }
   std::string check_seed_knobs(const evaluator::Knobs& defaults) const override;
-  std::string declaration_path() const override { return d_.path; }
+  std::vector<std::string> declaration_files() const override { return {d_.path, d_.reference_path}; }
 
   const OpDeclaration& declaration() const { return d_; }
 

@@ -208,7 +208,8 @@ struct Env {
   const ExprTypes* types = nullptr;
   const std::set<std::string>* runtime = nullptr;  // with `values`: integer variables of generated code
   bool evaluate = false;  // false: check only, the values are not used
-  bool emit = false;      // build Value::cpp (expression_to_cpp)
+  bool emit = false;      // build Value::cpp (expression_to_cpp, expression_to_python)
+  bool python = false;    // emit Python instead of C++
 };
 
 // One pass parses, type-checks and (with Env::evaluate) evaluates. `live` is false inside the
@@ -238,6 +239,7 @@ class Parser {
       if (peek().text == o) return true;
     return false;
   }
+  std::string bool_text(bool b) const { return env_.python ? (b ? "True" : "False") : (b ? "true" : "false"); }
   void enter(std::size_t col) {
     if (++depth_ > kMaxExpressionNesting)
       throw Failure{col, "nesting deeper than " + std::to_string(kMaxExpressionNesting) + " levels"};
@@ -259,7 +261,8 @@ class Parser {
     Value r = env_.evaluate && !c.b ? b : a;
     r.col = c.col;
     if (a.kind == Kind::AnyKnob) r.kind = b.kind;
-    if (env_.emit) r.cpp = "(" + c.cpp + " ? " + a.cpp + " : " + b.cpp + ")";
+    if (env_.emit)
+      r.cpp = env_.python ? "(" + a.cpp + " if " + c.cpp + " else " + b.cpp + ")" : "(" + c.cpp + " ? " + a.cpp + " : " + b.cpp + ")";
     return r;
   }
 
@@ -270,7 +273,7 @@ class Parser {
       require_bool(lhs, op);
       Value rhs = parse_and(live && !lhs.b);
       require_bool(rhs, op);
-      lhs = make_bool(lhs.b || rhs.b, lhs.col, env_.emit ? "(" + lhs.cpp + " || " + rhs.cpp + ")" : "");
+      lhs = make_bool(lhs.b || rhs.b, lhs.col, env_.emit ? "(" + lhs.cpp + (env_.python ? " or " : " || ") + rhs.cpp + ")" : "");
     }
     return lhs;
   }
@@ -282,7 +285,7 @@ class Parser {
       require_bool(lhs, op);
       Value rhs = parse_cmp(live && (!env_.evaluate || lhs.b));
       require_bool(rhs, op);
-      lhs = make_bool(lhs.b && rhs.b, lhs.col, env_.emit ? "(" + lhs.cpp + " && " + rhs.cpp + ")" : "");
+      lhs = make_bool(lhs.b && rhs.b, lhs.col, env_.emit ? "(" + lhs.cpp + (env_.python ? " and " : " && ") + rhs.cpp + ")" : "");
     }
     return lhs;
   }
@@ -304,7 +307,7 @@ class Parser {
     const bool known = lhs.kind == Kind::Str;
     const bool v = (env_.evaluate || known) && compare(op, lhs, rhs);
     std::string cpp;
-    if (env_.emit) cpp = known ? (v ? "true" : "false") : "(" + lhs.cpp + " " + op + " " + rhs.cpp + ")";
+    if (env_.emit) cpp = known ? bool_text(v) : "(" + lhs.cpp + " " + op + " " + rhs.cpp + ")";
     return make_bool(v, lhs.col, cpp);
   }
 
@@ -326,8 +329,12 @@ class Parser {
     require_int(lhs, op_tok.text);
     require_int(rhs, op_tok.text);
     const bool run = env_.evaluate && live;
-    return make_int(run ? arith(op_tok.text, lhs.i, rhs.i, op_tok.col) : 0, lhs.col,
-                    env_.emit ? "(" + lhs.cpp + " " + op_tok.text + " " + rhs.cpp + ")" : "0");
+    std::string cpp = "0";
+    if (env_.emit && env_.python && (op_tok.text == "/" || op_tok.text == "%"))
+      cpp = std::string(op_tok.text == "/" ? "ptxevo_div(" : "ptxevo_mod(") + lhs.cpp + ", " + rhs.cpp + ")";
+    else if (env_.emit)
+      cpp = "(" + lhs.cpp + " " + op_tok.text + " " + rhs.cpp + ")";
+    return make_int(run ? arith(op_tok.text, lhs.i, rhs.i, op_tok.col) : 0, lhs.col, cpp);
   }
 
   // Prefix operators, parentheses, calls and ?: are the only recursion, so only they count as nesting.
@@ -342,7 +349,7 @@ class Parser {
       v = parse_unary(live);
       if (t.text == "!") {
         require_bool(v, "!");
-        v = make_bool(!v.b, t.col, env_.emit ? "(!" + v.cpp + ")" : "");
+        v = make_bool(!v.b, t.col, env_.emit ? (env_.python ? "(not " : "(!") + v.cpp + ")" : "");
       } else {
         require_int(v, "-");
         v = make_int(env_.evaluate && live ? arith("-", 0, v.i, t.col) : 0, t.col, env_.emit ? "(-" + v.cpp + ")" : "0");
@@ -362,7 +369,7 @@ class Parser {
   Value parse_primary(bool live) {
     const Token& t = toks_[pos_];
     switch (t.type) {
-      case Tok::Int: ++pos_; return make_int(t.value, t.col);
+      case Tok::Int: ++pos_; return make_int(t.value, t.col, env_.python ? std::to_string(t.value) : std::string());
       case Tok::Str: ++pos_; return Value{Kind::Str, t.col, 0, false, t.text, {}};
       case Tok::Ident:
         ++pos_;
@@ -398,7 +405,8 @@ class Parser {
     }
     std::string cpp;
     if (env_.emit)
-      cpp = (fn.text == "cdiv" ? std::string("ptxevo_cdiv(") : "std::" + fn.text + "<std::int64_t>(") + a.cpp + ", " + b.cpp + ")";
+      cpp = (fn.text == "cdiv" ? std::string("ptxevo_cdiv(") : env_.python ? fn.text + "(" : "std::" + fn.text + "<std::int64_t>(") +
+            a.cpp + ", " + b.cpp + ")";
     return make_int(r, fn.col, env_.emit ? cpp : "0");
   }
 
@@ -417,8 +425,9 @@ class Parser {
       if (env_.runtime && env_.runtime->count(t.text)) return Value{Kind::Int, t.col, 0, false, {}, t.text};
       const auto it = env_.values->find(t.text);
       if (it == env_.values->end()) throw Failure{t.col, unknown_name(t.text, keys(*env_.values), "name")};
-      if (const auto* i = std::get_if<std::int64_t>(&it->second)) return make_int(*i, t.col);
-      if (const auto* b = std::get_if<bool>(&it->second)) return make_bool(*b, t.col, *b ? "true" : "false");
+      if (const auto* i = std::get_if<std::int64_t>(&it->second))
+        return make_int(*i, t.col, env_.python ? std::to_string(*i) : std::string());
+      if (const auto* b = std::get_if<bool>(&it->second)) return make_bool(*b, t.col, bool_text(*b));
       return Value{Kind::Str, t.col, 0, false, std::get<std::string>(it->second), {}};
     }
     const auto it = env_.knobs->find(t.text);
@@ -466,16 +475,16 @@ const char* to_string(ExprKind k) { return kind_name(kind_of(k)); }
 
 std::optional<ConstraintError> check_constraint_syntax(const std::string& expr,
                                                        const std::vector<std::string>& knob_names) {
-  return check(expr, Env{&knob_names, nullptr, nullptr, nullptr, nullptr, false, false});
+  return check(expr, Env{&knob_names, nullptr, nullptr, nullptr, nullptr, false, false, false});
 }
 
 std::optional<ConstraintError> check_constraint(const std::string& expr, const Knobs& knobs) {
-  return check(expr, Env{nullptr, &knobs, nullptr, nullptr, nullptr, false, false});
+  return check(expr, Env{nullptr, &knobs, nullptr, nullptr, nullptr, false, false, false});
 }
 
 bool constraint_holds(const std::string& expr, const Knobs& knobs) {
   try {
-    return Parser(expr, Env{nullptr, &knobs, nullptr, nullptr, nullptr, true, false}).parse(Kind::Bool, true).b;
+    return Parser(expr, Env{nullptr, &knobs, nullptr, nullptr, nullptr, true, false, false}).parse(Kind::Bool, true).b;
   } catch (const Failure& f) {
     rethrow("constraint", expr, f);
   }
@@ -483,7 +492,7 @@ bool constraint_holds(const std::string& expr, const Knobs& knobs) {
 
 std::optional<ExpressionError> check_expression(const std::string& expr, const ExprTypes& types, ExprKind want) {
   try {
-    Parser(expr, Env{nullptr, nullptr, nullptr, &types, nullptr, false, false}).parse(kind_of(want), false);
+    Parser(expr, Env{nullptr, nullptr, nullptr, &types, nullptr, false, false, false}).parse(kind_of(want), false);
     return std::nullopt;
   } catch (const Failure& f) {
     return ExpressionError{f.column, f.message};
@@ -492,7 +501,7 @@ std::optional<ExpressionError> check_expression(const std::string& expr, const E
 
 std::int64_t evaluate_int(const std::string& expr, const Bindings& values) {
   try {
-    return Parser(expr, Env{nullptr, nullptr, &values, nullptr, nullptr, true, false}).parse(Kind::Int, false).i;
+    return Parser(expr, Env{nullptr, nullptr, &values, nullptr, nullptr, true, false, false}).parse(Kind::Int, false).i;
   } catch (const Failure& f) {
     rethrow("expression", expr, f);
   }
@@ -500,7 +509,7 @@ std::int64_t evaluate_int(const std::string& expr, const Bindings& values) {
 
 bool evaluate_condition(const std::string& expr, const Bindings& values) {
   try {
-    return Parser(expr, Env{nullptr, nullptr, &values, nullptr, nullptr, true, false}).parse(Kind::Bool, false).b;
+    return Parser(expr, Env{nullptr, nullptr, &values, nullptr, nullptr, true, false, false}).parse(Kind::Bool, false).b;
   } catch (const Failure& f) {
     rethrow("expression", expr, f);
   }
@@ -509,7 +518,16 @@ bool evaluate_condition(const std::string& expr, const Bindings& values) {
 std::string expression_to_cpp(const std::string& expr, const Bindings& constants, const std::set<std::string>& runtime,
                               ExprKind want) {
   try {
-    return Parser(expr, Env{nullptr, nullptr, &constants, nullptr, &runtime, false, true}).parse(kind_of(want), false).cpp;
+    return Parser(expr, Env{nullptr, nullptr, &constants, nullptr, &runtime, false, true, false}).parse(kind_of(want), false).cpp;
+  } catch (const Failure& f) {
+    rethrow("expression", expr, f);
+  }
+}
+
+std::string expression_to_python(const std::string& expr, const Bindings& constants,
+                                 const std::set<std::string>& runtime, ExprKind want) {
+  try {
+    return Parser(expr, Env{nullptr, nullptr, &constants, nullptr, &runtime, false, true, true}).parse(kind_of(want), false).cpp;
   } catch (const Failure& f) {
     rethrow("expression", expr, f);
   }

@@ -57,5 +57,10 @@ bool evaluate_condition(const std::string& expr, const Bindings& values);
 // generated code defines. Throws like evaluate_int.
 std::string expression_to_cpp(const std::string& expr, const Bindings& constants, const std::set<std::string>& runtime,
                               ExprKind want);
+// The same in Python, for generated modules: C's truncating / and % become ptxevo_div and
+// ptxevo_mod, cdiv ptxevo_cdiv (the generated module defines the three), ?: a conditional
+// expression, && || ! and, or, not.
+std::string expression_to_python(const std::string& expr, const Bindings& constants,
+                                 const std::set<std::string>& runtime, ExprKind want);
 
 }  // namespace ptxevo::evaluator

@@ -138,8 +138,9 @@ class Op {
   virtual bool has_host_reference() const { return true; }
   // A seed's knobs (its defaults) must give what the op's launch plan reads; "" or the problem.
   virtual std::string check_seed_knobs(const Knobs& defaults) const;
-  // The file the op was declared in; "" for an op compiled into ptxevo.
-  virtual std::string declaration_path() const { return {}; }
+  // The files the op was declared in (the declaration first, then what it reads, such as its
+  // reference source); none for an op compiled into ptxevo. A campaign records them.
+  virtual std::vector<std::string> declaration_files() const { return {}; }
 };
 
 // Reads an op declared in a file; nullptr and *error (FILE:LINE:COL) when it cannot.

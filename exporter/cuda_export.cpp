@@ -75,11 +75,11 @@ CandidateBuild build_candidate(const evaluator::Spec& spec, const evaluator::Op&
   return c;
 }
 
-CudaExport cuda_export(const evaluator::Spec& spec, const search::Genome& genome, const CandidateBuild& c,
-                       const Provenance& provenance) {
+CudaExport cuda_export(const evaluator::Spec& spec, const evaluator::Op& op, const search::Genome& genome,
+                       const CandidateBuild& c, const Provenance& provenance) {
   CudaExport x;
   x.file_name = "ptxevo_" + spec.op + ".cu";
-  x.launcher = op_launcher(spec.op, spec.config, c.knobs);
+  x.launcher = op_launcher(op, spec.config, c.knobs);
   const ir::Module& m = *c.build.module;
   for (const auto& e : x.launcher.entries)
     if (!m.find_function(e))
@@ -119,9 +119,11 @@ CudaExport cuda_export(const evaluator::Spec& spec, const search::Genome& genome
     std::vector<LoweredEntry> lowered;
     bool dynamic = false;
     unsigned align = 16;
+    const auto& by_entry = x.launcher.params_by_entry;
     for (const auto* f : m.functions()) {
       if (!f->is_entry) continue;
-      lowered.push_back(lower_entry(m, *f, x.launcher.kernel_params));
+      if (!by_entry.empty() && !by_entry.count(f->name)) continue;  // not in the plan: not exported
+      lowered.push_back(lower_entry(m, *f, by_entry.empty() ? x.launcher.kernel_params : by_entry.at(f->name)));
       dynamic = dynamic || lowered.back().uses_dynamic_smem;
       if (lowered.back().uses_dynamic_smem) align = std::max(align, lowered.back().dynamic_smem_align);
     }

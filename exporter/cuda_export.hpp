@@ -42,8 +42,8 @@ struct CudaExport {
 };
 
 // Throws ExportError for what cannot be exported (see inline_ptx.hpp, op_launcher.hpp).
-CudaExport cuda_export(const evaluator::Spec& spec, const search::Genome& genome, const CandidateBuild& c,
-                       const Provenance& provenance);
+CudaExport cuda_export(const evaluator::Spec& spec, const evaluator::Op& op, const search::Genome& genome,
+                       const CandidateBuild& c, const Provenance& provenance);
 
 // nvcc from $CUDA_HOME or /usr/local/cuda; "" when absent.
 std::string find_nvcc();

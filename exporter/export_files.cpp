@@ -6,6 +6,7 @@
 #include "evaluator/build_cache.hpp"
 #include "evaluator/eval_types.hpp"
 #include "evaluator/evaluation.hpp"
+#include "exporter/declared_export.hpp"
 #include "exporter/torch_export.hpp"
 #include "kernels/builtin_ops.hpp"
 #include "search/campaign_files.hpp"
@@ -78,7 +79,8 @@ std::vector<search::PtxEdit> parse_edits(const std::string& text) {
 
 ResolvedCandidate resolve_candidate(const ExportRequest& r) {
   ResolvedCandidate c;
-  const evaluator::OpRegistry registry = kernels::builtin_ops();
+  c.registry = std::make_shared<const evaluator::OpRegistry>(kernels::builtin_ops());
+  const evaluator::OpRegistry& registry = *c.registry;
   std::string spec_path = r.spec;
   std::optional<evaluator::SpecResult> loaded;
   std::string campaign_arch;
@@ -135,14 +137,15 @@ ResolvedCandidate resolve_candidate(const ExportRequest& r) {
   }
   std::optional<evaluator::BuildCache> cache;
   if (!r.no_cache) cache.emplace(evaluator::BuildCache::default_dir());
-  c.build = build_candidate(c.spec, *registry.find(c.spec.op), c.genome, cache ? &*cache : nullptr);
+  c.op = registry.find(c.spec.op);
+  c.build = build_candidate(c.spec, *c.op, c.genome, cache ? &*cache : nullptr);
   return c;
 }
 
 ExportOutcome write_export(const ExportRequest& r, const ResolvedCandidate& c) {
   if (r.format != "cuda" && r.format != "torch")
     throw ExportError("--format must be cuda, torch or ptx, got '" + r.format + "'");
-  const CudaExport cu = cuda_export(c.spec, c.genome, c.build, c.provenance);
+  const CudaExport cu = cuda_export(c.spec, *c.op, c.genome, c.build, c.provenance);
   std::error_code ec;
   fs::create_directories(r.out_dir, ec);
   if (ec) throw ExportError(r.out_dir + ": cannot create the directory: " + ec.message());
@@ -187,7 +190,9 @@ ExportOutcome write_export(const ExportRequest& r, const ResolvedCandidate& c) {
     const std::string what = "Candidate: " + (c.provenance.candidate_id
                                                   ? "#" + std::to_string(*c.provenance.candidate_id) + " of " + c.provenance.db_path
                                                   : std::string("spec ") + c.spec.path + ", genome " + c.genome.describe());
-    const TorchFiles t = torch_export(c.spec, cu.file_name, tag, cu.launcher.prototype, what);
+    const auto* declared = dynamic_cast<const declared_ops::DeclaredOp*>(c.op);
+    const TorchFiles t = declared ? declared_torch_export(*declared, c.spec, cu.file_name, tag, cu.launcher.prototype, what)
+                                  : torch_export(c.spec, cu.file_name, tag, cu.launcher.prototype, what);
     write_text(dir / t.binding_name, t.binding);
     write_text(dir / t.module_name, t.module);
     o.files.push_back((dir / t.binding_name).string());

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,8 @@ struct ExportRequest {
 
 // What the candidate is: loaded and built, ready to be written in any format.
 struct ResolvedCandidate {
+  std::shared_ptr<const evaluator::OpRegistry> registry;  // owns `op` (ops declared in files load into it)
+  const evaluator::Op* op = nullptr;
   evaluator::Spec spec;
   search::Genome genome;
   Provenance provenance;

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "exporter/declared_export.hpp"
 #include "exporter/text_template.hpp"
 #include "kernels/rmsnorm/rmsnorm_fwd_op.hpp"
 
@@ -224,10 +225,11 @@ OpLauncher rmsnorm_fwd_launcher(const evaluator::OpConfig& cfg, const evaluator:
 
 }  // namespace
 
-OpLauncher op_launcher(const std::string& op, const evaluator::OpConfig& cfg, const evaluator::Knobs& knobs) {
-  if (op == "rmsnorm_fwd") return rmsnorm_fwd_launcher(cfg, knobs);
-  throw ExportError("export has no host launcher for op '" + op +
-                    "' yet (only rmsnorm_fwd); `ptxevo export --format ptx` writes its PTX and launch.json");
+OpLauncher op_launcher(const evaluator::Op& op, const evaluator::OpConfig& cfg, const evaluator::Knobs& knobs) {
+  if (const auto* d = dynamic_cast<const declared_ops::DeclaredOp*>(&op)) return declared_launcher(*d, cfg, knobs);
+  if (op.name() == "rmsnorm_fwd") return rmsnorm_fwd_launcher(cfg, knobs);
+  throw ExportError("export has no host launcher for op '" + op.name() +
+                    "' (ops declared in files and rmsnorm_fwd have one); `ptxevo export --format ptx` writes its PTX and launch.json");
 }
 
 }  // namespace ptxevo::exporter

@@ -742,7 +742,7 @@ CampaignResult CampaignEngine::run() {
   db_.set_campaign_status(campaign_id_, "running");
   // The spec and its seed templates go into the database, so export and report need nothing else.
   try {
-    store_campaign_files(db_.connection(), campaign_id_, spec_files(spec_));
+    store_campaign_files(db_.connection(), campaign_id_, spec_files(spec_, &op_));
   } catch (const std::exception& e) {
     log_ << "note: the spec's files are not recorded in the database (" << e.what()
          << "); export and report will need the spec's path\n";

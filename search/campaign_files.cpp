@@ -38,19 +38,22 @@ int levels_up(const fs::path& name) {
 
 }  // namespace
 
-std::vector<CampaignFile> spec_files(const evaluator::Spec& spec) {
+std::vector<CampaignFile> spec_files(const evaluator::Spec& spec, const evaluator::Op* op) {
   const fs::path spec_path(spec.path);
   std::vector<CampaignFile> files;
   files.push_back(make_file("spec", spec_path.filename().string(), read_file(spec_path)));
   const fs::path dir = fs::absolute(spec_path).parent_path();
-  for (const auto& seed : spec.seeds) {
-    const fs::path src = fs::absolute(seed.source_path).lexically_normal();
+  const auto add = [&](const std::string& role, const std::string& path) {
+    const fs::path src = fs::absolute(path).lexically_normal();
     std::string name = src.lexically_relative(dir).generic_string();
     if (name.empty()) name = src.generic_string();
     bool seen = false;
     for (const auto& f : files) seen = seen || f.name == name;
-    if (!seen) files.push_back(make_file("seed", name, read_file(src)));
-  }
+    if (!seen) files.push_back(make_file(role, name, read_file(src)));
+  };
+  for (const auto& seed : spec.seeds) add("seed", seed.source_path);
+  if (op)
+    for (const auto& f : op->declaration_files()) add("op", f);
   return files;
 }
 

@@ -16,15 +16,16 @@
 namespace ptxevo::search {
 
 struct CampaignFile {
-  std::string role;  // "spec" or "seed"
-  std::string name;  // the spec's file name; a seed's path relative to the spec's folder
+  std::string role;  // "spec", "seed" or "op"
+  std::string name;  // the spec's file name; the others' paths relative to the spec's folder
   std::string sha256;
   std::string content;
 };
 
-// The spec file and every seed template it names, read from disk. Throws std::runtime_error
-// naming a file that cannot be read.
-std::vector<CampaignFile> spec_files(const evaluator::Spec& spec);
+// The spec file, every seed template it names and, for an op declared in a file, the op's
+// declaration files (role "op"), read from disk. Throws std::runtime_error naming a file that
+// cannot be read.
+std::vector<CampaignFile> spec_files(const evaluator::Spec& spec, const evaluator::Op* op = nullptr);
 
 // Records the files for the campaign; files it already holds (by name) are kept as they are.
 void store_campaign_files(sqlite::Connection& db, std::int64_t campaign, const std::vector<CampaignFile>& files);

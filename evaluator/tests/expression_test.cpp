@@ -84,5 +84,13 @@ TEST(Expression, CppTextKeepsRuntimeNamesAndFoldsConstants) {
   EXPECT_THROW(expression_to_cpp("K + 1", constants, {"M"}, ExprKind::Int), std::invalid_argument);
 }
 
+TEST(Expression, PythonTextTruncatesLikeC) {
+  const Bindings constants = {{"THREADS", std::int64_t{256}}, {"dtype", std::string("bf16")}, {"has_bias", true}};
+  EXPECT_EQ(expression_to_python("cdiv(M, THREADS) + M / 3 - M % 2", constants, {"M"}, ExprKind::Int),
+            "((ptxevo_cdiv(M, 256) + ptxevo_div(M, 3)) - ptxevo_mod(M, 2))");
+  EXPECT_EQ(expression_to_python("dtype == \"f32\" || !has_bias ? min(M, 4) : -1", constants, {"M"}, ExprKind::Int),
+            "(min(M, 4) if (False or (not True)) else (-1))");
+}
+
 }  // namespace
 }  // namespace ptxevo::evaluator

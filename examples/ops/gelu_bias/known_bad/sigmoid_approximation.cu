@@ -9,7 +9,7 @@ struct alignas(kAlign) Pack {
   ELEM v[VEC];
 };
 
-__device__ __forceinline__ float gelu(float v) { return v / (1.0f + __expf(-1.5f * v));  // BUG: a crude sigmoid approximation of gelu }
+__device__ __forceinline__ float gelu(float v) { return v / (1.0f + __expf(-1.5f * v)); /* BUG: a crude sigmoid approximation of gelu */ }
 
 extern "C" __global__ void __launch_bounds__(THREADS) gelu_bias(const ELEM* __restrict__ x, const ELEM* __restrict__ b,
                                                                 ELEM* __restrict__ y, long long M, long long N) {
