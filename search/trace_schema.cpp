@@ -209,7 +209,24 @@ CREATE TABLE heldout_results (
 );
 )sql";
 
-constexpr std::array<std::string_view, 8> kMigrations = {kV1, kV2, kV3, kV4, kV5, kV6, kV7, kV8};
+// v9: a campaign of an op declared in a file records the op's files too (role 'op': the
+// declaration and its reference source). SQLite cannot change a CHECK in place: the table is
+// rebuilt.
+constexpr std::string_view kV9 = R"sql(
+CREATE TABLE campaign_files_v9 (
+  campaign_id INTEGER NOT NULL REFERENCES campaigns(id) ON DELETE CASCADE,
+  role        TEXT NOT NULL CHECK (role IN ('spec', 'seed', 'op')),
+  name        TEXT NOT NULL,
+  sha256      TEXT NOT NULL,
+  content     TEXT NOT NULL,
+  PRIMARY KEY (campaign_id, name)
+);
+INSERT INTO campaign_files_v9 SELECT campaign_id, role, name, sha256, content FROM campaign_files;
+DROP TABLE campaign_files;
+ALTER TABLE campaign_files_v9 RENAME TO campaign_files;
+)sql";
+
+constexpr std::array<std::string_view, 9> kMigrations = {kV1, kV2, kV3, kV4, kV5, kV6, kV7, kV8, kV9};
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "campaign_fixture.hpp"
+#include "declared_ops/declared_op.hpp"
 #include "evaluator/build_cache.hpp"
 #include "search/trace_db.hpp"
 
@@ -89,6 +90,33 @@ TEST_F(CampaignFilesTest, AlteredOrEscapingFilesAreRefused) {
   store_campaign_files(db2.connection(), other, {{"spec", "/etc/a.spec", evaluator::sha256_hex("s"), "s"}});
   EXPECT_THROW(restore_campaign_files(db2.connection(), other, dir_ / "root2"), std::runtime_error);
   EXPECT_FALSE(fs::exists("/etc/a.spec"));
+}
+
+// An op declared in a file: its declaration and reference are recorded with the spec (role
+// "op"), so the campaign's spec loads from the database alone with a registry that never saw it.
+TEST_F(CampaignFilesTest, AnOpDeclaredInAFileTravelsWithTheSpec) {
+  const fs::path src = dir_ / "ops";
+  fs::create_directories(src);
+  for (const char* f : {"gelu_bias.spec", "gelu_bias.op.toml", "gelu_bias.cu", "gelu_bias_ref.cu"})
+    fs::copy_file(fs::path(PTXEVO_SOURCE_DIR) / "examples/ops/gelu_bias" / f, src / f);
+  const evaluator::OpRegistry ops(declared_ops::load_declared_op);
+  const auto loaded = evaluator::load_spec((src / "gelu_bias.spec").string(), ops);
+  ASSERT_TRUE(loaded.spec) << loaded.error->format();
+  const auto files = spec_files(*loaded.spec, ops.find("gelu_bias"));
+  ASSERT_EQ(files.size(), 4u);
+  EXPECT_EQ(files[2].role, "op");
+  EXPECT_EQ(files[2].name, "gelu_bias.op.toml");
+  EXPECT_EQ(files[3].name, "gelu_bias_ref.cu");
+  auto db = TraceDb::open(dir_ / "t.db");
+  const auto id = campaign(db);
+  store_campaign_files(db.connection(), id, files);
+  fs::remove_all(src);
+  const evaluator::OpRegistry fresh(declared_ops::load_declared_op);
+  const auto r = load_campaign_spec(db.connection(), id, "", fresh, dir_ / "scratch");
+  ASSERT_TRUE(r.spec) << r.error->format();
+  EXPECT_EQ(r.spec->op, "gelu_bias");
+  ASSERT_NE(fresh.find("gelu_bias"), nullptr);
+  EXPECT_NE(fresh.find("gelu_bias")->device_reference_source({}).find("gelu_bias_ref"), std::string::npos);
 }
 
 }  // namespace

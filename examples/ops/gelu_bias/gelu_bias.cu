@@ -12,7 +12,8 @@ struct alignas(kAlign) Pack {
   ELEM v[VEC];
 };
 
-__device__ __forceinline__ float gelu(float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678f)); }
+// erfc, not 1 + erf: for v below about -4 the sum cancels in fp32 and loses every digit.
+__device__ __forceinline__ float gelu(float v) { return 0.5f * v * erfcf(-v * 0.70710678f); }
 
 extern "C" __global__ void __launch_bounds__(THREADS) gelu_bias(const ELEM* __restrict__ x, const ELEM* __restrict__ b,
                                                                 ELEM* __restrict__ y, long long M, long long N) {

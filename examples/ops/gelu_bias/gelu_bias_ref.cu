@@ -9,6 +9,7 @@ extern "C" __global__ void gelu_bias_ref(const ELEM* x, const ELEM* b, double* y
   const long long total = M * N;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
     const double v = load(x, i) + load(b, i % N);
-    y[i] = 0.5 * v * (1.0 + erf(v * 0.70710678118654752440));
+    // erfc, not 1 + erf: the sum cancels for v below about -6 even in fp64.
+    y[i] = 0.5 * v * erfc(-v * 0.70710678118654752440);
   }
 }
