@@ -121,7 +121,14 @@ Bindings DeclaredOp::shape_values(const Shape& s, const Options& o) const {
 DType DeclaredOp::dtype_of(const TensorDecl& t, const Options& o) const {
   if (auto it = o.dtypes.find(t.dtype); it != o.dtypes.end()) return it->second;
   DType dt = DType::F32;
-  evaluator::parse_dtype(t.dtype, &dt);
+  if (evaluator::parse_dtype(t.dtype, &dt)) return dt;
+  std::string name = t.dtype;
+  if (auto it = o.values.find(t.dtype); it != o.values.end() && std::holds_alternative<std::string>(it->second))
+    name = std::get<std::string>(it->second);  // an enum option whose values are dtypes
+  else
+    name = evaluator::evaluate_string(t.dtype, o.values);
+  if (!evaluator::parse_dtype(name, &dt))
+    throw op_error(d_, "the dtype of tensor '" + t.name + "' (" + t.dtype + ") is '" + name + "', which is not a dtype");
   return dt;
 }
 
@@ -157,6 +164,8 @@ std::vector<evaluator::TensorDesc> DeclaredOp::tensors(const Shape& s, const OpC
 std::map<std::string, std::string> DeclaredOp::template_defines(const OpConfig& cfg) const {
   const Options o = options(cfg);
   std::map<std::string, std::string> out;
+  for (const auto& t : d_.tensors)
+    if (!t.define.empty()) out[t.define] = cuda_type(dtype_of(t, o));
   for (const auto& od : d_.options) {
     if (od.define.empty()) continue;
     switch (od.type) {
@@ -207,10 +216,12 @@ evaluator::LaunchPlan DeclaredOp::plan(const std::vector<LaunchDecl>& launches, 
     for (const auto& a : l.args) {
       switch (a.kind) {
         case ArgKind::Tensor: {
+          // An absent tensor (or the reference output of one) is passed as a null pointer.
           const bool ref = a.text.rfind("ref:", 0) == 0;
           const bool scratch = std::any_of(d_.reference_scratch.begin(), d_.reference_scratch.end(),
                                            [&](const TensorDecl& t) { return t.name == a.text; });
-          k.args.push_back(evaluator::ArgTensor{ref || scratch || present.count(a.text) ? a.text : std::string()});
+          const bool here = scratch || present.count(ref ? a.text.substr(4) : a.text) > 0;
+          k.args.push_back(evaluator::ArgTensor{here ? a.text : std::string()});
           break;
         }
         case ArgKind::I32: {
@@ -263,6 +274,7 @@ evaluator::LaunchPlan DeclaredOp::launch_plan(const Shape& s, const OpConfig& cf
       v[name] = std::get<std::string>(it->second);
     }
   }
+  for (const auto& [name, e] : d_.lets) v[name] = evaluator::evaluate_int(e, v);
   return plan(d_.launches, v, o, s);
 }
 

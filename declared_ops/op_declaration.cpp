@@ -50,12 +50,20 @@ class Reader : evaluator::TomlReader {
   explicit Reader(std::string path) : TomlReader(std::move(path)) {}
 
   OpDeclaration read(const toml::table& root) {
-    check_keys(root, {"op", "options", "tensor", "launch", "reference"}, "the top-level table");
+    check_keys(root, {"op", "options", "let", "tensor", "launch", "reference"}, "the top-level table");
     d_.path = path_;
     read_op(table_of(required(root, "op", "the top-level table"), "[op]"));
     if (const toml::node* o = root.get("options")) read_options(table_of(*o, "[options]"));
     shape_types_ = types(false);
     launch_types_ = types(true);
+    if (const toml::node* l = root.get("let")) {
+      for (const auto& [key, v] : evaluator::in_file_order(table_of(*l, "[let]"))) {
+        const std::string name(key->str());
+        claim(*v, name, "let value");
+        d_.lets.emplace_back(name, expression(*v, "let value '" + name + "'", launch_types_, ExprKind::Int));
+        launch_types_[name] = ExprKind::Int;
+      }
+    }
     const toml::node& ts = required(root, "tensor", "the top-level table (an op needs [[tensor]] entries)");
     for (const toml::node& t : tables(ts, "tensor")) d_.tensors.push_back(read_tensor(*t.as_table(), false));
     bool any_out = false;
@@ -219,7 +227,7 @@ class Reader : evaluator::TomlReader {
 
   TensorDecl read_tensor(const toml::table& t, bool scratch_of_reference) {
     const std::string where0 = scratch_of_reference ? "[[reference.scratch]]" : "[[tensor]]";
-    check_keys(t, {"name", "role", "dtype", "shape", "present", "fill", "tolerance"}, where0);
+    check_keys(t, {"name", "role", "dtype", "define", "shape", "present", "fill", "tolerance"}, where0);
     TensorDecl td;
     const toml::node& nn = required(t, "name", where0);
     td.name = string_of(nn, "a tensor's 'name'");
@@ -239,17 +247,27 @@ class Reader : evaluator::TomlReader {
     td.dtype = string_of(dn, "'dtype' of " + where);
     evaluator::DType dt;
     const OptionDecl* opt = d_.option(td.dtype);
-    if (opt && opt->type != OptionType::DType) fail(dn, "option '" + td.dtype + "' is " + to_string(opt->type) + ", not a dtype option");
-    if (!opt && !evaluator::parse_dtype(td.dtype, &dt))
-      fail(dn, "'dtype' of " + where + " must be a dtype (f64, f32, f16, bf16, i64, i32, u8) or a dtype option, got '" + td.dtype + "'");
+    if (opt && opt->type != OptionType::DType && opt->type != OptionType::Enum)
+      fail(dn, "option '" + td.dtype + "' is " + to_string(opt->type) + ", not a dtype option");
     bool all_float = true;
     if (opt) {
       for (const auto& v : opt->values) {
-        evaluator::parse_dtype(v, &dt);
+        if (!evaluator::parse_dtype(v, &dt))
+          fail(dn, "option '" + td.dtype + "' can be '" + v + "', which is not a dtype");
         all_float &= is_float_dtype(dt);
       }
-    } else {
+    } else if (evaluator::parse_dtype(td.dtype, &dt)) {
       all_float = is_float_dtype(dt);
+    } else {
+      // A string expression over the options, e.g. "w_dtype == \"same\" ? x_dtype : \"fp32\"";
+      // its value is checked when the options are known.
+      check(dn, td.dtype, "'dtype' of " + where + " (a dtype, a dtype option, or a string expression giving one)",
+            shape_types_, ExprKind::Str);
+      all_float = true;
+    }
+    if (const toml::node* def = t.get("define")) {
+      td.define = identifier_of(*def, "'define' of " + where);
+      claim(*def, td.define, "define");
     }
     td.shape = expressions(required(t, "shape", where), "'shape' of " + where, shape_types_, 1, 8);
     if (const toml::node* p = t.get("present")) td.present = expression_bool(*p, "'present' of " + where);

@@ -48,7 +48,8 @@ struct ToleranceDecl {
 struct TensorDecl {
   std::string name;
   evaluator::Role role = evaluator::Role::In;
-  std::string dtype;               // a dtype name, or the name of a dtype option
+  std::string dtype;               // a dtype name, or a string expression over options giving one
+  std::string define;              // a template define set to the C type of its dtype ("" none)
   std::vector<std::string> shape;  // expressions over dims and options
   std::string present;             // condition over options; "" always present
   FillDecl fill;
@@ -85,6 +86,9 @@ struct OpDeclaration {
   std::string name, summary;
   std::vector<std::string> dims;
   std::vector<std::pair<std::string, evaluator::ExprKind>> knobs;  // what the launch plan reads
+  // Named integers for the launch plans, in order: each may use dims, options, knobs and the
+  // names before it (e.g. need = "cdiv(N, ITEMS * VEC)").
+  std::vector<std::pair<std::string, std::string>> lets;
   std::vector<OptionDecl> options;
   std::vector<TensorDecl> tensors;
   std::vector<LaunchDecl> launches;

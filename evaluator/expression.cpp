@@ -379,35 +379,48 @@ class Parser {
     }
   }
 
-  // min(a, b), max(a, b), cdiv(a, b).
+  // min(a, b), max(a, b), cdiv(a, b), next_pow2(a).
   Value call(const Token& fn, bool live) {
-    if (fn.text != "min" && fn.text != "max" && fn.text != "cdiv")
-      throw Failure{fn.col, "unknown function '" + fn.text + "'; functions: min, max, cdiv"};
+    const bool unary = fn.text == "next_pow2";
+    if (fn.text != "min" && fn.text != "max" && fn.text != "cdiv" && !unary)
+      throw Failure{fn.col, "unknown function '" + fn.text + "'; functions: min, max, cdiv, next_pow2"};
+    const std::string arity = fn.text + (unary ? "() takes one argument" : "() takes two arguments");
     enter(fn.col);
     ++pos_;  // (
     Value a = parse_expr(live);
-    if (peek().type != Tok::Comma) throw Failure{peek().col, fn.text + "() takes two arguments; expected ',', got " + describe(peek())};
-    ++pos_;
-    Value b = parse_expr(live);
-    if (peek().type != Tok::RParen) throw Failure{peek().col, fn.text + "() takes two arguments; expected ')', got " + describe(peek())};
+    Value b = make_int(1, a.col);
+    if (!unary) {
+      if (peek().type != Tok::Comma) throw Failure{peek().col, arity + "; expected ',', got " + describe(peek())};
+      ++pos_;
+      b = parse_expr(live);
+    }
+    if (peek().type != Tok::RParen) throw Failure{peek().col, arity + "; expected ')', got " + describe(peek())};
     ++pos_;
     --depth_;
     require_int(a, fn.text + "()");
     require_int(b, fn.text + "()");
     std::int64_t r = 0;
     if (env_.evaluate && live) {
-      if (fn.text == "min") r = std::min(a.i, b.i);
-      else if (fn.text == "max") r = std::max(a.i, b.i);
-      else {
+      if (fn.text == "min") {
+        r = std::min(a.i, b.i);
+      } else if (fn.text == "max") {
+        r = std::max(a.i, b.i);
+      } else if (unary) {
+        if (a.i < 1 || a.i > (std::int64_t{1} << 62)) throw Failure{fn.col, "next_pow2(" + std::to_string(a.i) + ") needs 1 <= a <= 2^62"};
+        r = 1;
+        while (r < a.i) r *= 2;
+      } else {
         if (a.i < 0 || b.i <= 0) throw Failure{fn.col, "cdiv(" + std::to_string(a.i) + ", " + std::to_string(b.i) + ") needs a >= 0 and b > 0"};
         r = a.i / b.i + (a.i % b.i != 0 ? 1 : 0);
       }
     }
-    std::string cpp;
-    if (env_.emit)
-      cpp = (fn.text == "cdiv" ? std::string("ptxevo_cdiv(") : env_.python ? fn.text + "(" : "std::" + fn.text + "<std::int64_t>(") +
-            a.cpp + ", " + b.cpp + ")";
-    return make_int(r, fn.col, env_.emit ? cpp : "0");
+    std::string cpp = "0";
+    if (env_.emit) {
+      if (unary) cpp = "ptxevo_next_pow2(" + a.cpp + ")";
+      else if (fn.text == "cdiv") cpp = "ptxevo_cdiv(" + a.cpp + ", " + b.cpp + ")";
+      else cpp = (env_.python ? fn.text + "(" : "std::" + fn.text + "<std::int64_t>(") + a.cpp + ", " + b.cpp + ")";
+    }
+    return make_int(r, fn.col, cpp);
   }
 
   Value lookup(const Token& t) const {
@@ -510,6 +523,15 @@ std::int64_t evaluate_int(const std::string& expr, const Bindings& values) {
 bool evaluate_condition(const std::string& expr, const Bindings& values) {
   try {
     return Parser(expr, Env{nullptr, nullptr, &values, nullptr, nullptr, true, false, false}).parse(Kind::Bool, false).b;
+  } catch (const Failure& f) {
+    rethrow("expression", expr, f);
+  }
+}
+
+std::string evaluate_string(const std::string& expr, const Bindings& values) {
+  try {
+    Value v = Parser(expr, Env{nullptr, nullptr, &values, nullptr, nullptr, true, false, false}).parse(Kind::Str, false);
+    return v.s;
   } catch (const Failure& f) {
     rethrow("expression", expr, f);
   }

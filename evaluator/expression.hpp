@@ -12,8 +12,8 @@
 //   primary := INTEGER | NAME | "STRING" | "(" expr ")" | FUNCTION "(" expr ("," expr)* ")"
 //
 // Values are 64-bit integers, strings (only compared with == and !=) and conditions
-// (comparisons, && || ! and boolean names). Functions: min(a, b), max(a, b) and cdiv(a, b),
-// the quotient rounded up (a and b positive). Arithmetic is C's (/ and % truncate), but overflow
+// (comparisons, && || ! and boolean names). Functions: min(a, b), max(a, b), cdiv(a, b) (the
+// quotient rounded up; a >= 0, b > 0) and next_pow2(a) (the smallest power of two >= a, a >= 1). Arithmetic is C's (/ and % truncate), but overflow
 // and division by zero are errors, never UB. Nesting deeper than kMaxExpressionNesting is
 // rejected so that a hostile "((((..." cannot overflow the stack.
 #pragma once
@@ -50,15 +50,16 @@ std::optional<ExpressionError> check_expression(const std::string& expr, const E
 // unknown name, division by zero, overflow).
 std::int64_t evaluate_int(const std::string& expr, const Bindings& values);
 bool evaluate_condition(const std::string& expr, const Bindings& values);
+std::string evaluate_string(const std::string& expr, const Bindings& values);
 
 // The expression as C++ text of the same value, for generated host code: names in `runtime`
 // are std::int64_t variables of that name, every other name is replaced by its value in
-// `constants` (string comparisons fold to true or false). cdiv becomes ptxevo_cdiv, which the
-// generated code defines. Throws like evaluate_int.
+// `constants` (string comparisons fold to true or false). cdiv and next_pow2 become ptxevo_cdiv
+// and ptxevo_next_pow2, which the generated code defines. Throws like evaluate_int.
 std::string expression_to_cpp(const std::string& expr, const Bindings& constants, const std::set<std::string>& runtime,
                               ExprKind want);
 // The same in Python, for generated modules: C's truncating / and % become ptxevo_div and
-// ptxevo_mod, cdiv ptxevo_cdiv (the generated module defines the three), ?: a conditional
+// ptxevo_mod, cdiv and next_pow2 ptxevo_cdiv and ptxevo_next_pow2 (the generated module defines them), ?: a conditional
 // expression, && || ! and, or, not.
 std::string expression_to_python(const std::string& expr, const Bindings& constants,
                                  const std::set<std::string>& runtime, ExprKind want);

@@ -1,6 +1,7 @@
 #include "exporter/cuda_export.hpp"
 
 #include <cstdlib>
+#include <set>
 #include <fstream>
 #include <sstream>
 
@@ -79,8 +80,11 @@ CudaExport cuda_export(const evaluator::Spec& spec, const evaluator::Op& op, con
                        const CandidateBuild& c, const Provenance& provenance) {
   CudaExport x;
   x.file_name = "ptxevo_" + spec.op + ".cu";
-  x.launcher = op_launcher(op, spec.config, c.knobs);
   const ir::Module& m = *c.build.module;
+  std::set<std::string> defined;
+  for (const auto* f : m.functions())
+    if (f->is_entry && f->has_body) defined.insert(f->name);
+  x.launcher = op_launcher(op, spec.config, c.knobs, defined);
   for (const auto& e : x.launcher.entries)
     if (!m.find_function(e))
       throw ExportError("the launch plan names entry " + e + ", which the candidate's PTX does not define");

@@ -57,6 +57,8 @@ Context context(const DeclaredOp& op, const evaluator::OpConfig& cfg, const eval
     if (reserved(dim)) throw ExportError(c.d.name + ": dimension '" + dim + "' has a name the generated launcher uses; rename it");
   for (const auto& t : c.d.tensors)
     if (reserved(t.name)) throw ExportError(c.d.name + ": tensor '" + t.name + "' has a name the generated launcher uses; rename it");
+  for (const auto& [name, e] : c.d.lets)
+    if (reserved(name)) throw ExportError(c.d.name + ": let value '" + name + "' has a name the generated launcher uses; rename it");
   for (const auto& t : c.d.tensors) {
     if (!t.present.empty() && !evaluator::evaluate_condition(t.present, c.options.values)) continue;
     c.tensors.push_back(&t);
@@ -107,8 +109,17 @@ std::string launcher_signature(const Context& c) {
 
 }  // namespace
 
-OpLauncher declared_launcher(const DeclaredOp& op, const evaluator::OpConfig& cfg, const evaluator::Knobs& knobs) {
-  const Context c = context(op, cfg, knobs);
+OpLauncher declared_launcher(const DeclaredOp& op, const evaluator::OpConfig& cfg, const evaluator::Knobs& knobs,
+                             const std::set<std::string>& defined) {
+  bool any_defined = false;
+  for (const auto& launch : op.declaration().launches) any_defined |= defined.count(launch.entry) > 0;
+  Context c = context(op, cfg, knobs);
+  // The let values are variables of the plan function, computed in order after the dim checks.
+  std::string lets;
+  for (const auto& [name, e] : c.d.lets) {
+    lets += "  const std::int64_t " + name + " = " + cpp(c, e) + ";\n";
+    c.dims.insert(name);
+  }
   const std::string fn = "ptxevo_" + c.d.name;
   OpLauncher l;
   std::set<std::string> present;
@@ -116,7 +127,9 @@ OpLauncher declared_launcher(const DeclaredOp& op, const evaluator::OpConfig& cf
   std::string plan, body;
   for (std::size_t li = 0; li < c.d.launches.size(); ++li) {
     const auto& launch = c.d.launches[li];
-    if (l.entries.end() == std::find(l.entries.begin(), l.entries.end(), launch.entry)) l.entries.push_back(launch.entry);
+    const bool exported = !any_defined || defined.count(launch.entry) > 0;
+    if (exported && l.entries.end() == std::find(l.entries.begin(), l.entries.end(), launch.entry))
+      l.entries.push_back(launch.entry);
     std::vector<KernelParam> params;
     std::string values, args;
     for (std::size_t i = 0; i < launch.args.size(); ++i) {
@@ -143,7 +156,7 @@ OpLauncher declared_launcher(const DeclaredOp& op, const evaluator::OpConfig& cf
       for (std::size_t i = 0; same && i < params.size(); ++i) same = it->second[i].constraint == params[i].constraint;
       if (!same) throw ExportError(c.d.name + ": entry '" + launch.entry + "' is launched with two different argument lists");
     }
-    l.params_by_entry[launch.entry] = params;
+    if (exported) l.params_by_entry[launch.entry] = params;
     auto dim3 = [&](const std::vector<std::string>& es) {
       std::string s3;
       for (std::size_t i = 0; i < 3; ++i) s3 += (i ? ", " : "") + (i < es.size() ? cpp(c, es[i]) : std::string("1LL"));
@@ -157,6 +170,13 @@ OpLauncher declared_launcher(const DeclaredOp& op, const evaluator::OpConfig& cf
     plan += "      *why = \"" + fn + ": launch " + launch.entry + ": grid, block, cluster or shared memory out of range for these dims\";\n";
     plan += "      return -1;\n    }\n";
     plan += "    out[n++] = k;\n  }\n";
+    if (!exported) {
+      body += "      case " + index + ":  // " + launch.entry + "\n";
+      body += "        *why = \"" + fn + ": the plan needs entry " + launch.entry +
+              " for these dims, which this export's kernel (its knobs) does not define\";\n";
+      body += "        return cudaErrorInvalidValue;\n";
+      continue;
+    }
     body += "      case " + index + ": {  // " + launch.entry + "\n" + values;
     body += "        void* args[] = {" + args + "};\n";
     body += "        e = ptxevo_launch((const void*)" + launch.entry + ", k, stream, args, why);\n        break;\n      }\n";
@@ -188,6 +208,11 @@ OpLauncher declared_launcher(const DeclaredOp& op, const evaluator::OpConfig& cf
 
 namespace {
 [[maybe_unused]] inline std::int64_t ptxevo_cdiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+[[maybe_unused]] inline std::int64_t ptxevo_next_pow2(std::int64_t a) {
+  std::int64_t p = 1;
+  while (p < a) p *= 2;
+  return p;
+}
 
 bool ptxevo_fits(const long long* grid, const long long* block, const long long* cluster, long long shared) {
   if (grid[0] < 1 || grid[0] > 2147483647LL || grid[1] < 1 || grid[1] > 65535 || grid[2] < 1 || grid[2] > 65535) return false;
@@ -215,7 +240,7 @@ typedef struct {
     return -1;
   }
   int n = 0;
-@PLAN@  return n;
+@LETS@@PLAN@  return n;
 }
 
 namespace {
@@ -304,6 +329,7 @@ cudaError_t ptxevo_launch(const void* kernel, const @T@& k, cudaStream_t stream,
                                {"FN", fn},
                                {"BODY", body},
                                {"PLAN", plan},
+                               {"LETS", lets},
                                {"PLAN_SIGNATURE", plan_signature},
                                {"DIM_ARGS", dim_args},
                                {"MAX", std::to_string(c.d.launches.size())},
@@ -431,6 +457,11 @@ TorchFiles declared_torch_export(const DeclaredOp& op, const evaluator::Spec& sp
 namespace {
 
 [[maybe_unused]] inline int64_t ptxevo_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+[[maybe_unused]] inline int64_t ptxevo_next_pow2(int64_t a) {
+  int64_t p = 1;
+  while (p < a) p *= 2;
+  return p;
+}
 
 void check_tensor(const at::Tensor& t, const char* name, at::ScalarType dtype, const std::vector<int64_t>& shape,
                   const at::Tensor& anchor) {
@@ -559,6 +590,13 @@ def ptxevo_mod(a: int, b: int) -> int:
 
 def ptxevo_cdiv(a: int, b: int) -> int:
     return (a + b - 1) // b
+
+
+def ptxevo_next_pow2(a: int) -> int:
+    p = 1
+    while p < a:
+        p *= 2
+    return p
 
 
 @torch.library.custom_op("ptxevo::@OP_QUALNAME@", mutates_args=(@MUTATES@))

@@ -6,6 +6,7 @@
 // yet (ExportError).
 #pragma once
 
+#include <set>
 #include <string>
 
 #include "declared_ops/declared_op.hpp"
@@ -16,8 +17,11 @@
 namespace ptxevo::exporter {
 
 // Throws ExportError for options or knobs the op rejects, or arguments export cannot pass.
+// `defined`: the entries the candidate's PTX defines (a template may define only those its knobs
+// can reach); a launch of another entry becomes an error at run time, not a missing symbol. When
+// it defines none of the plan's entries, every entry is listed (and cuda_export names the first).
 OpLauncher declared_launcher(const declared_ops::DeclaredOp& op, const evaluator::OpConfig& cfg,
-                             const evaluator::Knobs& knobs);
+                             const evaluator::Knobs& knobs, const std::set<std::string>& defined);
 
 // Throws ExportError like torch_export.
 TorchFiles declared_torch_export(const declared_ops::DeclaredOp& op, const evaluator::Spec& spec,

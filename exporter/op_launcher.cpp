@@ -225,8 +225,9 @@ OpLauncher rmsnorm_fwd_launcher(const evaluator::OpConfig& cfg, const evaluator:
 
 }  // namespace
 
-OpLauncher op_launcher(const evaluator::Op& op, const evaluator::OpConfig& cfg, const evaluator::Knobs& knobs) {
-  if (const auto* d = dynamic_cast<const declared_ops::DeclaredOp*>(&op)) return declared_launcher(*d, cfg, knobs);
+OpLauncher op_launcher(const evaluator::Op& op, const evaluator::OpConfig& cfg, const evaluator::Knobs& knobs,
+                       const std::set<std::string>& defined) {
+  if (const auto* d = dynamic_cast<const declared_ops::DeclaredOp*>(&op)) return declared_launcher(*d, cfg, knobs, defined);
   if (op.name() == "rmsnorm_fwd") return rmsnorm_fwd_launcher(cfg, knobs);
   throw ExportError("export has no host launcher for op '" + op.name() +
                     "' (ops declared in files and rmsnorm_fwd have one); `ptxevo export --format ptx` writes its PTX and launch.json");

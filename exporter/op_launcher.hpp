@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@ struct OpLauncher {
 
 // Throws ExportError for an op without a launcher generator or knobs its op rejects. Ops
 // declared in files get a launcher generated from their plan (declared_export.hpp).
-OpLauncher op_launcher(const evaluator::Op& op, const evaluator::OpConfig& cfg, const evaluator::Knobs& knobs);
+// `defined`: the entries the candidate's PTX defines.
+OpLauncher op_launcher(const evaluator::Op& op, const evaluator::OpConfig& cfg, const evaluator::Knobs& knobs,
+                       const std::set<std::string>& defined);
 
 }  // namespace ptxevo::exporter

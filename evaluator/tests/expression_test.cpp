@@ -27,6 +27,8 @@ TEST(Expression, IntegerArithmeticAndFunctions) {
   EXPECT_EQ(evaluate_int("min(M, N) + max(M, N)", kValues), 5096);
   EXPECT_EQ(evaluate_int("-N % 7", kValues), -1000 % 7);
   EXPECT_EQ(evaluate_int("min(max(1, 2), cdiv(9, 2))", kValues), 2);
+  EXPECT_EQ(evaluate_int("next_pow2(1) + next_pow2(N)", kValues), 1 + 1024);
+  EXPECT_EQ(evaluate_int("next_pow2(THREADS)", kValues), 256);
 }
 
 TEST(Expression, ConditionalPicksOneBranchAndSkipsTheOthersErrors) {
@@ -37,6 +39,7 @@ TEST(Expression, ConditionalPicksOneBranchAndSkipsTheOthersErrors) {
   EXPECT_EQ(evaluate_int("zero == 0 ? 1 : N / zero", kValues), 1);
   EXPECT_TRUE(evaluate_condition("has_bias && N > 0", kValues));
   EXPECT_FALSE(evaluate_condition("!has_bias", kValues));
+  EXPECT_EQ(evaluate_string("has_bias ? dtype : \"fp32\"", kValues), "bf16");
 }
 
 TEST(Expression, ErrorsNameTheColumn) {
@@ -44,6 +47,8 @@ TEST(Expression, ErrorsNameTheColumn) {
   EXPECT_NE(error_of("N / zero").find("column 3: division by zero"), std::string::npos);
   EXPECT_NE(error_of("pow(N, 2)").find("unknown function 'pow'"), std::string::npos);
   EXPECT_NE(error_of("min(N)").find("min() takes two arguments"), std::string::npos);
+  EXPECT_NE(error_of("next_pow2(N, 2)").find("next_pow2() takes one argument"), std::string::npos);
+  EXPECT_NE(error_of("next_pow2(zero)").find("needs 1 <= a"), std::string::npos);
   EXPECT_NE(error_of("has_bias ? 1 : dtype").find("branches of '?' differ"), std::string::npos);
   EXPECT_NE(error_of("has_bias").find("expected an integer, got a condition"), std::string::npos);
   EXPECT_NE(error_of("M ? 1 : 2").find("'?' expects a condition"), std::string::npos);

@@ -76,12 +76,14 @@ class DeclaredOpGpu : public ::testing::Test {
     return s;
   }
 
-  static EvalReport evaluate(const Spec& s, const std::string& source, int max_bench, std::vector<std::string>* static_reasons = nullptr) {
+  // seed 0: fresh inputs.
+  static EvalReport evaluate(const Spec& s, const std::string& source, int max_bench, std::uint64_t seed = 0,
+                             std::vector<std::string>* static_reasons = nullptr) {
     Builder builder(nullptr);
     ShapeSelection sel;
     sel.max_benchmark_shapes = max_bench;
     sel.include_untimed_benchmarks = false;
-    const auto seed = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    if (seed == 0) seed = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     PreparedEvaluation p = prepare_evaluation(s, *registry_->find(s.op), builder, {source, "", {}, {}}, sel, seed);
     if (!p.reasons.empty()) {
       if (static_reasons) *static_reasons = p.reasons;
@@ -158,6 +160,35 @@ TEST_F(DeclaredOpGpu, ABadReferenceIsRefusedWithTheReason) {
     table.push_back({{"spec", file}, {"verdict", r.verdict}, {"reasons", r.reasons}});
   }
   (*results_)["bad_references"] = table;
+}
+
+// The RMSNorm forward declared in a file judges the shipped known-bad kernels as the op compiled
+// into ptxevo does: the same verdict and the same reason codes, kernel by kernel.
+TEST_F(DeclaredOpGpu, DeclaredRmsNormRejectsTheKnownBadKernelsLikeTheBuiltIn) {
+  const Spec builtin = spec("kernels/rmsnorm/rmsnorm_fwd.spec");
+  const Spec declared = spec("kernels/rmsnorm/rmsnorm_fwd_declared.spec");
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(kSourceDir + "/kernels/rmsnorm/known_bad"))
+    if (e.path().extension() == ".cu") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 12u);
+  json table = json::array();
+  for (const auto& f : files) {
+    // The same input seed for both: a kernel wrong only on some inputs is judged on the same ones.
+    const std::uint64_t seed = 1000 + table.size();
+    const EvalReport a = evaluate(builtin, f.string(), 5, seed), b = evaluate(declared, f.string(), 5, seed);
+    std::set<std::string> ca, cb;
+    for (const auto& r : a.reasons) ca.insert(reason_code(r));
+    for (const auto& r : b.reasons) cb.insert(reason_code(r));
+    std::cout << f.filename().string() << ": built-in " << a.verdict << " " << (a.reasons.empty() ? "" : a.reasons[0])
+              << "\n    declared " << b.verdict << " " << (b.reasons.empty() ? "" : b.reasons[0]) << "\n";
+    EXPECT_NE(b.verdict, "pass") << f;
+    EXPECT_EQ(a.verdict, b.verdict) << f;
+    EXPECT_EQ(ca, cb) << f;
+    table.push_back({{"kernel", f.filename().string()}, {"builtin", {{"verdict", a.verdict}, {"reasons", a.reasons}}},
+                     {"declared", {{"verdict", b.verdict}, {"reasons", b.reasons}}}});
+  }
+  (*results_)["rmsnorm_known_bad"] = table;
 }
 
 }  // namespace
