@@ -20,17 +20,18 @@ using evaluator::Shape;
 
 const std::string kDir = std::string(PTXEVO_SOURCE_DIR) + "/kernels/rmsnorm/";
 
+// The built-in op and its declared twin, with the declared spec (`op`: rmsnorm_fwd or rmsnorm_bwd).
 struct Pair {
   evaluator::OpRegistry registry = builtin_ops();
   evaluator::Spec spec;
   const evaluator::Op* builtin = nullptr;
   const evaluator::Op* declared = nullptr;
-  Pair() {
-    const auto r = evaluator::load_spec(kDir + "rmsnorm_fwd_declared.spec", registry);
+  explicit Pair(const std::string& op = "rmsnorm_fwd") {
+    const auto r = evaluator::load_spec(kDir + op + "_declared.spec", registry);
     if (!r.spec) throw std::runtime_error(r.error->format());
     spec = *r.spec;
-    builtin = registry.find("rmsnorm_fwd");
-    declared = registry.find("rmsnorm_fwd_declared");
+    builtin = registry.find(op);
+    declared = registry.find(op + "_declared");
   }
 };
 
@@ -96,7 +97,7 @@ TEST(RmsNormDeclared, LaunchPlansAgreeOnEveryShapeAndKnobCombination) {
   // Every combination the spec's knobs and constraints allow, sampled (all of them is ~10^5).
   std::mt19937_64 rng(11);
   int compared = 0, refused = 0;
-  for (int trial = 0; trial < 1500; ++trial) {
+  for (int trial = 0; trial < 800; ++trial) {
     Knobs k;
     for (const auto& ks : seed.knobs) k[ks.name] = ks.values[rng() % ks.values.size()];
     bool ok = true;
@@ -125,6 +126,66 @@ TEST(RmsNormDeclared, LaunchPlansAgreeOnEveryShapeAndKnobCombination) {
   }
   EXPECT_GT(compared, 10000);
   std::cout << compared << " plans compared, " << refused << " refused by both\n";
+}
+
+TEST(RmsNormBwdDeclared, TensorsDefinesTolerancesSizesAndPlansAgree) {
+  const Pair p("rmsnorm_bwd");
+  ASSERT_NE(p.declared, nullptr);
+  const std::vector<OpConfig> configs = {{}, {{"x_dtype", "fp16"}, {"w_dtype", "same"}}, {{"x_dtype", "fp32"}},
+                                         {{"has_weight", "false"}}};
+  const Shape s0 = {{"M", 33}, {"N", 4097}};
+  for (const auto& cfg : configs) {
+    SCOPED_TRACE(::testing::PrintToString(cfg));
+    const auto a = p.builtin->tensors(s0, cfg), b = p.declared->tensors(s0, cfg);
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].name, b[i].name);
+      EXPECT_EQ(a[i].dtype, b[i].dtype) << a[i].name;
+      EXPECT_EQ(a[i].shape, b[i].shape) << a[i].name;
+      EXPECT_EQ(a[i].role, b[i].role) << a[i].name;
+      EXPECT_EQ(a[i].fixed_distribution, b[i].fixed_distribution) << a[i].name;
+      if (a[i].role == evaluator::Role::Out) {
+        EXPECT_EQ(p.builtin->tolerance(a[i].name, cfg).rel_l2, p.declared->tolerance(b[i].name, cfg).rel_l2) << a[i].name;
+        EXPECT_EQ(p.builtin->tolerance(a[i].name, cfg).max_abs, p.declared->tolerance(b[i].name, cfg).max_abs) << a[i].name;
+      }
+    }
+    EXPECT_EQ(p.builtin->template_defines(cfg), p.declared->template_defines(cfg));
+    EXPECT_DOUBLE_EQ(p.builtin->bytes(s0, cfg), p.declared->bytes(s0, cfg));
+    EXPECT_DOUBLE_EQ(p.builtin->flops(s0, cfg), p.declared->flops(s0, cfg));
+  }
+  std::vector<Shape> shapes = p.spec.benchmark_shapes;
+  shapes.insert(shapes.end(), p.spec.correctness_shapes.begin(), p.spec.correctness_shapes.end());
+  shapes.insert(shapes.end(), p.spec.heldout_shapes.begin(), p.spec.heldout_shapes.end());
+  for (std::int64_t n : {8, 12, 4096, 4100, 65536, 131072, 262144, 1048576}) shapes.push_back({{"M", 4096}, {"N", n}});
+  const auto& seed = p.spec.seeds.at(0);
+  std::mt19937_64 rng(5);
+  int compared = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    Knobs k;
+    for (const auto& ks : seed.knobs) k[ks.name] = ks.values[rng() % ks.values.size()];
+    bool ok = true;
+    for (const auto& c : seed.constraints) ok = ok && evaluator::constraint_holds(c, k);
+    if (!ok) continue;
+    for (const auto& cfg : configs) {
+      for (const Shape& s : shapes) {
+        std::string a, b;
+        try {
+          a = describe(p.builtin->launch_plan(s, cfg, k));
+        } catch (const std::invalid_argument&) {
+          a = "refused";
+        }
+        try {
+          b = describe(p.declared->launch_plan(s, cfg, k));
+        } catch (const std::invalid_argument&) {
+          b = "refused";
+        }
+        ASSERT_EQ(a, b) << evaluator::shape_to_string(s) << " " << ::testing::PrintToString(cfg);
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 10000);
+  std::cout << compared << " backward plans compared\n";
 }
 
 }  // namespace
