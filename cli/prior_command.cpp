@@ -106,15 +106,16 @@ int run_prior(const PriorOptions& o, std::ostream& out, std::ostream& err) {
     out << "\n";
     print_posterior(db, families, o.top, out);
     for (const auto& op_name : ops) {
-      const evaluator::Op* op = registry.find(op_name);
-      if (!op) {
-        out << "\ncost model " << op_name << ": op not built into this ptxevo; skipped\n";
-        continue;
-      }
+      // Loading the campaigns' recorded specs also loads an op declared in a file into the registry.
       search::CampaignConfigs configs;
       for (const auto& c : campaigns)
         if (c.op == op_name)
           if (auto cfg = search::campaign_spec_config(db, c.id, std::filesystem::path(o.db).parent_path(), registry)) configs.emplace(c.id, *cfg);
+      const evaluator::Op* op = registry.find(op_name);
+      if (!op) {
+        out << "\ncost model " << op_name << ": op neither built into this ptxevo nor recorded with its campaigns; skipped\n";
+        continue;
+      }
       const search::CostDataset d = search::cost_dataset(db, *op, configs);
       std::set<std::int64_t> groups, camps;
       for (const auto& r : d.rows) {
