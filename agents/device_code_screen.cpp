@@ -140,8 +140,10 @@ void check_preprocessor(std::string_view text, std::vector<ScreenViolation>& out
         const std::string_view header =
             close == std::string_view::npos ? std::string_view() : rest.substr(open + 1, close - open - 1);
         if (std::find(kAllowedIncludes.begin(), kAllowedIncludes.end(), header) == kAllowedIncludes.end()) {
-          out.push_back({"include", "#include of '" + std::string(header) +
-                                        "' is outside the CUDA device headers" + at_line(text, start)});
+          // NVRTC has no C++ standard library: <cstdint> fails there; the CUDA one is the substitute.
+          const std::string hint = header == "cstdint" || header == "stdint.h" ? " (use <cuda/std/cstdint>)" : "";
+          out.push_back({"include", "#include of '" + std::string(header) + "' is outside the CUDA device headers" +
+                                        hint + at_line(text, start) + "; allowed: " + allowed_includes_text()});
         }
       } else if (rest.rfind("pragma", 0) == 0) {
         const std::string_view what = next_token(rest, 6);
@@ -230,6 +232,12 @@ std::vector<ScreenViolation> screen_device_code(std::string_view source) {
     i = end;
   }
   check_file_scope_variables(code, out);
+  return out;
+}
+
+std::string allowed_includes_text() {
+  std::string out;
+  for (const auto h : kAllowedIncludes) out += (out.empty() ? "" : ", ") + std::string(h);
   return out;
 }
 

@@ -26,6 +26,10 @@ struct ScreenViolation {
 // Every violation found (empty: accepted).
 [[nodiscard]] std::vector<ScreenViolation> screen_device_code(std::string_view source);
 
+// The headers a candidate may include (those NVRTC resolves from the CUDA include directory and
+// that hold device code only), as "a, b, c" for prompts and messages.
+[[nodiscard]] std::string allowed_includes_text();
+
 // "rule: detail; rule: detail" for logs and rejection rows.
 [[nodiscard]] std::string describe(const std::vector<ScreenViolation>& violations);
 

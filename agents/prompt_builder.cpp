@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "agents/device_code_screen.hpp"
+
 namespace ptxevo::agents {
 namespace {
 
@@ -84,8 +86,9 @@ std::string system_prompt(Role role, const PromptContext& c) {
                   c.op + " for " + c.arch + ".\n\nRules:\n";
   s += "- The engine owns the host code, the launch configuration, the entry names and their parameters: keep every "
        "extern \"C\" __global__ entry and its parameter list exactly as they are.\n";
-  s += "- Device code only: no host functions, no main, no includes beyond the CUDA device headers, no printf, no "
-       "malloc/new, no clock or timer reads, no file-scope __device__ variables, no trap/exit.\n";
+  s += "- Device code only: no host functions, no main, no printf, no malloc/new, no clock or timer reads, no "
+       "file-scope __device__ variables, no trap/exit. Includes: only " + allowed_includes_text() +
+       " (NVRTC has no C++ standard library: <cuda/std/cstdint>, not <cstdint>).\n";
   s += "- Correctness is checked against an fp64 reference on several input distributions and shapes; a fast wrong "
        "kernel scores zero.\n";
   if (role == Role::Planner) {

@@ -1,6 +1,7 @@
 #include "agents/reply_parser.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 #include <nlohmann/json.hpp>
 
@@ -22,16 +23,25 @@ std::size_t count_occurrences(std::string_view text, std::string_view needle) {
   return n;
 }
 
-// The text between <TAG> and </TAG>; nullopt when the tag is absent. Twice is ambiguous.
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// The text between <TAG> and </TAG>, in any letter case (models write <name> as often as
+// <NAME>); nullopt when the tag is absent. Twice is ambiguous.
 std::variant<std::optional<std::string>, ReplyError> section(std::string_view text, std::string_view tag) {
-  const std::string open = "<" + std::string(tag) + ">";
-  const std::string close = "</" + std::string(tag) + ">";
-  const std::size_t opens = count_occurrences(text, open);
+  const std::string folded = lower(text);  // same length: positions carry over
+  const std::string open = "<" + lower(tag) + ">";
+  const std::string close = "</" + lower(tag) + ">";
+  const std::string shown = "<" + std::string(tag) + ">";
+  const std::size_t opens = count_occurrences(folded, open);
   if (opens == 0) return std::optional<std::string>();
-  if (opens > 1) return err("E_AMBIGUOUS", open + " appears " + std::to_string(opens) + " times");
-  const auto b = text.find(open) + open.size();
-  const auto e = text.find(close, b);
-  if (e == std::string_view::npos) return err("E_NO_ENVELOPE", open + " is never closed by " + close);
+  if (opens > 1) return err("E_AMBIGUOUS", shown + " appears " + std::to_string(opens) + " times");
+  const auto b = folded.find(open) + open.size();
+  const auto e = folded.find(close, b);
+  if (e == std::string::npos) return err("E_NO_ENVELOPE", shown + " is never closed by </" + std::string(tag) + ">");
   return std::optional<std::string>(std::string(text.substr(b, e - b)));
 }
 
@@ -163,6 +173,40 @@ std::string normalize_reply(std::string_view text) {
   return out;
 }
 
+namespace {
+
+// Lines of `text`, each with the byte offset where it starts (the last without a newline too).
+std::vector<std::pair<std::size_t, std::string>> lines_of(std::string_view text) {
+  std::vector<std::pair<std::size_t, std::string>> out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const auto nl = text.find('\n', pos);
+    const auto end = nl == std::string_view::npos ? text.size() : nl;
+    out.emplace_back(pos, std::string(text.substr(pos, end - pos)));
+    pos = end + 1;
+  }
+  return out;
+}
+
+// Where `search` matches `text` line for line with leading and trailing whitespace ignored
+// (models re-indent what they copy): the byte ranges of every match.
+std::vector<std::pair<std::size_t, std::size_t>> loose_matches(std::string_view text, std::string_view search) {
+  const auto t = lines_of(text), s = lines_of(search);
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  if (s.empty()) return out;
+  for (std::size_t i = 0; i + s.size() <= t.size(); ++i) {
+    bool same = true;
+    for (std::size_t j = 0; same && j < s.size(); ++j) same = trim(t[i + j].second) == trim(s[j].second);
+    if (!same) continue;
+    const auto& last = t[i + s.size() - 1];
+    const std::size_t end = std::min(text.size(), last.first + last.second.size() + 1);
+    out.emplace_back(t[i].first, end);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::variant<std::string, ReplyError> apply_edits(std::string_view source, const std::vector<SearchReplace>& edits) {
   std::string current(source);
   for (std::size_t i = 0; i < edits.size(); ++i) {
@@ -170,8 +214,19 @@ std::variant<std::string, ReplyError> apply_edits(std::string_view source, const
     const std::size_t n = count_occurrences(current, e.search);
     const std::string first_line = e.search.substr(0, e.search.find('\n'));
     if (n == 0) {
+      // Not verbatim: a unique match with indentation ignored is as safe (C++ does not read it).
+      const auto loose = loose_matches(current, e.search);
+      if (loose.size() == 1) {
+        current.replace(loose[0].first, loose[0].second - loose[0].first, e.replace);
+        continue;
+      }
+      if (loose.size() > 1) {
+        return err("E_EDIT_MULTI_MATCH", "edit " + std::to_string(i + 1) + ": SEARCH text starting '" + first_line +
+                                             "' occurs " + std::to_string(loose.size()) +
+                                             " times (indentation ignored); include more lines to make it unique");
+      }
       return err("E_EDIT_NO_MATCH", "edit " + std::to_string(i + 1) + ": SEARCH text starting '" + first_line +
-                                        "' does not occur in the parent source (copy it exactly)");
+                                        "' does not occur in the parent source, even with indentation ignored (copy it exactly)");
     }
     if (n > 1) {
       return err("E_EDIT_MULTI_MATCH", "edit " + std::to_string(i + 1) + ": SEARCH text starting '" + first_line +
@@ -208,12 +263,15 @@ std::variant<ParsedReply, ReplyError> parse_reply(std::string_view raw, std::str
   if (reply.name.size() > 64) reply.name.resize(64);
   const int given = (body ? 1 : 0) + (edits ? 1 : 0) + (knob_text ? 1 : 0);
   if (given > 1) return err("E_AMBIGUOUS", "more than one of <BODY>, <EDITS>, <KNOBS>");
-  if (given == 0) {
+  if (given == 0 && text.find("<<<<<<< SEARCH\n") != std::string::npos) {
+    edits = text;  // bare SEARCH/REPLACE blocks read as <EDITS>, as a bare cuda fence reads as <BODY>
+  } else if (given == 0) {
     // Lenient only for exactly one fence tagged cuda/cu and nothing else that looks like code.
     auto code = one_fence(text, /*lenient=*/true);
     if (auto* e = std::get_if<ReplyError>(&code)) {
       return err(e->code == "E_AMBIGUOUS" ? e->code : "E_NO_ENVELOPE",
-                 "no <BODY>, <EDITS> or <KNOBS> section (" + e->detail + ")");
+                 "no <BODY>, <EDITS> or <KNOBS> section, no SEARCH/REPLACE block and no single ```cuda fence (" +
+                     e->detail + ")");
     }
     body = "```cuda\n" + std::get<std::string>(code) + "```\n";
   }

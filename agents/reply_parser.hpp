@@ -7,9 +7,12 @@
 //   <EDITS> SEARCH/REPLACE blocks, each matching the parent source exactly once </EDITS>
 //   <KNOBS> one flat JSON object of knob -> value </KNOBS>
 //
-// The parser never guesses: no falling back to "the whole reply is code", no partial edits, no
-// reading code out of reasoning text. Anything else is a ReplyError with a stable code that the
-// trace database records and the fixer is shown.
+// Tags are read in any letter case. Without a section, one fence tagged cuda reads as <BODY> and
+// bare SEARCH/REPLACE blocks as <EDITS>. A SEARCH that does not occur verbatim may still match
+// exactly one place with each line's indentation ignored (models re-indent what they copy).
+// Beyond that the parser never guesses: no falling back to "the whole reply is code", no partial
+// edits, no reading code out of reasoning text. Anything else is a ReplyError with a stable code
+// that the trace database records and the fixer is shown.
 #pragma once
 
 #include <map>
@@ -64,7 +67,8 @@ using KnobDomains = std::map<std::string, std::vector<std::string>>;
 [[nodiscard]] std::string normalize_reply(std::string_view text);
 
 // Applies the blocks in order, each to the result of the previous; every SEARCH must occur
-// exactly once. On failure nothing is applied.
+// exactly once, verbatim or else with leading and trailing whitespace of each line ignored. On
+// failure nothing is applied.
 [[nodiscard]] std::variant<std::string, ReplyError> apply_edits(std::string_view source,
                                                                 const std::vector<SearchReplace>& edits);
 

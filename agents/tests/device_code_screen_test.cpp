@@ -82,6 +82,12 @@ TEST(DeviceCodeScreen, IncludesPragmasExternAndAsm) {
   EXPECT_TRUE(has("#include <cstdlib>\n", "include"));
   EXPECT_TRUE(has("#include \"/etc/passwd\"\n", "include"));
   EXPECT_FALSE(has("#include <cuda_fp16.h>\n", "include"));
+  // <cstdint> does not exist under NVRTC: refused with the substitute and the allowed list named.
+  const auto v = screen_device_code("#include <cstdint>\n");
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_NE(v[0].detail.find("use <cuda/std/cstdint>"), std::string::npos) << v[0].detail;
+  EXPECT_NE(v[0].detail.find("allowed: cuda_fp16.h, cuda_bf16.h"), std::string::npos) << v[0].detail;
+  EXPECT_FALSE(has("#include <cuda/std/cstdint>\n", "include"));
   EXPECT_TRUE(has("#pragma nv_diag_suppress 177\n", "pragma"));
   EXPECT_TRUE(has("extern int host_value;\n", "extern"));
   EXPECT_TRUE(has(R"(asm(".entry evil() { ret; }");)", "asm-definition"));

@@ -81,6 +81,33 @@ TEST(ReplyParser, KnobsStayInTheirDomains) {
   EXPECT_EQ(code_of("<KNOBS>BLOCK=64</KNOBS>"), "E_KNOB_INVALID");
 }
 
+// How models actually write answers: lower-case tags, bare SEARCH/REPLACE blocks, re-indented
+// SEARCH text.
+TEST(ReplyParser, ModelHabitsThatAreSafeToRead) {
+  const auto lower = ok("<name>smaller_a</name>\n<rationale>r</rationale>\n<edits>\n<<<<<<< SEARCH\nint a = 1;\n=======\n"
+                        "int a = 0;\n>>>>>>> REPLACE\n</edits>");
+  EXPECT_EQ(lower.kind, PatchKind::Edits);
+  EXPECT_EQ(lower.name, "smaller_a");
+  EXPECT_EQ(lower.source, "int a = 0;\nint b = 2;\nint b2 = 2;\nreturn a + b;\n");
+  EXPECT_EQ(ok("<Knobs>{\"BLOCK\": 64}</Knobs>").knobs.at("BLOCK"), "64");
+  // Bare blocks, even inside a fence, read as <EDITS>.
+  const auto bare = ok("Change b:\n```\n<<<<<<< SEARCH\nint b = 2;\n=======\nint b = 5;\n>>>>>>> REPLACE\n```\n");
+  EXPECT_EQ(bare.kind, PatchKind::Edits);
+  EXPECT_EQ(bare.source, "int a = 1;\nint b = 5;\nint b2 = 2;\nreturn a + b;\n");
+  // Indentation that differs from the parent: one match with whitespace ignored is applied.
+  const auto indented = ok("<EDITS>\n<<<<<<< SEARCH\n    int b = 2;\n    int b2 = 2;\n=======\n  int b = 7;\n>>>>>>> REPLACE\n</EDITS>");
+  EXPECT_EQ(indented.source, "int a = 1;\n  int b = 7;\nreturn a + b;\n");
+  // ... but never two.
+  const std::string twice = "  x = 1;\ny = 2;\n    x = 1;\n";
+  auto two = apply_edits(twice, {{"x = 1;\n", "x = 3;\n"}});
+  ASSERT_TRUE(std::holds_alternative<ReplyError>(two));
+  EXPECT_EQ(std::get<ReplyError>(two).code, "E_EDIT_MULTI_MATCH");
+  // A reply with neither sections nor code says what it looked for.
+  auto none = parse_reply("I would unroll the loop.", kParent, kKnobs);
+  ASSERT_TRUE(std::holds_alternative<ReplyError>(none));
+  EXPECT_NE(std::get<ReplyError>(none).detail.find("no SEARCH/REPLACE block"), std::string::npos);
+}
+
 TEST(ReplyParser, Plan) {
   auto p = parse_plan("I think... {\"strategy\": \"vectorize loads\", \"hypothesis\": \"memory bound\"} done");
   ASSERT_TRUE(std::holds_alternative<Plan>(p));
