@@ -148,6 +148,13 @@ void LlmAgent::converse(ChatRequest request, Role role, int fix_turns, const Pro
         if (parsed->kind != PatchKind::Knobs) {
           const auto violations = screen_device_code(parsed->source);
           if (!violations.empty()) rejection = ReplyError{"E_SCREEN", describe(violations)};
+        } else if (context.knob_check) {
+          // A combination the spec forbids would build and fail later with messages that never
+          // name the rule: refuse it here, naming the constraint.
+          std::map<std::string, std::string> merged = context.parent_knobs;
+          for (const auto& [k, v] : parsed->knobs) merged[k] = v;
+          const std::string broken = context.knob_check(merged);
+          if (!broken.empty()) rejection = ReplyError{"E_KNOB_INVALID", broken};
         }
       }
       request.messages.push_back({"assistant", *sent.text});

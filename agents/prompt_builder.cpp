@@ -117,6 +117,10 @@ std::string evidence_sections(const PromptContext& c) {
       for (const auto& x : values) v += (v.empty() ? "" : ", ") + x;
       s += "- " + name + ": " + v + "\n";
     }
+    if (!c.knob_constraints.empty()) {
+      s += "Knob constraints (every knob assignment must satisfy all of them):\n";
+      for (const auto& k : c.knob_constraints) s += "- " + k + "\n";
+    }
   }
   s += "\n";
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -41,6 +42,10 @@ struct PromptContext {
   std::string parent_source;
   std::map<std::string, std::string> parent_knobs;
   KnobDomains knob_domains;
+  std::vector<std::string> knob_constraints;  // the seed's constraints, as the spec writes them
+  // Judges a knob reply (the parent's knobs with the reply's applied): "" when the seed's
+  // constraints hold, else which one does not. Empty function: no check.
+  std::function<std::string(const std::map<std::string, std::string>&)> knob_check;
   std::optional<double> parent_fitness;
   std::vector<ShapeFigure> shapes;
   std::vector<FunctionResources> resources;

@@ -5,8 +5,11 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <stdexcept>
+#include <variant>
 
 #include "evaluator/eval_types.hpp"
+#include "evaluator/knob_constraints.hpp"
 #include "ir/analysis/instruction_mix.hpp"
 #include "search/operator_posterior.hpp"
 
@@ -103,8 +106,35 @@ agents::PromptContext gather_evidence(TraceDb& db, const evaluator::Spec& spec, 
   c.parent_label = "candidate " + std::to_string(parent.candidate_id) + (parent.genome.source.empty() ? " (seed template " + parent.genome.seed + ")" : " (agent-written source)");
   c.parent_source = in.parent_source;
   for (const auto& [k, v] : parent.genome.knobs) c.parent_knobs[k] = knob_text(v);
-  for (const auto& s : spec.seeds)
-    if (s.name == parent.genome.seed && parent.genome.source.empty()) c.knob_domains = knob_domains(s);
+  for (const auto& s : spec.seeds) {
+    if (s.name != parent.genome.seed || !parent.genome.source.empty()) continue;
+    c.knob_domains = knob_domains(s);
+    c.knob_constraints = s.constraints;
+    c.knob_check = [seed = s](const std::map<std::string, std::string>& text) -> std::string {
+      evaluator::Knobs k = evaluator::default_knobs(seed);
+      for (const auto& [name, v] : text) {
+        auto it = k.find(name);
+        if (it == k.end()) continue;
+        if (std::holds_alternative<std::int64_t>(it->second)) {
+          try {
+            it->second = static_cast<std::int64_t>(std::stoll(v));
+          } catch (const std::exception&) {
+            return "knob " + name + " = " + v + " is not an integer";
+          }
+        } else {
+          it->second = v;
+        }
+      }
+      for (const auto& rule : seed.constraints) {
+        try {
+          if (!evaluator::constraint_holds(rule, k)) return "the knobs violate the spec's constraint '" + rule + "'";
+        } catch (const std::invalid_argument& e) {
+          return e.what();
+        }
+      }
+      return {};
+    };
+  }
   c.parent_fitness = parent.fitness;
   c.instruction_mix = in.instruction_mix;
 

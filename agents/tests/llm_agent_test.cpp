@@ -94,6 +94,29 @@ TEST_F(AgentTest, PlannerThenCoder) {
   expect_no_key();
 }
 
+// A knob reply inside the declared values but against the seed's constraints is refused at the
+// reply stage, naming the constraint, and the fixer gets that reason.
+TEST_F(AgentTest, KnobRepliesMustSatisfyTheConstraints) {
+  options.use_planner = false;
+  serve("knobs_forbidden_then_fixed.jsonl");
+  PromptContext c = context();
+  c.knob_constraints = {"BLOCK * UNROLL <= 256"};
+  c.parent_knobs = {{"BLOCK", "64"}, {"UNROLL", "4"}};
+  c.knob_check = [](const std::map<std::string, std::string>& k) -> std::string {
+    return std::stoi(k.at("BLOCK")) * std::stoi(k.at("UNROLL")) <= 256 ? "" : "the knobs violate the spec's constraint 'BLOCK * UNROLL <= 256'";
+  };
+  const AgentAttempt a = agent->propose(c, "focus");
+  ASSERT_TRUE(a.reply) << (a.rejection ? a.rejection->detail : "");
+  EXPECT_EQ(a.reply->knobs.at("BLOCK"), "64");
+  ASSERT_EQ(a.rejections.size(), 1U);
+  EXPECT_EQ(a.rejections[0].error.code, "E_KNOB_INVALID");
+  EXPECT_NE(a.rejections[0].error.detail.find("BLOCK * UNROLL <= 256"), std::string::npos);
+  const auto requests = server->requests();
+  ASSERT_EQ(requests.size(), 2U);
+  EXPECT_NE(requests[0].body.find("Knob constraints (every knob assignment must satisfy all of them)"), std::string::npos);
+  EXPECT_NE(requests[1].body.find("BLOCK * UNROLL <= 256"), std::string::npos);
+}
+
 TEST_F(AgentTest, MalformedReplyGoesToTheFixer) {
   options.use_planner = false;
   serve("malformed_then_fixed.jsonl");
