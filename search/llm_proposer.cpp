@@ -80,8 +80,11 @@ void LlmProposer::reject(const agents::Rejection& r, std::optional<std::int64_t>
 }
 
 LlmProposal LlmProposer::finish(const agents::AgentAttempt& attempt, const Member& parent, int island,
-                                const std::string& role, const agents::Conversation* fallback) {
+                                const std::string& asked, const agents::Conversation* fallback) {
   for (const auto& r : attempt.rejections) reject(r, parent.candidate_id);
+  // Who wrote the answer: a coder's conversation that needed fixer turns ends with the fixer's.
+  const std::string role =
+      asked == "fixer" || (attempt.reply && attempt.conversation && attempt.conversation->fix_turns > 0) ? "fixer" : asked;
   LlmProposal out;
   out.handed_back = attempt.handed_back;
   if (!attempt.reply) {
@@ -136,7 +139,7 @@ LlmProposal LlmProposer::finish(const agents::AgentAttempt& attempt, const Membe
     if (lineages_.size() >= kMaxLineages) lineages_.erase(lineages_.begin());
     LlmProposalRow meta;
     if (!attempt.call_ids.empty()) meta.call_id = attempt.call_ids.back();
-    meta.role = role == "fixer" || (attempt.conversation && attempt.conversation->fix_turns > 0) ? "fixer" : "coder";
+    meta.role = role;
     meta.kind = std::string(agents::to_string(reply.kind));
     meta.name = reply.name.empty() ? "unnamed" : reply.name;
     meta.rationale = reply.rationale;
@@ -169,9 +172,12 @@ void LlmProposer::failed(const Genome& child, std::int64_t candidate_id, const s
   AgentRejection row;
   row.candidate_id = candidate_id;
   row.role = "coder";
-  row.stage = stage;
+  // The documented stages: a build failure is "build" whichever step failed (nvrtc, parse, pass,
+  // link); that step leads the reason.
+  const bool built = stage == "gate" || stage == "screen";
+  row.stage = built ? stage : "build";
   row.code = stage == "gate" ? "E_GATE" : (stage == "screen" ? "E_IR_CHECK" : "E_BUILD");
-  row.reason = error.empty() ? "(no message)" : error;
+  row.reason = (built ? "" : stage + ": ") + (error.empty() ? "(no message)" : error);
   auto it = lineages_.find(child.hash());
   if (it != lineages_.end()) {
     row.parent_id = it->second.parent.candidate_id;

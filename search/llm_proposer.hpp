@@ -80,7 +80,7 @@ class LlmProposer {
     std::int64_t failed_candidate = 0;
     std::string error;
   };
-  LlmProposal finish(const agents::AgentAttempt& attempt, const Member& parent, int island, const std::string& role,
+  LlmProposal finish(const agents::AgentAttempt& attempt, const Member& parent, int island, const std::string& asked,
                      const agents::Conversation* fallback_conversation);
   void reject(const agents::Rejection& r, std::optional<std::int64_t> parent_id);
 

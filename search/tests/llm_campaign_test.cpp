@@ -174,6 +174,9 @@ TEST_F(LlmCampaignTest, HostileAndBrokenRepliesAreRecordedAndTheCampaignGoesOn) 
     EXPECT_TRUE(has("E_ENDPOINT", "deadline"));  // the stall
     EXPECT_TRUE(has("E_ENDPOINT", "401"));
     EXPECT_EQ(count(db, "SELECT count(*) FROM agent_rejections WHERE code = 'E_BUILD' AND candidate_id IS NULL"), 0);
+    // Build failures have the documented stage; the step that failed leads the reason.
+    EXPECT_EQ(count(db, "SELECT count(*) FROM agent_rejections WHERE code = 'E_BUILD' AND stage != 'build'"), 0);
+    EXPECT_TRUE(has("E_BUILD", "nvrtc: "));
 
     // Tokens and cost per call; failed calls that were sent still count their worst case.
     EXPECT_EQ(count(db, "SELECT count(*) FROM llm_calls WHERE status = 'ok' AND (input_tokens != 1500 OR output_tokens != 400)"), 0);
