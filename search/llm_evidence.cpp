@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <array>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <stdexcept>
 #include <variant>
 
@@ -19,42 +17,115 @@ using nlohmann::json;
 
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string clip_text(const std::string& s, std::size_t n) { return s.size() <= n ? s : s.substr(0, n) + " ..."; }
 
-// The launch contract of every seed entry at the parent's knobs on the first benchmark shape.
-std::string abi_text(const evaluator::Spec& spec, const evaluator::Op& op, const Genome& parent) {
-  std::string out;
-  if (spec.benchmark_shapes.empty()) return out;
-  const auto& shape = spec.benchmark_shapes.front();
-  try {
-    const auto plan = op.launch_plan(shape, spec.config, parent.knobs);
-    for (const auto& l : plan.kernels) {
-      out += "- entry " + l.entry + " (extern \"C\" __global__), launched by the engine for " +
-             evaluator::shape_to_string(shape) + " with grid (" + std::to_string(l.grid.x) + "," +
-             std::to_string(l.grid.y) + "," + std::to_string(l.grid.z) + ") block (" + std::to_string(l.block.x) + "," +
-             std::to_string(l.block.y) + "," + std::to_string(l.block.z) + "), " + std::to_string(l.shared_bytes) +
-             " B dynamic shared memory, " + std::to_string(l.args.size()) + " arguments in this order:";
-      for (const auto& a : l.args) {
-        if (const auto* t = std::get_if<evaluator::ArgTensor>(&a)) out += " " + t->name + " (pointer)";
-        else if (std::holds_alternative<std::int32_t>(a)) out += " int32";
-        else if (std::holds_alternative<std::int64_t>(a)) out += " int64";
-        else if (std::holds_alternative<float>(a)) out += " float";
-        else if (std::holds_alternative<double>(a)) out += " double";
-        else out += " CUtensorMap";
-      }
-      out += "\n";
-    }
-  } catch (const std::exception& e) {
-    out += std::string("n/a (") + e.what() + ")\n";
+const char* c_type(evaluator::DType t) {
+  switch (t) {
+    case evaluator::DType::F64: return "double";
+    case evaluator::DType::F32: return "float";
+    case evaluator::DType::F16: return "__half";
+    case evaluator::DType::BF16: return "__nv_bfloat16";
+    case evaluator::DType::I64: return "long long";
+    case evaluator::DType::I32: return "int";
+    case evaluator::DType::U8: return "unsigned char";
   }
+  return "void";
+}
+
+// The launch contract at the parent's knobs: every entry the plan launches for the spec's
+// benchmark and correctness shapes (never the held-out ones), each once, with its parameters
+// named and typed as the engine passes them, and the shapes and launch configurations it gets.
+std::string abi_text(const evaluator::Spec& spec, const evaluator::Op& op, const Genome& parent) {
+  struct Entry {
+    std::string params;
+    std::vector<std::string> uses;
+  };
+  std::vector<std::pair<std::string, Entry>> entries;  // in first-launch order
+  std::vector<evaluator::Shape> shapes = spec.benchmark_shapes;
+  shapes.insert(shapes.end(), spec.correctness_shapes.begin(), spec.correctness_shapes.end());
+  std::string refused;
+  for (const auto& shape : shapes) {
+    evaluator::LaunchPlan plan;
+    std::vector<evaluator::TensorDesc> descs;
+    try {
+      plan = op.launch_plan(shape, spec.config, parent.knobs);
+      descs = op.tensors(shape, spec.config);
+    } catch (const std::exception& e) {
+      if (refused.empty()) refused = evaluator::shape_to_string(shape) + ": " + e.what();
+      continue;
+    }
+    for (const auto& l : plan.kernels) {
+      std::string params;
+      for (std::size_t i = 0; i < l.args.size(); ++i) {
+        const auto& a = l.args[i];
+        std::string p;
+        if (const auto* t = std::get_if<evaluator::ArgTensor>(&a)) {
+          const auto d = std::find_if(descs.begin(), descs.end(), [&](const auto& x) { return x.name == t->name; });
+          if (t->name.empty()) p = "a pointer passed as nullptr (an optional tensor these options leave out)";
+          else if (d == descs.end()) p = "a pointer to engine scratch '" + t->name + "'";
+          else p = std::string(d->role == evaluator::Role::In ? "const " : "") + c_type(d->dtype) + "* " + t->name;
+        } else if (std::holds_alternative<std::int32_t>(a)) {
+          p = "int";
+        } else if (std::holds_alternative<std::int64_t>(a)) {
+          p = "long long";
+        } else if (std::holds_alternative<float>(a)) {
+          p = "float";
+        } else if (std::holds_alternative<double>(a)) {
+          p = "double";
+        } else {
+          p = "const __grid_constant__ CUtensorMap";
+        }
+        params += (i ? ", " : "") + p;
+      }
+      const std::string use = evaluator::shape_to_string(shape) + ": grid (" + std::to_string(l.grid.x) + "," +
+                              std::to_string(l.grid.y) + "," + std::to_string(l.grid.z) + ") block (" +
+                              std::to_string(l.block.x) + "," + std::to_string(l.block.y) + "," +
+                              std::to_string(l.block.z) + ")" +
+                              (l.cluster.x * l.cluster.y * l.cluster.z > 1 ? " cluster " + std::to_string(l.cluster.x) : "") +
+                              (l.shared_bytes ? ", " + std::to_string(l.shared_bytes) + " B dynamic shared memory" : "");
+      auto it = std::find_if(entries.begin(), entries.end(), [&](const auto& e) { return e.first == l.entry; });
+      if (it == entries.end()) {
+        entries.push_back({l.entry, Entry{params, {use}}});
+      } else if (it->second.uses.size() < 4) {
+        it->second.uses.push_back(use);
+      }
+    }
+  }
+  std::string out = entries.empty() ? "" : "Every entry below must stay, with exactly these parameters in this order:\n";
+  for (const auto& [name, e] : entries) {
+    out += "- extern \"C\" __global__ void " + name + "(" + e.params + ")\n  launched for";
+    for (std::size_t i = 0; i < e.uses.size(); ++i) out += std::string(i ? ";" : "") + " " + e.uses[i];
+    out += e.uses.size() >= 4 ? "; ...\n" : "\n";
+  }
+  if (!refused.empty()) out += "(the plan refuses " + refused + ")\n";
   return out;
+}
+
+// What the model may know of the spec: the op, its options and the benchmark and correctness
+// shapes. Never the held-out shapes, and no file names the model cannot open.
+std::string prompt_spec(const evaluator::Spec& spec) {
+  std::string s = "op = \"" + spec.op + "\"\narch = \"" + spec.arch + "\"\n";
+  if (!spec.config.empty()) {
+    s += "\n[options]\n";
+    for (const auto& [k, v] : spec.config) s += k + " = \"" + v + "\"\n";
+  }
+  s += "\n[shapes]\n";
+  for (const auto& [name, list] : {std::pair{"benchmark", &spec.benchmark_shapes}, std::pair{"correctness", &spec.correctness_shapes}}) {
+    s += std::string(name) + " = [";
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      s += i ? ", {" : "{";
+      std::string d;
+      for (const auto& [k, v] : (*list)[i]) d += (d.empty() ? " " : ", ") + k + " = " + std::to_string(v);
+      s += d + " }";
+    }
+    s += "]\n";
+  }
+  if (!spec.tolerances.empty()) {
+    s += "\n";
+    for (const auto& [out, t] : spec.tolerances)
+      s += "[tolerance." + out + "]\nrel_l2 = " + std::to_string(t.rel_l2) + "\nmax_abs = " + std::to_string(t.max_abs) + "\n";
+  }
+  return s;
 }
 
 }  // namespace
@@ -100,7 +171,7 @@ agents::PromptContext gather_evidence(TraceDb& db, const evaluator::Spec& spec, 
   agents::PromptContext c;
   c.arch = in.arch;
   c.op = spec.op;
-  c.spec_text = read_file(spec.path);
+  c.spec_text = prompt_spec(spec);
   const Member& parent = *in.parent;
   c.abi = abi_text(spec, op, parent.genome);
   c.parent_label = "candidate " + std::to_string(parent.candidate_id) + (parent.genome.source.empty() ? " (seed template " + parent.genome.seed + ")" : " (agent-written source)");

@@ -116,6 +116,7 @@ class LlmCampaignTest : public ::testing::Test {
 TEST_F(LlmCampaignTest, HostileAndBrokenRepliesAreRecordedAndTheCampaignGoesOn) {
   std::ostringstream log;
   const fs::path db_path = dir_ / "llm.db";
+  spec_.heldout_shapes = {{{"N", 777777}}};  // never to appear in a prompt
   {
     auto db = TraceDb::open(db_path);
     agents::test::LoopbackServer server(script());
@@ -130,6 +131,13 @@ TEST_F(LlmCampaignTest, HostileAndBrokenRepliesAreRecordedAndTheCampaignGoesOn) 
     for (const char* needle : {"## 3. Measured per-shape speedup", "% of the roofline floor", "registers,", "global_load",
                                "## 7. Lessons from the trace database", "extern \\\"C\\\" __global__"})
       EXPECT_NE(prompt.find(needle), std::string::npos) << needle;
+    // The full ABI, typed and named; the spec without held-out shapes or file names.
+    EXPECT_NE(prompt.find("void scale(const float* x, float* out, long long)"), std::string::npos) << prompt.substr(0, 3000);
+    EXPECT_NE(prompt.find("Knob constraints"), std::string::npos);
+    for (const auto& req : server.requests()) {
+      EXPECT_EQ(req.body.find("777777"), std::string::npos);
+      EXPECT_EQ(req.body.find("scale.cu"), std::string::npos);
+    }
 
     // LLM children were proposed beside the rule agents' and went through the normal path.
     EXPECT_GE(count(db, "SELECT count(*) FROM candidates WHERE operator = 'llm'"), 5);
