@@ -204,8 +204,16 @@ AgentAttempt LlmAgent::propose(const PromptContext& context, std::string_view fo
       attempt.rejections.push_back({*sent.error, "planner", attempt.call_ids.back()});
     }
   }
-  converse(coder_request(context, attempt.strategy, options_.max_tokens), Role::Coder, 0, context, attempt);
+  converse(coder_request(context, attempt.strategy, coder_allowance(context.parent_source.size(), options_)), Role::Coder, 0,
+           context, attempt);
   return attempt;
+}
+
+int coder_allowance(std::size_t parent_bytes, const AgentOptions& options) {
+  // A whole-file answer repeats the parent: about one token per 3.5 bytes of CUDA, plus the
+  // envelope and a margin for the change itself. Without the room it is cut off at the limit.
+  const double whole_file = static_cast<double>(parent_bytes) / 3.5 * 1.25 + 1024.0;
+  return static_cast<int>(std::min<double>(options.max_tokens_cap, std::max<double>(options.max_tokens, whole_file)));
 }
 
 AgentAttempt LlmAgent::fix(Conversation conversation, std::string_view error, const PromptContext& context) {

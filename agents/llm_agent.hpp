@@ -48,7 +48,7 @@ class CallRecorder {
 };
 
 struct AgentOptions {
-  int max_tokens = 8192;          // coder and fixer
+  int max_tokens = 8192;          // coder and fixer; a coder gets more when a whole-file answer needs it
   int planner_max_tokens = 1024;
   bool use_planner = true;
   int max_fix_turns = 2;
@@ -116,5 +116,10 @@ class LlmAgent {
   LogFn log_;
   double token_scale_ = 1.0;  // grows after truncated or reasoning-only replies (this endpoint, this campaign)
 };
+
+// The coder's output-token allowance for a parent of `parent_bytes`: options.max_tokens, or more
+// when a whole-file answer (the parent repeated with the change) would not fit, up to
+// options.max_tokens_cap.
+[[nodiscard]] int coder_allowance(std::size_t parent_bytes, const AgentOptions& options);
 
 }  // namespace ptxevo::agents

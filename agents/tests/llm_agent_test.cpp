@@ -117,6 +117,15 @@ TEST_F(AgentTest, KnobRepliesMustSatisfyTheConstraints) {
   EXPECT_NE(requests[1].body.find("BLOCK * UNROLL <= 256"), std::string::npos);
 }
 
+// A 30 KB parent needs about 11.7k tokens to be written back whole: the coder gets them (the
+// default 8192 would cut a faithful answer off), never more than the cap.
+TEST(CoderAllowance, RoomForAWholeFileAnswer) {
+  AgentOptions o;
+  EXPECT_EQ(coder_allowance(2000, o), o.max_tokens);
+  EXPECT_GE(coder_allowance(30 * 1024, o), 30 * 1024 / 3.5 * 1.2);
+  EXPECT_EQ(coder_allowance(1 << 20, o), o.max_tokens_cap);
+}
+
 TEST_F(AgentTest, MalformedReplyGoesToTheFixer) {
   options.use_planner = false;
   serve("malformed_then_fixed.jsonl");
