@@ -184,6 +184,7 @@ void LlmAgent::converse(ChatRequest request, Role role, int fix_turns, const Pro
 AgentAttempt LlmAgent::propose(const PromptContext& context, std::string_view focus) {
   AgentAttempt attempt;
   attempt.strategy = std::string(focus);
+  bool planned = false;
   if (options_.use_planner) {
     Sent sent = send(planner_request(context, options_.planner_max_tokens), Role::Planner, 0, attempt.call_ids);
     if (sent.handed_back) {
@@ -196,6 +197,7 @@ AgentAttempt LlmAgent::propose(const PromptContext& context, std::string_view fo
       auto plan = parse_plan(*sent.text);
       if (auto* p = std::get_if<Plan>(&plan)) {
         attempt.strategy = p->strategy + (p->hypothesis.empty() ? "" : " (expected: " + p->hypothesis + ")");
+        planned = true;
       } else {
         // Recorded; the focus line stands in for the plan.
         attempt.rejections.push_back({std::get<ReplyError>(plan), "planner", attempt.call_ids.back()});
@@ -204,8 +206,8 @@ AgentAttempt LlmAgent::propose(const PromptContext& context, std::string_view fo
       attempt.rejections.push_back({*sent.error, "planner", attempt.call_ids.back()});
     }
   }
-  converse(coder_request(context, attempt.strategy, coder_allowance(context.parent_source.size(), options_)), Role::Coder, 0,
-           context, attempt);
+  converse(coder_request(context, attempt.strategy, coder_allowance(context.parent_source.size(), options_), planned),
+           Role::Coder, 0, context, attempt);
   return attempt;
 }
 

@@ -168,11 +168,13 @@ ChatRequest planner_request(const PromptContext& c, int max_tokens) {
   return r;
 }
 
-ChatRequest coder_request(const PromptContext& c, std::string_view strategy, int max_tokens) {
+ChatRequest coder_request(const PromptContext& c, std::string_view strategy, int max_tokens, bool planned) {
   ChatRequest r;
   r.system = system_prompt(Role::Coder, c);
-  r.messages.push_back({"user", evidence_sections(c) + "\n## Task\nImplement this optimisation on the parent: " +
-                                    quote_as_data(strategy, 1024) +
+  // Without a plan the text is a goal, not a recipe: the coder picks the optimisation.
+  const std::string task = planned ? "Implement this optimisation on the parent: "
+                                   : "Choose one optimisation of the parent and implement it. The goal: ";
+  r.messages.push_back({"user", evidence_sections(c) + "\n## Task\n" + task + quote_as_data(strategy, 1024) +
                                     "\nAnswer in the reply format: exactly one <BODY>, <EDITS> or <KNOBS> section.\n"});
   r.max_tokens = max_tokens;
   return r;

@@ -28,7 +28,10 @@ enum class Role { Planner, Coder, Fixer };
 [[nodiscard]] ChatRequest planner_request(const PromptContext& context, int max_tokens);
 
 // A coder request: implement `strategy` (the planner's, or a rule-made focus line).
-[[nodiscard]] ChatRequest coder_request(const PromptContext& context, std::string_view strategy, int max_tokens);
+// `planned`: the strategy is a planner's optimisation to implement; otherwise a goal, and the
+// coder chooses the optimisation.
+[[nodiscard]] ChatRequest coder_request(const PromptContext& context, std::string_view strategy, int max_tokens,
+                                        bool planned = true);
 
 // The fixer's turn appended to the coder conversation: the exact error, quoted as data.
 [[nodiscard]] ChatMessage fixer_turn(std::string_view error);

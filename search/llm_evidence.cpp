@@ -166,6 +166,14 @@ std::string instruction_mix_line(const ir::Module& m) {
   return out;
 }
 
+std::string outcome_text(const std::string& state, const std::string& build_stage, const std::string& outcome) {
+  if (state == "failed") return "failed at " + (build_stage.empty() ? std::string("build") : build_stage);
+  // Replay and static campaigns build candidates they cannot time: say so rather than "measured".
+  if (outcome == "unmeasured") return "built; not measured (no timing for it in this campaign's mode)";
+  if (outcome.empty() || outcome == state) return state;
+  return state + " (" + outcome + ")";
+}
+
 agents::PromptContext gather_evidence(TraceDb& db, const evaluator::Spec& spec, const evaluator::Op& op,
                                       const EvidenceInput& in) {
   agents::PromptContext c;
@@ -270,9 +278,7 @@ agents::PromptContext gather_evidence(TraceDb& db, const evaluator::Spec& spec, 
         what += " (" + genome_from_json(json::parse(s.column_text(2))).describe() + ")";
       } catch (const std::exception&) {
       }
-      std::string outcome = s.column_text(3);
-      if (outcome == "failed") outcome = "failed at " + s.column_text(4);
-      if (!s.column_text(5).empty()) outcome += " (" + s.column_text(5) + ")";
+      std::string outcome = outcome_text(s.column_text(3), s.column_text(4), s.column_text(5));
       if (auto fit = s.column_opt_double(6)) {
         char buf[48];
         std::snprintf(buf, sizeof buf, ", fitness %.3f", *fit);
@@ -313,10 +319,8 @@ agents::PromptContext gather_evidence(TraceDb& db, const evaluator::Spec& spec, 
         char buf[48];
         std::snprintf(buf, sizeof buf, "passed, fitness %.3f", *fit);
         line += buf;
-      } else if (ideas.column_text(2) == "failed") {
-        line += "failed at " + ideas.column_text(3);
       } else {
-        line += ideas.column_text(2);
+        line += outcome_text(ideas.column_text(2), ideas.column_text(3), "");
       }
       c.lessons.push_back(line);
     }

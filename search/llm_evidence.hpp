@@ -35,4 +35,8 @@ std::string instruction_mix_line(const ir::Module& m);
 agents::KnobDomains knob_domains(const evaluator::SeedTemplate& seed);
 std::string knob_text(const evaluator::KnobValue& v);
 
+// A candidate's fate in words for a prompt, from its state, build stage and outcome columns:
+// "failed at nvrtc", "built; not measured (...)", "measured (new best)".
+std::string outcome_text(const std::string& state, const std::string& build_stage, const std::string& outcome);
+
 }  // namespace ptxevo::search

@@ -74,6 +74,16 @@ TEST(PromptBuilder, RolesAndStableBytes) {
   EXPECT_NE(fixer_turn("E_SCREEN: clock-read").content.find("E_SCREEN: clock-read"), std::string::npos);
 }
 
+// Without a planner the focus line is a goal for the coder to choose an optimisation for, not a
+// recipe to implement.
+TEST(PromptBuilder, TaskLineSaysWhetherThereIsAPlan) {
+  const auto planned = coder_request(context(), "vectorize the loads", 4096);
+  EXPECT_NE(planned.messages.at(0).content.find("Implement this optimisation on the parent: vectorize"), std::string::npos);
+  const auto goal = coder_request(context(), "make it faster on N=4096", 4096, false);
+  EXPECT_NE(goal.messages.at(0).content.find("Choose one optimisation of the parent and implement it. The goal: make it"),
+            std::string::npos);
+}
+
 // The bytes of a fixed context's coder prompt are pinned: a change to the prompt is a deliberate
 // edit of the golden file (PTXEVO_UPDATE_GOLDEN=1 rewrites it), never an accident.
 TEST(PromptBuilder, GoldenCoderPrompt) {

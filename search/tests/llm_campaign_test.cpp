@@ -19,6 +19,7 @@
 #include "agents/tests/transcript.hpp"
 #include "campaign_fixture.hpp"
 #include "evaluator/nvrtc_compiler.hpp"
+#include "search/llm_evidence.hpp"
 #include "search/campaign.hpp"
 
 namespace ptxevo::search {
@@ -112,6 +113,15 @@ class LlmCampaignTest : public ::testing::Test {
   std::optional<evaluator::BuildCache> cache_;
   std::optional<evaluator::Builder> builder_;
 };
+
+// A candidate's fate in a prompt: replay and static campaigns say "not measured", not
+// "measured (unmeasured)".
+TEST(LlmEvidence, OutcomesInWords) {
+  EXPECT_EQ(outcome_text("measured", "done", "unmeasured"), "built; not measured (no timing for it in this campaign's mode)");
+  EXPECT_EQ(outcome_text("failed", "nvrtc", ""), "failed at nvrtc");
+  EXPECT_EQ(outcome_text("measured", "done", "new_best"), "measured (new_best)");
+  EXPECT_EQ(outcome_text("measured", "done", ""), "measured");
+}
 
 TEST_F(LlmCampaignTest, HostileAndBrokenRepliesAreRecordedAndTheCampaignGoesOn) {
   std::ostringstream log;
