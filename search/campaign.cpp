@@ -151,7 +151,9 @@ evaluator::BuildRequest CampaignEngine::build_request(const Genome& g) const {
   evaluator::BuildRequest r;
   const auto* seed = proposer_.seed(g.seed);
   r.name = g.seed;
-  r.source_path = seed ? seed->source_path : g.seed + ".cu";
+  // Agent-written source is cited by the compiler as candidate.cu: the agent never saw the seed's
+  // file, and the fixer is shown the lines of candidate.cu the errors name.
+  r.source_path = !g.source.empty() ? std::string(kAgentSourceName) : seed ? seed->source_path : g.seed + ".cu";
   r.source = g.source.empty() ? (sources_.count(g.seed) ? sources_.at(g.seed) : std::string()) : g.source;
   r.defines = op_.template_defines(spec_.config);
   r.knobs = g.knobs;

@@ -1,5 +1,11 @@
 #include "search/llm_proposer.hpp"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
 #include "search/llm_evidence.hpp"
 
 namespace ptxevo::search {
@@ -167,6 +173,33 @@ LlmProposal LlmProposer::propose(const Member& parent, int island) {
   return finish(attempt, parent, island, "coder", nullptr);
 }
 
+std::string build_error_for_fixer(const std::string& error, const std::string& source) {
+  std::set<long> cited;
+  const std::string tag = std::string(kAgentSourceName) + "(";
+  for (auto at = error.find(tag); at != std::string::npos && cited.size() < 5; at = error.find(tag, at + 1)) {
+    char* end = nullptr;
+    const long line = std::strtol(error.c_str() + at + tag.size(), &end, 10);
+    if (end && *end == ')' && line > 0) cited.insert(line);
+  }
+  if (cited.empty()) return error;
+  std::vector<std::string> lines;
+  std::istringstream in(source);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  std::string out = error + "\nThe lines of " + kAgentSourceName + " (your source, as built) that the errors cite:\n```cuda\n";
+  long shown_to = 0;
+  for (const long c : cited) {
+    const long from = std::max(std::max(1L, c - 3), shown_to + 1), to = std::min(static_cast<long>(lines.size()), c + 3);
+    if (from > shown_to + 1 && shown_to > 0) out += "...\n";
+    for (long n = from; n <= to; ++n) {
+      char num[32];
+      std::snprintf(num, sizeof num, "%5ld | ", n);
+      out += num + lines[static_cast<std::size_t>(n - 1)] + "\n";
+    }
+    shown_to = std::max(shown_to, to);
+  }
+  return out + "```";
+}
+
 void LlmProposer::failed(const Genome& child, std::int64_t candidate_id, const std::string& stage,
                          const std::string& error) {
   AgentRejection row;
@@ -187,7 +220,8 @@ void LlmProposer::failed(const Genome& child, std::int64_t candidate_id, const s
   db_.record_agent_rejection(campaign_id_, row);
   if (it == lineages_.end()) return;
   if (it->second.conversation.fix_turns < agents_.agent->options().max_fix_turns) {
-    fixes_.push_back({std::move(it->second), candidate_id, stage + " failed: " + error});
+    const std::string shown = built || child.source.empty() ? error : build_error_for_fixer(error, child.source);
+    fixes_.push_back({std::move(it->second), candidate_id, stage + " failed: " + shown});
   } else {
     log_ << "llm: candidate " << candidate_id << " failed (" << stage << ") with no fixer turns left; lineage abandoned"
          << std::endl;

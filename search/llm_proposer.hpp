@@ -24,6 +24,13 @@
 
 namespace ptxevo::search {
 
+// The name the compiler gives agent-written source in its messages.
+inline constexpr const char* kAgentSourceName = "candidate.cu";
+
+// A build error for the fixer: the error, then the lines of the agent's source that it cites
+// ("candidate.cu(123): ..."), numbered, with three lines of context (at most five places).
+std::string build_error_for_fixer(const std::string& error, const std::string& source);
+
 // Writes each chat call into the trace database of the running campaign.
 class TraceCallRecorder final : public agents::CallRecorder {
  public:

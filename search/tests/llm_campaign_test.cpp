@@ -20,6 +20,7 @@
 #include "campaign_fixture.hpp"
 #include "evaluator/nvrtc_compiler.hpp"
 #include "search/llm_evidence.hpp"
+#include "search/llm_proposer.hpp"
 #include "search/campaign.hpp"
 
 namespace ptxevo::search {
@@ -123,6 +124,18 @@ TEST(LlmEvidence, OutcomesInWords) {
   EXPECT_EQ(outcome_text("measured", "done", ""), "measured");
 }
 
+// The fixer of a build failure sees the lines of its source the compiler cites, numbered.
+TEST(LlmEvidence, BuildErrorsShowTheCitedLines) {
+  std::string src;
+  for (int i = 1; i <= 40; ++i) src += "line" + std::to_string(i) + "\n";
+  const std::string e = build_error_for_fixer("candidate.cu(20): error: x is undefined\ncandidate.cu(22): error: y", src);
+  EXPECT_NE(e.find("   17 | line17\n"), std::string::npos) << e;
+  EXPECT_NE(e.find("   25 | line25\n"), std::string::npos) << e;
+  EXPECT_EQ(e.find("line16\n"), std::string::npos) << e;
+  EXPECT_EQ(e.find("line26\n"), std::string::npos) << e;
+  EXPECT_EQ(build_error_for_fixer("rmsnorm.cu(3): error", src), "rmsnorm.cu(3): error");
+}
+
 TEST_F(LlmCampaignTest, HostileAndBrokenRepliesAreRecordedAndTheCampaignGoesOn) {
   std::ostringstream log;
   const fs::path db_path = dir_ / "llm.db";
@@ -187,6 +200,7 @@ TEST_F(LlmCampaignTest, HostileAndBrokenRepliesAreRecordedAndTheCampaignGoesOn) 
     EXPECT_TRUE(has("E_SCREEN", "include"));
     EXPECT_TRUE(has("E_IR_CHECK", "entry-params"));
     EXPECT_TRUE(has("E_BUILD", "scale_factor"));  // NVRTC's error names the undefined identifier
+    EXPECT_TRUE(has("E_BUILD", "candidate.cu("));  // agent source is cited under its own name
     EXPECT_TRUE(has("E_TRUNCATED", "length limit"));
     EXPECT_TRUE(has("E_NO_ENVELOPE", "no <BODY>"));
     EXPECT_TRUE(has("E_ENDPOINT", "deadline"));  // the stall
