@@ -229,6 +229,7 @@ std::unique_ptr<CampaignEngine::Round> CampaignEngine::launch(int generation, st
     if ((!rc.inserted && rc.done()) || !in_flight.insert(rc.id).second) {
       // Seen before, or already built or on its way to a measurer: never built or measured twice.
       if (is_policy_op(p.operator_id)) policy_.release(p.operator_id);
+      if (is_llm(p)) llm_->dropped(p.genome, "the answer is candidate " + std::to_string(rc.id) + ", already proposed");
       continue;
     }
     if (rc.inserted && is_llm(p)) llm_->recorded(p.genome, rc.id);
@@ -1098,6 +1099,7 @@ CampaignResult CampaignEngine::run() {
     }
   }
   result_.stop_reason = stop_reason.empty() ? "budget" : stop_reason;
+  if (llm_) llm_->campaign_ended();
   result_.evaluations = db_.count_candidate_evaluations(campaign_id_);
   result_.wall_s = now_s() - started_;
   if (!measurers_.empty() && result_.wall_s > 0) {

@@ -16,6 +16,7 @@ constexpr std::size_t kMaxLineages = 64;  // conversations kept for fixes; beyon
 
 std::string stage_of(const std::string& code) {
   if (code == "E_SCREEN") return "screen";
+  if (code == "E_NOT_BUILT") return "campaign";
   if (code == "E_BUDGET") return "budget";
   if (code == "E_ENDPOINT" || code == "E_ENDPOINT_DOWN") return "endpoint";
   return "reply";
@@ -134,6 +135,14 @@ LlmProposal LlmProposer::finish(const agents::AgentAttempt& attempt, const Membe
       return out;
     }
   }
+  if (lineages_.count(child.hash())) {
+    // The same answer twice in one round (two calls, one genome): the later call is the duplicate.
+    reject({{"E_DUPLICATE", "the answer repeats another answer of this round"}, role,
+            attempt.call_ids.empty() ? std::nullopt : std::optional<std::int64_t>(attempt.call_ids.back())},
+           parent.candidate_id);
+    log_ << "llm " << role << ": the answer repeats another of this round" << std::endl;
+    return out;
+  }
   Proposal p;
   p.genome = child;
   p.parent_id = parent.candidate_id;
@@ -234,6 +243,26 @@ std::string LlmProposer::mix_of(const Genome& g) {
   if (auto it = mix_cache_.find(key); it != mix_cache_.end()) return it->second;
   if (mix_cache_.size() >= 256) mix_cache_.clear();  // parents change slowly; a bound keeps it small
   return mix_cache_[key] = mix_of_(g);
+}
+
+void LlmProposer::dropped(const Genome& child, const std::string& why) {
+  auto it = lineages_.find(child.hash());
+  if (it == lineages_.end() || it->second.proposal.candidate_id != 0) return;
+  reject({{"E_DUPLICATE", why}, it->second.proposal.role, it->second.proposal.call_id}, it->second.parent.candidate_id);
+  lineages_.erase(it);
+}
+
+void LlmProposer::campaign_ended() {
+  for (auto it = lineages_.begin(); it != lineages_.end();) {
+    if (it->second.proposal.candidate_id == 0) {
+      reject({{"E_NOT_BUILT", "the campaign ended before this answer was built"}, it->second.proposal.role,
+              it->second.proposal.call_id},
+             it->second.parent.candidate_id);
+      it = lineages_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void LlmProposer::recorded(const Genome& child, std::int64_t candidate_id) {

@@ -75,6 +75,12 @@ class LlmProposer {
   void failed(const Genome& child, std::int64_t candidate_id, const std::string& stage, const std::string& error);
   // A proposed child was measured: its conversation is done.
   void measured(const Genome& child);
+  // A proposed child was not recorded (another proposal of the round is the same genome): its
+  // call gets an E_DUPLICATE rejection row instead of a proposal row.
+  void dropped(const Genome& child, const std::string& why);
+  // The campaign ends: answers proposed but never recorded get an E_NOT_BUILT rejection row, so
+  // every call ends as a candidate with its proposal row or as a rejection.
+  void campaign_ended();
 
  private:
   struct Lineage {

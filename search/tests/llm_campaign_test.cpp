@@ -188,6 +188,12 @@ TEST_F(LlmCampaignTest, HostileAndBrokenRepliesAreRecordedAndTheCampaignGoesOn) 
     for (const auto& req : server.requests()) idea_in_prompt |= req.body.find("LLM idea 'double_via_add'") != std::string::npos;
     EXPECT_TRUE(idea_in_prompt);
 
+    // Every coder or fixer call that answered ends as exactly one thing: a candidate with its
+    // proposal row, or a rejection row (answers that repeat one of the round included).
+    EXPECT_EQ(count(db, "SELECT count(*) FROM llm_calls k WHERE k.role IN ('coder', 'fixer') AND k.status = 'ok' AND "
+                        "(SELECT count(*) FROM llm_proposals p WHERE p.call_id = k.id) + "
+                        "(SELECT count(*) FROM agent_rejections r WHERE r.call_id = k.id AND r.candidate_id IS NULL) != 1"),
+              0) << log.str();
     // Every rejection has its reason.
     EXPECT_EQ(count(db, "SELECT count(*) FROM agent_rejections WHERE reason = '' OR code = ''"), 0);
     auto has = [&](const std::string& code, const std::string& needle) {
