@@ -337,36 +337,6 @@ cudaError_t ptxevo_launch(const void* kernel, const @T@& k, cudaStream_t stream,
   return l;
 }
 
-namespace {
-
-const char* at_type(DType t) {
-  switch (t) {
-    case DType::F64: return "at::kDouble";
-    case DType::F32: return "at::kFloat";
-    case DType::F16: return "at::kHalf";
-    case DType::BF16: return "at::kBFloat16";
-    case DType::I64: return "at::kLong";
-    case DType::I32: return "at::kInt";
-    case DType::U8: return "at::kByte";
-  }
-  return "at::kFloat";
-}
-
-const char* py_type(DType t) {
-  switch (t) {
-    case DType::F64: return "torch.float64";
-    case DType::F32: return "torch.float32";
-    case DType::F16: return "torch.float16";
-    case DType::BF16: return "torch.bfloat16";
-    case DType::I64: return "torch.int64";
-    case DType::I32: return "torch.int32";
-    case DType::U8: return "torch.uint8";
-  }
-  return "torch.float32";
-}
-
-}  // namespace
-
 TorchFiles declared_torch_export(const DeclaredOp& op, const evaluator::Spec& spec, const std::string& cu_name,
                                  const std::string& tag, const std::string& launcher_prototype,
                                  const std::string& description) {
@@ -423,9 +393,9 @@ TorchFiles declared_torch_export(const DeclaredOp& op, const evaluator::Spec& sp
     const std::string want = "std::vector<int64_t>{" + shape + "}";
     if (t->role == Role::Out || t->role == Role::Scratch) {
       alloc += "  at::Tensor " + t->name + " = " + t->name + "_given.has_value() ? *" + t->name + "_given : at::empty(" + want +
-               ", " + anchor->name + ".options().dtype(" + at_type(c.dtypes.at(t->name)) + "));\n";
+               ", " + anchor->name + ".options().dtype(" + torch_dtype_cpp(c.dtypes.at(t->name)) + "));\n";
     }
-    checks += "  check_tensor(" + t->name + ", \"" + t->name + "\", " + at_type(c.dtypes.at(t->name)) + ", " + want + ", " +
+    checks += "  check_tensor(" + t->name + ", \"" + t->name + "\", " + torch_dtype_cpp(c.dtypes.at(t->name)) + ", " + want + ", " +
               anchor->name + ");\n";
     call += t->name + ".data_ptr(), ";
   }
@@ -490,25 +460,27 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 )cpp";
 
   // ---- Python module ----
-  std::string sig, sig_names, fake, fake_ret, annot, out_names, mutates;
+  // The custom op's meta function (torch.library's register_fake): the outputs' shapes and dtypes
+  // from the inputs' shapes, which torch.compile traces with instead of running the kernel.
+  std::string sig, sig_names, meta_dims, meta_outputs, annot, out_names, mutates;
   for (const auto* t : inputs) { sig += t->name + ": Tensor, "; sig_names += t->name + ", "; }
   for (const auto* t : inouts) { sig += t->name + ": Tensor, "; sig_names += t->name + ", "; mutates += "\"" + t->name + "\", "; }
   for (const auto& d : explicit_dims) { sig += d + ": int, "; sig_names += d + ", "; }
   if (!sig.empty()) { sig.resize(sig.size() - 2); sig_names.resize(sig_names.size() - 2); }
   for (const auto& d : c.d.dims) {
     if (auto it = source.find(d); it != source.end())
-      fake += "    " + d + " = " + it->second.first->name + ".shape[" + std::to_string(it->second.second) + "]\n";
+      meta_dims += "    " + d + " = " + it->second.first->name + ".shape[" + std::to_string(it->second.second) + "]\n";
   }
   for (const auto* t : outputs) {
     std::string shape;
     for (const auto& e : t->shape) shape += py(c, e) + ", ";
-    fake_ret += (fake_ret.empty() ? "" : ", ") + anchor->name + ".new_empty((" + shape + "), dtype=" + py_type(c.dtypes.at(t->name)) + ")";
+    meta_outputs += (meta_outputs.empty() ? "" : ", ") + anchor->name + ".new_empty((" + shape + "), dtype=" + torch_dtype_py(c.dtypes.at(t->name)) + ")";
     out_names += (out_names.empty() ? "" : ", ") + t->name;
   }
   if (outputs.empty()) annot = "None";
   else if (outputs.size() == 1) annot = "Tensor";
   else annot = "Tuple[" + [&] { std::string s; for (std::size_t i = 0; i < outputs.size(); ++i) s += (i ? ", " : "") + std::string("Tensor"); return s; }() + "]";
-  std::string fake_body = fake + "    return " + (outputs.empty() ? std::string("None") : outputs.size() == 1 ? fake_ret : "(" + fake_ret + ")") + "\n";
+  std::string meta_body = meta_dims + "    return " + (outputs.empty() ? std::string("None") : outputs.size() == 1 ? meta_outputs : "(" + meta_outputs + ")") + "\n";
   std::string op_body = "    outs = load().run(" + [&] {
     std::string s;
     for (const auto* t : inputs) s += t->name + ", ";
@@ -552,31 +524,7 @@ CONFIG = {
     "options": {
 @CONFIG@    },
 }
-EXTENSION_NAME = "@EXT_NAME@"
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCES = [os.path.join(HERE, "@CU@"), os.path.join(HERE, "@BINDING@")]
-_extension = None
-
-
-def load(verbose: bool = False, build_directory: Optional[str] = None):
-    """Builds (or takes from torch's cache) and returns the extension."""
-    global _extension
-    if _extension is None:
-        from torch.utils.cpp_extension import load as _load
-
-        # Only the arch the kernel was verified for: its inline PTX may use arch-specific features.
-        saved = os.environ.get("TORCH_CUDA_ARCH_LIST")
-        os.environ["TORCH_CUDA_ARCH_LIST"] = "@TORCH_ARCH@"
-        try:
-            _extension = _load(name=EXTENSION_NAME, sources=SOURCES, build_directory=build_directory,
-                               extra_cuda_cflags=["-O3", "-gencode=arch=@COMPUTE@,code=@SM@"], verbose=verbose)
-        finally:
-            if saved is None:
-                del os.environ["TORCH_CUDA_ARCH_LIST"]
-            else:
-                os.environ["TORCH_CUDA_ARCH_LIST"] = saved
-    return _extension
-
+@LOADER@
 
 # C's truncating division, as the declaration's expressions use it.
 def ptxevo_div(a: int, b: int) -> int:
@@ -605,32 +553,25 @@ def @OP@(@SIG@) -> @ANNOT@:
 
 @DECORATOR@.register_fake
 def _(@SIG@) -> @ANNOT@:
-@FAKE_BODY@
+@META_BODY@
 
 def @OP@_out(@SIG@@OUT_PARAMS@) -> None:
     """Writes the outputs into the tensors given (not a registered op: eager mode only)."""
     load().run(@OUT_CALL@)
 )py";
 
-  const auto arch = [&] {
-    const std::string num = spec.arch.substr(3);
-    std::size_t digits = 0;
-    while (digits < num.size() && std::isdigit(static_cast<unsigned char>(num[digits]))) ++digits;
-    if (spec.arch.rfind("sm_", 0) != 0 || digits < 2) throw ExportError("cannot map arch '" + spec.arch + "' to a torch arch list");
-    return std::array<std::string, 3>{num.substr(0, digits - 1) + "." + num.substr(digits - 1), "compute_" + num, spec.arch};
-  }();
   TorchFiles f;
   f.binding_name = "ptxevo_" + name + "_binding.cpp";
   f.module_name = "ptxevo_" + name + ".py";
-  const std::map<std::string, std::string> values = {
+  std::map<std::string, std::string> values = {
       {"BINDING", f.binding_name}, {"CU", cu_name}, {"OP", name}, {"DECL", c.d.path}, {"ARCH", spec.arch},
       {"DESCRIPTION", description}, {"PROTOTYPE", launcher_prototype}, {"ANCHOR", anchor->name},
       {"PARAMS", params}, {"INFER", infer}, {"ALLOC", alloc}, {"CHECKS", checks}, {"CALL", call}, {"RET", ret},
       {"RET_DOC", out_names}, {"PYARGS", pyargs}, {"SUMMARY", c.d.summary}, {"SIG", sig}, {"SIG_NAMES", sig_names},
       {"OUT_NAMES", out_names}, {"OP_QUALNAME", name + "_" + tag}, {"MUTATES", mutates}, {"ANNOT", annot},
-      {"OP_BODY", op_body}, {"FAKE_BODY", fake_body}, {"OUT_PARAMS", out_params}, {"OUT_CALL", out_call},
-      {"CONFIG", config}, {"EXT_NAME", "ptxevo_" + name + "_" + tag}, {"TORCH_ARCH", arch[0]}, {"COMPUTE", arch[1]},
-      {"SM", arch[2]}, {"DECORATOR", "@" + name}};
+      {"OP_BODY", op_body}, {"META_BODY", meta_body}, {"OUT_PARAMS", out_params}, {"OUT_CALL", out_call},
+      {"CONFIG", config}, {"DECORATOR", "@" + name}};
+  values["LOADER"] = torch_loader("ptxevo_" + name + "_" + tag, cu_name, f.binding_name, spec.arch);
   f.binding = substitute(binding_template, values);
   f.module = substitute(module_template, values);
   return f;

@@ -17,6 +17,20 @@ struct TorchFiles {
   std::string module_name, module;    // "ptxevo_<op>.py"
 };
 
+// What the torch exports share. The ATen and Python names of a dtype ("at::kBFloat16",
+// "torch.bfloat16").
+const char* torch_dtype_cpp(evaluator::DType t);
+const char* torch_dtype_py(evaluator::DType t);
+// "sm_90a" -> {"9.0a", "compute_90a", "sm_90a"}; throws ExportError for other spellings.
+struct TorchArch {
+  std::string list, compute, sm;
+};
+TorchArch torch_arch(const std::string& arch);
+// The Python that names the extension and its sources and builds it on first use with
+// torch.utils.cpp_extension.load, for `arch` only: `EXTENSION_NAME`, `SOURCES`, `load()`.
+std::string torch_loader(const std::string& ext_name, const std::string& cu, const std::string& binding,
+                         const std::string& arch);
+
 // `cu_name` is the exported .cu beside them; `tag` makes the extension's name unique per export
 // (torch caches builds by name). Throws ExportError for an op without a torch binding.
 TorchFiles torch_export(const evaluator::Spec& spec, const std::string& cu_name, const std::string& tag,
