@@ -97,6 +97,7 @@ struct CampaignEngine::Round {
   int generation = 0;
   double launched_at = 0;
   std::size_t proposed = 0;
+  bool agents_only = false;  // LLM answers only: finished first, not counted in the yield
   std::vector<Item> fresh;  // recorded, building
   std::future<std::vector<evaluator::BuildResult>> built;
 };
@@ -949,14 +950,45 @@ CampaignResult CampaignEngine::run() {
         return;
       }
       asked_this_round_.clear();
-      building.push_back(launch(generation, std::move(props), candidates_in_flight));
+      // The LLM's answers build in a round of their own, ahead of the rule agents' round: a
+      // failure reaches the fixer when that one build is done, not when the whole round is.
+      std::vector<Proposal> answers;
+      for (auto it = props.begin(); it != props.end();) {
+        if (is_llm(*it)) {
+          answers.push_back(std::move(*it));
+          it = props.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      if (!answers.empty()) {
+        building.push_back(launch(generation, std::move(answers), candidates_in_flight));
+        building.back()->agents_only = true;
+      }
+      if (!props.empty()) building.push_back(launch(generation, std::move(props), candidates_in_flight));
       ++generation;
+    }
+  };
+  // A failed LLM answer (build, IR check or gate) goes to the fixer as soon as the campaign
+  // learns of it, in a round of its own outside the round cap: in a short campaign it would
+  // otherwise wait for a slot the posterior gives the LLM, which may never come.
+  auto launch_fixes = [&] {
+    while (llm_ && llm_->fix_queued() && llm_->available() && out_of_budget().empty()) {
+      if (deadline_ > 0 && now_s() + round_build_s_ + measure_per_item_s_ > deadline_) return;
+      if (committed() >= budget_) return;
+      LlmProposal r = llm_->fix();
+      if (!r.proposal) continue;  // the proposer recorded why
+      std::vector<Proposal> one;
+      one.push_back(std::move(*r.proposal));
+      building.push_back(launch(generation, std::move(one), candidates_in_flight));
+      building.back()->agents_only = true;
     }
   };
 
   while (true) {
     stop_reason = out_of_budget();
     const double prep_t0 = now_s();
+    launch_fixes();
     launch_rounds();
     // Fill the measurers plus one batch ready: the GPU never waits for the compiler while the
     // builds run ahead.
@@ -971,14 +1003,17 @@ CampaignResult CampaignEngine::run() {
         auto r = std::move(building.front());
         building.pop_front();
         const std::size_t added = finish(*r, candidates_in_flight);
-        if (r->proposed > 0)
-          yield_estimate = 0.7 * yield_estimate + 0.3 * static_cast<double>(added) / static_cast<double>(r->proposed);
-        ++rounds_waited;
-        // Every child a duplicate, a failed build or screened out, round after round: the space
-        // reachable from this population is spent.
-        empty_rounds = added > 0 ? 0 : empty_rounds + 1;
+        if (!r->agents_only) {
+          if (r->proposed > 0)
+            yield_estimate = 0.7 * yield_estimate + 0.3 * static_cast<double>(added) / static_cast<double>(r->proposed);
+          ++rounds_waited;
+          // Every child a duplicate, a failed build or screened out, round after round: the
+          // space reachable from this population is spent.
+          empty_rounds = added > 0 ? 0 : empty_rounds + 1;
+        }
         stop_reason = empty_rounds > 50 ? "no-proposals" : out_of_budget();
         if (!stop_reason.empty()) break;
+        launch_fixes();
         launch_rounds();  // keep the cores busy while this batch goes out
       }
       if (reserve_.empty() || !stop_reason.empty()) break;
@@ -1002,7 +1037,8 @@ CampaignResult CampaignEngine::run() {
       if (!building.empty()) {
         auto r = std::move(building.front());
         building.pop_front();
-        empty_rounds = finish(*r, candidates_in_flight) > 0 || !r->fresh.empty() ? 0 : empty_rounds + 1;
+        const std::size_t added = finish(*r, candidates_in_flight);
+        if (!r->agents_only) empty_rounds = added > 0 || !r->fresh.empty() ? 0 : empty_rounds + 1;
         progress(false);
       }
     }

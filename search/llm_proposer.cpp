@@ -159,23 +159,25 @@ LlmProposal LlmProposer::finish(const agents::AgentAttempt& attempt, const Membe
     meta.name = reply.name.empty() ? "unnamed" : reply.name;
     meta.rationale = reply.rationale;
     meta.strategy = attempt.strategy;
-    lineages_[child.hash()] = Lineage{parent, attempt.conversation ? *attempt.conversation : *fallback, meta};
+    lineages_[child.hash()] = Lineage{parent, island, attempt.conversation ? *attempt.conversation : *fallback, meta};
   }
   log_ << "llm " << role << ": proposes " << p.detail << " from candidate " << parent.candidate_id << std::endl;
   out.proposal = std::move(p);
   return out;
 }
 
+LlmProposal LlmProposer::fix() {
+  if (fixes_.empty()) return {};
+  PendingFix fix = std::move(fixes_.front());
+  fixes_.pop_front();
+  EvidenceInput in{campaign_id_, arch_, &fix.lineage.parent, source_of_(fix.lineage.parent.genome),
+                   mix_of(fix.lineage.parent.genome)};
+  const auto context = gather_evidence(db_, spec_, op_, in);
+  const auto attempt = agents_.agent->fix(fix.lineage.conversation, fix.error, context);
+  return finish(attempt, fix.lineage.parent, fix.lineage.island, "fixer", nullptr);
+}
+
 LlmProposal LlmProposer::propose(const Member& parent, int island) {
-  if (!fixes_.empty()) {
-    PendingFix fix = std::move(fixes_.front());
-    fixes_.pop_front();
-    EvidenceInput in{campaign_id_, arch_, &fix.lineage.parent, source_of_(fix.lineage.parent.genome),
-                     mix_of(fix.lineage.parent.genome)};
-    const auto context = gather_evidence(db_, spec_, op_, in);
-    const auto attempt = agents_.agent->fix(fix.lineage.conversation, fix.error, context);
-    return finish(attempt, fix.lineage.parent, island, "fixer", nullptr);
-  }
   EvidenceInput in{campaign_id_, arch_, &parent, source_of_(parent.genome), mix_of(parent.genome)};
   const auto context = gather_evidence(db_, spec_, op_, in);
   const auto attempt = agents_.agent->propose(context, focus_of(context));

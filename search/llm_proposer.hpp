@@ -3,9 +3,10 @@
 // wrote (or whose knobs it chose); it is then recorded, built through NVRTC, screened by the
 // same IR checks and gated like any other candidate. Every call lands in llm_calls, every
 // answer that does not become a measured candidate in agent_rejections with its reason. A
-// candidate that fails to build or pass the gate goes back to the fixer (at most two turns per
-// lineage). While the endpoint's breaker is open, or the budget refuses, the slot goes back to
-// the rule agents.
+// candidate that fails to build or pass the gate is queued for the fixer (at most two turns per
+// lineage); the campaign sends queued fixes as soon as it learns of the failure, each in a build
+// round of its own. While the endpoint's breaker is open, or the budget refuses, the slot goes
+// back to the rule agents.
 #pragma once
 
 #include <cstdint>
@@ -67,8 +68,13 @@ class LlmProposer {
 
   [[nodiscard]] bool available() const;
   [[nodiscard]] double share() const { return agents_.share; }
-  // A queued fixer turn first, else planner + coder on `parent`.
+  // Planner + coder on `parent`.
   LlmProposal propose(const Member& parent, int island);
+  // A failed child waits for the fixer.
+  [[nodiscard]] bool fix_queued() const { return !fixes_.empty(); }
+  // The fixer on the oldest failed child (its lineage's island); the fix leaves the queue
+  // whatever the answer.
+  LlmProposal fix();
   // A proposed child got its candidate row: records what it was meant to be.
   void recorded(const Genome& child, std::int64_t candidate_id);
   // A proposed child failed to build, pass the screen or the gate: record why, queue a fix.
@@ -85,6 +91,7 @@ class LlmProposer {
  private:
   struct Lineage {
     Member parent;
+    int island = 0;
     agents::Conversation conversation;
     LlmProposalRow proposal;  // candidate_id unset until recorded()
   };

@@ -41,7 +41,9 @@ void send_all(int fd, const std::string& data) {
 
 }  // namespace
 
-LoopbackServer::LoopbackServer(std::vector<ScriptedResponse> script) : script_(std::move(script)) {
+LoopbackServer::LoopbackServer(std::vector<ScriptedResponse> script,
+                               std::function<void(const ReceivedRequest&)> on_request)
+    : script_(std::move(script)), on_request_(std::move(on_request)) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
   if (listen_fd_ < 0) throw std::runtime_error("socket failed");
   sockaddr_in addr{};
@@ -128,6 +130,7 @@ void LoopbackServer::serve(int client, const ScriptedResponse& response) {
     std::lock_guard lock(mutex_);
     received_.push_back(request);
   }
+  if (on_request_) on_request_(request);
   if (response.stall) {
     // Hold the connection open until the client hangs up (its deadline) or the test ends.
     while (wait_readable(client, 5'000, stop_)) {

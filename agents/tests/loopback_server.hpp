@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -29,7 +30,10 @@ struct ReceivedRequest {
 
 class LoopbackServer {
  public:
-  explicit LoopbackServer(std::vector<ScriptedResponse> script);
+  // `on_request` runs on the server's thread for each request, before it is answered: the
+  // client (a campaign) is blocked in its call, so the hook sees the caller's state at the call.
+  explicit LoopbackServer(std::vector<ScriptedResponse> script,
+                          std::function<void(const ReceivedRequest&)> on_request = {});
   ~LoopbackServer();
   LoopbackServer(const LoopbackServer&) = delete;
   LoopbackServer& operator=(const LoopbackServer&) = delete;
@@ -42,6 +46,7 @@ class LoopbackServer {
   void serve(int client, const ScriptedResponse& response);
 
   std::vector<ScriptedResponse> script_;
+  std::function<void(const ReceivedRequest&)> on_request_;
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};

@@ -88,13 +88,15 @@ class LlmCampaignTest : public ::testing::Test {
     return s;
   }
 
-  CampaignResult run(TraceDb& db, Stack& s, Measurer* m, std::ostream& log, std::int64_t evaluations) {
+  CampaignResult run(TraceDb& db, Stack& s, Measurer* m, std::ostream& log, std::int64_t evaluations,
+                     int build_rounds = CampaignOptions{}.build_rounds) {
     CampaignOptions o;
     o.islands = 2;
     o.island_size = 4;
     o.batch = 4;
     o.initial = 4;
     o.max_evaluations = evaluations;
+    o.build_rounds = build_rounds;
     o.final_check = false;
     std::atomic<bool> never{false};
     CampaignEngine e(spec_, *registry_.find("test_scale"), *builder_, db, {m}, o, log, never);
@@ -232,6 +234,39 @@ TEST_F(LlmCampaignTest, HostileAndBrokenRepliesAreRecordedAndTheCampaignGoesOn) 
     if (!entry.is_regular_file()) continue;
     EXPECT_EQ(slurp(entry.path()).find("SENTINEL"), std::string::npos) << entry.path();
   }
+}
+
+// A failed answer reaches the fixer as soon as its own build fails, while the rule agents'
+// children of the same round are still unrecorded: a short campaign gets its fix. (Before, the
+// fixer waited for the whole round and then for a slot the posterior gave the LLM.)
+TEST_F(LlmCampaignTest, TheFixerRunsBeforeTheRoundsOtherBuildsAreRecorded) {
+  std::ostringstream log;
+  const fs::path db_path = dir_ / "fix.db";
+  auto db = TraceDb::open(db_path);
+  auto watcher = TraceDb::open(db_path);  // read by the server's thread while the campaign waits
+  std::int64_t unrecorded_siblings = -1;
+  auto at_request = [&](const agents::test::ReceivedRequest& req) {
+    if (req.body.find("entry-params") == std::string::npos) return;  // only the fixer's call cites it
+    unrecorded_siblings = count(watcher,
+                                "SELECT count(*) FROM candidates s JOIN candidates f ON f.generation = s.generation "
+                                "WHERE f.operator = 'llm' AND f.state = 'failed' AND s.operator != 'llm' AND s.state = 'proposed'");
+  };
+  agents::test::LoopbackServer server(
+      agents::test::load_transcript(std::string(PTXEVO_AGENTS_TRANSCRIPTS) + "/fix_in_short_campaign.jsonl"), at_request);
+  Stack s = stack(db, server.base_url(), {}, log);
+  testing::KnobModelMeasurer m;
+  const CampaignResult r = run(db, s, &m, log, 16, /*build_rounds=*/1);
+  EXPECT_EQ(r.stop_reason, "budget") << log.str();
+  ASSERT_EQ(server.requests().size(), 6U) << log.str();  // every scripted exchange was used
+  EXPECT_GT(unrecorded_siblings, 0) << log.str();
+  EXPECT_EQ(count(db, "SELECT count(*) FROM agent_rejections WHERE code = 'E_IR_CHECK' AND stage = 'screen' AND role = 'coder'"), 1);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM llm_proposals p JOIN candidates c ON c.id = p.candidate_id "
+                      "WHERE p.name = 'restore_the_length' AND p.role = 'fixer' AND c.state = 'measured'"),
+            1) << log.str();
+  EXPECT_EQ(count(db, "SELECT count(*) FROM llm_calls k WHERE k.role IN ('coder', 'fixer') AND k.status = 'ok' AND "
+                      "(SELECT count(*) FROM llm_proposals p WHERE p.call_id = k.id) + "
+                      "(SELECT count(*) FROM agent_rejections r WHERE r.call_id = k.id AND r.candidate_id IS NULL) != 1"),
+            0);
 }
 
 TEST_F(LlmCampaignTest, ResumedCampaignKeepsItsSpendAndTheCapHolds) {
