@@ -241,6 +241,8 @@ std::string allowed_includes_text() {
   return out;
 }
 
+std::vector<std::string_view> allowed_includes() { return {kAllowedIncludes.begin(), kAllowedIncludes.end()}; }
+
 std::string describe(const std::vector<ScreenViolation>& violations) {
   std::string text;
   for (const auto& v : violations) {

@@ -29,6 +29,7 @@ struct ScreenViolation {
 // The headers a candidate may include (those NVRTC resolves from the CUDA include directory and
 // that hold device code only), as "a, b, c" for prompts and messages.
 [[nodiscard]] std::string allowed_includes_text();
+[[nodiscard]] std::vector<std::string_view> allowed_includes();
 
 // "rule: detail; rule: detail" for logs and rejection rows.
 [[nodiscard]] std::string describe(const std::vector<ScreenViolation>& violations);

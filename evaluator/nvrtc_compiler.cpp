@@ -2,6 +2,8 @@
 
 #include <nvrtc.h>
 
+#include <filesystem>
+
 #include "evaluator/toolkit.hpp"
 
 namespace ptxevo::evaluator {
@@ -16,6 +18,9 @@ NvrtcResult compile_to_ptx(const std::string& source, const std::string& name, c
     return r;
   }
   std::vector<std::string> opts = {"--gpu-architecture=" + arch, "--std=c++17", "-I" + cuda_include_dir()};
+  // CUDA 13 keeps libcu++ (<cuda/std/...>, <cuda/barrier>) under include/cccl; nvcc adds it
+  // itself, NVRTC does not.
+  if (const std::string cccl = cuda_include_dir() + "/cccl"; std::filesystem::is_directory(cccl)) opts.push_back("-I" + cccl);
   opts.insert(opts.end(), options.begin(), options.end());
   std::vector<const char*> copts;
   for (const auto& o : opts) copts.push_back(o.c_str());

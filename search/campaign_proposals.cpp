@@ -145,8 +145,11 @@ void CampaignEngine::project_onto_record(std::vector<Proposal>& props) {
   if (!projection_) return;
   std::vector<Proposal> kept;
   for (auto& p : props) {
-    // Agent-written device code is in no record: it stays as written (and goes unmeasured).
-    if (!p.genome.source.empty()) {
+    // Agent-written device code is in no record, and an LLM's knob answer is what the model
+    // asked for: both stay as written (scored if the record holds them, else unmeasured), so
+    // the LLM is never credited with a genome it did not propose.
+    if (!p.genome.source.empty() || is_llm(p)) {
+      taken_.insert(p.genome.hash());
       kept.push_back(std::move(p));
       continue;
     }

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 namespace ptxevo::agents::test {
 namespace {
 
@@ -73,18 +75,36 @@ std::vector<ReceivedRequest> LoopbackServer::requests() {
 }
 
 void LoopbackServer::run() {
-  for (const ScriptedResponse& response : script_) {
+  std::vector<bool> used(script_.size(), false);
+  for (std::size_t served = 0; served < script_.size(); ++served) {
     // Wait for the next client until the test ends: a campaign may build for a while between
     // calls, and a server that gave up would leave its calls hanging in the listen backlog.
     if (!wait_readable(listen_fd_, -1, stop_)) return;
     const int client = ::accept(listen_fd_, nullptr, nullptr);
     if (client < 0) return;
-    serve(client, response);
+    serve(client, used);
     ::close(client);
   }
 }
 
-void LoopbackServer::serve(int client, const ScriptedResponse& response) {
+namespace {
+
+// The text of a chat request's last message (OpenAI or Anthropic shape; string or text blocks).
+std::string last_message_text(const std::string& body) {
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("messages") || !j["messages"].is_array() || j["messages"].empty()) return {};
+  const auto& content = j["messages"].back().value("content", nlohmann::json());
+  if (content.is_string()) return content.get<std::string>();
+  std::string text;
+  if (content.is_array())
+    for (const auto& block : content)
+      if (block.is_object() && block.value("type", std::string()) == "text") text += block.value("text", std::string());
+  return text;
+}
+
+}  // namespace
+
+void LoopbackServer::serve(int client, std::vector<bool>& used) {
   std::string data;
   char buffer[4096];
   ReceivedRequest request;
@@ -131,6 +151,17 @@ void LoopbackServer::serve(int client, const ScriptedResponse& response) {
     received_.push_back(request);
   }
   if (on_request_) on_request_(request);
+  // The response this request gets: one keyed to it, else the next in order without a key.
+  std::size_t pick = script_.size();
+  const std::string last = last_message_text(request.body);
+  for (std::size_t i = 0; i < script_.size() && pick == script_.size(); ++i)
+    if (!used[i] && !script_[i].when.empty() && last.find(script_[i].when) != std::string::npos) pick = i;
+  for (std::size_t i = 0; i < script_.size() && pick == script_.size(); ++i)
+    if (!used[i] && script_[i].when.empty()) pick = i;
+  for (std::size_t i = 0; i < script_.size() && pick == script_.size(); ++i)
+    if (!used[i]) pick = i;
+  used[pick] = true;
+  const ScriptedResponse& response = script_[pick];
   if (response.stall) {
     // Hold the connection open until the client hangs up (its deadline) or the test ends.
     while (wait_readable(client, 5'000, stop_)) {

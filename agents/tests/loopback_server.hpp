@@ -1,6 +1,7 @@
 // A tiny scripted HTTP/1.1 server for the client's end-to-end tests: binds 127.0.0.1 on an
-// ephemeral port and serves one scripted response per connection, in order, recording what it
-// received. Loopback only, by construction.
+// ephemeral port and serves one scripted response per connection, in order (or, for a response
+// with `when`, to the request it names), recording what it received. Loopback only, by
+// construction.
 #pragma once
 
 #include <atomic>
@@ -19,6 +20,9 @@ struct ScriptedResponse {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   bool stall = false;  // read the request, then never answer (until the client gives up)
+  // Served to the first request whose last message contains this text (a fixer's turn quotes
+  // its error), whatever its place; responses without it are served in order to the rest.
+  std::string when{};
 };
 
 struct ReceivedRequest {
@@ -43,7 +47,7 @@ class LoopbackServer {
 
  private:
   void run();
-  void serve(int client, const ScriptedResponse& response);
+  void serve(int client, std::vector<bool>& used);
 
   std::vector<ScriptedResponse> script_;
   std::function<void(const ReceivedRequest&)> on_request_;

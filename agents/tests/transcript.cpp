@@ -37,6 +37,7 @@ std::vector<ScriptedResponse> parse_transcript(const std::string& jsonl) {
     if (!j.is_object()) throw std::runtime_error("transcript line " + std::to_string(number) + " is not a JSON object");
     ScriptedResponse r;
     r.stall = j.value("stall", false);
+    r.when = j.value("when", std::string());
     if (j.contains("reply")) {
       const auto usage = j.value("usage", json::array({100, 50}));
       r.body = openai_body(j["reply"].get<std::string>(), j.value("finish_reason", std::string("stop")),

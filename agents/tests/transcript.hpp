@@ -3,6 +3,8 @@
 //   {"reply": "text", "finish_reason": "stop", "usage": [in, out]}   shorthand for an OpenAI
 //                                                                     chat.completion
 //   {"stall": true}                                        read the request, never answer
+// Any line may add "when": "text": it is served to the first request whose last message
+// contains the text (a fixer's turn quoting its error), wherever that request comes.
 // Lines starting with '#' are comments. Files carry no keys: the scrubber in the tests checks.
 #pragma once
 

@@ -97,4 +97,95 @@ TEST(CliAgents, CampaignWithALocalServer) {
   ::rmdir(tmpl);
 }
 
+// The check, offline: a campaign with `--agents llm` against a loopback server replaying
+// answers written the way models write them for the real RMSNorm seed. Every call is recorded,
+// every answered coder or fixer call ends as exactly one proposal or one rejection, and roles
+// and stages are the documented ones.
+TEST(CliAgents, ModelLikeAnswersAreAllAccountedFor) {
+  ASSERT_EQ(::setenv(kKeyEnv, kKey, 1), 0);
+  ptxevo::agents::test::LoopbackServer server(
+      ptxevo::agents::test::load_transcript(std::string(PTXEVO_AGENTS_TRANSCRIPTS) + "/rmsnorm_model_answers.jsonl"));
+  char tmpl[] = "/tmp/ptxevo-cli-llm-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string db = std::string(tmpl) + "/llm.db";
+  auto r = run_process({PTXEVO_BIN, "--arch", "sm_90a", kSpec, "--db", db, "--budget", "24", "--initial", "2", "--batch",
+                        "2", "--agents", "llm", "--llm-url", server.base_url() + "/v1", "--llm-model", "local-coder",
+                        "--llm-key-env", kKeyEnv, "--llm-no-planner", "--llm-share", "1", "--llm-price", "0.2,0.6",
+                        "--llm-max-calls", "9", "--llm-deadline", "10"});
+  ::unsetenv(kKeyEnv);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(server.requests().size(), 9U) << r.output;
+
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
+  auto count = [&](const std::string& sql) {
+    sqlite3_stmt* st = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(handle, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sql;
+    sqlite3_step(st);
+    const int n = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return n;
+  };
+  // What happened, for the failure messages: each call's role and how it ended.
+  std::string story;
+  {
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(handle,
+                       "SELECT k.id || ' ' || k.role || ': ' || coalesce((SELECT 'proposal ' || p.name || ' -> candidate ' || "
+                       "coalesce(p.candidate_id, '-') FROM llm_proposals p WHERE p.call_id = k.id), '') || coalesce((SELECT "
+                       "group_concat(x.code || '/' || x.stage || ' ' || substr(x.reason, 1, 60), '; ') FROM agent_rejections x "
+                       "WHERE x.call_id = k.id), '') FROM llm_calls k ORDER BY k.id",
+                       -1, &st, nullptr);
+    while (sqlite3_step(st) == SQLITE_ROW) story += std::string(reinterpret_cast<const char*>(sqlite3_column_text(st, 0))) + "\n";
+    sqlite3_finalize(st);
+  }
+  EXPECT_EQ(count("SELECT count(*) FROM llm_calls WHERE status = 'ok'"), 9) << story;
+  // Exactly one end per answered call: a proposal row, or a rejection made at the reply.
+  EXPECT_EQ(count("SELECT count(*) FROM llm_calls k WHERE k.status = 'ok' AND "
+                  "(SELECT count(*) FROM llm_proposals p WHERE p.call_id = k.id) + "
+                  "(SELECT count(*) FROM agent_rejections x WHERE x.call_id = k.id AND x.candidate_id IS NULL) != 1"),
+            0)
+      << r.output;
+  auto proposal = [&](const std::string& name, const std::string& role) {
+    return count("SELECT count(*) FROM llm_proposals WHERE name = '" + name + "' AND role = '" + role + "'");
+  };
+  auto rejected = [&](const std::string& code, const std::string& stage, const std::string& role) {
+    return count("SELECT count(*) FROM agent_rejections WHERE code = '" + code + "' AND stage = '" + stage +
+                 "' AND role = '" + role + "'");
+  };
+  // Lower-case tags and a SEARCH indented unlike the source; bare SEARCH/REPLACE after prose.
+  EXPECT_EQ(proposal("precise_rsqrt", "coder"), 1) << r.output;
+  EXPECT_EQ(proposal("unnamed", "coder"), 1) << r.output;
+  // Knobs that break a constraint: refused at the reply naming it, then the fixer's knobs.
+  EXPECT_EQ(count("SELECT count(*) FROM agent_rejections WHERE code = 'E_KNOB_INVALID' AND stage = 'reply' AND role = "
+                  "'coder' AND instr(reason, 'THREADS * ITEMS * VEC <= 65536') > 0"),
+            1);
+  EXPECT_EQ(proposal("wide_tiles_256", "fixer") + rejected("E_DUPLICATE", "reply", "fixer") +
+                rejected("E_NO_CHANGE", "reply", "fixer"),
+            1);
+  // <cstdint> refused by the screen, the allowed header accepted and built.
+  EXPECT_EQ(rejected("E_SCREEN", "screen", "coder"), 1);
+  EXPECT_EQ(count("SELECT count(*) FROM llm_proposals p JOIN candidates c ON c.id = p.candidate_id WHERE p.name = "
+                  "'typed_lane_mask' AND p.role = 'fixer' AND c.build_ok = 1"),
+            1)
+      << r.output;
+  // The undefined helper: a build failure of the coder's candidate, cited in candidate.cu, then the
+  // queued fixer's repair, built.
+  EXPECT_EQ(count("SELECT count(*) FROM agent_rejections WHERE code = 'E_BUILD' AND stage = 'build' AND role = 'coder' "
+                  "AND candidate_id IS NOT NULL AND instr(reason, 'candidate.cu(') > 0 AND instr(reason, 'fast_rsqrt') > 0"),
+            1)
+      << story;
+  EXPECT_EQ(count("SELECT count(*) FROM llm_proposals p JOIN candidates c ON c.id = p.candidate_id WHERE p.name = "
+                  "'rounded_rsqrt' AND p.role = 'fixer' AND c.build_ok = 1"),
+            1)
+      << story;
+  // Every LLM candidate has its proposal row.
+  EXPECT_EQ(count("SELECT count(*) FROM candidates c WHERE operator = 'llm' AND NOT EXISTS "
+                  "(SELECT 1 FROM llm_proposals p WHERE p.candidate_id = c.id)"),
+            0);
+  sqlite3_close(handle);
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((db + suffix).c_str());
+  ::rmdir(tmpl);
+}
+
 }  // namespace

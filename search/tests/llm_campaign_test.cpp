@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "agents/tests/loopback_server.hpp"
+#include "agents/device_code_screen.hpp"
 #include "agents/tests/transcript.hpp"
 #include "campaign_fixture.hpp"
 #include "evaluator/nvrtc_compiler.hpp"
@@ -347,6 +348,17 @@ TEST_F(LlmCampaignTest, DeadEndpointHandsTheSlotsToTheRuleAgents) {
   EXPECT_LE(calls, 2);
   EXPECT_EQ(count(db, "SELECT count(*) FROM agent_rejections WHERE code = 'E_ENDPOINT'"), calls);
   EXPECT_NE(log.str().find("endpoint down: rule agents only"), std::string::npos);
+}
+
+// The screen (and the prompt) tell the model these headers are allowed: each must build with
+// the campaign's compiler, or the advice costs a build and a fixer turn.
+TEST(NvrtcOnly, EveryHeaderTheScreenAllowsBuilds) {
+  for (const auto header : agents::allowed_includes()) {
+    const std::string src = "#include <" + std::string(header) + ">\nextern \"C\" __global__ void k(int* p) { p[0] = 1; }\n";
+    EXPECT_TRUE(agents::screen_device_code(src).empty()) << header;
+    const auto r = evaluator::compile_to_ptx(src, "candidate.cu", "sm_90a", {});
+    EXPECT_TRUE(r.ok) << header << ": " << r.log;
+  }
 }
 
 TEST(NvrtcOnly, RefusesHostCodeWithoutAnyHostOption) {
