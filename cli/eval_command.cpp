@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -79,6 +80,38 @@ void print_report(const EvalReport& r, std::ostream& out) {
   for (const auto& reason : r.reasons) out << "  reason: " << reason << "\n";
 }
 
+// `--repeat N`: the gate alone, N times on fresh inputs; verdicts and first-reason codes
+// counted. A defect that shows only now and then (an order-dependent reduction, a race) is
+// measured by how often it passes.
+int repeat_gate(Runner& runner, EvalRequest req, const EvalOptions& o, std::uint64_t seed, std::ostream& out) {
+  req.time_benchmarks = false;
+  int passed = 0;
+  std::map<std::string, int> codes;
+  json verdicts = json::array();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int k = 0; k < o.repeat; ++k) {
+    req.seed = seed + 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(k + 1);
+    const EvalReport r = runner.evaluate(req);
+    if (r.verdict == "pass") ++passed;
+    else ++codes[r.reasons.empty() ? r.verdict : reason_code(r.reasons.front())];
+    verdicts.push_back({{"seed", req.seed}, {"verdict", r.verdict}, {"reasons", r.reasons}});
+    if (!o.json && ((k + 1) % 10 == 0 || k + 1 == o.repeat))
+      out << "[" << k + 1 << "/" << o.repeat << "] passed " << passed << std::endl;
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  json j = {{"spec", o.spec}, {"repeat", o.repeat}, {"determinism_runs", req.gate.determinism_runs}, {"passed", passed},
+            {"failed_by_code", codes}, {"seconds", s}, {"evaluations", verdicts}};
+  if (!o.json_out.empty()) std::ofstream(o.json_out) << j.dump(2) << "\n";
+  if (o.json) {
+    out << j.dump(2) << "\n";
+  } else {
+    out << "repeat: " << o.repeat << " gate-only evaluations on fresh inputs (determinism runs "
+        << req.gate.determinism_runs << "), " << fmt(s, 3) << " s\n  passed: " << passed << "\n";
+    for (const auto& [code, n] : codes) out << "  failed: " << n << " (" << code << ")\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int run_eval(const EvalOptions& o, std::ostream& out, std::ostream& err) {
@@ -142,6 +175,8 @@ int run_eval(const EvalOptions& o, std::ostream& out, std::ostream& err) {
     return code;
   };
   p.request.gate.guard_pages = !o.no_guard_pages;
+  p.request.gate.determinism_runs = o.determinism_runs;
+  p.request.gate.degenerate_rows = !o.no_degenerate_rows;
   EvalReport report;
   if (!p.reasons.empty()) {
     report.verdict = "fail";
@@ -166,6 +201,7 @@ int run_eval(const EvalOptions& o, std::ostream& out, std::ostream& err) {
                              "), not " + spec.arch + "; the candidate was built and checked statically, nothing was run");
     return finish(report, 0);
   }
+  if (o.repeat > 0) return repeat_gate(runner, p.request, o, seed, out);
   report = runner.evaluate(p.request);
   return finish(report, report.verdict == "pass" ? 0 : 1);
 }

@@ -23,6 +23,9 @@ struct EvalOptions {
   std::uint64_t seed = 0;         // 0: fresh from the clock
   bool no_cache = false;
   bool no_guard_pages = false;  // measure the guard pages' cost: reads outside a tensor pass then
+  int determinism_runs = 3;     // GateOptions::determinism_runs
+  bool no_degenerate_rows = false;  // measure the degenerate rows' cost
+  int repeat = 0;               // > 0: gate only, this many times on fresh inputs, and count
   std::string self_exe;           // path of this binary, for the worker
 };
 

@@ -124,6 +124,18 @@ int main(int argc, char** argv) {
   eval->add_flag("--no-cache", eval_opts.no_cache, "Do not use the on-disk build cache");
   eval->add_flag("--no-guard-pages", eval_opts.no_guard_pages,
                  "Gate without guard pages, to measure what they cost (reads outside a tensor then pass)");
+  eval->add_option("--determinism-runs", eval_opts.determinism_runs,
+                   "Runs per shape and input distribution whose outputs must agree bit for bit; runs after the "
+                   "second start beside kernels occupying part of the GPU (1: no determinism check)")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
+  eval->add_flag("--no-degenerate-rows", eval_opts.no_degenerate_rows,
+                 "Gate without the degenerate-rows distribution, to measure what it costs (zero, constant, tiny and "
+                 "denormal rows then go untested)");
+  eval->add_option("--repeat", eval_opts.repeat,
+                   "Gate the candidate N times on fresh inputs (no timing) and count verdicts and reasons: how "
+                   "often a flaky defect escapes")
+      ->check(CLI::Range(1, 100000));
 
   ptxevo::cli::BuildOptions build_opts;
   auto* build = app.add_subcommand("build", "Build one candidate for SPEC and write its cubin, PTX and launch.json to --out");

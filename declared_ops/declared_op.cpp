@@ -148,6 +148,8 @@ std::vector<evaluator::TensorDesc> DeclaredOp::tensors(const Shape& s, const OpC
       desc.shape.push_back(n);
     }
     desc.fixed_distribution = (t.role == Role::In || t.role == Role::InOut) && t.fill.kind != FillKind::Gate;
+    for (const auto& [kind, when] : t.degenerate_rows)
+      if (when.empty() || evaluator::evaluate_condition(when, v)) desc.degenerate_rows.push_back(kind);
     if (t.fill.kind == FillKind::Offsets) {
       desc.fill_total = evaluator::evaluate_int(t.fill.total, v);
       std::int64_t n = 1;

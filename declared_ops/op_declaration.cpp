@@ -227,7 +227,7 @@ class Reader : evaluator::TomlReader {
 
   TensorDecl read_tensor(const toml::table& t, bool scratch_of_reference) {
     const std::string where0 = scratch_of_reference ? "[[reference.scratch]]" : "[[tensor]]";
-    check_keys(t, {"name", "role", "dtype", "define", "shape", "present", "fill", "tolerance"}, where0);
+    check_keys(t, {"name", "role", "dtype", "define", "shape", "present", "fill", "tolerance", "degenerate_rows"}, where0);
     TensorDecl td;
     const toml::node& nn = required(t, "name", where0);
     td.name = string_of(nn, "a tensor's 'name'");
@@ -277,6 +277,26 @@ class Reader : evaluator::TomlReader {
       td.fill = read_fill(*f, where, all_float);
     } else if (input && !all_float) {
       fail(t, where + " is an integer tensor: give it a 'fill' (int_range, constant or offsets); the gate's distributions are for floats");
+    }
+    if (const toml::node* dr = t.get("degenerate_rows")) {
+      if (!input || td.fill.kind != FillKind::Gate || !all_float)
+        fail(*dr, "'degenerate_rows' is for float inputs the gate draws; " + where + " is not one");
+      const auto* a = dr->as_array();
+      if (!a) fail(*dr, "'degenerate_rows' of " + where + " must be an array of kinds (zero, constant, tiny, denormal, "
+                        "largest_finite) or { kind = ..., when = ... } tables");
+      for (const toml::node& e : *a) {
+        const toml::node* kn = &e;
+        std::string when;
+        if (const auto* et = e.as_table()) {
+          check_keys(*et, {"kind", "when"}, "a degenerate row of " + where);
+          kn = &required(*et, "kind", "a degenerate row of " + where);
+          if (const toml::node* w = et->get("when")) when = expression_bool(*w, "'when' of a degenerate row of " + where);
+        }
+        const std::string name = string_of(*kn, "a degenerate row kind of " + where);
+        const auto kind = evaluator::degenerate_row_from(name);
+        if (!kind) fail(*kn, "unknown degenerate row kind \"" + name + "\" (zero, constant, tiny, denormal, largest_finite)");
+        td.degenerate_rows.emplace_back(*kind, when);
+      }
     }
     const bool output = td.role == Role::Out || td.role == Role::InOut;
     if (const toml::node* tol = t.get("tolerance")) {

@@ -54,6 +54,9 @@ struct TensorDecl {
   std::string present;             // condition over options; "" always present
   FillDecl fill;
   std::vector<ToleranceDecl> tolerances;  // outputs: the first whose `when` holds
+  // Gate-drawn float inputs: the degenerate rows they take (evaluator::DegenerateRow), each with
+  // a condition over options ("" always).
+  std::vector<std::pair<evaluator::DegenerateRow, std::string>> degenerate_rows;
 };
 
 struct TensorMapDecl {

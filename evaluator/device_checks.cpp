@@ -158,6 +158,16 @@ extern "C" __global__ void __launch_bounds__(THREADS) ptxevo_fingerprint(const u
   if (threadIdx.x == 0) atomicAdd(out, sh[0]);
 }
 
+// Holds its SM for `ns` nanoseconds: the gate's later determinism runs start a candidate beside
+// a grid of these, so the candidate's CTAs are placed and finish in another order.
+extern "C" __global__ void __launch_bounds__(THREADS) ptxevo_occupy(long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < (unsigned long long)ns);
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS) ptxevo_fill(void* p, long long n, int elem_bytes, unsigned long long bits) {
   for (long long i = (long long)blockIdx.x * THREADS + threadIdx.x; i < n; i += (long long)gridDim.x * THREADS) {
     if (elem_bytes == 8) ((unsigned long long*)p)[i] = bits;
@@ -193,6 +203,37 @@ extern "C" __global__ void __launch_bounds__(THREADS) ptxevo_random(void* p, lon
       const double u = unit(seed, i, 0);
       v = fmin(fmax((2.0 * u - 1.0) / sqrt(2.0 * u * (1.0 - u)), -clamp), clamp);
     }
+    if (kind == 0) {
+      ((double*)p)[i] = v;
+    } else if (kind == 1) {
+      ((float*)p)[i] = (float)v;
+    } else {
+      unsigned short h;
+      const float f = (float)v;
+      if (kind == 2) asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+      else asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+      ((unsigned short*)p)[i] = h;
+    }
+  }
+}
+// Degenerate rows over what ptxevo_random drew (normal): even row 2j of `row_len` elements gets
+// kind (kinds >> 4 (j % nkinds)) & 15 (evaluator::DegenerateRow: zero, constant, tiny, denormal,
+// largest finite); odd rows stay.
+extern "C" __global__ void __launch_bounds__(THREADS) ptxevo_degenerate(void* p, long long n, int kind, long long row_len,
+                                                                        unsigned int kinds, int nkinds,
+                                                                        unsigned long long seed, double smallest_normal,
+                                                                        double largest) {
+  for (long long i = (long long)blockIdx.x * THREADS + threadIdx.x; i < n; i += (long long)gridDim.x * THREADS) {
+    const long long r = i / row_len;
+    if (r & 1) continue;
+    const int k = (int)((kinds >> (4 * (int)((r / 2) % nkinds))) & 15u);
+    const double u = unit(seed, i, 0), s = unit(seed, i, 1) < 0.5 ? -1.0 : 1.0;
+    double v;
+    if (k == 0) v = 0.0;
+    else if (k == 1) v = (0.5 + 0.25 * (double)(r % 7)) * (((r / 2) & 1) ? -1.0 : 1.0);
+    else if (k == 2) v = 1e-30 * normal01(seed, i, 2);
+    else if (k == 3) v = s * smallest_normal * (0.05 + 0.9 * u);
+    else v = s * largest * (0.5 + 0.5 * u);
     if (kind == 0) {
       ((double*)p)[i] = v;
     } else if (kind == 1) {
@@ -269,10 +310,28 @@ std::unique_ptr<DeviceChecks> DeviceChecks::create(GpuContext& ctx, std::string*
 
 DeviceChecks::DeviceChecks(GpuContext& ctx, std::unique_ptr<GpuModule> m) : ctx_(ctx), module_(std::move(m)) {
   ctx_.check(ctx_.api().cuMemAlloc(&scratch_, sizeof(RawStats)), "cuMemAlloc (device checks)");
+  ctx_.check(ctx_.api().cuStreamCreate(&side_stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate (device checks)");
 }
 
 DeviceChecks::~DeviceChecks() {
+  if (side_stream_) ctx_.api().cuStreamDestroy(side_stream_);
   if (scratch_) ctx_.api().cuMemFree(scratch_);
+}
+
+void DeviceChecks::occupy(int ctas, std::int64_t ns) {
+  if (ctas <= 0) return;
+  LaunchPlan plan;
+  KernelLaunch k;
+  k.entry = "ptxevo_occupy";
+  k.grid = {static_cast<std::uint32_t>(ctas), 1, 1};
+  k.block = {256, 1, 1};
+  k.args = {static_cast<std::int64_t>(ns)};
+  plan.kernels.push_back(k);
+  ctx_.launch(*module_, plan, {}, {}, side_stream_);
+}
+
+void DeviceChecks::wait_occupied() {
+  ctx_.check(ctx_.api().cuStreamSynchronize(side_stream_), "occupying kernel");
 }
 
 void DeviceChecks::fill(CUdeviceptr p, DType t, std::int64_t n, std::uint64_t bits) {
@@ -334,8 +393,32 @@ void DeviceChecks::random_fill(CUdeviceptr p, DType t, std::int64_t n, Distribut
   ctx_.launch(*module_,
               plan_for("ptxevo_random", ctx_.info(), n,
                        {ArgTensor{"p"}, static_cast<std::int64_t>(n), static_cast<std::int32_t>(kind),
-                        static_cast<std::int32_t>(static_cast<int>(d)), static_cast<std::int64_t>(seed),
+                        // Degenerate rows are drawn normal, then overwritten (degenerate_rows()).
+                        static_cast<std::int32_t>(d == Distribution::DegenerateRows ? 0 : static_cast<int>(d)),
+                        static_cast<std::int64_t>(seed),
                         largest_finite(t)}),
+              {{"p", p}});
+}
+
+void DeviceChecks::degenerate_rows(CUdeviceptr p, DType t, std::int64_t n, std::int64_t row_len,
+                                   const std::vector<DegenerateRow>& kinds, std::uint64_t seed) {
+  if (n <= 0 || kinds.empty()) return;
+  int kind = 0;
+  switch (t) {
+    case DType::F64: kind = 0; break;
+    case DType::F32: kind = 1; break;
+    case DType::F16: kind = 2; break;
+    case DType::BF16: kind = 3; break;
+    default: throw std::invalid_argument(std::string("device inputs: no degenerate rows for dtype ") + to_string(t));
+  }
+  std::uint32_t packed = 0;
+  for (std::size_t j = 0; j < kinds.size() && j < 8; ++j) packed |= static_cast<std::uint32_t>(kinds[j]) << (4 * j);
+  ctx_.launch(*module_,
+              plan_for("ptxevo_degenerate", ctx_.info(), n,
+                       {ArgTensor{"p"}, static_cast<std::int64_t>(n), static_cast<std::int32_t>(kind),
+                        static_cast<std::int64_t>(std::max<std::int64_t>(1, row_len)), static_cast<std::int32_t>(packed),
+                        static_cast<std::int32_t>(std::min<std::size_t>(kinds.size(), 8)),
+                        static_cast<std::int64_t>(seed ^ 0xDE6E4E2A7Eull), smallest_normal(t), largest_finite(t)}),
               {{"p", p}});
 }
 

@@ -35,8 +35,16 @@ class DeviceChecks {
   // (seed, d) always gives the same data. Throws std::invalid_argument for other dtypes.
   void random_fill(CUdeviceptr p, DType t, std::int64_t n, Distribution d, std::uint64_t seed);
   static bool can_random_fill(DType t) { return supports(t); }
+  // Overwrites the even rows (`row_len` elements each) with the degenerate kinds in turn, as
+  // Distribution::DegenerateRows defines; the odd rows keep what random_fill drew.
+  void degenerate_rows(CUdeviceptr p, DType t, std::int64_t n, std::int64_t row_len,
+                       const std::vector<DegenerateRow>& kinds, std::uint64_t seed);
   // Order-independent, position-dependent hash of `bytes` bytes.
   std::uint64_t fingerprint(CUdeviceptr p, std::size_t bytes);
+  // `ctas` CTAs that each hold an SM slot for `ns` nanoseconds, on a stream of their own (they
+  // run beside whatever the context's stream launches next); wait_occupied() waits for them.
+  void occupy(int ctas, std::int64_t ns);
+  void wait_occupied();
 
   DeviceChecks(GpuContext& ctx, std::unique_ptr<GpuModule> m);
   ~DeviceChecks();
@@ -47,6 +55,7 @@ class DeviceChecks {
   GpuContext& ctx_;
   std::unique_ptr<GpuModule> module_;
   CUdeviceptr scratch_ = 0;  // the statistics block
+  CUstream side_stream_ = nullptr;
 };
 
 // The kernels' CUDA source (for tests that compile it without a GPU).

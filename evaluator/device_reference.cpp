@@ -64,6 +64,9 @@ void draw_inputs_on_device(const Op& op, const std::vector<TensorDesc>& descs, D
       continue;
     }
     checks.random_fill(p, desc.dtype, numel(desc.shape), d, tseed);
+    if (d == Distribution::DegenerateRows)
+      checks.degenerate_rows(p, desc.dtype, numel(desc.shape), desc.shape.empty() ? 1 : desc.shape.back(),
+                             desc.degenerate_rows, tseed);
   }
 }
 

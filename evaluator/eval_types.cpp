@@ -99,7 +99,8 @@ json to_json(const EvalRequest& r) {
           {"gate",
            {{"distributions_correctness", r.gate.distributions_correctness},
             {"distributions_benchmark", r.gate.distributions_benchmark},
-            {"check_determinism", r.gate.check_determinism},
+            {"determinism_runs", r.gate.determinism_runs},
+            {"degenerate_rows", r.gate.degenerate_rows},
             {"stop_at_first_failure", r.gate.stop_at_first_failure},
             {"guard_pages", r.gate.guard_pages}}},
           {"timing",
@@ -128,9 +129,11 @@ EvalRequest request_from_json(const json& j) {
   const auto& g = j.at("gate");
   r.gate.distributions_correctness = g.at("distributions_correctness");
   r.gate.distributions_benchmark = g.at("distributions_benchmark");
-  r.gate.check_determinism = g.at("check_determinism");
+  r.gate.determinism_runs = g.contains("determinism_runs") ? g.at("determinism_runs").get<int>()
+                                                            : (g.value("check_determinism", true) ? 2 : 1);
   r.gate.stop_at_first_failure = g.value("stop_at_first_failure", true);
   r.gate.guard_pages = g.value("guard_pages", true);
+  r.gate.degenerate_rows = g.value("degenerate_rows", true);
   const auto& t = j.at("timing");
   r.timing.samples = t.at("samples");
   r.timing.min_samples = t.value("min_samples", r.timing.samples);

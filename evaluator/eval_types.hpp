@@ -44,7 +44,16 @@ struct TimingOptions {
 struct GateOptions {
   int distributions_correctness = 4;  // distributions per correctness / held-out shape
   int distributions_benchmark = 2;    // per benchmark shape (inputs of 10^9 elements are slow on the CPU)
-  bool check_determinism = true;
+  // Runs of each candidate per shape and distribution whose outputs must agree bit for bit
+  // (1: no determinism check). The first two alternate the poison pattern; each later one starts
+  // the candidate beside a kernel that occupies a share of the SMs for a few microseconds, so its
+  // CTAs are placed and finish in another order: an order-dependent reduction that agreed twice
+  // on an idle GPU differs there.
+  int determinism_runs = 3;
+  // One more input distribution on every shape when an input declares degenerate rows
+  // (TensorDesc::degenerate_rows). False only to measure what it costs (`ptxevo eval
+  // --no-degenerate-rows`).
+  bool degenerate_rows = true;
   bool stop_at_first_failure = true;  // a rejected candidate need not be run on every shape
   // Gate runs put every tensor against unmapped guard pages (gpu_context.hpp). False only to
   // measure what they cost (`ptxevo eval --no-guard-pages`): reads outside a tensor then pass.

@@ -205,6 +205,7 @@ void fill_typed(Distribution d, std::uint64_t base, HostTensor& t) {
   }
   switch (d) {
     case Distribution::Normal:
+    case Distribution::DegenerateRows:  // normal, then overlay_degenerate_rows()
       fill_chunks<E>(t, base, [](ChunkRng& g) { return g.normal(); });
       return;
     case Distribution::LargeUniform:
@@ -398,6 +399,44 @@ void fill_distribution(Distribution d, std::mt19937_64& rng, HostTensor& t) {
       const std::uint64_t r = rng();
       const auto idx = static_cast<std::int64_t>(r % static_cast<std::uint64_t>(n));
       store_bits(t.data.data(), idx, E::from((r >> 63) ? -kSpikeMagnitude : kSpikeMagnitude));
+    }
+  });
+}
+
+double smallest_normal(DType t) {
+  switch (t) {
+    case DType::F16: return 0x1p-14;
+    case DType::BF16:
+    case DType::F32: return 0x1p-126;
+    default: return 0x1p-1022;
+  }
+}
+
+void overlay_degenerate_rows(HostTensor& t, std::int64_t row_len, const std::vector<DegenerateRow>& kinds,
+                             std::uint64_t seed) {
+  if (kinds.empty() || !is_float(t.dtype)) return;
+  row_len = std::max<std::int64_t>(1, row_len);
+  const std::int64_t rows = (t.numel() + row_len - 1) / row_len;
+  const double tiny_unit = 1e-30, small = smallest_normal(t.dtype), large = max_finite(t.dtype);
+  tbb::parallel_for(std::int64_t{0}, (rows + 1) / 2, [&](std::int64_t j) {
+    const std::int64_t r = 2 * j;
+    const DegenerateRow k = kinds[static_cast<std::size_t>(j) % kinds.size()];
+    const double constant = (0.5 + 0.25 * static_cast<double>(r % 7)) * (j % 2 ? -1.0 : 1.0);
+    std::mt19937_64 rng(seed ^ (0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(r + 1)));
+    std::normal_distribution<double> nd(0.0, 1.0);
+    std::uniform_real_distribution<double> u(0.05, 0.95);
+    const std::int64_t end = std::min(t.numel(), (r + 1) * row_len);
+    for (std::int64_t i = r * row_len; i < end; ++i) {
+      const double sign = rng() & 1 ? -1.0 : 1.0;
+      double v = 0;
+      switch (k) {
+        case DegenerateRow::Zero: v = 0; break;
+        case DegenerateRow::Constant: v = constant; break;
+        case DegenerateRow::Tiny: v = tiny_unit * nd(rng); break;
+        case DegenerateRow::Denormal: v = sign * small * u(rng); break;
+        case DegenerateRow::LargestFinite: v = sign * large * (0.5 + 0.5 * u(rng)); break;
+      }
+      t.set(i, v);
     }
   });
 }

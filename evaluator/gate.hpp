@@ -18,6 +18,12 @@ namespace ptxevo::evaluator {
 //  overflow of fp16/bf16 accumulations). SparseSpikes: N(0, 1e-2) with about 0.1% of elements
 //  set to +-1e2 (a strided subsample misses them). HeavyTail: Student-t with 2 degrees of freedom.
 void fill_distribution(Distribution d, std::mt19937_64& rng, HostTensor& t);
+// Distribution::DegenerateRows over a normal draw: even row 2j (rows of `row_len` elements) of
+// kind kinds[j % kinds.size()], odd rows untouched. Floating-point dtypes only.
+void overlay_degenerate_rows(HostTensor& t, std::int64_t row_len, const std::vector<DegenerateRow>& kinds,
+                             std::uint64_t seed);
+// The smallest normal value of a floating-point dtype (below it: denormals).
+double smallest_normal(DType t);
 
 // Two different poison patterns (quiet NaNs with different payloads for floats, 0xA5.. and
 // 0x5A.. for integers); a kernel that leaves an element unwritten shows it.

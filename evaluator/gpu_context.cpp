@@ -248,7 +248,7 @@ void GpuContext::check(CUresult r, const char* what) const {
 void GpuContext::synchronize() const { check(d_->cuStreamSynchronize(stream_), "kernel execution"); }
 
 void GpuContext::launch(GpuModule& m, const LaunchPlan& plan, const std::map<std::string, CUdeviceptr>& buffers,
-                        const std::vector<TensorDesc>& descs) const {
+                        const std::vector<TensorDesc>& descs, CUstream on) const {
   // Argument storage must outlive the launch call; one slot per argument, large and aligned
   // enough for a CUtensorMap (128 bytes, 64-byte aligned).
   struct alignas(64) Slot {
@@ -321,7 +321,7 @@ void GpuContext::launch(GpuModule& m, const LaunchPlan& plan, const std::map<std
     cfg.blockDimY = k.block.y;
     cfg.blockDimZ = k.block.z;
     cfg.sharedMemBytes = k.shared_bytes;
-    cfg.hStream = stream_;
+    cfg.hStream = on ? on : stream_;
     CUlaunchAttribute attrs[2]{};
     cfg.attrs = attrs;
     if (k.programmatic) {

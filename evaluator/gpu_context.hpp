@@ -119,9 +119,10 @@ class GpuContext {
   void synchronize() const;
 
   // Launches every kernel of `plan`, resolving tensor names through `buffers`; tensor maps
-  // (ArgTensorMap) also need the tensors' descriptions.
+  // (ArgTensorMap) also need the tensors' descriptions. On the context's stream unless `on` names
+  // another.
   void launch(GpuModule& m, const LaunchPlan& plan, const std::map<std::string, CUdeviceptr>& buffers,
-              const std::vector<TensorDesc>& descs = {}) const;
+              const std::vector<TensorDesc>& descs = {}, CUstream on = nullptr) const;
 
   // Device-to-device copy bandwidth in bytes/s (read + written), median of several copies of
   // a buffer larger than L2.

@@ -19,6 +19,9 @@ constexpr std::int64_t kChunk = std::int64_t{1} << 20;
 // The copy bandwidth a memcpy reaches is not a hard ceiling for a kernel: allow 10% before a
 // time below the floor is called a measurement error.
 constexpr double kFloorHeadroom = 1.10;
+// How long the occupying kernels of a perturbed determinism run hold their SMs: longer than a
+// small shape's whole run, a small fraction of a large one's.
+constexpr std::int64_t kOccupyNs = 20'000;
 
 std::uint64_t mix(std::uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -117,6 +120,8 @@ void fill_inputs(const Op& op, const std::vector<TensorDesc>& descs, Distributio
       fill_distribution(d, rng, part);
       std::memcpy(t.data.data() + static_cast<std::size_t>(begin) * esz, part.data.data(), part.bytes());
     });
+    if (d == Distribution::DegenerateRows)
+      overlay_degenerate_rows(t, desc.shape.empty() ? 1 : desc.shape.back(), desc.degenerate_rows, tseed);
   }
 }
 
@@ -319,14 +324,21 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
     DeviceSet& dev = *dev_holder;
     std::uint64_t seed0 = 0;  // distribution 0's seed: the timing pool's set 0 is drawn again from it
     Distribution dist0 = Distribution::Normal;
-    const int ndist = sc.cls == ShapeClass::Benchmark ? req.gate.distributions_benchmark : req.gate.distributions_correctness;
+    // Plus degenerate rows on every shape class when an input declares them.
+    bool degenerate = false;
+    for (const auto& d : descs)
+      degenerate |= req.gate.degenerate_rows && is_input(d.role) && !d.fixed_distribution && !d.degenerate_rows.empty();
+    const int ndist = (sc.cls == ShapeClass::Benchmark ? req.gate.distributions_benchmark : req.gate.distributions_correctness) +
+                      (degenerate ? 1 : 0);
     std::vector<HostTensor> verified_inputs;                    // distribution 0, for the timing pool
     std::vector<std::vector<std::uint64_t>> verified_fp(n);     // fingerprints of each candidate's verified outputs
     for (int di = 0; di < ndist; ++di) {
       bool any = false;
       for (std::size_t i = 0; i < n; ++i) any |= live(i);
       if (!any) break;
-      const Distribution dist = all_distributions()[static_cast<std::size_t>(di) % all_distributions().size()];
+      const Distribution dist = degenerate && di == ndist - 1
+                                    ? Distribution::DegenerateRows
+                                    : all_distributions()[static_cast<std::size_t>(di) % all_distributions().size()];
       stream_seed = mix(stream_seed);
       const std::uint64_t dist_seed = stream_seed;
       if (di == 0) {
@@ -388,7 +400,9 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
         std::vector<std::vector<HostTensor>> runs;
         std::vector<std::uint64_t> dev_fp0;  // device fingerprints of the pattern-0 outputs
         guarded(slots[i], [&] {
-          for (int pattern = 0; pattern < (req.gate.check_determinism ? 2 : 1); ++pattern) {
+          const int gate_runs = std::max(1, req.gate.determinism_runs);
+          for (int run = 0; run < gate_runs; ++run) {
+            const int pattern = run % 2;  // the poison the outputs hold before this run
             // Inputs drawn on the device are drawn again (same seed, same data) after a candidate changed them.
             if (dev_prep && !inputs_on_device) draw_inputs_on_device(op, descs, dist, dist_seed, *checks_, ctx_, dev.pointers);
             for (std::size_t k = 0; k < descs.size(); ++k) {
@@ -410,8 +424,14 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
             }
             if (use_dev && !inputs_on_device) in_fp = device_input_fp();
             inputs_on_device = true;
+            // Runs after the second start beside kernels that hold a growing share of the SMs for a
+            // few microseconds: the candidate's CTAs are placed and finish in another order.
+            const bool perturbed = run >= 2 && checks_;
+            if (perturbed)
+              checks_->occupy(info.sm_count * (run - 1) / run, kOccupyNs);
             ctx_.launch(*slots[i].module, plans[i], dev.pointers, descs);
             ctx_.synchronize();
+            if (perturbed) checks_->wait_occupied();
             for (const auto& d : descs)
               if (!dev.buffers.at(d.name).canaries_intact()) {
                 fail(i, with_shape("out-of-bounds-write: the kernel wrote outside tensor '" + d.name + "'", sc, dist));
@@ -428,7 +448,7 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
                 const std::string& name = descs[k].name;
                 const CUdeviceptr p = dev.pointers.at(name);
                 fps.push_back(checks_->fingerprint(p, bytes_of(descs[k])));
-                if (pattern == 0) {
+                if (run == 0) {
                   auto rd = ref_dev.find(name);
                   if (rd == ref_dev.end()) continue;
                   const OutputStats st = checks_->stats(p, descs[k].dtype, rd->second.ptr(), numel_of(descs[k]),
@@ -439,7 +459,7 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
                   if (!c.passed) fail(i, with_shape(c.reason + " (output '" + name + "')", sc, dist));
                 }
               }
-              if (pattern == 0) {
+              if (run == 0) {
                 dev_fp0 = fps;
               } else {
                 std::size_t j = 0;
@@ -447,7 +467,9 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
                   if (!is_checked_output(descs[k].role)) continue;
                   if (fps[j] != dev_fp0[j])
                     fail(i, with_shape("nondeterministic: output '" + descs[k].name +
-                                           "' differs between two runs (content fingerprints differ)",
+                                           "' differs between run 1 and run " + std::to_string(run + 1) + " of " +
+                                           std::to_string(gate_runs) + " (content fingerprints differ" +
+                                           (perturbed ? "; this run started beside occupied SMs)" : ")"),
                                        sc, dist));
                   ++j;
                 }
@@ -466,7 +488,7 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
               fail(i, with_shape("input-mutated: a read-only input changed during the run", sc, dist));
               inputs_on_device = false;
             }
-            if (pattern == 0) {
+            if (run == 0) {
               for (const auto& out : outs) {
                 const HostTensor* ref = find_ref(refs, out.name);
                 if (!ref) continue;
@@ -479,8 +501,8 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
               for (std::size_t k = 0; k < outs.size(); ++k) {
                 const std::int64_t at = first_difference(outs[k], runs[0][k]);
                 if (at >= 0)
-                  fail(i, with_shape("nondeterministic: output '" + outs[k].name + "' differs between two runs at byte " +
-                                         std::to_string(at),
+                  fail(i, with_shape("nondeterministic: output '" + outs[k].name + "' differs between run 1 and run " + std::to_string(run + 1) + " of " +
+                                         std::to_string(gate_runs) + " at byte " + std::to_string(at),
                                      sc, dist));
               }
             }

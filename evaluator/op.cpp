@@ -35,8 +35,27 @@ const char* to_string(Distribution d) {
     case Distribution::LargeUniform: return "large_uniform";
     case Distribution::SparseSpikes: return "sparse_spikes";
     case Distribution::HeavyTail: return "heavy_tail";
+    case Distribution::DegenerateRows: return "degenerate_rows";
   }
   return "?";
+}
+
+const char* to_string(DegenerateRow k) {
+  switch (k) {
+    case DegenerateRow::Zero: return "zero";
+    case DegenerateRow::Constant: return "constant";
+    case DegenerateRow::Tiny: return "tiny";
+    case DegenerateRow::Denormal: return "denormal";
+    case DegenerateRow::LargestFinite: return "largest_finite";
+  }
+  return "?";
+}
+
+std::optional<DegenerateRow> degenerate_row_from(const std::string& name) {
+  for (const DegenerateRow k : {DegenerateRow::Zero, DegenerateRow::Constant, DegenerateRow::Tiny, DegenerateRow::Denormal,
+                                DegenerateRow::LargestFinite})
+    if (name == to_string(k)) return k;
+  return std::nullopt;
 }
 
 const std::vector<Distribution>& all_distributions() {

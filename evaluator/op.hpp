@@ -33,10 +33,25 @@ using OpConfig = std::map<std::string, std::string>;
 enum class Role { In, Out, InOut, Scratch };
 const char* to_string(Role r);
 
-// Input distributions; the gate draws every input from each of them in turn.
-enum class Distribution { Normal, LargeUniform, SparseSpikes, HeavyTail };
+// Input distributions; the gate draws every input from each of all_distributions() in turn.
+// DegenerateRows is not among them: the gate adds it on every shape when an input declares
+// degenerate rows (TensorDesc::degenerate_rows).
+enum class Distribution { Normal, LargeUniform, SparseSpikes, HeavyTail, DegenerateRows };
 const char* to_string(Distribution d);
 const std::vector<Distribution>& all_distributions();
+
+// Rows (along an input's last dimension) that break kernels which divide by a norm, drop an
+// epsilon, flush small values or overflow a sum of squares. Under Distribution::DegenerateRows
+// the odd rows are normal(0, 1) and even row 2j is of kind kinds[j % kinds.size()].
+enum class DegenerateRow {
+  Zero,           // every element 0
+  Constant,       // one value, repeated
+  Tiny,           // normal(0, 1) * 1e-30
+  Denormal,       // below the dtype's smallest normal (fp32 and bf16: ~1e-39; fp16: ~1e-5)
+  LargestFinite,  // +-(0.5 .. 1) x the dtype's largest finite value (only where the op can take it)
+};
+const char* to_string(DegenerateRow k);
+std::optional<DegenerateRow> degenerate_row_from(const std::string& name);
 
 struct TensorDesc {
   std::string name;
@@ -45,6 +60,9 @@ struct TensorDesc {
   Role role = Role::In;
   // Inputs an op wants drawn its own way (e.g. a weight near 1) say so; others follow the gate.
   bool fixed_distribution = false;
+  // The degenerate rows this input can take (empty: none; the op's math decides, e.g. largest
+  // finite values only where no fp32 sum of their squares overflows).
+  std::vector<DegenerateRow> degenerate_rows{};
   // A fixed distribution's parameter that depends on the shape (a declared op's offsets fill:
   // the last offset of the packed batch).
   std::int64_t fill_total = 0;

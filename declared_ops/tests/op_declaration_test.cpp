@@ -129,6 +129,22 @@ TEST_F(OpDeclarationTest, ErrorsNameTheLineAndColumn) {
   expect_error("[op\n", 1, 4, "invalid TOML");
 }
 
+// Degenerate rows: kinds by name, conditional ones as { kind, when }; only on gate-drawn float inputs.
+TEST_F(OpDeclarationTest, DegenerateRowsAreKindsWithConditions) {
+  const std::string with = edit(kOp, "shape = [\"M\", \"N\"]\n\n[[tensor]]\nname = \"y\"",
+                                "shape = [\"M\", \"N\"]\ndegenerate_rows = [\"zero\", { kind = \"denormal\", when = \"dtype == \\\"fp32\\\"\" }]"
+                                "\n\n[[tensor]]\nname = \"y\"");
+  const OpDeclarationResult r = parse(with);
+  ASSERT_TRUE(r.decl) << r.error->format();
+  ASSERT_EQ(r.decl->tensors[0].degenerate_rows.size(), 2u);
+  EXPECT_EQ(r.decl->tensors[0].degenerate_rows[0].first, evaluator::DegenerateRow::Zero);
+  EXPECT_EQ(r.decl->tensors[0].degenerate_rows[1].first, evaluator::DegenerateRow::Denormal);
+  EXPECT_EQ(r.decl->tensors[0].degenerate_rows[1].second, "dtype == \"fp32\"");
+  expect_error(edit(with, "\"zero\"", "\"zeros\""), 21, 20, "unknown degenerate row kind \"zeros\"");
+  expect_error(edit(kOp, "role = \"out\"\ndtype = \"dtype\"", "role = \"out\"\ndtype = \"dtype\"\ndegenerate_rows = [\"zero\"]"), 26, 19,
+               "'degenerate_rows' is for float inputs the gate draws");
+}
+
 TEST_F(OpDeclarationTest, IntegerInputsNeedAFill) {
   const std::string text = edit(kOp, "[[tensor]]\nname = \"y\"",
                                 "[[tensor]]\nname = \"idx\"\nrole = \"in\"\ndtype = \"i64\"\nshape = [\"M\"]\n\n[[tensor]]\nname = \"y\"");

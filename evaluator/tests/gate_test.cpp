@@ -135,6 +135,61 @@ TEST(Distributions, DeterministicPerSeedAndFreshPerCall) {
   EXPECT_NE(fingerprint(a), fingerprint(c));
 }
 
+// Degenerate rows: even rows take the kinds in turn, odd rows keep the normal draw; tiny and
+// denormal rows are nonzero and below their bounds in every float dtype.
+TEST(Distributions, DegenerateRowsOverlayTheEvenRows) {
+  const std::vector<DegenerateRow> kinds = {DegenerateRow::Zero, DegenerateRow::Constant, DegenerateRow::Tiny,
+                                            DegenerateRow::Denormal, DegenerateRow::LargestFinite};
+  for (const DType dt : {DType::F32, DType::BF16, DType::F16, DType::F64}) {
+    const std::int64_t rows = 12, n = 257;
+    HostTensor t("x", dt, {rows, n});
+    std::mt19937_64 rng(7);
+    fill_distribution(Distribution::DegenerateRows, rng, t);
+    const HostTensor drawn = t;
+    overlay_degenerate_rows(t, n, kinds, 99);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      double lo = std::numeric_limits<double>::infinity(), hi = 0, first = t.get(r * n);
+      bool constant = true, nonzero = false;
+      for (std::int64_t c = 0; c < n; ++c) {
+        const double v = t.get(r * n + c);
+        ASSERT_TRUE(std::isfinite(v)) << to_string(dt) << " row " << r;
+        lo = std::min(lo, std::abs(v));
+        hi = std::max(hi, std::abs(v));
+        constant &= v == first;
+        nonzero |= v != 0;
+        if (r % 2) {
+          ASSERT_EQ(v, drawn.get(r * n + c)) << "odd rows keep the draw";
+        }
+      }
+      if (r % 2) continue;
+      switch (kinds[static_cast<std::size_t>(r / 2) % kinds.size()]) {
+        case DegenerateRow::Zero: EXPECT_EQ(hi, 0) << to_string(dt); break;
+        case DegenerateRow::Constant: EXPECT_TRUE(constant && first != 0) << to_string(dt); break;
+        case DegenerateRow::Tiny:
+          // fp16 cannot hold 1e-30: the row rounds to zero there, as any fp16 input of it would.
+          EXPECT_LT(hi, 1e-28) << to_string(dt);
+          if (dt != DType::F16) {
+            EXPECT_TRUE(nonzero) << to_string(dt);
+          }
+          break;
+        case DegenerateRow::Denormal:
+          EXPECT_TRUE(nonzero) << to_string(dt);
+          EXPECT_LT(hi, smallest_normal(dt)) << to_string(dt);
+          break;
+        case DegenerateRow::LargestFinite: {
+          const double largest = dt == DType::F16 ? 65504.0 : dt == DType::BF16 ? 3.38e38 : dt == DType::F32 ? 3.4e38 : 1.79e308;
+          EXPECT_GE(lo, 0.49 * largest) << to_string(dt);
+          break;
+        }
+      }
+    }
+  }
+  EXPECT_STREQ(to_string(Distribution::DegenerateRows), "degenerate_rows");
+  EXPECT_EQ(all_distributions().size(), 4U);  // added by the gate where inputs declare them, not cycled
+  EXPECT_EQ(degenerate_row_from("denormal"), DegenerateRow::Denormal);
+  EXPECT_FALSE(degenerate_row_from("huge").has_value());
+}
+
 // ---- poison -----------------------------------------------------------------------------------
 TEST(Poison, PatternsDifferAndAreCounted) {
   for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64, DType::I32, DType::U8}) {

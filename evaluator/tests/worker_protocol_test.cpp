@@ -71,7 +71,16 @@ TEST(EvalTypes, RequestAndReportSurviveJson) {
   r.candidate_knobs = {{"VEC", std::int64_t{8}}, {"LOADER", std::string("plain")}};
   r.tolerances = {{"out", {5e-3, 1e-2}}};
   r.seed = 42;
+  r.gate.determinism_runs = 4;
   EvalRequest back = request_from_json(to_json(r));
+  EXPECT_EQ(back.gate.determinism_runs, 4);
+  // A request written before the runs were counted: two runs, or one without the check.
+  auto legacy = to_json(r);
+  legacy["gate"].erase("determinism_runs");
+  legacy["gate"]["check_determinism"] = false;
+  EXPECT_EQ(request_from_json(legacy).gate.determinism_runs, 1);
+  legacy["gate"]["check_determinism"] = true;
+  EXPECT_EQ(request_from_json(legacy).gate.determinism_runs, 2);
   EXPECT_EQ(back.op, r.op);
   EXPECT_EQ(back.config, r.config);
   ASSERT_EQ(back.shapes.size(), 2u);

@@ -83,9 +83,13 @@ std::string RmsNormBwdOp::validate(const OpConfig& cfg) const {
 std::vector<TensorDesc> RmsNormBwdOp::tensors(const Shape& s, const OpConfig& cfg) const {
   const Config c = parse(cfg);
   const auto [m, n] = dims(s);
-  std::vector<TensorDesc> t = {{"x", c.x, {m, n}, Role::In, false}};
+  // Zero, constant, 1e-30 and denormal rows of x and dout (not the largest finite values: with
+  // the drawn rstd, dx of such rows overflows every 16-bit dtype).
+  const std::vector<DegenerateRow> degenerate = {DegenerateRow::Zero, DegenerateRow::Constant, DegenerateRow::Tiny,
+                                                 DegenerateRow::Denormal};
+  std::vector<TensorDesc> t = {{"x", c.x, {m, n}, Role::In, false, degenerate}};
   if (c.has_weight) t.push_back({"w", c.w, {n}, Role::In, true});
-  t.push_back({"dout", c.x, {m, n}, Role::In, false});
+  t.push_back({"dout", c.x, {m, n}, Role::In, false, degenerate});
   // rstd is an input of the backward: any positive value defines the function, so it is drawn
   // from a positive range rather than from the gate's signed distributions.
   t.push_back({"rstd", DType::F32, {m}, Role::In, true});

@@ -13,6 +13,7 @@
 
 namespace ptxevo::kernels {
 
+using evaluator::DegenerateRow;
 using evaluator::DType;
 using evaluator::HostTensor;
 using evaluator::Knobs;
@@ -297,11 +298,17 @@ std::string RmsNormFwdOp::validate(const OpConfig& cfg) const {
 std::vector<TensorDesc> RmsNormFwdOp::tensors(const Shape& s, const OpConfig& cfg) const {
   const Config c = parse(cfg);
   const Dims d = dims(s);
+  // The rows a norm-based kernel gets wrong: zero (a division by the norm without eps), constant,
+  // 1e-30 (eps dominates), denormal; the largest finite values only in fp16 without a residual
+  // (bf16 and fp32 maxima overflow any fp32 sum of squares; x + residual overflows fp16).
+  std::vector<DegenerateRow> degenerate = {DegenerateRow::Zero, DegenerateRow::Constant, DegenerateRow::Tiny,
+                                           DegenerateRow::Denormal};
+  if (c.x == DType::F16 && !c.has_residual) degenerate.push_back(DegenerateRow::LargestFinite);
   std::vector<TensorDesc> out;
-  out.push_back({"x", c.x, {d.m, d.n}, Role::In, false});
+  out.push_back({"x", c.x, {d.m, d.n}, Role::In, false, degenerate});
   if (c.has_weight) out.push_back({"w", c.w, {d.n}, Role::In, true});
   if (c.has_bias) out.push_back({"b", c.b, {d.n}, Role::In, true});
-  if (c.has_residual) out.push_back({"residual", c.x, {d.m, d.n}, Role::In, false});
+  if (c.has_residual) out.push_back({"residual", c.x, {d.m, d.n}, Role::In, false, degenerate});
   out.push_back({"out", c.x, {d.m, d.n}, Role::Out, false});
   if (c.has_residual) out.push_back({"residual_out", c.residual_out, {d.m, d.n}, Role::Out, false});
   if (c.store_rstd) out.push_back({"rstd", DType::F32, {d.m}, Role::Out, false});

@@ -74,6 +74,7 @@ void expect_same_description(const Pair& p, const Shape& s, const OpConfig& cfg)
     EXPECT_EQ(a[i].shape, b[i].shape) << a[i].name;
     EXPECT_EQ(a[i].role, b[i].role) << a[i].name;
     EXPECT_EQ(a[i].fixed_distribution, b[i].fixed_distribution) << a[i].name;
+    EXPECT_EQ(a[i].degenerate_rows, b[i].degenerate_rows) << a[i].name;
     if (a[i].role == evaluator::Role::Out) {
       EXPECT_EQ(p.builtin->tolerance(a[i].name, cfg).rel_l2, p.declared->tolerance(b[i].name, cfg).rel_l2) << a[i].name;
       EXPECT_EQ(p.builtin->tolerance(a[i].name, cfg).max_abs, p.declared->tolerance(b[i].name, cfg).max_abs) << a[i].name;
