@@ -501,8 +501,9 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
               for (std::size_t k = 0; k < outs.size(); ++k) {
                 const std::int64_t at = first_difference(outs[k], runs[0][k]);
                 if (at >= 0)
-                  fail(i, with_shape("nondeterministic: output '" + outs[k].name + "' differs between run 1 and run " + std::to_string(run + 1) + " of " +
-                                         std::to_string(gate_runs) + " at byte " + std::to_string(at),
+                  fail(i, with_shape("nondeterministic: output '" + outs[k].name + "' differs between run 1 and run " +
+                                         std::to_string(run + 1) + " of " + std::to_string(gate_runs) + " at byte " +
+                                         std::to_string(at),
                                      sc, dist));
               }
             }

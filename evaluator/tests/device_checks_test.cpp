@@ -24,7 +24,7 @@ TEST_P(DeviceChecksBuild, BuildsWithEveryEntry) {
   const BuildResult b = builder.build(req);
   ASSERT_TRUE(b.ok) << b.stage << ": " << b.error;
   for (const char* e : {"ptxevo_stats_f64", "ptxevo_stats_f32", "ptxevo_stats_f16", "ptxevo_stats_bf16",
-                        "ptxevo_fingerprint", "ptxevo_fill", "ptxevo_random"})
+                        "ptxevo_fingerprint", "ptxevo_fill", "ptxevo_random", "ptxevo_degenerate", "ptxevo_occupy"})
     EXPECT_NE(b.ptx.find(std::string(".entry ") + e), std::string::npos) << e;
   for (const auto& f : b.resources) EXPECT_EQ(f.spill_stores, 0) << f.name;
 }
