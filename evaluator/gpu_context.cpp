@@ -224,7 +224,7 @@ GpuContext::GpuContext(std::shared_ptr<const CudaDriver> d, int ordinal) : d_(st
   check(d_->cuDriverGetVersion(&info_.driver_version), "cuDriverGetVersion");
   check(d_->cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain");
   check(d_->cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
-  // Persisting-L2 carve-outs survive flushes (LOOPHOLES.md #16): keep the limit at zero.
+  // Persisting-L2 carve-outs survive flushes (docs/loopholes.md 16): keep the limit at zero.
   d_->cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0);
   // A blocking stream: the synchronous copies and memsets (legacy stream) that poison and fill
   // buffers are ordered before the kernels. A non-blocking stream raced them on the H200: a late

@@ -1,5 +1,5 @@
-// Features of one (candidate, shape) for the learned cost model (PRIOR.md 5.2-5.4): what a
-// candidate is (knobs, PTX edits), what ptxas made of it (registers, spills, shared memory),
+// Features of one (candidate, shape) for the learned cost model (docs/prior_study.md 5.2-5.4): what
+// a candidate is (knobs, PTX edits), what ptxas made of it (registers, spills, shared memory),
 // how it launches on this shape (threads, grid, cluster, occupancy and wave tail computed
 // exactly from the GPU's limits), the shape's roofline time, and what the main kernel's PTX holds
 // (instruction mix by kind, access widths, cache hints, loops, bytes in flight against bandwidth
@@ -27,7 +27,7 @@ struct GpuLimits {
   int max_blocks_per_sm = 32;
   int shared_bytes_per_sm = 228 * 1024;
   int register_granularity = 256;  // registers are allocated per warp in units of this many
-  double bandwidth_bytes_per_s = 4.2e12;  // measured copy bandwidth of the H200 (TARGETS.md)
+  double bandwidth_bytes_per_s = 4.2e12;  // measured copy bandwidth of the H200 (docs/targets.md)
 };
 
 // Column layout: generic columns, then one per knob of the seed (log2 of the value), then one

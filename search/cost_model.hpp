@@ -1,5 +1,5 @@
-// The learned cost model over the trace database (issue "Learned prior", PRIOR.md 5): rows of
-// (candidate, benchmark shape) with cost_features as x and y = log(median time / roofline
+// The learned cost model over the trace database (issue "Learned prior", docs/prior_study.md 5):
+// rows of (candidate, benchmark shape) with cost_features as x and y = log(median time / roofline
 // time), centred per (campaign, shape) so the model ranks candidates within a shape; a
 // Bayesian linear regression (search/prior) gives the exact posterior that Thompson selection
 // draws from. Only real GPU measurements enter it, never replayed or failed ones.

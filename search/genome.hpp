@@ -1,4 +1,4 @@
-// A genome: what a campaign evolves and records (DESIGN.md, "Genome and identity"). A seed
+// A genome: what a campaign evolves and records (docs/design.md, "Genome and identity"). A seed
 // template, a knob assignment, an ordered list of PTX edits (mutator pass + parameters), and,
 // for LLM agents, optionally a device-code source of their own. Its identity is the SHA-256 of
 // its canonical JSON, so the same genome is never proposed, built or measured twice in a campaign.

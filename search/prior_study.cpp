@@ -288,7 +288,7 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
     for (int i = warm; i < o.initial; ++i) {
       // The grid is closed under knob resets, so a knob assignment is a member unless the
       // universe was thinned; edits with parameters the universe lacks are not. Then a few more
-      // draws (PRIOR.md 7.2).
+      // draws (docs/prior_study.md 6.2).
       for (int attempt = 0; attempt < 20; ++attempt) {
         auto g = c.proposer->random_genome(c.spec.seeds.front().name, rng, o.random_edits, edit_passes);
         if (!g) break;

@@ -1,5 +1,6 @@
-// The learned prior's replay proof (issue "Learned prior"; PRIOR.md 7): simulated campaigns over a
-// measured closed universe (search/universe.hpp), cold against warm at equal budgets.
+// The learned prior's replay proof (issue "Learned prior"; docs/prior_study.md 6): simulated
+// campaigns over a measured closed universe (search/universe.hpp), cold against warm at equal
+// budgets.
 //
 // The benchmark shapes are split into two sets (interleaved by default); a campaign's fitness is
 // the geometric mean speedup over the baseline on its set's shapes. A "build" looks up the stored
@@ -9,10 +10,10 @@
 // displacement, migration, re-measurement of the best), the Proposer's knob moves over the
 // universe's grid and, when the universe has PTX edits, appending one of its passes or dropping
 // one (a proposal outside the universe, e.g. a pass with other parameters, is drawn again and not
-// charged, PRIOR.md 7.2; passes the universe lacks are not offered), OperatorPosterior credit
-// rules (a pass that refused its parent is not charged), CampaignEngine's applicability rules
-// (a pass that refused a parent is never proposed for it again, one that refused every parent so
-// far only rarely, one child per (parent, pass) a round), and cost_features + CostModel choosing
+// charged, docs/prior_study.md 6.2; passes the universe lacks are not offered), OperatorPosterior
+// credit rules (a pass that refused its parent is not charged), CampaignEngine's applicability
+// rules (a pass that refused a parent is never proposed for it again, one that refused every parent
+// so far only rarely, one child per (parent, pass) a round), and cost_features + CostModel choosing
 // each batch by Thompson draws from about build_factor x batch built candidates, weighted by the
 // validity rates per knob value and pass (CampaignEngine::validity_categories). The measurement
 // is immediate, so each batch is measured before the next is proposed (a GPU campaign keeps a

@@ -47,7 +47,7 @@ const char* to_string(CandidateState s);
 CandidateState candidate_state_from(const std::string& s);  // throws on an unknown name
 
 struct NewCandidate {
-  std::string genome_hash;  // identity within a campaign (see DESIGN.md, Genome and identity)
+  std::string genome_hash;  // identity within a campaign (see docs/design.md, Genome and identity)
   std::string genome_json;
   std::optional<std::int64_t> parent_id;
   std::string operator_name;  // mutator or agent that made it

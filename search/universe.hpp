@@ -1,7 +1,7 @@
-// A closed candidate universe (issue "Learned prior", the replay proof; PRIOR.md 7.2): every knob
-// assignment of a grid over the spec's first seed (each knob restricted to a list of its values,
-// the others at their defaults), built and screened as a campaign would, and, on a GPU, each
-// survivor gated and timed on every benchmark shape against the baseline. Knob moves over the
+// A closed candidate universe (issue "Learned prior", the replay proof; docs/prior_study.md 6.2):
+// every knob assignment of a grid over the spec's first seed (each knob restricted to a list of its
+// values, the others at their defaults), built and screened as a campaign would, and, on a GPU,
+// each survivor gated and timed on every benchmark shape against the baseline. Knob moves over the
 // grid's value lists never leave it, so a simulated campaign over the universe answers every
 // proposal from the record (search/prior_study.hpp). Format "ptxevo-universe-1" (JSON), written
 // by `ptxevo universe` after every measured batch, so an interrupted run loses nothing and the

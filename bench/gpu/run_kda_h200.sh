@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root: the KDA forward seeds (kernels/kda/) through
 # their GPU gate test, then side by side with flash-linear-attention's chunk_kda on the six
-# TARGETS.md scenarios (bench/kda/fla_bench.py): the chunked seed's prepare + recurrence pair
+# docs/targets.md scenarios (bench/kda/fla_bench.py): the chunked seed's prepare + recurrence pair
 # (FUSED = 0, its defaults) at a few tiles against the fused kernel (FUSED = 1) and FLA. One call,
 # under 9 minutes (KDA_TOTAL_S bounds the whole script). Needs the binaries of scripts/pack_gpu_bundle.sh
 # in .gpu/ and the wheels of bench/kda/README.md in .whl/ (flash-linear-attention's fla-core,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root: where the KDA split's time goes. Builds the
 # chunked seed (FUSED = 0) at its defaults and at a few knob settings, times each kernel of each
-# plan on its own (bench/kda/phase_times.py) on chosen TARGETS.md scenarios, then profiles the
+# plan on its own (bench/kda/phase_times.py) on chosen docs/targets.md scenarios, then profiles the
 # defaults' two kernels at scenario 1 with Nsight Compute (clocks left alone: METHOD.md). One call,
 # under 9 minutes; every step has its own timeout; everything lands in $OUT.
 #

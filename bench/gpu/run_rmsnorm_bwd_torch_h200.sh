@@ -4,7 +4,7 @@
 # scripts/pack_gpu_bundle.sh in .gpu/; the launch plan is in that binary), then times it with
 # bench/rmsnorm/torch_bench.py next to the explicit fp32 torch formula (eager), torch.compile of it
 # (QuACK's baseline) and torch.autograd.grad through F.rms_norm (backward only), on the four
-# backward shapes of TARGETS.md, in CUDA-graph mode (both kernels of the plan captured), same
+# backward shapes of docs/targets.md, in CUDA-graph mode (both kernels of the plan captured), same
 # inputs (a pool over 2x L2, real rstd), same timer, interleaved rounds. Prints the table.
 # Results: $OUT/bwd_torch/results.{md,json} (written after every shape), $OUT/bwd_torch.log,
 # $OUT/builds/bwd_seed/launch.json, $OUT/env.txt.

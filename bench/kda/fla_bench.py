@@ -6,7 +6,7 @@ side by side on one GPU.
         [--commit SHA] [--samples 30] [--budget-s 225] [--shapes 1 4 ...] [--no-fla] [--fla-safe-gate]
 
 For every benchmark shape of the candidates' launch.json (kernels/kda/kda_fwd.spec: the six
-TARGETS.md scenarios), on the same inputs (KDA.md 3.5: q, k normalised randn, v, g, beta randn,
+docs/targets.md scenarios), on the same inputs (docs/kda.md 3.5: q, k normalised randn, v, g, beta randn,
 bf16; A_log, dt_bias U[0, 1); fp32 V-first initial state; cu_seqlens for packed shapes): run each
 candidate (cubin through the driver API) and FLA's chunk_kda with the op's flags, check all of
 them against an fp64 recurrent reference computed on the GPU and the candidates against FLA, then
@@ -76,7 +76,7 @@ def cu_tensor(shape: ShapeSpec):
 
 
 def make_inputs(shape: ShapeSpec, opts: Dict[str, Any], seed: int, cu) -> Dict[str, Any]:
-    """One input set (KDA.md 3.5, FlashKDA's benchmark): q, k = F.normalize(randn) and v, g,
+    """One input set (docs/kda.md 3.5, FlashKDA's benchmark): q, k = F.normalize(randn) and v, g,
     beta = randn, bf16; A_log ~ U[0, 1) [H]; dt_bias ~ U[0, 1) [H, 128]; initial state randn fp32,
     V-first [N, H, 128, 128] (FlashKDA's arange values would be meaningless for the checks)."""
     import torch
@@ -116,7 +116,7 @@ def poisoned_outputs(shape: ShapeSpec) -> Dict[str, Any]:
 
 def kda_reference(inp: Dict[str, Any], shape: ShapeSpec, opts: Dict[str, Any], heads: int = 0) -> Dict[str, Any]:
     """fp64 `out` [B, T, h, 128] and V-first `final_state` [N, h, 128, 128] of the first h heads
-    (h = heads, all when 0): the token-serial recurrence of KDA.md 1.3 (kernels/kda/kda_reference.cpp)
+    (h = heads, all when 0): the token-serial recurrence of docs/kda.md 1.3 (kernels/kda/kda_reference.cpp)
     with the gate, sigmoid and L2 norms in fp64, every sequence and head at once, one step per
     token position (a sequence past its end decays by 1 and writes nothing, so its state stays)."""
     import torch
@@ -223,7 +223,7 @@ class Fla:
     def load(self) -> bool:
         if self.fn is not None or self.error is not None:
             return self.fn is not None
-        # The FlashKDA backend (FLA's dispatch, KDA.md 4.2) would replace the Triton path if the
+        # The FlashKDA backend (FLA's dispatch, docs/kda.md 4.2) would replace the Triton path if the
         # flash_kda package were importable; this benchmark times the Triton path.
         os.environ.setdefault("FLA_FLASH_KDA", "0")
         try:
@@ -434,7 +434,7 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
     in_bytes = sum(t.nbytes for t in shape.tensors if t.role == "in")
     out_bytes = sum(t.nbytes for t in shape.tensors if t.role != "in")
     free, _ = torch.cuda.mem_get_info()
-    # FLA keeps ~10 KB per token-head of temporaries (KDA.md 2.3); the fp64 reference ~5 KB.
+    # FLA keeps ~10 KB per token-head of temporaries (docs/kda.md 2.3); the fp64 reference ~5 KB.
     B, T, H, N = dims_of(shape)
     reserve = 16 * 1024 * B * T * H
     want = pool_sets(in_bytes + out_bytes, env["l2_bytes"], args.pool_l2_multiple)
@@ -598,7 +598,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                     help="calls per timed batch to last about this long (back to back, as a model calls them)")
     ap.add_argument("--pool-l2-multiple", type=float, default=2.0, help="input pool at least this many L2 sizes")
     ap.add_argument("--shapes", nargs="*", default=[], metavar="KEY|N",
-                    help="only these benchmark shapes: keys (B=1,H=96,N=1,T=8192) or TARGETS.md scenario numbers")
+                    help="only these benchmark shapes: keys (B=1,H=96,N=1,T=8192) or docs/targets.md scenario numbers")
     ap.add_argument("--max-shapes", type=int, default=0, help="only the first N benchmark shapes")
     ap.add_argument("--no-fla", action="store_true", help="time the candidates only")
     ap.add_argument("--fla-safe-gate", action="store_true",
@@ -656,10 +656,10 @@ def final_notes(rows: Sequence[Dict[str, Any]], base: Sequence[str]) -> List[str
     vs = [r["fla_vs_targets"] for r in rows if r.get("fla_vs_targets")]
     if vs:
         g = math.exp(sum(math.log(v) for v in vs) / len(vs))
-        notes.append(f"our FLA medians / TARGETS.md's FLA column: geomean {g:.3f} over {len(vs)} scenarios "
-                     "(1: this run's FLA is as fast as TARGETS.md measured it)")
+        notes.append(f"our FLA medians / docs/targets.md's FLA column: geomean {g:.3f} over {len(vs)} scenarios "
+                     "(1: this run's FLA is as fast as docs/targets.md measured it)")
     notes.append(f"{FLA}/ours = median over rounds of FLA's ms / the candidate's ms, timed in the same round; "
-                 "CUTLASS/ours = TARGETS.md's CUTLASS ms / the candidate's median (> 1: the candidate is faster)")
+                 "CUTLASS/ours = docs/targets.md's CUTLASS ms / the candidate's median (> 1: the candidate is faster)")
     return notes
 
 

@@ -1,5 +1,5 @@
 """The pure parts of fla_bench.py (no torch): the kda_fwd op's options, tensors and sequences as
-kernels/kda/kda_fwd_op.cpp lays them out, the six TARGETS.md scenarios and their reference
+kernels/kda/kda_fwd_op.cpp lays them out, the six docs/targets.md scenarios and their reference
 numbers, the arguments of flash-linear-attention's chunk_kda, the time budget, and the line
 protocol of the preflight process.
 """
@@ -14,8 +14,8 @@ from launch_json import BuildDir, ShapeSpec, TensorSpec
 
 HEAD_DIM = 128
 
-# Reference data: shared/TARGETS.md, "Kimi Delta Attention forward (KDA.md), bf16, K = V = 128,
-# lower-bound gate -5, fp32 state in and out (ms)", measured on an H200. Keyed by scenario number
+# Reference data: docs/targets.md, "Kimi Delta Attention forward, bf16, K = V = 128, lower-bound
+# gate -5, fp32 state in and out (ms)", measured on an H200. Keyed by scenario number
 # (1-6, the rows of that table). CUTLASS_MS is the "CUTLASS expert kernel" column (FlashKDA), the
 # target; TARGETS_FLA_MS the "Triton (flash-linear-attention chunk_kda)" column, for comparing our
 # own FLA measurement with it.
@@ -36,7 +36,7 @@ LENGTH_SETS: Dict[int, List[int]] = {
     10: [300, 5, 1000, 64, 17, 1, 500, 128, 33, 2000],
 }
 
-# TARGETS.md's scenario number by (H, N), for B = 1, T = 8192.
+# docs/targets.md's scenario number by (H, N), for B = 1, T = 8192.
 SCENARIOS = {(96, 1): 1, (96, 6): 2, (96, 8): 3, (64, 1): 4, (64, 6): 5, (64, 8): 6}
 
 KNOWN_OPTIONS = {"gate", "lower_bound", "scale", "initial_state", "final_state", "head_dim"}
@@ -136,7 +136,7 @@ def cu_seqlens(B: int, T: int, N: int) -> Optional[List[int]]:
 
 
 def scenario_number(shape: ShapeSpec, opts: Dict[str, Any]) -> Optional[int]:
-    """TARGETS.md's scenario (1-6) this shape and option set is, or None."""
+    """docs/targets.md's scenario (1-6) this shape and option set is, or None."""
     B, T, H, N = dims_of(shape)
     if (B, T) != (1, 8192) or not targets_config(opts):
         return None
@@ -144,7 +144,7 @@ def scenario_number(shape: ShapeSpec, opts: Dict[str, Any]) -> Optional[int]:
 
 
 def targets_config(opts: Dict[str, Any]) -> bool:
-    """TARGETS.md's KDA numbers hold for the lower-bound gate at -5, fp32 state in and out and
+    """docs/targets.md's KDA numbers hold for the lower-bound gate at -5, fp32 state in and out and
     the default scale only."""
     return (opts["gate"] == "lower_bound" and opts["lower_bound"] == -5.0 and opts["initial_state"]
             and opts["final_state"] and opts["scale"] == float32(1.0 / math.sqrt(HEAD_DIM)))
@@ -278,7 +278,7 @@ def tolerance(t: Optional[TensorSpec], rel_override: Optional[float],
 # ---------------------------------------------------------------- flash-linear-attention
 
 def fla_kwargs(opts: Dict[str, Any], params: Iterable[str], safe_gate: bool = False) -> Dict[str, Any]:
-    """Keyword arguments of fla.ops.kda.chunk_kda for the op's convention (KDA.md 4.1): raw gate,
+    """Keyword arguments of fla.ops.kda.chunk_kda for the op's convention (docs/kda.md 4.1): raw gate,
     beta logits and unnormalised q, k fused in the kernel, the op's gate, V-first fp32 states.
     `params` are chunk_kda's parameter names (inspect.signature): FLA before state_v_first took
     the same flag as transpose_state_layout (a **kwargs entry)."""
@@ -289,7 +289,7 @@ def fla_kwargs(opts: Dict[str, Any], params: Iterable[str], safe_gate: bool = Fa
         "use_qk_l2norm_in_kernel": True,
         "use_gate_in_kernel": True,
         "use_beta_sigmoid_in_kernel": True,
-        # FLA picks the gate by `lower_bound is not None` (KDA.md 1.2): None is the softplus gate.
+        # FLA picks the gate by `lower_bound is not None` (docs/kda.md 1.2): None is the softplus gate.
         "lower_bound": opts["lower_bound"],
     }
     if "state_v_first" in names:

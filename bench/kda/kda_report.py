@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from bench_stats import geomean
 
-FLA = "fla"  # flash-linear-attention chunk_kda, the op's flags (KDA.md 4.1)
+FLA = "fla"  # flash-linear-attention chunk_kda, the op's flags (docs/kda.md 4.1)
 FLA_SAFE = "fla_safe_gate"  # the same with safe_gate=True (its fastest Triton path), on request
 FLA_PROVIDERS = (FLA, FLA_SAFE)
 
@@ -48,11 +48,11 @@ def ratio_of(row: Dict[str, Any], label: str, what: str) -> Optional[float]:
 
 
 def time_table(rows: Sequence[Dict[str, Any]], labels: Sequence[str], fla_names: Sequence[str]) -> str:
-    """One line per scenario: FLA's time(s), TARGETS.md's FLA and CUTLASS times, then per candidate
+    """One line per scenario: FLA's time(s), docs/targets.md's FLA and CUTLASS times, then per candidate
     its median [95% CI], FLA / ours (median of paired ratios: > 1 means ours is faster) and
-    CUTLASS / ours (TARGETS.md's time over our median). The last line holds geometric means."""
+    CUTLASS / ours (docs/targets.md's time over our median). The last line holds geometric means."""
     head = ["#", "scenario"] + [f"{f} ms [95% CI]" for f in fla_names]
-    head += ["FLA ms (TARGETS.md)", "CUTLASS ms (TARGETS.md)"]
+    head += ["FLA ms (docs/targets.md)", "CUTLASS ms (docs/targets.md)"]
     for l in labels:
         head += [f"{l} ms [95% CI]", f"{l}: {FLA}/ours", f"{l}: CUTLASS/ours"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

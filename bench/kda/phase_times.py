@@ -4,7 +4,7 @@
     python3 bench/kda/phase_times.py --candidate LABEL=DIR [...] [--shapes 1 6] [--reps 20] [--out DIR]
 
 For every chosen benchmark shape and candidate (built by `ptxevo build`), on one input set of
-fla_bench.py's (KDA.md 3.5): the whole plan once (so a later kernel reads what an earlier one
+fla_bench.py's (docs/kda.md 3.5): the whole plan once (so a later kernel reads what an earlier one
 wrote), then, round-robin over the plan's kernels and the whole plan, `--reps` launches of each
 between two CUDA events, repeated `--rounds` times; the median per launch is reported. A kernel
 timed alone sees a warm L2 from its own previous launch, so the parts may sum to less than the
@@ -46,7 +46,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 def table(rows: Sequence[Dict[str, Any]]) -> str:
     """Markdown: one line per (shape, candidate), the kernels' ms in plan order, their sum and the
-    whole plan, and the CUTLASS column's ratio where the shape is a TARGETS.md scenario."""
+    whole plan, and the CUTLASS column's ratio where the shape is a docs/targets.md scenario."""
     lines = ["| shape | candidate | kernels (ms each, alone) | sum | plan | CUTLASS / plan |",
              "|---|---|---|---|---|---|"]
     for r in rows:

@@ -145,17 +145,15 @@ class OptionsAndShapesTest(unittest.TestCase):
                           "H=64 1300,547,2048,963,271,3063", "H=64 8x1024"])
         soft = build(doc={**kda_doc(), "config": {"gate": "softplus"}})
         self.assertIsNone(core.scenario_number(soft.shapes[0], core.kda_options(soft)))
-        # TARGETS.md: the CUTLASS kernel is faster than FLA in every scenario, and 1.5x faster
+        # docs/targets.md: the CUTLASS kernel is faster than FLA in every scenario, and 1.5x faster
         # than it means 0.54 to 0.93 ms
         for n in range(1, 7):
             self.assertLess(core.CUTLASS_MS[n], core.TARGETS_FLA_MS[n])
-        with open(os.path.join(REPO, "..", "shared", "TARGETS.md")) if os.path.exists(
-                os.path.join(REPO, "..", "shared", "TARGETS.md")) else contextlib.nullcontext(None) as f:
-            if f is not None:
-                text = f.read()
-                for n in range(1, 7):
-                    self.assertRegex(text, r"\| %d \| \d+ \| [^|]+ \| %.2f \| %.2f \|" % (
-                        n, core.CUTLASS_MS[n], core.TARGETS_FLA_MS[n]))
+        with open(os.path.join(REPO, "docs", "targets.md")) as f:
+            text = f.read()
+        for n in range(1, 7):
+            self.assertRegex(text, r"\| %d \| \d+ \| [^|]+ \| %.2f \| %.2f \|" % (
+                n, core.CUTLASS_MS[n], core.TARGETS_FLA_MS[n]))
 
     def test_check_shape(self):
         b = build()
@@ -544,7 +542,7 @@ class ReferenceTest(unittest.TestCase):
 
     @staticmethod
     def loop_reference(inp, B, T, H, N, opts):
-        """KDA.md 1.3's pseudo-code, literally: one sequence, head and token at a time."""
+        """docs/kda.md 1.3's pseudo-code, literally: one sequence, head and token at a time."""
         f = torch.float64
         out = torch.zeros(B, T, H, 128, dtype=f).reshape(B * T, H, 128)
         fin = torch.zeros(N, H, 128, 128, dtype=f)
@@ -789,7 +787,7 @@ class CpuEndToEndTest(unittest.TestCase):
             self.assertEqual(r["providers"]["good"]["n"], 20)
             self.assertEqual(r["fla"]["fla"]["status"], "timed")
             self.assertIn("fla_over_ours", r["ratios"]["good"])
-            self.assertIsNone(r["ratios"]["good"]["cutlass_over_ours"])  # not a TARGETS.md scenario
+            self.assertIsNone(r["ratios"]["good"]["cutlass_over_ours"])  # not a docs/targets.md scenario
             self.assertGreaterEqual(r["pool_sets"], 2)
         self.assertTrue(all(kw["state_v_first"] and kw["lower_bound"] == -5.0 for kw in self.fla_calls))
         self.assertIn("## Time", md)

@@ -38,7 +38,7 @@ def markdown_table(rows: Sequence[Dict[str, Any]], labels: Sequence[str]) -> str
     """One line per shape: floor, the torch providers and best known (ms), then per candidate its
     median [95% CI], fraction of the floor, and speedups (other ms / candidate ms; > 1: faster)
     over torch.compile, eager and best known. A last line holds the speedups' geometric means.
-    Rows with autograd times (backward) add its column and a speedup over it; rows with TARGETS.md's
+    Rows with autograd times (backward) add its column and a speedup over it; rows with docs/targets.md's
     torch.compile time add that column."""
     has_ag = any(AUTOGRAD in r.get("providers", {}) for r in rows)
     has_tc = any(r.get("targets_compile_ms") for r in rows)

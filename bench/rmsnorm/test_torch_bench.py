@@ -286,7 +286,7 @@ class BenchTest(unittest.TestCase):
         self.assertEqual(len(torch_bench.BEST_KNOWN_MS), 11)
         for (m, n), ms in torch_bench.BEST_KNOWN_MS.items():
             floor = (2 * m * n * 2 + 4 * n) / 4.27e12 * 1e3
-            # Above TARGETS.md's floor, and within 1.7x of it (the worst is N = 256).
+            # Above docs/targets.md's floor, and within 1.7x of it (the worst is N = 256).
             self.assertGreater(ms, floor)
             self.assertLess(ms, 1.7 * floor)
 
@@ -409,7 +409,7 @@ class BackwardPureTest(unittest.TestCase):
         self.assertEqual(torch_bench.bwd_bytes(32768, 16384), 3 * 32768 * 16384 * 2 + 4 * 32768 + 4 * 16384)
         for s in bwd_build().shapes:
             self.assertEqual(s.bytes, torch_bench.bwd_bytes(s.dims["M"], s.dims["N"]))
-        # TARGETS.md's floors (4.27 TB/s) and best known times.
+        # docs/targets.md's floors (4.27 TB/s) and best known times.
         floors = {(32768, 16384): 0.754, (32768, 65536): 3.018, (16384, 131072): 3.018, (8192, 262144): 3.018}
         for (m, n), fl in floors.items():
             self.assertAlmostEqual(torch_bench.bwd_bytes(m, n) / 4.27e12 * 1e3, fl, delta=0.001)

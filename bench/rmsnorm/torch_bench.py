@@ -43,7 +43,7 @@ from bench_stats import (launches_per_batch, paired_ratio, pool_sets, round_robi
 from launch_json import (BuildDir, LaunchFormatError, ShapeSpec, TensorSpec, load_build_dir,  # noqa: E402
                          parse_candidate_arg)
 
-# Reference data: the "best known" column (ms) of shared/TARGETS.md, "RMSNorm forward, bf16 x,
+# Reference data: the "best known" column (ms) of docs/targets.md, "RMSNorm forward, bf16 x,
 # fp32 weight, eps 1e-6, no residual": the fastest public kernel measured on an H200 (132 SMs,
 # driver 580.159, CUDA 13.0, PyTorch 2.11) on 2026-11-29 with triton.testing.do_bench, inputs
 # rotated over a pool larger than L2. Keyed by (M, N).
@@ -53,7 +53,7 @@ BEST_KNOWN_MS = {
     (32768, 65536): 2.1495, (16384, 131072): 2.2064, (8192, 262144): 2.3343,
 }
 
-# The backward table of shared/TARGETS.md ("RMSNorm backward, bf16, dx + dw"), same H200 and
+# The backward table of docs/targets.md ("RMSNorm backward, bf16, dx + dw"), same H200 and
 # method: best known kernel and torch.compile (ms), keyed by (M, N).
 BEST_KNOWN_BWD_MS = {(32768, 16384): 0.770, (32768, 65536): 3.217, (16384, 131072): 4.025, (8192, 262144): 3.476}
 TARGETS_COMPILE_BWD_MS = {(32768, 16384): 1.138, (32768, 65536): 7.19, (16384, 131072): 7.06, (8192, 262144): 7.09}
@@ -69,7 +69,8 @@ TENSOR_NAMES = {"x", "w", "out", "rstd"}
 # dx, dw out; dw_partial scratch (fp32 partial rows of dw, one per row group).
 BWD_KNOWN_OPTIONS = {"x_dtype", "w_dtype", "has_weight"}
 BWD_TENSOR_NAMES = {"x", "w", "dout", "rstd", "dx", "dw", "dw_partial"}
-# The rstd fed to the backward is the real one of x (RMSNORM.md 2.4: QuACK's random rstd is not).
+# The rstd fed to the backward is the real one of x (QuACK's benchmark passes a random one:
+# kernels/rmsnorm/README.md, "Public benchmark timing").
 BWD_RSTD_EPS = 1e-6
 
 
@@ -109,13 +110,13 @@ def rmsnorm_options(b: BuildDir, op: Optional[str] = None) -> Dict[str, Any]:
 
 
 def bwd_bytes(m: int, n: int, x_bytes: int = 2) -> float:
-    """TARGETS.md's backward byte count: x and dout read, dx written (x's dtype), rstd read, dw
+    """docs/targets.md's backward byte count: x and dout read, dx written (x's dtype), rstd read, dw
     written (fp32): 3*M*N*2 + 4*M + 4*N for bf16."""
     return 3.0 * m * n * x_bytes + 4.0 * m + 4.0 * n
 
 
 def best_known_ms(opts: Dict[str, Any], shape: ShapeSpec) -> Optional[float]:
-    """TARGETS.md's best known time, only for the configuration it was measured in."""
+    """docs/targets.md's best known time, only for the configuration it was measured in."""
     if opts.get("op") == "rmsnorm_bwd":
         if opts["x_dtype"] != "bf16" or opts["w_dtype"] != "fp32" or not opts["has_weight"]:
             return None
@@ -340,7 +341,8 @@ def make_bwd_inputs(shape: ShapeSpec, seed: int, eps: float, device: Optional[st
 
 
 def rmsnorm_bwd_torch(x, w, dout, rstd):
-    """The backward as an explicit fp32 torch formula (QuACK's rmsnorm_bwd_ref, RMSNORM.md 1.2):
+    """The backward as an explicit fp32 torch formula (QuACK's rmsnorm_bwd_ref; kernels/rmsnorm/README.md,
+    "QuACK's backward"):
     xhat = x * rstd, g = dout * w, c1 = mean(xhat * g), dx = (g - xhat * c1) * rstd in x's dtype,
     dw = sum over rows of dout * xhat (fp32). Eager runs it; torch.compile compiles it."""
     r = rstd.float().unsqueeze(-1)
@@ -717,7 +719,7 @@ def run_shape_bwd(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any],
                            "providers": {}, "speedups": {}, "checks": {}, "failed": {}, "errors": []}
     expected = bwd_bytes(m, n, DTYPE_BYTES[xt.dtype])
     if abs(expected - shape.bytes) > 0.5:
-        row["errors"].append(f"launch.json counts {shape.bytes:.0f} bytes, TARGETS.md's formula {expected:.0f}; "
+        row["errors"].append(f"launch.json counts {shape.bytes:.0f} bytes, docs/targets.md's formula {expected:.0f}; "
                              "the floor uses launch.json's")
     bw = env["copy_bandwidth_Bps"]
     row["floor_ms"] = shape.bytes / bw * 1e3

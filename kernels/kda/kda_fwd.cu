@@ -9,7 +9,7 @@
 //   grid  = (N sequences, H heads, 128 / BV value slices),  block = BV * KSPLIT threads.
 // A CTA owns value columns [z * BV, z * BV + BV) of one (sequence, head): the slices are
 // independent (each column of S evolves on its own given k, q, a, beta), which multiplies the
-// independent chains by 128 / BV (KDA.md section 2.2).
+// independent chains by 128 / BV (docs/kda.md section 2.2).
 //
 // Knobs (each has a default here that matches the op's):
 //   BV          value columns per CTA (8 ... 128, power of two)
@@ -21,7 +21,7 @@
 //   MIN_BLOCKS  second __launch_bounds__ argument (0: none)
 //
 // This is the simple correct seed (one fp32 FMA chain per state element and token, CUDA cores);
-// the chunked tensor-core algorithm (KDA.md section 2.1) is the direction for the search.
+// the chunked tensor-core algorithm (docs/kda.md section 2.1) is the direction for the search.
 #include <cuda_bf16.h>
 
 #ifndef KDA_GATE_SOFTPLUS
@@ -112,7 +112,7 @@ __device__ __forceinline__ float shfl_bfly(float v, int lane_mask) {
 // sigmoid(z) = 1 / (1 + 2^(-z log2 e)); 2^+inf = inf gives 0, as it should.
 __device__ __forceinline__ float sigmoid(float z) { return rcp(1.f + ex2(-z * KDA_LOG2E)); }
 
-// The gate (KDA.md section 1.2): log-decay a <= 0 from x = g + dt_bias, ea = exp(A_log).
+// The gate (docs/kda.md section 1.2): log-decay a <= 0 from x = g + dt_bias, ea = exp(A_log).
 __device__ __forceinline__ float log_decay(float x, float ea, float lower_bound) {
 #if KDA_GATE_SOFTPLUS
   const float z = x;

@@ -1,5 +1,5 @@
-// kda_fwd chunked seed template: Kimi Delta Attention forward by chunks of CHUNK tokens (KDA.md
-// section 2.1, the WY / UT-transform form), the state GEMMs on bf16 tensor cores (mma.sync
+// kda_fwd chunked seed template: Kimi Delta Attention forward by chunks of CHUNK tokens
+// (docs/kda.md 2.1, the WY / UT-transform form), the state GEMMs on bf16 tensor cores (mma.sync
 // m16n8k16, fp32 accumulation), the state itself in fp32 registers for the whole sequence.
 //
 // Same contract and tensors as kda_fwd.cu (kernels/kda/README.md); entry kda_fwd_chunked, launched
@@ -446,7 +446,7 @@ __device__ __forceinline__ float shfl_idx(float v, int src_lane) {
 
 __device__ __forceinline__ float sigmoid(float z) { return rcp(1.f + ex2(-z * KDA_LOG2E)); }
 
-// The gate (KDA.md section 1.2): log-decay a <= 0 (nats) from x = g + dt_bias, ea = exp(A_log).
+// The gate (docs/kda.md 1.2): log-decay a <= 0 (nats) from x = g + dt_bias, ea = exp(A_log).
 __device__ __forceinline__ float log_decay(float x, float ea, float lower_bound) {
 #if KDA_GATE_SOFTPLUS
   const float sp = x > 20.f ? x : KDA_LN2 * lg2(1.f + ex2(x * KDA_LOG2E));  // FLA's threshold 20

@@ -1,5 +1,5 @@
 // kda_fwd chunked seed, tcgen05 variant (sm_100a only): the same chunked WY / UT-transform algorithm
-// as kda_fwd_chunked.cu (KDA.md section 2.1; read that file's header first), with the chunk's
+// as kda_fwd_chunked.cu (docs/kda.md section 2.1; read that file's header first), with the chunk's
 // state GEMMs on Blackwell's fifth-generation tensor cores: tcgen05.mma (kind::f16, bf16 operands
 // in shared memory described by matrix descriptors, fp32 accumulators in tensor memory), completion
 // through tcgen05.commit to an mbarrier, results read back with tcgen05.ld.
@@ -211,7 +211,7 @@ __device__ __forceinline__ float shfl_bfly(float v, int lane_mask) {
 
 __device__ __forceinline__ float sigmoid(float z) { return rcp(1.f + ex2(-z * KDA_LOG2E)); }
 
-// The gate (KDA.md section 1.2): log-decay a <= 0 (nats) from x = g + dt_bias, ea = exp(A_log).
+// The gate (docs/kda.md 1.2): log-decay a <= 0 (nats) from x = g + dt_bias, ea = exp(A_log).
 __device__ __forceinline__ float log_decay(float x, float ea, float lower_bound) {
 #if KDA_GATE_SOFTPLUS
   const float sp = x > 20.f ? x : KDA_LN2 * lg2(1.f + ex2(x * KDA_LOG2E));  // FLA's threshold 20

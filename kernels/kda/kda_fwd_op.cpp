@@ -640,7 +640,7 @@ void KdaFwdOp::reference(const Shape& s, const OpConfig& cfg, const std::vector<
   if (c.final_state) reference.push_back(std::move(fin));
 }
 
-// KDA.md section 2.3: one fused pass reads q, k, g, v, beta and writes out (bf16), plus the
+// docs/kda.md section 2.3: one fused pass reads q, k, g, v, beta and writes out (bf16), plus the
 // states (fp32), A_log, dt_bias and cu_seqlens: 1282 bytes per token-head at K = V = 128.
 double KdaFwdOp::bytes(const Shape& s, const OpConfig& cfg) const {
   const Config c = parse(cfg);
@@ -654,8 +654,8 @@ double KdaFwdOp::bytes(const Shape& s, const OpConfig& cfg) const {
   return b;
 }
 
-// KDA.md section 2.3's canonical count: the three state GEMMs, 6 K V per token-head. Every known
-// algorithm does at least these (the recurrence 8 K V, the chunked one 6 K V plus C-dependent
+// docs/kda.md section 2.3's canonical count: the three state GEMMs, 6 K V per token-head. Every
+// known algorithm does at least these (the recurrence 8 K V, the chunked one 6 K V plus C-dependent
 // terms), so it is a safe floor.
 double KdaFwdOp::flops(const Shape& s, const OpConfig& cfg) const {
   parse(cfg);
@@ -663,7 +663,7 @@ double KdaFwdOp::flops(const Shape& s, const OpConfig& cfg) const {
   return 6.0 * static_cast<double>(d.total_tokens()) * static_cast<double>(d.heads) * D * D;
 }
 
-// The brief of issue 7 and TARGETS.md: RMSE / RMS(reference) <= 1e-2 for out and final state
+// The brief of issue 7 and docs/targets.md: RMSE / RMS(reference) <= 1e-2 for out and final state
 // accepts the CUTLASS expert kernel (5.7e-3 and 5.0e-3 against an fp64 recurrent reference) with
 // bf16 intermediates; an fp32-state kernel sits well below. max-abs (normalised by max(1, max
 // |ref|)) 5e-2: a bf16 output alone errs by up to 2^-9 of the largest value; the rest is room for

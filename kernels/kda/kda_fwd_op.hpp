@@ -1,5 +1,5 @@
-// Kimi Delta Attention forward (KDA.md), on the calling convention of the CUTLASS expert kernel
-// (FlashKDA flash_kda.fwd): per (sequence, head) the state S (K x V) follows
+// Kimi Delta Attention forward (docs/kda.md), on the calling convention of the CUTLASS expert
+// kernel (FlashKDA flash_kda.fwd): per (sequence, head) the state S (K x V) follows
 //   S <- Diag(e^a_t) S;  r = v_t - k_t^T S;  S <- S + beta_t k_t r^T;  o_t = scale q_t^T S
 // with q, k L2-normalised, beta = sigmoid(beta logits) and a_t the gate's log-decay, all fused.
 // Tensors, in kernel-argument order (K = V = 128):

@@ -1,10 +1,10 @@
-// fp64 CPU references of the Kimi Delta Attention forward (KDA.md sections 1 and 2), on the
+// fp64 CPU references of the Kimi Delta Attention forward (docs/kda.md sections 1 and 2), on the
 // FlashKDA calling convention: q, k, v, g bf16 [T_total, H, D], beta logits bf16 [T_total, H],
 // A_log fp32 [H], dt_bias fp32 [H, K], states fp32 V-first [N, H, V, K]. Tokens are packed: a
 // batch of B rows of T tokens is B sequences at offsets b * T (cu_seqlens = {0, T, 2T, ...}).
 //
 // Two algorithms over the same inputs:
-//  - kda_recurrent_reference: the token-serial recurrence of KDA.md section 1.3, the gold the op
+//  - kda_recurrent_reference: the token-serial recurrence of docs/kda.md 1.3, the gold the op
 //    checks kernels against (parallel over sequences x heads with TBB);
 //  - kda_chunked_reference: the chunked WY / UT-transform algorithm of section 2.1, which the
 //    seed kernels implement; tests check it against the recurrent one. Every exponential it takes
@@ -18,7 +18,7 @@
 
 namespace ptxevo::kernels {
 
-// How g becomes the per-channel log-decay a <= 0 (KDA.md section 1.2).
+// How g becomes the per-channel log-decay a <= 0 (docs/kda.md section 1.2).
 enum class KdaGate {
   LowerBound,  // a = lower_bound * sigmoid(exp(A_log[h]) * (g + dt_bias[h, i]))
   Softplus,    // a = -exp(A_log[h]) * softplus(g + dt_bias[h, i]), softplus threshold 20
@@ -59,7 +59,7 @@ struct KdaToken {
 };
 // Token t (packed index) of head h.
 KdaToken kda_token(const KdaProblem& p, std::int64_t t, std::int64_t h);
-// The gate of KDA.md section 1.2 for one channel: g + dt_bias = x, A_log = a_log.
+// The gate of docs/kda.md section 1.2 for one channel: g + dt_bias = x, A_log = a_log.
 double kda_log_decay(KdaGate gate, double lower_bound, double a_log, double x);
 
 // Outputs: out [T_total, H, V] and, when final_state is not null, [N, H, V, K], both fp64.

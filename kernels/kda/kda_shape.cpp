@@ -12,7 +12,7 @@ std::string list(const std::vector<std::int64_t>& xs) {
   return s;
 }
 
-// The packed length sets, by sequence count. Where they come from (KDA.md sections 3.4, 4.3, 5):
+// The packed length sets, by sequence count. Where they come from (docs/kda.md 3.4, 4.3, 5):
 const std::map<std::int64_t, std::vector<std::int64_t>>& length_sets() {
   static const std::map<std::int64_t, std::vector<std::int64_t>> k = {
       {2, {1, 1}},                                     // single-token sequences

@@ -33,7 +33,8 @@ Config parse(const OpConfig& cfg) {
       if (v != "true" && v != "false") throw std::invalid_argument("rmsnorm_bwd: has_weight must be true or false");
       c.has_weight = v == "true";
     } else if (k == "eps") {
-      // Accepted for symmetry with the forward spec; the backward does not use eps (RMSNORM.md 1.3).
+      // Accepted for symmetry with the forward spec; the backward does not use eps
+      // (kernels/rmsnorm/README.md, "INT21's differences").
     } else {
       throw std::invalid_argument("rmsnorm_bwd: unknown option '" + k + "' (x_dtype, w_dtype, has_weight, eps)");
     }
@@ -306,7 +307,7 @@ double RmsNormBwdOp::bytes(const Shape& s, const OpConfig& cfg) const {
   const Config c = parse(cfg);
   const auto [m, n] = dims(s);
   const double e = static_cast<double>(dtype_size(c.x));
-  // TARGETS.md's convention: x and dout read, dx written, rstd read, dw written.
+  // docs/targets.md's convention: x and dout read, dx written, rstd read, dw written.
   return 3.0 * static_cast<double>(m) * static_cast<double>(n) * e + 4.0 * static_cast<double>(m) +
          4.0 * static_cast<double>(n);
 }

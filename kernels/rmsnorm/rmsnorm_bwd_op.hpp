@@ -1,6 +1,7 @@
-// RMSNorm backward (RMSNORM.md 1.2): dx and dw from x, weight, dout and rstd. dw is reduced on
-// the device: a persistent kernel writes one fp32 partial row per row group (a CTA or a cluster)
-// into scratch, a second kernel sums the partial rows. No host round trip.
+// RMSNorm backward (kernels/rmsnorm/README.md, "QuACK's backward"): dx and dw from x, weight, dout
+// and rstd. dw is reduced on the device: a persistent kernel writes one fp32 partial row per row
+// group (a CTA or a cluster) into scratch, a second kernel sums the partial rows. No host round
+// trip.
 #pragma once
 
 #include "evaluator/op.hpp"

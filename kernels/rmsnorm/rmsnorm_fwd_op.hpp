@@ -1,4 +1,5 @@
-// RMSNorm forward (QuACK semantics, RMSNORM.md section 1.1), with optional residual and bias:
+// RMSNorm forward (QuACK semantics: kernels/rmsnorm/README.md, "QuACK's forward"), with optional
+// residual and bias:
 //   h[m, n]            = x[m, n] + residual[m, n]      (h = x without a residual)
 //   residual_out[m, n] = h[m, n]                        (only with a residual)
 //   out[m, n]          = h[m, n] * rstd[m] * w[n] + b[n],   rstd[m] = 1 / sqrt(sum_n h[m, n]^2 / N + eps)

@@ -1,8 +1,8 @@
 // A CPU model of the chunked tensor-core seed (kernels/kda/kda_fwd_chunked.cu): the same blocking
 // and the same rounding points, checked against the op's fp64 recurrent reference on the op's own
-// fills. It is written from the algorithm (KDA.md 2.1), not from the kernel's code, so a mistake in
-// the blocking (which cumulative log-gate multiplies which operand, what a partial chunk carries,
-// where bf16 rounding enters) shows here without a GPU:
+// fills. It is written from the algorithm (docs/kda.md 2.1), not from the kernel's code, so a
+// mistake in the blocking (which cumulative log-gate multiplies which operand, what a partial chunk
+// carries, where bf16 rounding enters) shows here without a GPU:
 //   per chunk of C tokens (rows past the sequence's end have k = q = v = beta = 0 and a = 0):
 //     G      = inclusive cumsum of the log2-decays (fp32, chunk-local), Gtot = G[C - 1]
 //     Kd     = bf16(k 2^G),  Qd = bf16(scale q 2^G),  KrT = bf16(k 2^(Gtot - G))^T, dec = 2^Gtot

@@ -1,8 +1,9 @@
 // KdaFwdOp: options, shapes (B, T, H, N and the packed length sets), tensors, launch plans and
 // knob checks, the reference's input checks (wrong-size state, bad cu_seqlens), its agreement with
 // the chunked reference on the op's own filled inputs, the fill ranges, bytes/flops against
-// KDA.md's worked numbers, tolerances, and fp64 emulations of plausible kernel bugs (read before
-// the write, no decay, K-first state, raw beta logits) that the tolerance and fills must reject.
+// docs/kda.md's worked numbers, tolerances, and fp64 emulations of plausible kernel bugs (read
+// before the write, no decay, K-first state, raw beta logits) that the tolerance and fills must
+// reject.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -598,7 +599,7 @@ TEST(KdaFwdOp, FillRangesForGateInputs) {
   EXPECT_THROW(op.fill_fixed(descs[0], rng, q), std::logic_error);
 }
 
-// KDA.md section 2.3's table: scenario 1 (H = 96, fixed 8192) 1.021 GB, scenario 3 (8 x 1024)
+// docs/kda.md section 2.3's table: scenario 1 (H = 96, fixed 8192) 1.021 GB, scenario 3 (8 x 1024)
 // 1.109 GB, F_canon 7.73e10; scenario 4 (H = 64) 0.681 GB.
 TEST(KdaFwdOp, BytesAndFlopsMatchKdaMd) {
   const KdaFwdOp op;

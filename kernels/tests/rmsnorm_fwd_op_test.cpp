@@ -704,7 +704,7 @@ TEST(RmsNormFwdOp, ReferenceWithBiasAndResidual) {
 TEST(RmsNormFwdOp, BytesAndFlops) {
   RmsNormFwdOp op;
   const Shape s = shape(32768, 4096);
-  EXPECT_DOUBLE_EQ(op.bytes(s, {}), 2.0 * 32768 * 4096 * 2 + 4.0 * 4096);  // TARGETS.md's formula
+  EXPECT_DOUBLE_EQ(op.bytes(s, {}), 2.0 * 32768 * 4096 * 2 + 4.0 * 4096);  // docs/targets.md's formula
   EXPECT_DOUBLE_EQ(op.bytes(s, {{"store_rstd", "true"}}), 2.0 * 32768 * 4096 * 2 + 4.0 * 4096 + 4.0 * 32768);
   EXPECT_DOUBLE_EQ(op.bytes(s, {{"has_weight", "false"}}), 2.0 * 32768 * 4096 * 2);
   EXPECT_DOUBLE_EQ(op.bytes(s, {{"x_dtype", "fp16"}, {"w_dtype", "same"}}), 2.0 * 32768 * 4096 * 2 + 2.0 * 4096);
@@ -1068,7 +1068,7 @@ TEST(RmsNormFwdSpec, LoadsWithTheTargetShapesAndSeed) {
   EXPECT_EQ(RmsNormFwdOp().validate(spec.config), "");
   EXPECT_EQ(spec.config.at("x_dtype"), "bf16");
   EXPECT_EQ(spec.config.at("w_dtype"), "fp32");
-  // TARGETS.md's 11 forward rows, in order.
+  // docs/targets.md's 11 forward rows, in order.
   const std::vector<std::pair<std::int64_t, std::int64_t>> targets = {
       {32768, 256},   {32768, 512},   {32768, 1024},  {32768, 2048},   {32768, 4096},  {32768, 8192},
       {32768, 16384}, {32768, 32768}, {32768, 65536}, {16384, 131072}, {8192, 262144}};

@@ -1,5 +1,5 @@
-// Bayesian linear regression, the cost model's v1 (PRIOR.md 5.4): y = phi(x)^T w + noise with
-// prior w ~ N(0, alpha^-1 I) and noise precision beta * w_i for row i; alpha and beta are
+// Bayesian linear regression, the cost model's v1 (docs/prior_study.md 5.4): y = phi(x)^T w + noise
+// with prior w ~ N(0, alpha^-1 I) and noise precision beta * w_i for row i; alpha and beta are
 // re-estimated by evidence maximization (Bishop, PRML 3.5.2). Row weights are frequency
 // weights: in the posterior a weight multiplies the row's precision, and in the evidence a row
 // counts as w_i observations, so an integer weight k is exactly the row repeated k times.

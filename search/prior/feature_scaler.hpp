@@ -1,5 +1,5 @@
-// Column standardization for the cost model's features (PRIOR.md 5.2): one isotropic prior
-// precision (BLR) or one L2 penalty (validity model) only makes sense when every column has a
+// Column standardization for the cost model's features (docs/prior_study.md 5.2): one isotropic
+// prior precision (BLR) or one L2 penalty (validity model) only makes sense when every column has a
 // comparable spread, so each column becomes (x - mean) / scale with weighted statistics.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Per-group centring (PRIOR.md 5.3, 5.5): the cost model ranks candidates within a group
+// Per-group centring (docs/prior_study.md 5.3, 5.5): the cost model ranks candidates within a group
 // g = (campaign, shape), so each group's level is a nuisance parameter. Subtracting the group's
 // weighted mean from y and from every feature column is the fixed-effects estimator (an
 // unpenalized intercept per group, by Frisch-Waugh-Lovell), and least squares on the centred

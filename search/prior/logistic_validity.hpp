@@ -1,4 +1,4 @@
-// The validity model (PRIOR.md 5.7): P(a candidate passes build, gate and run) from its
+// The validity model (docs/prior_study.md 5.7): P(a candidate passes build, gate and run) from its
 // features. Two estimators: L2-regularized logistic regression fitted by IRLS (Newton's method)
 // once enough failures are known, and before that a Beta-Bernoulli rate per category (the
 // operator that produced the candidate). choose_validity_model() picks between them.
@@ -71,18 +71,18 @@ class CategoryValidity {
 enum class ValidityModel { CategoryBeta, Logistic };
 
 // The logistic model is used once both classes have at least `min_per_class` observations
-// (PRIOR.md: ~50 failures; failures are normally the rarer class, and a model with almost no
-// passes would be as starved as one with almost no failures).
+// (docs/prior_study.md 5.7: ~50 failures; failures are normally the rarer class, and a model with
+// almost no passes would be as starved as one with almost no failures).
 ValidityModel choose_validity_model(double failures, double successes, double min_per_class = 50.0);
 
-// What the campaign's choice multiplies its Thompson draws by (PRIOR.md 5.7): P(a built, screened
-// candidate passes the gate). Until both classes have min_per_class outcomes with features, the
-// Beta rates of its categories (a knob value, a pass; CampaignEngine::validity_categories), the
-// weakest counting; then a logistic regression on its features (the cost model's columns: knob
-// values in log2, pass counts, registers, spills, occupancy ...), which sees what the rates per
-// category cannot: two knob values that pass alone and fail together (THREADS x ITEMS over a
-// register or size limit is a line in log2 knob space). Outcomes without features count for the
-// rates only.
+// What the campaign's choice multiplies its Thompson draws by (docs/prior_study.md 5.7): P(a built,
+// screened candidate passes the gate). Until both classes have min_per_class outcomes with
+// features, the Beta rates of its categories (a knob value, a pass;
+// CampaignEngine::validity_categories), the weakest counting; then a logistic regression on its
+// features (the cost model's columns: knob values in log2, pass counts, registers, spills,
+// occupancy ...), which sees what the rates per category cannot: two knob values that pass alone
+// and fail together (THREADS x ITEMS over a register or size limit is a line in log2 knob space).
+// Outcomes without features count for the rates only.
 class ValidityEstimator {
  public:
   explicit ValidityEstimator(double a0 = 2.0, double b0 = 0.25, double min_per_class = 50.0, LogisticOptions o = {});

@@ -1,6 +1,6 @@
-// Ranking metrics for the cost model's quality gates (PRIOR.md 7.5) and the statistics of the
-// replay proof (PRIOR.md 7.4). Convention: smaller is better (log time, evaluations to reach a
-// target), so "top k" means the k smallest values.
+// Ranking metrics for the cost model's quality gates (docs/prior_study.md 6.5) and the statistics
+// of the replay proof (docs/prior_study.md 6.4). Convention: smaller is better (log time,
+// evaluations to reach a target), so "top k" means the k smallest values.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// Which built candidates get the B measurement slots of a GPU round (PRIOR.md 5.7).
+// Which built candidates get the B measurement slots of a GPU round (docs/prior_study.md 5.7).
 //
 // Ranking rule: a candidate's score is log P(valid) - y_hat, where y_hat is its predicted
 // log(time / roofline) (lower is faster). That is the log of P(valid) * roofline / time: the

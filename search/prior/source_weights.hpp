@@ -1,5 +1,5 @@
-// Evidence from earlier campaigns and other environments (PRIOR.md 5.9): such rows enter the
-// cost model with a weight that depends on how comparable their environment is and fades as
+// Evidence from earlier campaigns and other environments (docs/prior_study.md 5.9): such rows enter
+// the cost model with a weight that depends on how comparable their environment is and fades as
 // the new campaign's own rows arrive, and a guard drops them when they demonstrably hurt the
 // ranking of the new campaign's data (negative transfer).
 #pragma once

@@ -3,8 +3,8 @@
 // kernels/kda/kda_fwd*.spec. The recurrent seed is timed against itself; the chunked tensor-core
 // seed (kda_fwd_chunked.cu, the second seed of kda_fwd.spec) against the recurrent one, at its
 // defaults on every spec and at every knob assignment its constraints admit on the main spec.
-// Prints the worst RMSE / RMS of out and final_state per shape (TARGETS.md asks for the figure of
-// every kernel) and the median ms, and writes kda_gpu_results.json to $PTXEVO_RESULTS_DIR
+// Prints the worst RMSE / RMS of out and final_state per shape (docs/targets.md asks for the figure
+// of every kernel) and the median ms, and writes kda_gpu_results.json to $PTXEVO_RESULTS_DIR
 // (default: the build directory). Without a GPU every test skips and says why.
 // Only the chunked seed: --gtest_filter='KdaGpu.Chunked*'.
 #include <gtest/gtest.h>
@@ -203,7 +203,7 @@ OpRegistry* KdaGpu::registry_ = nullptr;
 Runner* KdaGpu::runner_ = nullptr;
 json* KdaGpu::results_ = nullptr;
 
-// The six TARGETS.md scenarios (lower-bound gate, fp32 state in and out) and every correctness
+// The six docs/targets.md scenarios (lower-bound gate, fp32 state in and out) and every correctness
 // and held-out shape.
 TEST_F(KdaGpu, SeedPassesTheGateOnTheMainSpec) { gate_seed("kda_fwd.spec", -1); }
 

@@ -1,5 +1,5 @@
 // expect: tolerance
-// loophole: LOOPHOLES 8 (precision downgrade: the sum of squares accumulated in x's 16-bit type)
+// loophole: docs/loopholes.md 8 (precision downgrade: the sum of squares accumulated in x's 16-bit type)
 // Known-bad rmsnorm_fwd: the seed's entries, signature, knobs and thread->row mapping (an entry's
 // tpr threads per row, thread t of a row owns vectors t, t + tpr, ...; the CTAs of a cluster split
 // a row's columns and each sums the whole row itself), in a compact two-pass form.

@@ -1,5 +1,5 @@
 // expect: clock-read
-// loophole: LOOPHOLES 4 and 12 (stage detection: reading a clock to behave differently while being timed)
+// loophole: docs/loopholes.md 4 and 12 (stage detection: reading a clock to behave differently while being timed)
 // Known-bad rmsnorm_fwd: the seed's entries, signature, knobs and thread->row mapping (an entry's
 // tpr threads per row, thread t of a row owns vectors t, t + tpr, ...; the CTAs of a cluster split
 // a row's columns and each sums the whole row itself), in a compact two-pass form.

@@ -1,5 +1,5 @@
 // expect: tolerance|trivial-output
-// loophole: LOOPHOLES 7 and 9 (constant output that a loose tolerance or degenerate data would accept)
+// loophole: docs/loopholes.md 7 and 9 (constant output that a loose tolerance or degenerate data would accept)
 // Known-bad rmsnorm_fwd: the seed's entries, signature, knobs and thread->row mapping (an entry's
 // tpr threads per row, thread t of a row owns vectors t, t + tpr, ...; the CTAs of a cluster split
 // a row's columns and each sums the whole row itself), in a compact two-pass form.

@@ -1,5 +1,5 @@
 // expect: input-mutated
-// loophole: LOOPHOLES 2 (mutating inputs: zeroing x so a reference computed afterwards agrees)
+// loophole: docs/loopholes.md 2 (mutating inputs: zeroing x so a reference computed afterwards agrees)
 // Known-bad rmsnorm_fwd: the seed's entries, signature, knobs and thread->row mapping (an entry's
 // tpr threads per row, thread t of a row owns vectors t, t + tpr, ...; the CTAs of a cluster split
 // a row's columns and each sums the whole row itself), in a compact two-pass form.

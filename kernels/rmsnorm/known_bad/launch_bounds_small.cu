@@ -1,5 +1,5 @@
 // expect: launch-resources
-// loophole: LOOPHOLES 1 (launching outside declared resources: the launch fails or the kernel runs partly)
+// loophole: docs/loopholes.md 1 (launching outside declared resources: the launch fails or the kernel runs partly)
 // Known-bad rmsnorm_fwd: the seed's entries, signature, knobs and thread->row mapping (an entry's
 // tpr threads per row, thread t of a row owns vectors t, t + tpr, ...; the CTAs of a cluster split
 // a row's columns and each sums the whole row itself), in a compact two-pass form.

@@ -1,5 +1,5 @@
 // expect: nonfinite-output
-// loophole: LOOPHOLES 13 (NaN outputs: every comparison with NaN is false, so a naive tolerance check passes)
+// loophole: docs/loopholes.md 13 (NaN outputs: every comparison with NaN is false, so a naive tolerance check passes)
 // Known-bad rmsnorm_fwd: the seed's entries, signature, knobs and thread->row mapping (an entry's
 // tpr threads per row, thread t of a row owns vectors t, t + tpr, ...; the CTAs of a cluster split
 // a row's columns and each sums the whole row itself), in a compact two-pass form.

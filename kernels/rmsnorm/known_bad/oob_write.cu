@@ -1,5 +1,5 @@
 // expect: out-of-bounds-write
-// loophole: LOOPHOLES 1 and 15 (writing outside the output: past its end, into memory the harness owns)
+// loophole: docs/loopholes.md 1 and 15 (writing outside the output: past its end, into memory the harness owns)
 // Known-bad rmsnorm_fwd: the seed's entries, signature, knobs and thread->row mapping (an entry's
 // tpr threads per row, thread t of a row owns vectors t, t + tpr, ...; the CTAs of a cluster split
 // a row's columns and each sums the whole row itself), in a compact two-pass form.

@@ -1,5 +1,5 @@
 // expect: persistent-global
-// loophole: LOOPHOLES 3 and 4 (caching across launches: a device global tells later calls to skip the work)
+// loophole: docs/loopholes.md 3 and 4 (caching across launches: a device global tells later calls to skip the work)
 // Known-bad rmsnorm_fwd: the seed's entries, signature, knobs and thread->row mapping (an entry's
 // tpr threads per row, thread t of a row owns vectors t, t + tpr, ...; the CTAs of a cluster split
 // a row's columns and each sums the whole row itself), in a compact two-pass form.

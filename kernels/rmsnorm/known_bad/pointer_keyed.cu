@@ -1,5 +1,5 @@
 // expect: timed-output-mismatch|unwritten-output
-// loophole: LOOPHOLES 3 and 4 (a shortcut keyed on buffer addresses: honest on one buffer, idle on rotated ones)
+// loophole: docs/loopholes.md 3 and 4 (a shortcut keyed on buffer addresses: honest on one buffer, idle on rotated ones)
 // Known-bad rmsnorm_fwd: the seed's entries, signature, knobs and thread->row mapping (an entry's
 // tpr threads per row, thread t of a row owns vectors t, t + tpr, ...; the CTAs of a cluster split
 // a row's columns and each sums the whole row itself), in a compact two-pass form.

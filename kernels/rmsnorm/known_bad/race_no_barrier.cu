@@ -1,5 +1,5 @@
 // expect: tolerance|nondeterministic|nonfinite-output
-// loophole: LOOPHOLES 1 and 15 (a cross-warp race: results that depend on timing and stale shared memory)
+// loophole: docs/loopholes.md 1 and 15 (a cross-warp race: results that depend on timing and stale shared memory)
 // Known-bad rmsnorm_fwd: the seed's entries, signature, knobs and thread->row mapping (an entry's
 // tpr threads per row, thread t of a row owns vectors t, t + tpr, ...; the CTAs of a cluster split
 // a row's columns and each sums the whole row itself), in a compact two-pass form.

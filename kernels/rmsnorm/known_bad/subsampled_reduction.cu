@@ -1,5 +1,5 @@
 // expect: tolerance
-// loophole: LOOPHOLES 21 (sub-sampled reduction: every other element, times 2)
+// loophole: docs/loopholes.md 21 (sub-sampled reduction: every other element, times 2)
 // Known-bad rmsnorm_fwd: the seed's entries, signature, knobs and thread->row mapping (an entry's
 // tpr threads per row, thread t of a row owns vectors t, t + tpr, ...; the CTAs of a cluster split
 // a row's columns and each sums the whole row itself), in a compact two-pass form.

@@ -1,5 +1,5 @@
 // expect: unwritten-output
-// loophole: LOOPHOLES 1 (output left unwritten: stale or poisoned memory passes as a result)
+// loophole: docs/loopholes.md 1 (output left unwritten: stale or poisoned memory passes as a result)
 // Known-bad rmsnorm_fwd: the seed's entries, signature, knobs and thread->row mapping (an entry's
 // tpr threads per row, thread t of a row owns vectors t, t + tpr, ...; the CTAs of a cluster split
 // a row's columns and each sums the whole row itself), in a compact two-pass form.
