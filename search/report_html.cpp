@@ -458,6 +458,13 @@ void write_report_html(const ReportData& r, std::ostream& out) {
   o << "<figcaption>Evaluations that did not pass, counted once per reason code (the text before ':'); "
        "build:STAGE counts candidates whose build failed at that stage.</figcaption>\n</figure>\n";
   if (!r.failures_by_reason.empty()) write_count_table(o, "reason", r.failures_by_reason);
+  if (r.heldout_failed > 0) {
+    // The user's view of the held-out shapes; the search only ever saw "a held-out shape failed".
+    o << "<h2>Held-out shapes</h2>\n<p id=\"heldout\">" << r.heldout_failed
+      << " evaluations failed a held-out shape (never shown to the search). The first distinct reasons:</p>\n<ul>\n";
+    for (const auto& reason : r.heldout_reasons) o << "<li><code>" << esc(reason) << "</code></li>\n";
+    o << "</ul>\n";
+  }
 
   o << "<h2>Counts</h2>\n";
   write_count_table(o, "candidate state", r.candidates_by_state);

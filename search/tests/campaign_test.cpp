@@ -12,6 +12,7 @@
 #include "campaign_fixture.hpp"
 #include "search/replay.hpp"
 #include "search/report_data.hpp"
+#include "search/report_html.hpp"
 #include "search/report_text.hpp"
 
 namespace ptxevo::search {
@@ -601,6 +602,11 @@ TEST_F(CampaignTest, HeldOutShapesLeaveNoTraceTheSearchReads) {
   write_report_text(rep, page);
   EXPECT_NE(page.str().find("held-out shapes (never shown to the search): " + std::to_string(failed)), std::string::npos)
       << page.str();
+  std::ostringstream html;
+  write_report_html(rep, html);
+  EXPECT_NE(html.str().find("<p id=\"heldout\">" + std::to_string(failed) + " evaluations failed a held-out shape"),
+            std::string::npos);
+  EXPECT_NE(html.str().find("[heldout shape N=777"), std::string::npos);
 }
 
 TEST_F(CampaignTest, ReplayRefusesAMalformedFile) {
