@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""The layering of docs/architecture.md, checked on every #include "..." of the engine's sources.
+
+Each top-level library may include only the libraries below it (LAYERS). Tests, benchmarks and
+the CLI sit on top and may include anything. KNOWN_DEBT lists the edges that break a rule today,
+each with why: a listed edge that the code no longer has fails the check too, so the list
+shrinks as the debt is paid and never hides a new crossing.
+
+Usage: scripts/check_includes.py [REPO]   (exit 1 and one line per crossing when a rule breaks)
+"""
+import pathlib
+import re
+import subprocess
+import sys
+
+# library -> the libraries it may include (besides itself).
+LAYERS = {
+    "ir": set(),                                   # the PTX IR: nothing of ours
+    "agents": set(),                               # LLM clients, prompts, parsers: plain data in and out
+    "evaluator": {"ir"},                           # spec, ops, builder, gate, runner
+    "declared_ops": {"evaluator"},                 # operations declared in files
+    "mutators": {"ir", "evaluator"},               # PTX passes and knob moves
+    "kernels": {"evaluator", "declared_ops"},      # the built-in ops and their templates
+    "search": {"ir", "evaluator", "mutators", "agents"},
+    "exporter": {"ir", "evaluator", "mutators", "search", "declared_ops"},
+}
+# Free to include anything: they wire or exercise the libraries.
+TOP = {"cli", "bench", "tests", "examples", "scripts"}
+
+# (file, included path) -> why the crossing is still there.
+KNOWN_DEBT = {
+    ("exporter/export_files.cpp", "kernels/builtin_ops.hpp"):
+        "export builds its own op registry; the CLI should hand it one (docs/architecture.md, 'Known debt')",
+    ("exporter/op_launcher.cpp", "kernels/rmsnorm/rmsnorm_fwd_op.hpp"):
+        "the built-in RMSNorm forward's host launcher mirrors RmsNormFwdOp's plan; a generic Op export interface would remove it",
+    ("exporter/torch_export.cpp", "kernels/rmsnorm/rmsnorm_fwd_op.hpp"):
+        "the built-in RMSNorm forward's torch binding reads its options from RmsNormFwdOp",
+}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def library_of(path: str) -> str:
+    return path.split("/", 1)[0]
+
+
+def is_test_code(path: str) -> bool:
+    return "/tests/" in path or path.startswith("tests/")
+
+
+def main() -> int:
+    repo = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parent.parent)
+    files = subprocess.check_output(
+        ["git", "-C", str(repo), "ls-files", "*.cpp", "*.hpp", "*.h", "*.cu", "*.cuh"], text=True).split()
+    libraries = set(LAYERS) | TOP
+    unknown = sorted({library_of(f) for f in files if "/" in f} - libraries)
+    problems = []
+    if unknown:
+        problems.append("check_includes: top-level folders with sources but no layer: " + ", ".join(unknown) +
+                        " (add them to LAYERS or TOP in scripts/check_includes.py and to docs/architecture.md)")
+    seen_debt = set()
+    for f in files:
+        lib = library_of(f)
+        if lib not in LAYERS or is_test_code(f):
+            continue
+        for number, line in enumerate((repo / f).read_text(errors="replace").splitlines(), 1):
+            m = INCLUDE.match(line)
+            if not m:
+                continue
+            target = m.group(1)
+            dep = library_of(target)
+            if dep == lib or dep not in libraries:
+                continue  # its own headers, or a path relative to the file
+            if dep in LAYERS[lib]:
+                continue
+            if (f, target) in KNOWN_DEBT:
+                seen_debt.add((f, target))
+                continue
+            allowed = ", ".join(sorted(LAYERS[lib])) or "nothing of ours"
+            problems.append(f"{f}:{number}: {lib} includes {target}, but {lib} may include only {allowed} "
+                            "(docs/architecture.md)")
+    for f, target in sorted(set(KNOWN_DEBT) - seen_debt):
+        problems.append(f"check_includes: the known debt {f} -> {target} is gone: remove it from KNOWN_DEBT")
+    for p in problems:
+        print(p)
+    if not problems:
+        print(f"check_includes: {len(files)} files, {len(LAYERS)} layered libraries, "
+              f"{len(KNOWN_DEBT)} known crossings listed: ok")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""scripts/check_includes.py on small repositories: a clean one passes; an include across a layer,
+a top-level folder without a layer and a known crossing that is gone each fail with its line."""
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "check_includes.py"
+
+
+def repo_with(files):
+    d = tempfile.mkdtemp(prefix="ptxevo-includes-")
+    for path, text in files.items():
+        p = pathlib.Path(d, path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    subprocess.run(["git", "init", "-q", d], check=True)
+    subprocess.run(["git", "-C", d, "add", "-A"], check=True)
+    return d
+
+
+# The known crossings the script lists must exist, or it reports them gone.
+DEBT = {
+    "exporter/export_files.cpp": '#include "kernels/builtin_ops.hpp"\n',
+    "exporter/op_launcher.cpp": '#include "kernels/rmsnorm/rmsnorm_fwd_op.hpp"\n',
+    "exporter/torch_export.cpp": '#include "kernels/rmsnorm/rmsnorm_fwd_op.hpp"\n',
+}
+
+
+def check(d):
+    return subprocess.run([sys.executable, str(SCRIPT), d], capture_output=True, text=True)
+
+
+class CheckIncludesTest(unittest.TestCase):
+    def test_clean_repository_passes(self):
+        r = check(repo_with({**DEBT, "ir/module.hpp": "#include <vector>\n",
+                             "evaluator/op.hpp": '#include "ir/module.hpp"\n',
+                             "evaluator/tests/t.cpp": '#include "kernels/x.hpp"\n',  # tests may include anything
+                             "cli/main.cpp": '#include "kernels/x.hpp"\n'}))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn(": ok", r.stdout)
+
+    def test_a_crossing_fails_with_its_line(self):
+        r = check(repo_with({**DEBT, "ir/module.hpp": '#include <vector>\n#include "evaluator/op.hpp"\n'}))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("ir/module.hpp:2: ir includes evaluator/op.hpp, but ir may include only nothing of ours",
+                      r.stdout)
+
+    def test_engine_code_never_includes_kernels(self):
+        r = check(repo_with({**DEBT, "search/campaign.cpp": '#include "kernels/builtin_ops.hpp"\n'}))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("search/campaign.cpp:1: search includes kernels/builtin_ops.hpp", r.stdout)
+
+    def test_a_folder_without_a_layer_fails(self):
+        r = check(repo_with({**DEBT, "newlib/a.cpp": "int x;\n"}))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("top-level folders with sources but no layer: newlib", r.stdout)
+
+    def test_paid_debt_must_leave_the_list(self):
+        files = dict(DEBT)
+        del files["exporter/torch_export.cpp"]
+        r = check(repo_with(files))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("exporter/torch_export.cpp -> kernels/rmsnorm/rmsnorm_fwd_op.hpp is gone", r.stdout)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("GIT_CONFIG_NOSYSTEM", "1")
+    unittest.main()
