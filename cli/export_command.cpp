@@ -9,6 +9,7 @@
 
 #include "cli/arch_option.hpp"
 #include "cli/build_command.hpp"
+#include "kernels/builtin_ops.hpp"
 
 namespace ptxevo::cli {
 
@@ -64,7 +65,8 @@ int write_ptx(const exporter::ExportRequest& r, const exporter::ResolvedCandidat
 
 int run_export(const exporter::ExportRequest& r, std::ostream& out, std::ostream& err) {
   try {
-    const exporter::ResolvedCandidate c = exporter::resolve_candidate(r);
+    const exporter::ResolvedCandidate c =
+        exporter::resolve_candidate(r, std::make_shared<const evaluator::OpRegistry>(kernels::builtin_ops()));
     const std::string what = c.provenance.candidate_id ? "candidate " + std::to_string(*c.provenance.candidate_id) +
                                                              " of " + c.provenance.db_path
                                                        : "spec " + c.spec.path + " (" + c.genome.describe() + ")";

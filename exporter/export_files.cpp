@@ -8,7 +8,6 @@
 #include "evaluator/evaluation.hpp"
 #include "exporter/declared_export.hpp"
 #include "exporter/torch_export.hpp"
-#include "kernels/builtin_ops.hpp"
 #include "search/campaign_files.hpp"
 #include "search/genome_build.hpp"
 #include "search/sqlite_handle.hpp"
@@ -77,9 +76,10 @@ std::vector<search::PtxEdit> parse_edits(const std::string& text) {
   return edits;
 }
 
-ResolvedCandidate resolve_candidate(const ExportRequest& r) {
+ResolvedCandidate resolve_candidate(const ExportRequest& r, std::shared_ptr<const evaluator::OpRegistry> ops) {
   ResolvedCandidate c;
-  c.registry = std::make_shared<const evaluator::OpRegistry>(kernels::builtin_ops());
+  if (!ops) throw ExportError("export: no op registry");
+  c.registry = std::move(ops);
   const evaluator::OpRegistry& registry = *c.registry;
   std::string spec_path = r.spec;
   std::optional<evaluator::SpecResult> loaded;

@@ -35,8 +35,9 @@ struct ResolvedCandidate {
   CandidateBuild build;
 };
 
-// Throws ExportError with a message naming the file, the id or the option at fault.
-ResolvedCandidate resolve_candidate(const ExportRequest& r);
+// The ops come from `ops` (the CLI builds it: kernels::builtin_ops()); ops declared in files
+// load into it. Throws ExportError with a message naming the file, the id or the option at fault.
+ResolvedCandidate resolve_candidate(const ExportRequest& r, std::shared_ptr<const evaluator::OpRegistry> ops);
 
 struct ExportOutcome {
   std::vector<std::string> files;  // written, in order

@@ -29,8 +29,6 @@ TOP = {"cli", "bench", "tests", "examples", "scripts"}
 
 # (file, included path) -> why the crossing is still there.
 KNOWN_DEBT = {
-    ("exporter/export_files.cpp", "kernels/builtin_ops.hpp"):
-        "export builds its own op registry; the CLI should hand it one (docs/architecture.md, 'Known debt')",
     ("exporter/op_launcher.cpp", "kernels/rmsnorm/rmsnorm_fwd_op.hpp"):
         "the built-in RMSNorm forward's host launcher mirrors RmsNormFwdOp's plan; a generic Op export interface would remove it",
     ("exporter/torch_export.cpp", "kernels/rmsnorm/rmsnorm_fwd_op.hpp"):

@@ -10,9 +10,15 @@
 
 #include "evaluator/subprocess.hpp"
 #include "exporter/export_files.hpp"
+#include "kernels/builtin_ops.hpp"
 
 namespace ptxevo::exporter {
 namespace {
+
+// The registry the CLI hands the exporter.
+std::shared_ptr<const evaluator::OpRegistry> registry() {
+  return std::make_shared<const evaluator::OpRegistry>(kernels::builtin_ops());
+}
 
 namespace fs = std::filesystem;
 const std::string kExamples = std::string(PTXEVO_SOURCE_DIR) + "/examples/ops/";
@@ -45,7 +51,7 @@ TEST(DeclaredExport, LauncherPlanMatchesTheDeclarationAndThePtxIsTheCandidates) 
     r.format = "torch";
     r.verify = true;
     r.out_dir = temp_dir(k.op).string();
-    const ResolvedCandidate c = resolve_candidate(r);
+    const ResolvedCandidate c = resolve_candidate(r, registry());
     const ExportOutcome o = write_export(r, c);
     ASSERT_TRUE(o.check.has_value());
     EXPECT_TRUE(o.check->comparison.same) << o.check->comparison.difference;
@@ -103,7 +109,7 @@ TEST(DeclaredExport, AnEntryMissingFromThePtxIsNamed) {
   ExportRequest r;
   r.spec = (dir / "gelu_bias.spec").string();
   r.out_dir = (dir / "out").string();
-  const ResolvedCandidate c = resolve_candidate(r);
+  const ResolvedCandidate c = resolve_candidate(r, registry());
   try {
     write_export(r, c);
     ADD_FAILURE() << "exported a plan whose entry the PTX lacks";

@@ -17,6 +17,11 @@
 namespace ptxevo::exporter {
 namespace {
 
+// The registry the CLI hands the exporter.
+std::shared_ptr<const evaluator::OpRegistry> registry() {
+  return std::make_shared<const evaluator::OpRegistry>(kernels::builtin_ops());
+}
+
 namespace fs = std::filesystem;
 const std::string kSpec = std::string(PTXEVO_SOURCE_DIR) + "/kernels/rmsnorm/rmsnorm_fwd.spec";
 
@@ -38,7 +43,7 @@ std::string read(const fs::path& p) {
 ExportOutcome export_verified(ExportRequest r, const std::string& name) {
   r.out_dir = temp_dir(name).string();
   r.verify = true;
-  const ResolvedCandidate c = resolve_candidate(r);
+  const ResolvedCandidate c = resolve_candidate(r, registry());
   return write_export(r, c);
 }
 
@@ -84,7 +89,7 @@ TEST(ExportNvcc, UnknownPassesAndKnobsAreRefusedWithTheirNames) {
   r.spec = kSpec;
   r.edits = "no_such_pass";
   try {
-    resolve_candidate(r);
+    resolve_candidate(r, registry());
     FAIL();
   } catch (const ExportError& e) {
     EXPECT_NE(std::string(e.what()).find("no_such_pass"), std::string::npos) << e.what();
@@ -92,7 +97,7 @@ TEST(ExportNvcc, UnknownPassesAndKnobsAreRefusedWithTheirNames) {
   r.edits = "";
   r.knobs = "NOPE=3";
   try {
-    resolve_candidate(r);
+    resolve_candidate(r, registry());
     FAIL();
   } catch (const ExportError& e) {
     EXPECT_NE(std::string(e.what()).find("NOPE"), std::string::npos) << e.what();
@@ -107,7 +112,7 @@ TEST(ExportNvcc, LauncherPlanMatchesTheOpsLaunchPlan) {
   r.knobs = "STAGE_KB=112,THREADS=256,TPR=16,CLUSTER=8,ITEMS=2";
   r.verify = false;
   r.out_dir = temp_dir("plan").string();
-  const ResolvedCandidate c = resolve_candidate(r);
+  const ResolvedCandidate c = resolve_candidate(r, registry());
   const ExportOutcome o = write_export(r, c);
   const fs::path dir = r.out_dir;
   const std::vector<std::pair<long long, long long>> shapes = {
@@ -201,7 +206,7 @@ TEST(ExportNvcc, CampaignWinnerCarriesItsProvenance) {
   r.format = "torch";
   r.verify = false;  // the same genome as EditedGenomesBecomeInlinePtx...; here the provenance counts
   r.out_dir = (dir / "out").string();
-  const ResolvedCandidate c = resolve_candidate(r);
+  const ResolvedCandidate c = resolve_candidate(r, registry());
   ASSERT_EQ(c.genome.edits.size(), 1u);
   const ExportOutcome o = write_export(r, c);
   ASSERT_EQ(o.files.size(), 4u);  // .cu, binding, Python module, export.json
@@ -217,10 +222,10 @@ TEST(ExportNvcc, CampaignWinnerCarriesItsProvenance) {
   EXPECT_NE(read(o.files.at(1)).find("getCurrentCUDAStream"), std::string::npos);
 
   r.campaign = 99;
-  EXPECT_THROW(resolve_candidate(r), ExportError);
+  EXPECT_THROW(resolve_candidate(r, registry()), ExportError);
   r.campaign.reset();
   r.candidate = 12345;
-  EXPECT_THROW(resolve_candidate(r), ExportError);
+  EXPECT_THROW(resolve_candidate(r, registry()), ExportError);
 }
 
 }  // namespace
