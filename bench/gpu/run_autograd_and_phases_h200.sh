@@ -11,7 +11,7 @@ export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PTXEVO_CACHE_DIR=/tmp/ptxevo-cache TORCH_EXTENSIONS_DIR=/tmp/torch-ext
 bin="$PWD/.gpu/ptxevo"; spec=kernels/rmsnorm/rmsnorm_fwd.spec; ex=/tmp/exports
 { date -u +%FT%TZ; echo "commit: $commit"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } > "$out/env.txt"
-gunzip -c bench/results/2026-11-30-h200-campaign-136c0be/campaign.db.gz > /tmp/campaign.db
+gunzip -c data/campaigns/rmsnorm_fwd_h200_136c0be.db.gz > /tmp/campaign.db
 "$bin" export "$spec" --format torch --out "$ex/seed_torch" > "$out/logs/export_seed.txt" 2>&1; echo "export seed rc=$?"
 "$bin" export "$spec" --db /tmp/campaign.db --format torch --out "$ex/winner_torch" > "$out/logs/export_winner.txt" 2>&1
 echo "export winner rc=$?"

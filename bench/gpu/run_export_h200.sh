@@ -35,7 +35,7 @@ t0=$(date +%s)
 step() { echo "== $1 ($(( $(date +%s) - t0 )) s)"; }
 
 step "export"
-gunzip -c bench/results/2026-11-30-h200-campaign-136c0be/campaign.db.gz > /tmp/campaign.db
+gunzip -c data/campaigns/rmsnorm_fwd_h200_136c0be.db.gz > /tmp/campaign.db
 for name in seed edited; do
   edits=(); [ "$name" = edited ] && edits=(--db /tmp/campaign.db)
   for fmt in cuda torch ptx; do

@@ -162,7 +162,7 @@ namespace {
 TEST(CliPrior, ShowsFeedingCampaignsOperatorPosteriorsAndHeldOutRank) {
   const std::string db = temp_file("");
   auto unzip = run_process({"/bin/sh", "-c",
-                            "gzip -dc '" PTXEVO_SOURCE_DIR "/bench/results/2026-11-30-h200-prior-confirm-7b02051/warm.db.gz' > '" +
+                            "gzip -dc '" PTXEVO_SOURCE_DIR "/data/campaigns/rmsnorm_fwd_h200_warm_7b02051.db.gz' > '" +
                                 db + "'"});
   ASSERT_EQ(unzip.exit_code, 0) << unzip.output;
   // From the repository root, as the campaigns ran: their specs are recorded as relative paths
