@@ -1,4 +1,6 @@
 #include "cli/campaign_command.hpp"
+#include "cli/campaign_mpi.hpp"
+#include "cluster/session.hpp"
 
 #include <pthread.h>
 #include <signal.h>
@@ -144,6 +146,7 @@ class CurlGlobal {
 }  // namespace
 
 int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& err) {
+  if (o.mpi && o.mpi->rank() != 0) return serve_campaign_rank(o, *o.mpi, err);
   const bool use_llm = o.llm.agents == "llm";
   if (const std::string why = llm_options_error(o.llm); !why.empty()) {
     err << "error: " << why << "\n";
@@ -264,6 +267,27 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
   }
   out << banner << std::endl;
 
+  // Under mpirun the other ranks build and measure; rank 0's own GPU workers step aside.
+  std::unique_ptr<MpiCampaign> mpi;
+  if (o.mpi && o.mpi->size() > 1) {
+    const std::string mode = owned.empty() ? "static" : owned.front()->mode();
+    owned.clear();
+    std::string why;
+    try {
+      mpi = start_mpi_campaign(o, *o.mpi, mode, fs::absolute(o.replay.empty() ? default_replay(o.spec) : fs::path(o.replay)).string(),
+                               builder, out, &why);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (!mpi) {
+      err << "error: " << why << "\n";
+      return 1;
+    }
+    for (auto& m : mpi->measurers) owned.push_back(std::unique_ptr<search::Measurer>(m.release()));
+    mpi->measurers.clear();
+    out << mpi->banner << std::endl;
+  }
+
   std::optional<search::TraceDb> db;
   try {
     db.emplace(search::TraceDb::open(db_path));
@@ -320,6 +344,7 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
         return search::campaign_spec_config(*db, id, db_dir, registry);
       });
       if (projection) engine.restrict_to(projection);
+      if (mpi) engine.build_on(mpi->builds.get());
       if (llm) {
         llm->client->set_cancel(&stop);  // Ctrl-C aborts a call in flight instead of waiting for the model
         engine.use_llm(llm->handles());
@@ -342,6 +367,14 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
                                            "again resumes them)"
                                      : std::string())
       << "\n";
+  if (mpi) {
+    mpi->hub->stop();
+    out << "MPI: " << mpi->builds->built_remotely() << " builds on the building ranks, " << mpi->builds->built_locally()
+        << " on rank 0 (none left)";
+    for (const auto& r : mpi->hub->ranks())
+      if (!r.alive) out << "; rank " << r.rank << " (" << (r.role.empty() ? "no role" : r.role) << ") was lost";
+    out << "\n";
+  }
   if (res.mode == "static") {
     out << "nothing was measured: no fitness recorded\n";
   } else if (res.best) {

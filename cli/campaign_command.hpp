@@ -42,6 +42,14 @@ struct LlmCliOptions {
   bool insecure_endpoint = false;
 };
 
+}  // namespace ptxevo::cli
+
+namespace ptxevo::cluster {
+class Session;
+}
+
+namespace ptxevo::cli {
+
 struct CampaignCliOptions {
   std::string spec;
   std::string arch;    // sm_90a, sm_100a (sm_90, sm_100 accepted); default: the spec's
@@ -74,6 +82,10 @@ struct CampaignCliOptions {
   bool quiet = false;
   std::string self_exe;
   LlmCliOptions llm;
+  // Under mpirun: this process's place in the job (nullptr when run alone), and how long a rank
+  // may stay silent before it counts as lost.
+  cluster::Session* mpi = nullptr;
+  double rank_timeout_s = 60;
 };
 
 // Registers the --agents / --llm-* options of the main command (cli/agent_options.cpp).

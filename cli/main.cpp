@@ -2,6 +2,8 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <memory>
+#include <string>
 
 #include "cli/arch_option.hpp"
 #include "cli/build_command.hpp"
@@ -15,8 +17,11 @@
 #include "cli/report_command.hpp"
 #include "cli/universe_command.hpp"
 #include "cli/worker_command.hpp"
+#include "cluster/session.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run_cli(int argc, char** argv, ptxevo::cluster::Session* mpi) {
   CLI::App app{"ptxevo: evolutionary search for fast, verified GPU kernels"};
   // `ptxevo [options] SPEC` runs the campaign; everything else is a subcommand.
   app.require_subcommand(0, 1);
@@ -76,6 +81,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 8))
       ->capture_default_str();
   app.add_flag("--no-cache", camp.no_cache, "Do not use the on-disk build cache");
+  app.add_option("--rank-timeout", camp.rank_timeout_s,
+                 "Under mpirun: seconds a rank may stay silent (no heartbeat) before it counts as lost and the "
+                 "campaign goes on without it")
+      ->check(CLI::Range(2.0, 3600.0))
+      ->capture_default_str();
   app.add_flag("--quiet", camp.quiet, "Progress lines to stderr");
   ptxevo::cli::add_agent_options(app, camp);
 
@@ -183,6 +193,11 @@ int main(int argc, char** argv) {
   report->add_option("--html", report_opts.html, "Also write a self-contained HTML report to this file");
 
   CLI11_PARSE(app, argc, argv);
+  if (mpi && mpi->size() > 1 && !app.get_subcommands().empty()) {
+    if (mpi->rank() == 0) std::cerr << "error: only the campaign (ptxevo SPEC ...) runs under mpirun; run subcommands alone\n";
+    return 2;
+  }
+  camp.mpi = mpi;
   if (rexport->parsed()) return ptxevo::cli::run_replay_export(rx, std::cout, std::cerr);
   if (app.get_subcommands().empty()) {
     if (camp.spec.empty()) {
@@ -216,4 +231,21 @@ int main(int argc, char** argv) {
   if (stats->parsed()) return ptxevo::cli::run_ir_stats(opts, std::cout, std::cerr);
   if (verify->parsed()) return ptxevo::cli::run_ir_verify(opts, std::cout, std::cerr);
   return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Under mpirun or srun the campaign spreads over the job's ranks; run alone, MPI stays unloaded.
+  // GPU workers are this binary's children and inherit the launcher's environment: they never join.
+  const bool gpu_worker = argc > 1 && std::string(argv[1]) == "worker";
+  std::unique_ptr<ptxevo::cluster::Session> mpi;
+  try {
+    if (!gpu_worker) mpi = ptxevo::cluster::Session::join_if_launched(&argc, &argv);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  const int rc = run_cli(argc, argv, mpi.get());
+  return mpi ? mpi->finish(rc) : rc;
 }

@@ -23,6 +23,7 @@ LAYERS = {
     "kernels": {"evaluator", "declared_ops"},      # the built-in ops and their templates
     "search": {"ir", "evaluator", "mutators", "agents"},
     "exporter": {"ir", "evaluator", "mutators", "search", "declared_ops"},
+    "cluster": {"ir", "evaluator", "mutators", "search"},   # MPI ranks behind search's interfaces
 }
 # Free to include anything: they wire or exercise the libraries.
 TOP = {"cli", "bench", "tests", "examples", "scripts"}

@@ -12,6 +12,7 @@ PACKAGES=(
   libtbb-dev libeigen3-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
   libsqlite3-dev libcurl4-openssl-dev libssl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  openmpi-bin libopenmpi-dev  # campaigns across ranks and hosts (cluster/, docs/distributed.md)
   clang-19 llvm-19 lld-19 libclang-rt-19-dev
   chromium  # headless: renders ptxevo report's HTML in search/tests/report_render_test.cpp
   python3 python3-torch  # CPU torch for the bench harness tests (bench/*/test_*.py), run by /usr/bin/python3

@@ -19,6 +19,7 @@
 #include "evaluator/builder.hpp"
 #include "evaluator/spec.hpp"
 #include "mutators/pass.hpp"
+#include "search/build_service.hpp"
 #include "search/cost_model.hpp"
 #include "search/llm_proposer.hpp"
 #include "search/measurer.hpp"
@@ -130,6 +131,11 @@ class CampaignEngine {
 
   // Turns the LLM agents on as the operator "llm" beside the rule agents (before run()).
   void use_llm(LlmAgents agents) { llm_agents_ = agents; }
+
+  // The candidates' builds run there instead of on this process's builder (before run(); the
+  // baseline and the winner's rebuilds stay local). Builds are deterministic, so the choices
+  // and the records do not depend on where they ran.
+  void build_on(BuildService* builds) { builds_ = builds; }
 
   CampaignResult run();
 
@@ -245,6 +251,7 @@ class CampaignEngine {
   std::shared_ptr<const ReplayProjection> projection_;
   std::set<std::string> taken_;  // genome hashes of this campaign's candidates (with a projection)
   std::optional<LlmAgents> llm_agents_;
+  BuildService* builds_ = nullptr;
   std::unique_ptr<LlmProposer> llm_;
   bool is_llm(const Proposal& p) const { return llm_ && p.operator_id == LlmProposer::kOperator; }
   std::string instruction_mix_of(const Genome& g) const;
