@@ -369,8 +369,9 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
       << "\n";
   if (mpi) {
     mpi->hub->stop();
-    out << "MPI: " << mpi->builds->built_remotely() << " builds on the building ranks, " << mpi->builds->built_locally()
-        << " on rank 0 (none left)";
+    out << "MPI: " << mpi->builds->built_remotely() << " builds on the building ranks";
+    if (mpi->builds->built_locally() > 0)
+      out << ", " << mpi->builds->built_locally() << " on rank 0 after the last building rank was lost";
     for (const auto& r : mpi->hub->ranks())
       if (!r.alive) out << "; rank " << r.rank << " (" << (r.role.empty() ? "no role" : r.role) << ") was lost";
     out << "\n";

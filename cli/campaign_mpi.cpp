@@ -67,17 +67,28 @@ std::unique_ptr<MpiCampaign> start_mpi_campaign(const CampaignCliOptions& o, clu
   cluster::RoleOptions ro;
   ro.mode = mode;
   ro.gpus_per_host = std::max(1, o.gpus);
+  ro.ranks_per_gpu = std::max(1, o.workers_per_gpu);
   ro.replay_path = replay_path;
   ro.timeout_s = o.timeout_s;
   const auto roles = cluster::assign_roles(ranks, ro);
   std::map<int, std::future<json>> answers;
+  std::map<std::pair<std::string, int>, int> gpu_ids;  // (host, device) -> GPU id unique in the job
   for (const auto& [r, role] : roles) answers.emplace(r, mc->hub->call(r, cluster::kRole, role));
   for (auto& [r, answer] : answers) {
     const json& role = roles.at(r);
     try {
       const json ready = answer.get();
-      if (role.at("role") == "measure")
-        mc->measurers.push_back(std::make_unique<cluster::RemoteMeasurer>(*mc->hub, r, ready, log));
+      if (role.at("role") == "measure") {
+        int gpu_id = -1;
+        if (mode == "gpu") {
+          std::string host;
+          for (const auto& info : ranks)
+            if (info.rank == r) host = info.host;
+          const auto key = std::make_pair(host, role.value("device", 0));
+          gpu_id = gpu_ids.emplace(key, static_cast<int>(gpu_ids.size())).first->second;
+        }
+        mc->measurers.push_back(std::make_unique<cluster::RemoteMeasurer>(*mc->hub, r, gpu_id, ready, log));
+      }
       mc->hub->set_role(r, role.at("role").get<std::string>());
     } catch (const std::exception& e) {
       log << "MPI: rank " << r << " cannot " << role.at("role").get<std::string>() << ": " << e.what()

@@ -78,8 +78,8 @@ std::vector<evaluator::BuildResult> RemoteBuilds::build_all(const std::vector<se
   return out;
 }
 
-RemoteMeasurer::RemoteMeasurer(Hub& hub, int rank, const json& ready, std::ostream& log)
-    : hub_(hub), rank_(rank), log_(log), target_(rank) {
+RemoteMeasurer::RemoteMeasurer(Hub& hub, int rank, int gpu_id, const json& ready, std::ostream& log)
+    : hub_(hub), rank_(rank), gpu_id_(gpu_id), log_(log), target_(rank) {
   mode_ = ready.at("mode").get<std::string>();
   environment_ = environment_from_json(ready.at("environment"));
   capacity_ = ready.at("capacity").get<std::int64_t>();

@@ -34,13 +34,14 @@ class RemoteBuilds : public search::BuildService {
 
 class RemoteMeasurer : public search::Measurer {
  public:
-  // `ready`: the rank's answer to its measure role (mode, environment, capacity, device).
-  RemoteMeasurer(Hub& hub, int rank, const nlohmann::json& ready, std::ostream& log);
+  // `ready`: the rank's answer to its measure role (mode, environment, capacity). `gpu_id` names
+  // its GPU uniquely in the job (ranks sharing one GPU share it; -1 for a replay).
+  RemoteMeasurer(Hub& hub, int rank, int gpu_id, const nlohmann::json& ready, std::ostream& log);
   std::string mode() const override { return mode_; }
   search::Environment environment() const override { return environment_; }
   std::int64_t capacity() const override { return capacity_; }
-  // Distinct per measuring rank: GPUs of different hosts share device numbers.
-  int device() const override { return mode_ == "gpu" ? rank_ : -1; }
+  // Unique in the job: GPUs of different hosts share device numbers.
+  int device() const override { return gpu_id_; }
   // Answers "not-run" (reason "abandoned: ...") for a batch whose rank was lost; later batches go
   // to another live measuring rank of the same mode. Throws when none is left.
   std::vector<evaluator::EvalReport> measure(const evaluator::EvalRequest& common,
@@ -50,6 +51,7 @@ class RemoteMeasurer : public search::Measurer {
  private:
   Hub& hub_;
   const int rank_;
+  const int gpu_id_;
   std::string mode_;
   search::Environment environment_;
   std::int64_t capacity_ = 0;

@@ -19,10 +19,11 @@ std::map<int, json> assign_roles(const std::vector<RankInfo>& ranks, const RoleO
   std::set<int> measuring;
   if (opt.mode == "gpu") {
     for (const auto& [host, rs] : by_host)
-      for (int i = 0; i < std::min<int>(opt.gpus_per_host, static_cast<int>(rs.size())); ++i) {
+      for (int i = 0; i < std::min<int>(opt.gpus_per_host * std::max(1, opt.ranks_per_gpu), static_cast<int>(rs.size()));
+           ++i) {
         roles[rs[static_cast<std::size_t>(i)]->rank] = {{"role", "measure"},
                                                         {"mode", "gpu"},
-                                                        {"device", i},
+                                                        {"device", i / std::max(1, opt.ranks_per_gpu)},
                                                         {"timeout_s", opt.timeout_s}};
         measuring.insert(rs[static_cast<std::size_t>(i)]->rank);
       }

@@ -21,5 +21,10 @@ for b in "${bins[@]}"; do ldd "build/$b"; done | awk '/=> \// {print $3}' | sort
   done
 # The commit the binaries were built from: the GPU machine's copy of the tree may carry a stale
 # .git, so run scripts read this file rather than asking git there.
+# Open MPI is on the GPU machine's image; its libraries come along in lib/mpi only as a fallback
+# for an image without them (bench/gpu scripts add lib/mpi when `ldd` finds no libmpi).
+mkdir -p "$out/lib/mpi"
+ldd build/ptxevo | awk '/=> \// {print $3}' | grep -E 'libmpi|libopen-rte|libopen-pal|libhwloc|libevent' |
+  while read -r lib; do cp -L "$lib" "$out/lib/mpi/"; done
 git describe --always --dirty --abbrev=7 > "$out/commit.txt"
 du -sh "$out"

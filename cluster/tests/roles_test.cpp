@@ -40,6 +40,19 @@ TEST(Roles, OneMeasuringRankPerGpuOnEachHostTheRestBuild) {
             "ranks 3,6-7 build");
 }
 
+TEST(Roles, SeveralMeasuringRanksCanShareAGpu) {
+  RoleOptions o;
+  o.mode = "gpu";
+  o.gpus_per_host = 2;
+  o.ranks_per_gpu = 2;
+  const auto roles = assign_roles(ranks({{"a", 1}, {"a", 2}, {"a", 3}, {"a", 4}, {"a", 5}}), o);
+  EXPECT_EQ(roles.at(1).at("device"), 0);
+  EXPECT_EQ(roles.at(2).at("device"), 0);
+  EXPECT_EQ(roles.at(3).at("device"), 1);
+  EXPECT_EQ(roles.at(4).at("device"), 1);
+  EXPECT_EQ(roles.at(5).at("role"), "build");
+}
+
 TEST(Roles, AReplayHasOneMeasuringRankAndLostRanksGetNone) {
   auto rs = ranks({{"a", 1}, {"a", 2}, {"a", 3}});
   rs[0].alive = false;
