@@ -68,7 +68,17 @@ int Session::finish(int rc) {
     const Bytes stop = pack({{"id", 0}, {"body", {{"finalize", !lost_}}}});
     for (int r = 1; r < size_; ++r) send(r, kStop, stop);
   }
-  if (lost_) ::_exit(rc);
+  if (lost_) {
+    // MPI_Finalize would wait for the lost rank. Rank 0 ends the job: a rank that hangs (rather
+    // than died) would otherwise keep the launcher waiting. Everything is recorded by now.
+    if (rank_ == 0) {
+      std::cerr << "MPI: a rank was lost; rank 0 ends the job with MPI_Abort (the campaign is complete and recorded)"
+                << std::endl;
+      ::usleep(200 * 1000);  // the survivors' own exits first
+      MPI_Abort(MPI_COMM_WORLD, rc);
+    }
+    ::_exit(rc);
+  }
   // Sends still pending go to ranks that are alive; wait for them, then finalize.
   for (auto& o : outgoing_) MPI_Wait(&o->request, MPI_STATUS_IGNORE);
   outgoing_.clear();

@@ -35,8 +35,8 @@ class Session {
   // Rank 0: the workers were told to stop (by the hub). finish() tells them itself otherwise,
   // e.g. after an error before the campaign started.
   void mark_workers_stopped() { workers_stopped_ = true; }
-  // The end of the process: MPI_Finalize when no rank was lost; otherwise flush and exit at once
-  // with `rc` (with mpirun --enable-recovery the job still ends with that status).
+  // The end of the process: MPI_Finalize when no rank was lost. Otherwise flush and exit at once
+  // with `rc`; rank 0 ends the whole job (MPI_Abort) so that a hung rank cannot keep it alive.
   int finish(int rc);
 
   // Non-blocking point-to-point, from the one thread that speaks MPI.

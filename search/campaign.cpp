@@ -872,7 +872,10 @@ CampaignResult CampaignEngine::run() {
     }
     return n;
   };
+  // A measurer that failed stops the campaign for good: the loop only drains what is in flight.
+  bool measurer_failed = false;
   auto out_of_budget = [&]() -> std::string {
+    if (measurer_failed) return "measurer-failed";
     if (stop_.load()) return "interrupted";
     if (opt_.max_minutes > 0 && now_s() - started_ > opt_.max_minutes * 60) return "time";
     // Nothing in flight and not even one more candidate's measurement fits before the deadline.
@@ -1087,6 +1090,7 @@ CampaignResult CampaignEngine::run() {
     result_.gpu_s += b->gpu_s;
     if (!b->error.empty()) {
       log_ << "error: the measurer failed on a batch: " << b->error << "\n";
+      measurer_failed = true;
       stop_reason = "measurer-failed";
       // What was in flight stays built; a resumed campaign measures it.
       continue;

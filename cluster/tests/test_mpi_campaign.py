@@ -3,9 +3,13 @@
 
 - The same replay campaign (fixed seed) on one process, on 3 ranks and on 4 ranks records the
   same candidates, verdicts and fitness in the same order.
-- A building rank killed mid-campaign costs at most its build in flight: the campaign completes
-  its budget, says the rank was lost, the trace database passes SQLite's integrity check, and
-  running the same command again alone resumes it.
+- Building ranks lost mid-campaign, one killed (SIGKILL) and one hung (SIGSTOP), cost at most
+  their builds in flight: the campaign completes its budget with rank 0 building once none is
+  left, says both were lost, ends the job (the hung rank too), the trace database passes SQLite's
+  integrity check, and running the same command again alone resumes it.
+- The only measuring rank killed: its batch in flight stays built, the campaign stops
+  (measurer-failed) with the database intact, and the same command run alone measures what was
+  left and completes the budget.
 
 Usage: test_mpi_campaign.py PTXEVO_BINARY [unittest args]. Skips (and says why) without mpirun.
 """
@@ -78,26 +82,35 @@ class MpiCampaign(unittest.TestCase):
             self.assertRegex(out, r"MPI: [1-9]\d* builds on the building ranks\n")
             self.assertEqual(fingerprint(db), expected, "%d ranks recorded something else than one process" % ranks)
 
-    def test_a_building_rank_killed_mid_campaign(self):
+    def test_building_ranks_killed_and_hung_mid_campaign(self):
         db = self.dir / "kill" / "campaign.db"
         log = self.dir / "kill.log"
         budget = 24
         cmd = mpirun(4) + [PTXEVO, str(SPEC), "--db", str(db), "--budget", str(budget), "--rank-timeout", "10"] + SMALL
         with open(log, "w") as f:
             job = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=MPI_ENV, cwd=REPO)
+            hung = None
             try:
-                victim = self.wait_for_rank(job.pid, 3)
+                killed, hung = self.wait_for_rank(job.pid, 3), self.wait_for_rank(job.pid, 2)
                 self.wait_for_evaluations(db, 4, job)
-                os.kill(victim, signal.SIGKILL)
+                os.kill(hung, signal.SIGSTOP)
+                os.kill(killed, signal.SIGKILL)
                 rc = job.wait(timeout=600)
             finally:
                 if job.poll() is None:
                     job.kill()
+                if hung is not None:
+                    try:
+                        os.kill(hung, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
         out = log.read_text()
         self.assertEqual(rc, 0, out[-3000:])
         self.assertRegex(out, r"MPI: rank 3 \([^)]*, build\) is lost: silent for \d+ s")
+        self.assertRegex(out, r"MPI: rank 2 \([^)]*, build\) is lost: silent for \d+ s")
         self.assertRegex(out, r"stopped: budget; %d candidate evaluations" % budget)
-        self.assertIn("rank 3 (build) was lost", out)
+        self.assertRegex(out, r"MPI: \d+ builds on the building ranks, [1-9]\d* on rank 0 after the last building rank "
+                              r"was lost; rank 2 \(build\) was lost; rank 3 \(build\) was lost")
         con = sqlite3.connect(db)
         try:
             self.assertEqual(con.execute("PRAGMA integrity_check").fetchone()[0], "ok")
@@ -110,6 +123,37 @@ class MpiCampaign(unittest.TestCase):
         self.assertEqual(rc, 0, again[-3000:])
         self.assertIn("(resumed)", again)
         self.assertRegex(again, r"stopped: budget; %d candidate evaluations" % (budget + 4))
+
+    def test_the_measuring_rank_killed(self):
+        db = self.dir / "measurer" / "campaign.db"
+        log = self.dir / "measurer.log"
+        budget = 24
+        cmd = mpirun(3) + [PTXEVO, str(SPEC), "--db", str(db), "--budget", str(budget), "--rank-timeout", "5"] + SMALL
+        with open(log, "w") as f:
+            job = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=MPI_ENV, cwd=REPO)
+            try:
+                victim = self.wait_for_rank(job.pid, 1)
+                self.wait_for_evaluations(db, 4, job)
+                os.kill(victim, signal.SIGKILL)
+                job.wait(timeout=600)
+            finally:
+                if job.poll() is None:
+                    job.kill()
+        out = log.read_text()
+        self.assertRegex(out, r"MPI: rank 1 \([^)]*, measure\) is lost: silent for \d+ s")
+        self.assertIn("stopped: measurer-failed", out)
+        self.assertIn("rank 1 (measure) was lost", out)
+        con = sqlite3.connect(db)
+        try:
+            self.assertEqual(con.execute("PRAGMA integrity_check").fetchone()[0], "ok")
+            before = con.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+        finally:
+            con.close()
+        self.assertLess(before, budget)
+        rc, again = run([PTXEVO, str(SPEC), "--db", str(db), "--budget", str(budget)] + SMALL, self.dir / "resume.log")
+        self.assertEqual(rc, 0, again[-3000:])
+        self.assertIn("(resumed)", again)
+        self.assertRegex(again, r"stopped: budget; %d candidate evaluations" % budget)
 
     @staticmethod
     def children(pid):

@@ -537,6 +537,38 @@ TEST_F(CampaignTest, DeadlineEndsTheCampaignOnTimeAndKeepsWhatWasInFlight) {
   for (const auto& [hash, n] : fast.all_calls()) EXPECT_EQ(n, 1) << hash;
 }
 
+// A measurer that throws from its third call on (a GPU worker pool or an MPI rank gone).
+class FailingMeasurer : public KnobModelMeasurer {
+ public:
+  std::vector<evaluator::EvalReport> measure(const evaluator::EvalRequest& common,
+                                             const std::vector<MeasureItem>& items) override {
+    if (++calls_ > 2) throw std::runtime_error("every measuring rank is lost");
+    return KnobModelMeasurer::measure(common, items);
+  }
+  int calls() const { return calls_.load(); }
+
+ private:
+  std::atomic<int> calls_{0};
+};
+
+// A failed measurer stops the campaign at once (it used to be overwritten by the next budget
+// check, and the loop sent batch after batch to the dead measurer); a resume completes it.
+TEST_F(CampaignTest, AFailedMeasurerStopsTheCampaignAndAResumeCompletesIt) {
+  auto db = TraceDb::open(dir_ / "failed.db");
+  FailingMeasurer m;
+  auto o = small();
+  o.final_check = false;
+  const auto r = run(db, {&m}, o);
+  EXPECT_EQ(r.stop_reason, "measurer-failed") << log_;
+  EXPECT_LE(m.calls(), 4) << log_;  // the failed call and at most the batch queued behind it
+  EXPECT_LT(r.evaluations, o.max_evaluations);
+  KnobModelMeasurer fast;
+  const auto resumed = run(db, {&fast}, o);
+  EXPECT_TRUE(resumed.resumed);
+  EXPECT_EQ(resumed.stop_reason, "budget");
+  EXPECT_GE(resumed.evaluations, o.max_evaluations);
+}
+
 // A measurer whose reports fail a held-out shape for UNROLL 2, naming it as the gate does.
 class HeldoutFailingMeasurer : public KnobModelMeasurer {
  public:
