@@ -1,5 +1,6 @@
 #include "cli/campaign_command.hpp"
 #include "cli/campaign_mpi.hpp"
+#include "cli/spec_context.hpp"
 #include "cluster/session.hpp"
 
 #include <pthread.h>
@@ -157,16 +158,13 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
     err << "error: libcurl could not initialise; run without --agents llm\n";
     return 1;
   }
-  const OpRegistry registry = kernels::builtin_ops();
-  SpecResult sr = load_spec(o.spec, registry);
-  if (!sr.spec) {
-    err << sr.error->format() << "\n";
-    return 1;
-  }
-  Spec spec = *sr.spec;
-  if (!apply_arch_option(o.arch, spec, err)) return 2;
+  int status = 0;
+  const auto ctx = SpecContext::load(o.spec, o.arch, o.no_cache, err, &status);
+  if (!ctx) return status;
+  const Spec& spec = ctx->spec();
   const std::string arch = spec.arch;
-  const Op& op = *registry.find(spec.op);
+  const Op& op = ctx->op();
+  const OpRegistry& registry = ctx->registry();
 
   // The run folder first: the database and report live outside the sources.
   const fs::path db_path = o.db.empty() ? default_run_dir(o.spec) / "campaign.db" : fs::path(o.db);
@@ -184,9 +182,7 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
         << (existed ? ", resumed: delete the folder to start afresh" : "") << ")" << std::endl;
   }
 
-  std::optional<BuildCache> cache;
-  if (!o.no_cache && !BuildCache::default_dir().empty()) cache.emplace(BuildCache::default_dir());
-  Builder builder(cache ? &*cache : nullptr);
+  const Builder& builder = ctx->builder();
 
   // ---- where the timings come from ----
   std::vector<std::unique_ptr<search::Measurer>> owned;

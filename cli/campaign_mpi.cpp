@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "cli/spec_context.hpp"
 #include "cluster/roles.hpp"
 #include "cluster/worker.hpp"
 #include "evaluator/build_cache.hpp"
@@ -17,9 +18,8 @@ namespace ptxevo::cli {
 using nlohmann::json;
 
 int serve_campaign_rank(const CampaignCliOptions& o, cluster::Session& session, std::ostream& err) {
-  std::optional<evaluator::BuildCache> cache;
-  if (!o.no_cache && !evaluator::BuildCache::default_dir().empty()) cache.emplace(evaluator::BuildCache::default_dir());
-  evaluator::Builder builder(cache ? &*cache : nullptr);
+  const CachedBuilder cached(o.no_cache);
+  const evaluator::Builder& builder = cached.builder();
   cluster::WorkerSetup setup;
   setup.builder = &builder;
   setup.passes = std::make_shared<const mutators::PassRegistry>(mutators::builtin_passes());

@@ -16,9 +16,8 @@
 #include "evaluator/evaluation.hpp"
 #include "evaluator/runner.hpp"
 #include "evaluator/spec.hpp"
-#include "kernels/builtin_ops.hpp"
 #include "mutators/pass.hpp"
-#include "cli/arch_option.hpp"
+#include "cli/spec_context.hpp"
 #include "cli/campaign_command.hpp"
 #include "search/campaign.hpp"
 #include "search/genome_build.hpp"
@@ -115,44 +114,14 @@ int repeat_gate(Runner& runner, EvalRequest req, const EvalOptions& o, std::uint
 }  // namespace
 
 int run_eval(const EvalOptions& o, std::ostream& out, std::ostream& err) {
-  const OpRegistry registry = kernels::builtin_ops();
-  SpecResult sr = load_spec(o.spec, registry);
-  if (!sr.spec) {
-    err << sr.error->format() << "\n";
-    return 1;
-  }
-  Spec spec = *sr.spec;
-  if (!apply_arch_option(o.arch, spec, err)) return 2;
-  const Op& op = *registry.find(spec.op);
+  int status = 0;
+  const auto ctx = SpecContext::load(o.spec, o.arch, o.no_cache, err, &status);
+  if (!ctx) return status;
+  const Spec& spec = ctx->spec();
+  const Op& op = ctx->op();
   CandidateInput input;
-  input.source_path = o.source;
-  input.ptx_path = o.ptx;
-  std::string kerr;
-  if (!parse_knob_list(o.knobs, input.knob_overrides, &kerr)) {
-    err << "error: " << kerr << "\n";
-    return 1;
-  }
-  if (o.candidate > 0) {
-    // A campaign's candidate: the seed, knobs and PTX edits it was measured with.
-    try {
-      const search::Genome g = search::load_candidate_genome(o.db.empty() ? (default_run_dir(o.spec) / "campaign.db").string() : o.db, o.candidate);
-      const SeedTemplate* base = baseline_seed(spec);
-      if (!g.source.empty() || !base || g.seed != base->name) {
-        err << "error: candidate " << o.candidate << " is not built from the baseline seed's template; only such "
-            << "candidates can be taken by id\n";
-        return 1;
-      }
-      for (const auto& [k, v] : g.knobs) input.knob_overrides[k] = v;
-      if (!g.edits.empty())
-        input.ptx_pass = search::edit_pass(g.edits, std::make_shared<const mutators::PassRegistry>(mutators::builtin_passes()));
-    } catch (const std::exception& e) {
-      err << "error: " << e.what() << "\n";
-      return 1;
-    }
-  }
-  std::optional<BuildCache> cache;
-  if (!o.no_cache) cache.emplace(BuildCache::default_dir());
-  Builder builder(cache ? &*cache : nullptr);
+  if (!candidate_input(*ctx, o.spec, {o.source, o.ptx, o.knobs, o.db, o.candidate}, &input, err)) return 1;
+  const Builder& builder = ctx->builder();
   ShapeSelection sel;
   sel.max_benchmark_shapes = o.max_benchmark_shapes;
   const std::uint64_t seed =

@@ -20,9 +20,9 @@
 #include "evaluator/evaluation.hpp"
 #include "evaluator/runner.hpp"
 #include "evaluator/spec.hpp"
-#include "kernels/builtin_ops.hpp"
 #include "mutators/pass.hpp"
 #include "cli/arch_option.hpp"
+#include "cli/spec_context.hpp"
 #include "search/campaign.hpp"
 #include "search/measurer.hpp"
 #include "search/universe.hpp"
@@ -53,20 +53,16 @@ std::string utc_now() {
 }  // namespace
 
 int run_universe_command(const UniverseOptions& o, std::ostream& out, std::ostream& err) {
-  const OpRegistry registry = kernels::builtin_ops();
-  SpecResult sr = load_spec(o.spec, registry);
-  if (!sr.spec) {
-    err << sr.error->format() << "\n";
-    return 1;
-  }
-  Spec spec = *sr.spec;
-  if (!apply_arch_option(o.arch, spec, err)) return 2;
+  int status = 0;
+  const auto ctx = SpecContext::load(o.spec, o.arch, o.no_cache, err, &status);
+  if (!ctx) return status;
+  const Spec& spec = ctx->spec();
   const std::string arch = spec.arch;
   if (spec.seeds.empty()) {
     err << "error: " << o.spec << " has no seed template\n";
     return 1;
   }
-  const Op& op = *registry.find(spec.op);
+  const Op& op = ctx->op();
   const SeedTemplate& seed = spec.seeds.front();
   if (const auto* base = baseline_seed(spec); !base || base->name != seed.name) {
     err << "error: " << o.spec << ": the universe is built over the first seed, '" << seed.name
@@ -162,9 +158,7 @@ int run_universe_command(const UniverseOptions& o, std::ostream& out, std::ostre
   }
 
   // ---- where timings come from: a GPU of this arch, or nothing ----
-  std::optional<BuildCache> cache;
-  if (!o.no_cache && !BuildCache::default_dir().empty()) cache.emplace(BuildCache::default_dir());
-  Builder builder(cache ? &*cache : nullptr);
+  const Builder& builder = ctx->builder();
   std::vector<std::unique_ptr<search::Measurer>> owned;
   std::string why_no_gpu;
   for (int w = 0; w < std::max(1, o.workers_per_gpu); ++w) {
