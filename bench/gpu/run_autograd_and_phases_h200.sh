@@ -8,6 +8,8 @@ set -uo pipefail
 commit="${1:?commit}"
 out="${OUT:-/tmp/ptxevo-out}"; mkdir -p "$out/logs"
 export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# Open MPI from the bundle only where the image has none (scripts/pack_gpu_bundle.sh).
+ldd .gpu/ptxevo 2>/dev/null | grep -q "libmpi.*not found" && export LD_LIBRARY_PATH="$PWD/.gpu/lib/mpi:$LD_LIBRARY_PATH"
 export PTXEVO_CACHE_DIR=/tmp/ptxevo-cache TORCH_EXTENSIONS_DIR=/tmp/torch-ext
 bin="$PWD/.gpu/ptxevo"; spec=kernels/rmsnorm/rmsnorm_fwd.spec; ex=/tmp/exports
 { date -u +%FT%TZ; echo "commit: $commit"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } > "$out/env.txt"

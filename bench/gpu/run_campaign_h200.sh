@@ -10,6 +10,8 @@ commit="${1:?commit}"; minutes="${2:?minutes}"; stop_after="${3:?stop after seco
 out="${OUT:-/tmp/ptxevo-out}"
 mkdir -p "$out/logs"
 export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# Open MPI from the bundle only where the image has none (scripts/pack_gpu_bundle.sh).
+ldd .gpu/ptxevo 2>/dev/null | grep -q "libmpi.*not found" && export LD_LIBRARY_PATH="$PWD/.gpu/lib/mpi:$LD_LIBRARY_PATH"
 export PTXEVO_CACHE_DIR=/tmp/ptxevo-cache
 bin="$PWD/.gpu/ptxevo"
 spec=kernels/rmsnorm/rmsnorm_fwd.spec

@@ -16,6 +16,8 @@ out="${OUT:-/tmp/ptxevo-out}"
 work=/tmp/ptxevo-declared-export
 rm -rf "$work" && mkdir -p "$out" "$work"
 export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# Open MPI from the bundle only where the image has none (scripts/pack_gpu_bundle.sh).
+ldd .gpu/ptxevo 2>/dev/null | grep -q "libmpi.*not found" && export LD_LIBRARY_PATH="$PWD/.gpu/lib/mpi:$LD_LIBRARY_PATH"
 export PTXEVO_CACHE_DIR=/tmp/ptxevo-cache TORCH_EXTENSIONS_DIR=/tmp/torch-ext
 bin="$PWD/.gpu/ptxevo"
 commit="$(cat .gpu/commit.txt)"

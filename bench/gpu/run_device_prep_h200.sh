@@ -8,6 +8,8 @@ set -uo pipefail
 commit="${1:?commit}"
 out="${OUT:-/tmp/ptxevo-out}"; mkdir -p "$out/logs" "$out/evals"
 export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# Open MPI from the bundle only where the image has none (scripts/pack_gpu_bundle.sh).
+ldd .gpu/ptxevo 2>/dev/null | grep -q "libmpi.*not found" && export LD_LIBRARY_PATH="$PWD/.gpu/lib/mpi:$LD_LIBRARY_PATH"
 export PTXEVO_SOURCE_DIR="$PWD" PTXEVO_BIN="$PWD/.gpu/ptxevo" PTXEVO_RESULTS_DIR="$out/logs" PTXEVO_CACHE_DIR=/tmp/ptxevo-cache
 bin="$PWD/.gpu/ptxevo"
 { date -u +%FT%TZ; echo "commit: $commit"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv

@@ -20,6 +20,8 @@ commit="${1:?commit}"; budget="${2:?budget}"; shift 2
 out="${OUT:-/tmp/ptxevo-out}${OUT_SUB:+/$OUT_SUB}"
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# Open MPI from the bundle only where the image has none (scripts/pack_gpu_bundle.sh).
+ldd .gpu/ptxevo 2>/dev/null | grep -q "libmpi.*not found" && export LD_LIBRARY_PATH="$PWD/.gpu/lib/mpi:$LD_LIBRARY_PATH"
 export PTXEVO_CACHE_DIR=/tmp/ptxevo-cache
 bin="$PWD/.gpu/ptxevo"
 spec_a=bench/prior/rmsnorm_fwd_set_a.spec

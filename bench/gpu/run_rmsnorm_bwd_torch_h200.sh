@@ -16,6 +16,8 @@ case "${1:-}" in ""|-*) ;; *) commit="$1"; shift ;; esac
 [ "$commit" = unknown ] && [ -f .gpu/commit.txt ] && commit="$(cat .gpu/commit.txt)"
 out="${OUT:-/tmp/ptxevo-out}"; mkdir -p "$out/builds"
 export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# Open MPI from the bundle only where the image has none (scripts/pack_gpu_bundle.sh).
+ldd .gpu/ptxevo 2>/dev/null | grep -q "libmpi.*not found" && export LD_LIBRARY_PATH="$PWD/.gpu/lib/mpi:$LD_LIBRARY_PATH"
 export PTXEVO_SOURCE_DIR="$PWD" PTXEVO_CACHE_DIR=/tmp/ptxevo-cache
 bin="$PWD/.gpu/ptxevo"; spec=kernels/rmsnorm/rmsnorm_bwd.spec
 t0=$(date +%s); budget=225  # seconds for everything; the lead's limit is 240

@@ -14,6 +14,8 @@ out="${OUT:-/tmp/ptxevo-out}"
 work=/tmp/ptxevo-rmsnorm-declared
 rm -rf "$work" && mkdir -p "$out" "$work"
 export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# Open MPI from the bundle only where the image has none (scripts/pack_gpu_bundle.sh).
+ldd .gpu/ptxevo 2>/dev/null | grep -q "libmpi.*not found" && export LD_LIBRARY_PATH="$PWD/.gpu/lib/mpi:$LD_LIBRARY_PATH"
 export PTXEVO_SOURCE_DIR="$PWD" PTXEVO_BIN="$PWD/.gpu/ptxevo" PTXEVO_RESULTS_DIR="$work" PTXEVO_CACHE_DIR=/tmp/ptxevo-cache
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"

@@ -7,6 +7,8 @@ set -uo pipefail
 commit="${1:?commit}"
 out="${OUT:-/tmp/ptxevo-out}"; mkdir -p "$out/variants"
 export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# Open MPI from the bundle only where the image has none (scripts/pack_gpu_bundle.sh).
+ldd .gpu/ptxevo 2>/dev/null | grep -q "libmpi.*not found" && export LD_LIBRARY_PATH="$PWD/.gpu/lib/mpi:$LD_LIBRARY_PATH"
 export PTXEVO_CACHE_DIR=/tmp/ptxevo-cache
 bin="$PWD/.gpu/ptxevo"
 for spec in rmsnorm_fwd_residual rmsnorm_fwd_fp16 rmsnorm_fwd_fp32 rmsnorm_bwd; do
