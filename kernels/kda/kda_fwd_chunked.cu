@@ -397,7 +397,7 @@ __device__ __forceinline__ void unpack_bf16x4(unsigned int w0, unsigned int w1, 
   f[2] = __uint_as_float(w1 << 16);
   f[3] = __uint_as_float(w1 & 0xffff0000u);
 }
-// The PTX primitives. kernels/tests/kda_chunked_host_test.cpp defines KDA_HOST_EMULATION and
+// The PTX primitives. kernels/tests/kda_host_emulation.hpp defines KDA_HOST_EMULATION and
 // supplies CPU versions of exactly these (an emulated warp for shfl and mma), so that the rest of
 // this file, the kernel's own indexing and control flow, runs on the CPU against the reference.
 #ifndef KDA_HOST_EMULATION
