@@ -123,8 +123,14 @@ void Hub::post(int rank, Tag tag, json body) {
   to_send_.push_back(std::move(p));
 }
 
-void Hub::send_request(Pending& p) {
-  session_.send(p.rank, p.tag, pack({{"id", p.id}, {"body", p.body}}));
+bool Hub::send_request(Pending& p) {
+  try {
+    session_.send(p.rank, p.tag, pack({{"id", p.id}, {"body", p.body}}));
+    return true;
+  } catch (const std::exception&) {
+    if (p.id) p.answer.set_exception(std::current_exception());
+    return false;
+  }
 }
 
 void Hub::dispatch_builds() {
@@ -138,8 +144,7 @@ void Hub::dispatch_builds() {
     queued_builds_.pop_front();
     p->rank = r;
     ++p->attempts;
-    send_request(*p);
-    in_flight_[p->id] = std::move(p);
+    if (send_request(*p)) in_flight_[p->id] = std::move(p);
   }
 }
 
@@ -189,8 +194,7 @@ void Hub::loop() {
           if (p->id) p->answer.set_exception(std::make_exception_ptr(RankLost("rank " + std::to_string(p->rank) + " is lost")));
           continue;
         }
-        send_request(*p);
-        if (p->id) in_flight_[p->id] = std::move(p);
+        if (send_request(*p) && p->id) in_flight_[p->id] = std::move(p);
         busy = true;
       }
       dispatch_builds();

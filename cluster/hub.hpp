@@ -79,7 +79,7 @@ class Hub {
   void loop();
   void lose(int rank, const std::string& why);   // under mu_
   void dispatch_builds();                         // under mu_
-  void send_request(Pending& p);                  // under mu_
+  bool send_request(Pending& p);                  // under mu_; false (and the call failed) when it cannot go
 
   Session& session_;
   Options opt_;

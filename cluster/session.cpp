@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <stdexcept>
 
 namespace ptxevo::cluster {
@@ -87,6 +88,10 @@ int Session::finish(int rc) {
 }
 
 void Session::send(int rank, Tag tag, Bytes bytes) {
+  // MPI counts in int: a message past 2 GiB (thousands of cubins in one batch) must not wrap.
+  if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw std::runtime_error("MPI: a message of " + std::to_string(bytes.size()) + " bytes to rank " +
+                             std::to_string(rank) + " is over MPI's 2 GiB limit; use smaller batches (--batch)");
   auto o = std::make_unique<Outgoing>();
   o->bytes = std::move(bytes);
   check(MPI_Isend(o->bytes.data(), static_cast<int>(o->bytes.size()), MPI_BYTE, rank, tag, MPI_COMM_WORLD, &o->request),
