@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "evaluator/build_cache.hpp"
+
 namespace ptxevo::cluster {
 
 using nlohmann::json;
@@ -13,28 +15,6 @@ json blob(const std::vector<std::uint8_t>& b) { return json::binary(b); }
 std::vector<std::uint8_t> blob_of(const json& j) {
   if (!j.is_binary()) throw std::runtime_error("expected a binary value");
   return j.get_binary();
-}
-
-json resources_to_json(const evaluator::FunctionResources& f) {
-  return {{"name", f.name},
-          {"is_entry", f.is_entry},
-          {"registers", f.registers},
-          {"stack_frame", f.stack_frame},
-          {"spill_stores", f.spill_stores},
-          {"spill_loads", f.spill_loads},
-          {"shared_bytes", f.shared_bytes}};
-}
-
-evaluator::FunctionResources resources_from_json(const json& j) {
-  evaluator::FunctionResources f;
-  f.name = j.at("name").get<std::string>();
-  f.is_entry = j.at("is_entry").get<bool>();
-  f.registers = j.at("registers").get<int>();
-  f.stack_frame = j.at("stack_frame").get<int>();
-  f.spill_stores = j.at("spill_stores").get<int>();
-  f.spill_loads = j.at("spill_loads").get<int>();
-  f.shared_bytes = j.at("shared_bytes").get<int>();
-  return f;
 }
 
 }  // namespace
@@ -86,7 +66,7 @@ search::BuildJob build_job_from_json(const json& j) {
 
 json build_result_to_json(const evaluator::BuildResult& r) {
   json res = json::array();
-  for (const auto& f : r.resources) res.push_back(resources_to_json(f));
+  for (const auto& f : r.resources) res.push_back(evaluator::to_json(f));
   return {{"ok", r.ok},           {"stage", r.stage},         {"error", r.error},         {"nvrtc_log", r.nvrtc_log},
           {"link_log", r.link_log}, {"ptx", r.ptx},           {"cubin", blob(r.cubin)},   {"resources", res},
           {"key", r.key},         {"cache_hit", r.cache_hit}, {"seconds", r.seconds},     {"cache_warning", r.cache_warning}};
@@ -101,7 +81,7 @@ evaluator::BuildResult build_result_from_json(const json& j) {
   r.link_log = j.at("link_log").get<std::string>();
   r.ptx = j.at("ptx").get<std::string>();
   r.cubin = blob_of(j.at("cubin"));
-  for (const auto& f : j.at("resources")) r.resources.push_back(resources_from_json(f));
+  for (const auto& f : j.at("resources")) r.resources.push_back(evaluator::resources_from_json(f));
   r.key = j.at("key").get<std::string>();
   r.cache_hit = j.at("cache_hit").get<bool>();
   r.seconds = j.at("seconds").get<double>();

@@ -99,6 +99,16 @@ std::string write_atomically(const fs::path& target, std::string_view data) {
   return "";
 }
 
+// Keys come from BuildCache::key; anything else (and so any path trick) is refused.
+bool valid_key(const std::string& key) {
+  if (key.size() != 64) return false;
+  for (char c : key)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+}  // namespace
+
 json to_json(const FunctionResources& f) {
   return {{"name", f.name},          {"is_entry", f.is_entry},         {"registers", f.registers},
           {"stack_frame", f.stack_frame}, {"spill_stores", f.spill_stores}, {"spill_loads", f.spill_loads},
@@ -116,16 +126,6 @@ FunctionResources resources_from_json(const json& j) {
   f.shared_bytes = j.at("shared_bytes").get<int>();
   return f;
 }
-
-// Keys come from BuildCache::key; anything else (and so any path trick) is refused.
-bool valid_key(const std::string& key) {
-  if (key.size() != 64) return false;
-  for (char c : key)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  return true;
-}
-
-}  // namespace
 
 std::string sha256_hex(std::string_view data) {
   Sha256 h;

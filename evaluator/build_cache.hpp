@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "evaluator/ptxas.hpp"
 
 namespace ptxevo::evaluator {
@@ -30,6 +32,10 @@ struct CachedLink {
   std::string link_log;   // nvJitLink error log
   std::string info_log;   // nvJitLink info log
 };
+
+// A function's resources as the cache records them (also what MPI ranks send, cluster/wire.hpp).
+nlohmann::json to_json(const FunctionResources& f);
+FunctionResources resources_from_json(const nlohmann::json& j);  // throws nlohmann::json::exception
 
 class BuildCache {
  public:

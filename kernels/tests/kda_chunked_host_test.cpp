@@ -33,13 +33,8 @@
 #define STAGE 1
 #define LMTC 1
 #if !PTXEVO_SANITIZED_SKIP
-namespace cfg0 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace cfg0
+#define KDA_HOST_NS cfg0
+#include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
@@ -60,13 +55,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define STAGE 1
 #define LMTC 0
 #if !PTXEVO_SANITIZED_SKIP
-namespace cfg1 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace cfg1
+#define KDA_HOST_NS cfg1
+#include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
@@ -87,13 +77,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define STAGE 0
 #define LMTC 0
 #if !PTXEVO_SANITIZED_SKIP
-namespace cfg2 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace cfg2
+#define KDA_HOST_NS cfg2
+#include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
@@ -113,13 +98,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define WARPS 8
 #define STAGE 0
 #define LMTC 1
-namespace cfg3 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace cfg3
+#define KDA_HOST_NS cfg3
+#include "kernels/tests/kda_host_instance.inc"
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -139,13 +119,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define STAGE 1
 #define LMTC 1
 #if !PTXEVO_SANITIZED_SKIP
-namespace cfg4 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace cfg4
+#define KDA_HOST_NS cfg4
+#include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
@@ -167,13 +142,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define STAGE 1
 #define LMTC 0
 #if !PTXEVO_SANITIZED_SKIP
-namespace cfg5 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace cfg5
+#define KDA_HOST_NS cfg5
+#include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE

@@ -1,6 +1,6 @@
 // The CUDA machine on the CPU for the KDA kernel-on-host tests (kda_chunked_host_test.cpp,
-// kda_split_host_test.cpp): a test includes this, then kernels/kda/kda_fwd_chunked.cu under the
-// #defines of each configuration, each in a namespace of its own.
+// kda_split_host_test.cpp): a test includes this, then, per configuration, its #defines and
+// kda_host_instance.inc (kernels/kda/kda_fwd_chunked.cu in a namespace of its own).
 //
 // kda_fwd_chunked.cu itself, run on the CPU: the kernel's source is compiled here as host C++ with
 // KDA_HOST_EMULATION, which swaps its PTX primitives (ex2, rsqrt, cvt, ld/st, cp.async, shfl,

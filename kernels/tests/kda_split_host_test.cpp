@@ -51,13 +51,8 @@
 #undef LMTERMS
 #define LMTERMS 1
 #if !PTXEVO_SANITIZED_SKIP
-namespace split0 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace split0
+#define KDA_HOST_NS split0
+#include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef LMTERMS
 #undef ULO
@@ -95,13 +90,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef BULK  // the .cu default (0) of an earlier include
 #define BULK 1
 #if !PTXEVO_SANITIZED_SKIP
-namespace split1 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace split1
+#define KDA_HOST_NS split1
+#include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef BULK
 #undef KDA_GATE_SOFTPLUS
@@ -135,13 +125,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef SLO  // the .cu default (1) of an earlier include
 #define SLO 1
 #if !PTXEVO_SANITIZED_SKIP
-namespace split2 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace split2
+#define KDA_HOST_NS split2
+#include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
@@ -179,13 +164,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define BULK 1
 #undef LMTERMS  // the .cu default (3) of an earlier include
 #define LMTERMS 1
-namespace split3 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace split3
+#define KDA_HOST_NS split3
+#include "kernels/tests/kda_host_instance.inc"
 #undef LMTERMS
 #undef BULK
 #undef KDA_GATE_SOFTPLUS
@@ -218,13 +198,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef SLO  // the .cu default (1) of an earlier include
 #define SLO 1
 #if !PTXEVO_SANITIZED_SKIP
-namespace split4 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace split4
+#define KDA_HOST_NS split4
+#include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
@@ -261,13 +236,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef ULO  // the .cu default (1) of an earlier include
 #define ULO 0
 #if !PTXEVO_SANITIZED_SKIP
-namespace split5 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace split5
+#define KDA_HOST_NS split5
+#include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef ULO
 #undef KDA_GATE_SOFTPLUS
@@ -311,13 +281,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef LMTERMS  // the .cu default (3) of an earlier include
 #define LMTERMS 3
 #if !PTXEVO_SANITIZED_SKIP
-namespace wg0 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace wg0
+#define KDA_HOST_NS wg0
+#include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef LMTERMS
 #undef ULO
@@ -351,13 +316,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef ULO
 #define ULO 0
 #if !PTXEVO_SANITIZED_SKIP
-namespace wg1 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace wg1
+#define KDA_HOST_NS wg1
+#include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef ULO
 #undef KDA_GATE_SOFTPLUS
@@ -401,13 +361,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef WYREC
 #define WYREC 1
 #if !PTXEVO_SANITIZED_SKIP
-namespace ov0 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace ov0
+#define KDA_HOST_NS ov0
+#include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef LMTERMS
 #undef ULO
@@ -445,13 +400,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef SEQSPLIT  // the .cu default (1) of an earlier include
 #define SEQSPLIT 16
 #if !PTXEVO_SANITIZED_SKIP
-namespace wr0 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace wr0
+#define KDA_HOST_NS wr0
+#include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef SEQSPLIT
 #undef LMTERMS
@@ -491,13 +441,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define ULO 1
 #define LMTERMS 3
 #if !PTXEVO_SANITIZED_SKIP
-namespace wr1 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace wr1
+#define KDA_HOST_NS wr1
+#include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef LMTERMS
 #undef ULO
@@ -537,13 +482,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef WYREC
 #define WYREC 2
 #if !PTXEVO_SANITIZED_SKIP
-namespace wr2 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace wr2
+#define KDA_HOST_NS wr2
+#include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef LMTERMS
 #undef ULO
@@ -580,13 +520,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #define ULO 1
 #define LMTERMS 3
 #if !PTXEVO_SANITIZED_SKIP
-namespace wr3 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace wr3
+#define KDA_HOST_NS wr3
+#include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef LMTERMS
 #undef ULO
@@ -627,13 +562,8 @@ alignas(16) unsigned char smem[kSmemCap + kGuard];
 #undef SEQSPLIT
 #define SEQSPLIT 4
 #if !PTXEVO_SANITIZED_SKIP
-namespace ss1 {
-namespace kda_chunked {
-using namespace ::kda_host;
-alignas(16) unsigned char smem[kSmemCap + kGuard];
-}  // namespace kda_chunked
-#include "kernels/kda/kda_fwd_chunked.cu"
-}  // namespace ss1
+#define KDA_HOST_NS ss1
+#include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef LMTERMS
 #undef ULO
