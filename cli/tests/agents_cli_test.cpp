@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -14,6 +15,25 @@
 #include "evaluator/subprocess.hpp"
 
 namespace {
+
+// A fresh folder under /tmp for one test's run folder, removed when the test ends however it ends.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/ptxevo-cli-llm-XXXXXX";
+    if (mkdtemp(tmpl)) path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 using ptxevo::evaluator::run_process;
 constexpr const char* kSpec = PTXEVO_SOURCE_DIR "/kernels/rmsnorm/rmsnorm_fwd.spec";
@@ -48,9 +68,9 @@ TEST(CliAgents, CampaignWithALocalServer) {
       "\n"
       R"({"reply": "<EDITS>\n<<<<<<< SEARCH\nthis line is not in the seed\n=======\nx\n>>>>>>> REPLACE\n</EDITS>"})"
       "\n"));
-  char tmpl[] = "/tmp/ptxevo-cli-llm-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string db = std::string(tmpl) + "/llm.db";
+  const TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string db = dir.path() + "/llm.db";
   // sm_90a without a GPU replays the recorded H200 data, so the population has parents to give the LLM.
   auto r = run_process({PTXEVO_BIN, "--arch", "sm_90a", kSpec, "--db", db, "--budget", "10", "--initial", "1", "--batch", "2",
                         "--agents", "llm", "--llm-url", server.base_url() + "/v1", "--llm-model", "local-coder",
@@ -94,7 +114,6 @@ TEST(CliAgents, CampaignWithALocalServer) {
     EXPECT_EQ(ss.str().find("SENTINEL"), std::string::npos) << suffix;
     std::remove((db + suffix).c_str());
   }
-  ::rmdir(tmpl);
 }
 
 // The issue's check, offline: a campaign with `--agents llm` against a loopback server replaying
@@ -105,9 +124,9 @@ TEST(CliAgents, ModelLikeAnswersAreAllAccountedFor) {
   ASSERT_EQ(::setenv(kKeyEnv, kKey, 1), 0);
   ptxevo::agents::test::LoopbackServer server(
       ptxevo::agents::test::load_transcript(std::string(PTXEVO_AGENTS_TRANSCRIPTS) + "/rmsnorm_model_answers.jsonl"));
-  char tmpl[] = "/tmp/ptxevo-cli-llm-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string db = std::string(tmpl) + "/llm.db";
+  const TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string db = dir.path() + "/llm.db";
   auto r = run_process({PTXEVO_BIN, "--arch", "sm_90a", kSpec, "--db", db, "--budget", "24", "--initial", "2", "--batch",
                         "2", "--agents", "llm", "--llm-url", server.base_url() + "/v1", "--llm-model", "local-coder",
                         "--llm-key-env", kKeyEnv, "--llm-no-planner", "--llm-share", "1", "--llm-price", "0.2,0.6",
@@ -185,7 +204,6 @@ TEST(CliAgents, ModelLikeAnswersAreAllAccountedFor) {
             0);
   sqlite3_close(handle);
   for (const char* suffix : {"", "-wal", "-shm"}) std::remove((db + suffix).c_str());
-  ::rmdir(tmpl);
 }
 
 }  // namespace
