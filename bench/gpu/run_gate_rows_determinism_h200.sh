@@ -12,10 +12,14 @@
 #     old gate) and with 3 (the third beside occupied SMs).
 #  5. The gate's cost, old (2 runs, no degenerate rows) against new, alternated, on the forward
 #     seed with every shape gated and none timed.
-# Everything lands in $OUT, as one archive. Usage: bench/gpu/run_gate_rows_determinism_h200.sh [REPEAT] [COST_REPS]
+# Everything lands in $OUT, as one archive. PARTS (default "tests seeds cost escapes") picks the
+# steps, so the whole can be split over two calls of the 10-minute limit.
+# Usage: [PARTS="..."] bench/gpu/run_gate_rows_determinism_h200.sh [REPEAT] [COST_REPS]
 set -uo pipefail
 repeat="${1:-100}"
 reps="${2:-3}"
+parts=" ${PARTS:-tests seeds cost escapes} "
+want() { [[ "$parts" == *" $1 "* ]]; }
 filter="${GTEST_FILTER_GATE:-GpuEval.KnownBad*:GpuEval.Seed*:DeclaredOpGpu.DeclaredRmsNorm*:DeviceReferenceGpu.*}"
 out="${OUT:-/tmp/ptxevo-out}"
 mkdir -p "$out"
@@ -33,33 +37,33 @@ cat "$out/env.txt"
 step() { echo "== $1"; shift; "$@"; echo "rc=$?"; }
 ev() { timeout 300 .gpu/ptxevo eval "$@"; }
 
-step "gpu tests" bash -c 'timeout 360 .gpu/ptxevo_gpu_tests --gtest_filter="$1" > "$0/gpu_tests.log" 2>&1; rc=$?; grep -E "^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|: verdict|Failure" "$0/gpu_tests.log" | head -80; exit $rc' "$out" "$filter"
+want tests && step "gpu tests" bash -c 'timeout 360 .gpu/ptxevo_gpu_tests --gtest_filter="$1" > "$0/gpu_tests.log" 2>&1; rc=$?; grep -E "^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|: verdict|Failure" "$0/gpu_tests.log" | head -80; exit $rc' "$out" "$filter"
 
-for s in rmsnorm_fwd rmsnorm_bwd rmsnorm_fwd_fp16 rmsnorm_fwd_residual; do
+want seeds && for s in rmsnorm_fwd rmsnorm_bwd rmsnorm_fwd_fp16 rmsnorm_fwd_residual; do
   ev "kernels/rmsnorm/$s.spec" --max-benchmark-shapes 0 --json-out "$out/seed_$s.json" > "$out/seed_$s.txt" 2>&1
   echo "seed $s: $(grep -m1 -E '^verdict' "$out/seed_$s.txt") $(grep -m1 'reason:' "$out/seed_$s.txt" | cut -c1-200)" | tee -a "$out/seeds.txt"
 done
 
-for mode in with without; do
+want seeds && for mode in with without; do
   flag=(); [ "$mode" = without ] && flag=(--no-degenerate-rows)
   ev kernels/rmsnorm/rmsnorm_fwd.spec --source kernels/rmsnorm/known_bad/eps_dropped.cu --max-benchmark-shapes 0 \
     "${flag[@]}" > "$out/eps_dropped_$mode.txt" 2>&1
   echo "eps_dropped, $mode degenerate rows: $(grep -m1 -E '^verdict' "$out/eps_dropped_$mode.txt") $(grep -m1 'reason:' "$out/eps_dropped_$mode.txt" | cut -c1-200)" | tee -a "$out/before_after.txt"
 done
-ev kernels/rmsnorm/rmsnorm_fwd.spec --source kernels/rmsnorm/known_bad/large_m_shortcut.cu --max-benchmark-shapes 0 \
+want seeds && ev kernels/rmsnorm/rmsnorm_fwd.spec --source kernels/rmsnorm/known_bad/large_m_shortcut.cu --max-benchmark-shapes 0 \
   > "$out/large_m_shortcut.txt" 2>&1
-echo "large_m_shortcut, --max-benchmark-shapes 0: $(grep -m1 -E '^verdict' "$out/large_m_shortcut.txt") $(grep -m1 'reason:' "$out/large_m_shortcut.txt" | cut -c1-200)" | tee -a "$out/before_after.txt"
+want seeds && echo "large_m_shortcut, --max-benchmark-shapes 0: $(grep -m1 -E '^verdict' "$out/large_m_shortcut.txt") $(grep -m1 'reason:' "$out/large_m_shortcut.txt" | cut -c1-200)" | tee -a "$out/before_after.txt"
 
 # The gate's cost: old (2 runs, no degenerate rows) and new, alternated, fresh inputs each time.
-for i in $(seq 1 "$reps"); do
+want cost && for i in $(seq 1 "$reps"); do
   ev kernels/rmsnorm/rmsnorm_fwd.spec --max-benchmark-shapes 0 --determinism-runs 2 --no-degenerate-rows \
     --json-out "$out/cost_old_$i.json" > /dev/null 2>&1
   ev kernels/rmsnorm/rmsnorm_fwd.spec --max-benchmark-shapes 0 --json-out "$out/cost_new_$i.json" > /dev/null 2>&1
 done
 
 # Escapes of the order-dependent kernel: 2 runs (old) then 3 (new), the same number of fresh inputs.
-for runs in 2 3; do
-  timeout 420 .gpu/ptxevo eval kernels/rmsnorm/rmsnorm_fwd.spec --source kernels/rmsnorm/known_bad/atomic_order_sum.cu \
+want escapes && for runs in 2 3; do
+  timeout 270 .gpu/ptxevo eval kernels/rmsnorm/rmsnorm_fwd.spec --source kernels/rmsnorm/known_bad/atomic_order_sum.cu \
     --repeat "$repeat" --determinism-runs "$runs" --json-out "$out/escape_runs$runs.json" > "$out/escape_runs$runs.txt" 2>&1
   echo "atomic_order_sum, $runs determinism runs:"; tail -4 "$out/escape_runs$runs.txt"
 done
@@ -92,6 +96,6 @@ for runs in (2, 3):
     except Exception as e:
         print("determinism runs", runs, "missing:", e)
 PY
-echo "== seeds and before/after"; cat "$out/seeds.txt" "$out/before_after.txt"
+echo "== seeds and before/after"; cat "$out/seeds.txt" "$out/before_after.txt" 2>/dev/null
 name=$(basename "$0" .sh)
 tar -C "$out" -czf "/tmp/$name.tar.gz" . && find "$out" -mindepth 1 -delete && mv "/tmp/$name.tar.gz" "$out/"

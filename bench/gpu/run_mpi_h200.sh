@@ -16,6 +16,7 @@ if ldd .gpu/ptxevo | grep -q "libmpi.*not found"; then
   echo "no libmpi on this image: using the bundle's copy" | tee "$out/mpi_fallback.txt"
   export LD_LIBRARY_PATH="$PWD/.gpu/lib/mpi:$LD_LIBRARY_PATH"
 fi
+command -v mpirun > /dev/null || { echo "no mpirun on this machine: nothing to compare" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 bin="$PWD/.gpu/ptxevo"
 spec=kernels/rmsnorm/rmsnorm_fwd.spec
@@ -30,7 +31,7 @@ spec=kernels/rmsnorm/rmsnorm_fwd.spec
 cat "$out/env.txt"
 # Each run starts from an empty build cache: the second must not link what the first linked.
 echo "== one process ($minutes min)"
-PTXEVO_CACHE_DIR=/tmp/ptxevo-cache-one "$bin" --arch sm_90a "$spec" --db "$out/one/campaign.db" --minutes "$minutes" \
+PTXEVO_CACHE_DIR=/tmp/ptxevo-cache-one timeout $(( minutes * 60 + 240 )) "$bin" --arch sm_90a "$spec" --db "$out/one/campaign.db" --minutes "$minutes" \
   --no-final > "$out/one.txt" 2>&1
 echo "rc=$?"; tail -n 6 "$out/one.txt"
 echo "== mpirun -np $ranks ($minutes min)"
