@@ -7,6 +7,7 @@
 
 #include "evaluator/ir_checks.hpp"
 #include "evaluator/knob_constraints.hpp"
+#include "evaluator/template_source.hpp"
 
 namespace ptxevo::evaluator {
 namespace {
@@ -98,19 +99,21 @@ PreparedEvaluation prepare_evaluation(const Spec& spec, const Op& op, const Buil
     r.arch = spec.arch;
     return r;
   };
-  const auto base_text = read_text(base_seed->source_path);
-  if (!base_text) {
-    p.reasons.push_back("build-failed: cannot read the baseline seed's source " + base_seed->source_path);
+  std::string why;
+  const auto base_template = read_template(base_seed->source_path, &why);
+  if (!base_template) {
+    p.reasons.push_back("build-failed: cannot read the baseline seed's source: " + why);
     return p;
   }
+  const std::string* base_text = &base_template->text;
   BuildRequest cand_req = request_for(base_seed->source_path, *base_text, p.candidate_knobs);
   if (!input.source_path.empty()) {
-    auto text = read_text(input.source_path);
-    if (!text) {
-      p.reasons.push_back("build-failed: cannot open " + input.source_path);
+    const auto source = read_template(input.source_path, &why);
+    if (!source) {
+      p.reasons.push_back("build-failed: " + why);
       return p;
     }
-    cand_req = request_for(input.source_path, *text, p.candidate_knobs);
+    cand_req = request_for(input.source_path, source->text, p.candidate_knobs);
   } else if (!input.ptx_path.empty()) {
     auto text = read_text(input.ptx_path);
     if (!text) {

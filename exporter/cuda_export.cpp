@@ -7,6 +7,7 @@
 
 #include "evaluator/build_cache.hpp"
 #include "evaluator/subprocess.hpp"
+#include "evaluator/template_source.hpp"
 #include "ir/parser.hpp"
 #include "mutators/pass.hpp"
 #include "search/genome_build.hpp"
@@ -55,8 +56,15 @@ CandidateBuild build_candidate(const evaluator::Spec& spec, const evaluator::Op&
     c.knobs[name] = value;
   }
   c.template_path = seed->source_path;
-  c.template_source = genome.source.empty() ? read_text(seed->source_path) : genome.source;
-  if (c.template_source.empty()) throw ExportError(seed->source_path + ": cannot read the seed template");
+  if (genome.source.empty()) {
+    std::string why;
+    auto t = evaluator::read_template(seed->source_path, &why);
+    if (!t) throw ExportError("the seed template: " + why);
+    c.template_source = std::move(t->text);
+  } else {
+    c.template_source = genome.source;
+  }
+  if (c.template_source.empty()) throw ExportError(seed->source_path + ": the seed template is empty");
   c.defines = op.template_defines(spec.config);
 
   evaluator::BuildRequest req;

@@ -16,6 +16,7 @@
 
 #include "evaluator/build_cache.hpp"
 #include "evaluator/evaluation.hpp"
+#include "evaluator/template_source.hpp"
 #include "search/campaign_files.hpp"
 #include "search/genome_build.hpp"
 #include "search/llm_evidence.hpp"
@@ -61,12 +62,11 @@ std::string resources_json(const evaluator::BuildResult& b) {
   return res.dump();
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read seed template " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+std::string read_seed(const std::string& path) {
+  std::string why;
+  auto t = evaluator::read_template(path, &why);
+  if (!t) throw std::runtime_error("seed template: " + why);
+  return std::move(t->text);
 }
 
 // A random genome whose pass refused: "pass-refused: NAME: why" names the pass (the first of its
@@ -129,7 +129,7 @@ CampaignEngine::CampaignEngine(const evaluator::Spec& spec, const evaluator::Op&
       population_(PopulationOptions{opt_.islands, opt_.island_size, 3, 0.01}) {
   if (opt_.arch.empty()) opt_.arch = spec_.arch;
   for (const auto& o : proposer_.operators()) policy_ops_.insert(o);
-  for (const auto& s : spec_.seeds) sources_[s.name] = read_text(s.source_path);
+  for (const auto& s : spec_.seeds) sources_[s.name] = read_seed(s.source_path);
   std::set<std::string> knobs;
   for (const auto& s : spec_.seeds)
     for (const auto& k : s.knobs) knobs.insert(k.name);

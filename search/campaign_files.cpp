@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "evaluator/build_cache.hpp"
+#include "evaluator/template_source.hpp"
 
 namespace ptxevo::search {
 
@@ -51,7 +52,14 @@ std::vector<CampaignFile> spec_files(const evaluator::Spec& spec, const evaluato
     for (const auto& f : files) seen = seen || f.name == name;
     if (!seen) files.push_back(make_file(role, name, read_file(src)));
   };
-  for (const auto& seed : spec.seeds) add("seed", seed.source_path);
+  for (const auto& seed : spec.seeds) {
+    add("seed", seed.source_path);
+    // The parts a split template includes, so the restored copy expands as the original did.
+    std::string why;
+    const auto t = evaluator::read_template(seed.source_path, &why);
+    if (!t) throw std::runtime_error("seed template: " + why);
+    for (const auto& part : t->parts) add("seed", part);
+  }
   if (op)
     for (const auto& f : op->declaration_files()) add("op", f);
   return files;

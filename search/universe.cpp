@@ -18,6 +18,7 @@
 
 #include "evaluator/build_cache.hpp"
 #include "evaluator/evaluation.hpp"
+#include "evaluator/template_source.hpp"
 #include "mutators/knob_moves.hpp"
 #include "search/genome_build.hpp"
 #include "search/screen.hpp"
@@ -458,11 +459,10 @@ UniverseRunResult run_universe(Universe& u, const evaluator::Spec& spec, const e
   const evaluator::SeedTemplate& seed = spec.seeds.front();
   std::string source;
   {
-    std::ifstream in(seed.source_path, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot read seed template " + seed.source_path);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    source = ss.str();
+    std::string why;
+    auto t = evaluator::read_template(seed.source_path, &why);
+    if (!t) throw std::runtime_error("seed template: " + why);
+    source = std::move(t->text);
   }
   // As a campaign builds a genome (CampaignEngine::build_request).
   const auto passes = std::make_shared<const mutators::PassRegistry>(mutators::builtin_passes());

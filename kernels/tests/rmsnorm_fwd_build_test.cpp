@@ -28,6 +28,7 @@
 #include "evaluator/nvrtc_compiler.hpp"
 #include "evaluator/ptxas.hpp"
 #include "evaluator/spec.hpp"
+#include "evaluator/template_source.hpp"
 #include "ir/parser.hpp"
 #include "kernels/builtin_ops.hpp"
 #include "kernels/rmsnorm/rmsnorm_fwd_op.hpp"
@@ -216,7 +217,12 @@ struct Built {
 
 Built build(const std::string& file, const std::string& arch, const OpConfig& cfg, const Knobs& knobs) {
   Built b;
-  const auto r = ptxevo::evaluator::compile_to_ptx(read_file(file), std::filesystem::path(file).filename().string(), arch,
+  // As ptxevo reads a template: a known-bad kernel includes its base from a file beside it.
+  std::string why;
+  const auto source = ptxevo::evaluator::read_template(file, &why);
+  EXPECT_TRUE(source) << why;
+  if (!source) return b;
+  const auto r = ptxevo::evaluator::compile_to_ptx(source->text, std::filesystem::path(file).filename().string(), arch,
                                                    nvrtc_options(cfg, knobs));
   EXPECT_TRUE(r.ok) << file << " for " << arch << ":\n" << r.log;
   if (!r.ok) return b;
@@ -521,8 +527,10 @@ TEST(RmsNormFwdBuild, KnownBadKernelsHaveHeadersAndBuild) {
   std::set<std::string> codes_seen;
   for (const auto& f : files) {
     SCOPED_TRACE(f.filename().string());
-    const std::string src = read_file(f.string());
     std::string err;
+    const auto expanded = ptxevo::evaluator::read_template(f.string(), &err);
+    ASSERT_TRUE(expanded) << err;
+    const std::string& src = expanded->text;
     const auto codes = expected_reasons(src, &err);
     EXPECT_FALSE(codes.empty()) << err;
     codes_seen.insert(codes.begin(), codes.end());

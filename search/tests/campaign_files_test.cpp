@@ -10,6 +10,7 @@
 #include "campaign_fixture.hpp"
 #include "declared_ops/declared_op.hpp"
 #include "evaluator/build_cache.hpp"
+#include "evaluator/template_source.hpp"
 #include "search/trace_db.hpp"
 
 namespace ptxevo::search {
@@ -61,6 +62,30 @@ TEST_F(CampaignFilesTest, TheSpecAndItsSeedsLoadFromTheDatabaseAloneAfterTheSour
   ASSERT_EQ(r.spec->seeds.size(), 1u);
   std::ifstream seed(r.spec->seeds[0].source_path);
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(seed), {}), testing::kScaleTemplate);
+}
+
+TEST_F(CampaignFilesTest, TheSplitSeedsPartsAreKeptAndExpandAsBeforeAfterTheSourcesAreGone) {
+  // The seed becomes a top file that includes its body from a part in a subfolder.
+  fs::create_directories(dir_ / "src" / "parts");
+  std::ofstream(dir_ / "src" / "parts" / "body.cuh") << testing::kScaleTemplate;
+  std::ofstream(dir_ / "src" / "scale.cu", std::ios::trunc) << "// top\n#include \"parts/body.cuh\"\n";
+  std::string why;
+  const auto before = evaluator::read_template(spec_.seeds[0].source_path, &why);
+  ASSERT_TRUE(before) << why;
+  auto db = TraceDb::open(dir_ / "t.db");
+  const auto id = campaign(db);
+  const auto files = spec_files(spec_);
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_EQ(files[2].role, "seed");
+  EXPECT_EQ(files[2].name, "parts/body.cuh");
+  store_campaign_files(db.connection(), id, files);
+  fs::remove_all(dir_ / "src");
+  const auto r = load_campaign_spec(db.connection(), id, "", registry_, dir_ / "scratch");
+  ASSERT_TRUE(r.spec) << r.error->format();
+  const auto after = evaluator::read_template(r.spec->seeds[0].source_path, &why);
+  ASSERT_TRUE(after) << why;
+  EXPECT_EQ(after->text, before->text);
+  EXPECT_EQ(after->text, std::string("// top\n") + testing::kScaleTemplate);
 }
 
 TEST_F(CampaignFilesTest, SeedsAboveTheSpecsFolderAreRestoredInsideTheRestoreFolder) {
