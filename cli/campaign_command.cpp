@@ -359,7 +359,7 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
       << res.built_this_run << " built, " << res.failures_this_run << " rejected, " << res.unmeasured_this_run
       << " unmeasured"
       << (res.abandoned_this_run > 0 ? ", " + std::to_string(res.abandoned_this_run) +
-                                           " abandoned at the deadline (kept as pending: running the same command "
+                                           " abandoned at the deadline or with a lost rank (kept as pending: running the same command "
                                            "again resumes them)"
                                      : std::string())
       << "\n";

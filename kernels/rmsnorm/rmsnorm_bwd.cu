@@ -292,32 +292,17 @@ __device__ __forceinline__ unsigned int smem_addr(const void* p) {
   return static_cast<unsigned int>(__cvta_generic_to_shared(p));
 }
 
+#include "../common/mbarrier.cuh"
+
 // Thread 0 only: loads row `row`'s slice of x and dout (`bytes` each) into the stage at `dst` and
-// makes the stage's mbarrier expect them. The arrive comes first so the phase cannot complete
-// before the transaction count is set; a zero-length slice completes the phase by the arrive.
+// makes the stage's mbarrier expect them (a zero-length slice completes the phase by the arrive).
 __device__ __forceinline__ void ring_issue(unsigned int bar, unsigned int dst, const XT* xs, const XT* ds,
                                            unsigned int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(2u * bytes) : "memory");
+  mbar_expect_tx(bar, 2u * bytes);
   if (bytes > 0) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-                 "l"(xs), "r"(bytes), "r"(bar)
-                 : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     dst + bytes),
-                 "l"(ds), "r"(bytes), "r"(bar)
-                 : "memory");
+    bulk_copy(dst, xs, bytes, bar);
+    bulk_copy(dst + bytes, ds, bytes, bar);
   }
-}
-
-__device__ __forceinline__ void ring_wait(unsigned int bar, unsigned int parity) {
-  unsigned int done = 0;
-  do {
-    asm volatile(
-        "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
 }
 
 template <bool kClustered>
@@ -356,10 +341,10 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
   const unsigned int bytes = static_cast<unsigned int>(len) * 16u;
   if (threadIdx.x == 0) {
     for (int i = 0; i < stages; ++i)
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar0 + 8u * i) : "memory");
+      mbar_init(bar0 + 8u * i);
     // Makes the initialised barriers visible to the bulk copies' complete_tx (the async proxy);
     // the proxy fence too, for the copies this thread issues right away.
-    asm volatile("fence.mbarrier_init.release.cluster;\n\tfence.proxy.async.shared::cta;" ::: "memory");
+    mbar_init_fence();
     for (long long i = 0; i < min(rows, static_cast<long long>(stages)); ++i) {
       const long long off = (g + i * G) * N + u0 * VEC;
       ring_issue(bar0 + 8u * i, ring0 + static_cast<unsigned int>(i) * stage_bytes, x + off, dout + off, bytes);
@@ -393,7 +378,7 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
     const unsigned char* xs = ring + static_cast<unsigned int>(st) * stage_bytes;
     const unsigned char* ds = xs + bytes;
     const float rs = rstd[row];
-    ring_wait(bar0 + 8u * st, parity);
+    mbar_wait(bar0 + 8u * st, parity);
     float c = 0.f;
 #pragma unroll
     for (int j = 0; j < ITEMS; ++j) {

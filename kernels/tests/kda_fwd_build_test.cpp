@@ -24,6 +24,7 @@
 #include "evaluator/knob_constraints.hpp"
 #include "evaluator/ptxas.hpp"
 #include "evaluator/spec.hpp"
+#include "evaluator/template_source.hpp"
 #include "ir/parser.hpp"
 #include "kernels/builtin_ops.hpp"
 #include "kernels/kda/kda_fwd_op.hpp"
@@ -38,12 +39,12 @@ using I = std::int64_t;
 
 const std::string kKdaDir = std::string(PTXEVO_SOURCE_DIR) + "/kernels/kda";
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("cannot read " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+// The seed as ptxevo reads it: kda_fwd_chunked.cu with its parts (chunked/, ../common/) expanded.
+std::string read_template_text(const std::string& path) {
+  std::string why;
+  auto t = ptxevo::evaluator::read_template(path, &why);
+  if (!t) throw std::runtime_error(why);
+  return std::move(t->text);
 }
 
 Spec load(const std::string& file) {
@@ -66,7 +67,7 @@ ptxevo::evaluator::BuildRequest request(const Spec& spec, const Knobs& knobs) {
   const auto& seed = spec.seeds.at(0);
   ptxevo::evaluator::BuildRequest r;
   r.name = knobs_text(knobs);
-  r.source = read_file(seed.source_path);
+  r.source = read_template_text(seed.source_path);
   r.source_path = seed.source_path;
   r.defines = KdaFwdOp().template_defines(spec.config);
   r.knobs = ptxevo::evaluator::default_knobs(seed);
@@ -264,7 +265,7 @@ ptxevo::evaluator::BuildRequest chunked_request(const Spec& spec, const ptxevo::
                                                 const Knobs& knobs) {
   ptxevo::evaluator::BuildRequest r;
   r.name = "chunked:" + knobs_text(knobs);
-  r.source = read_file(seed.source_path);
+  r.source = read_template_text(seed.source_path);
   r.source_path = seed.source_path;
   r.defines = KdaFwdOp().template_defines(spec.config);
   r.knobs = ptxevo::evaluator::default_knobs(seed);

@@ -20,6 +20,7 @@
 #include "evaluator/nvrtc_compiler.hpp"
 #include "evaluator/ptxas.hpp"
 #include "evaluator/spec.hpp"
+#include "evaluator/template_source.hpp"
 #include "kernels/builtin_ops.hpp"
 #include "kernels/rmsnorm/rmsnorm_bwd_op.hpp"
 
@@ -57,13 +58,6 @@ Spec load_bwd_spec() {
   auto r = load_spec(kBwdSpec, registry);
   if (!r.spec) throw std::runtime_error(r.error ? r.error->format() : "load_spec failed");
   return *r.spec;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 bool admitted(const SeedTemplate& seed, const Knobs& k) {
@@ -557,7 +551,12 @@ std::vector<std::string> nvrtc_options(const OpConfig& cfg, const Knobs& knobs) 
 // Builds with NVRTC and ptxas; checks every entry the knobs call for is there and no device
 // global is declared (the gate's persistent-global rule).
 PtxasResult build(const std::string& arch, const OpConfig& cfg, const Knobs& knobs) {
-  const std::string source = read_file(PTXEVO_SOURCE_DIR "/kernels/rmsnorm/rmsnorm_bwd.cu");
+  // As ptxevo reads the template: its parts (kernels/common/) expanded into it.
+  std::string why;
+  const auto expanded = ptxevo::evaluator::read_template(PTXEVO_SOURCE_DIR "/kernels/rmsnorm/rmsnorm_bwd.cu", &why);
+  EXPECT_TRUE(expanded) << why;
+  if (!expanded) return {};
+  const std::string& source = expanded->text;
   const std::string what = arch + " " + knobs_text(with(knobs));
   NvrtcResult r = compile_to_ptx(source, "rmsnorm_bwd.cu", arch, nvrtc_options(cfg, knobs));
   EXPECT_TRUE(r.ok) << what << ": " << r.log;

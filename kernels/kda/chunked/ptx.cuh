@@ -166,33 +166,9 @@ __device__ __forceinline__ void cp_async_wait_group() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 // BULK = 1: the recurrence's stage copies on the bulk copy engine, one thread issuing, completion
-// counted in bytes by the stage's mbarrier (PTX ISA: cp.async.bulk, mbarrier).
-__device__ __forceinline__ void mbar_init(SmemAddr bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
-}
-// The initialised barriers, visible to the copies' complete_tx (the async proxy).
-__device__ __forceinline__ void mbar_init_fence() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n\tfence.proxy.async.shared::cta;" ::: "memory");
-}
-// The arrive comes first, so the phase cannot complete before the byte count is set.
-__device__ __forceinline__ void mbar_expect_tx(SmemAddr bar, unsigned int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void bulk_copy(SmemAddr dst, const void* src, unsigned int bytes, SmemAddr bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_wait(SmemAddr bar, unsigned int parity) {
-  unsigned int done = 0;
-  do {
-    asm volatile(
-        "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
+// counted in bytes by the stage's mbarrier: mbar_init, mbar_init_fence, mbar_expect_tx, bulk_copy,
+// mbar_wait (SmemAddr is the 32-bit shared-window address they take).
+#include "../../common/mbarrier.cuh"
 // Asks the copy engine to bring `bytes` (a multiple of 16, 16-byte aligned) into L2.
 __device__ __forceinline__ void prefetch_l2(const void* p, unsigned int bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
