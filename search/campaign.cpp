@@ -240,18 +240,11 @@ std::unique_ptr<CampaignEngine::Round> CampaignEngine::launch(int generation, st
     round->fresh.push_back(std::move(it));
   }
   round->launched_at = now_s();
-  if (builds_) {
-    std::vector<BuildJob> jobs;
-    for (const auto& it : round->fresh) jobs.push_back({build_request(it.proposal.genome), it.proposal.genome.edits});
-    round->built = std::async(std::launch::async,
-                              [this, jobs = std::move(jobs)] { return builds_->build_all(jobs, &abandon_); });
-    return round;
-  }
-  std::vector<evaluator::BuildRequest> reqs;
-  for (const auto& it : round->fresh) reqs.push_back(build_request(it.proposal.genome));
-  // The builder is const and thread-safe; its TBB tasks share the cores with other rounds.
+  std::vector<BuildJob> jobs;
+  for (const auto& it : round->fresh) jobs.push_back({build_request(it.proposal.genome), it.proposal.genome.edits});
+  // The local builder is const and thread-safe; its TBB tasks share the cores with other rounds.
   round->built = std::async(std::launch::async,
-                            [this, reqs = std::move(reqs)] { return builder_.build_all(reqs, &abandon_); });
+                            [this, jobs = std::move(jobs)] { return builds_->build_all(jobs, &abandon_); });
   return round;
 }
 

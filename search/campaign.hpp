@@ -133,9 +133,9 @@ class CampaignEngine {
   void use_llm(LlmAgents agents) { llm_agents_ = agents; }
 
   // The candidates' builds run there instead of on this process's builder (before run(); the
-  // baseline and the winner's rebuilds stay local). Builds are deterministic, so the choices
-  // and the records do not depend on where they ran.
-  void build_on(BuildService* builds) { builds_ = builds; }
+  // baseline and the winner's rebuilds stay local; null: this process's builder, the default).
+  // Builds are deterministic, so the choices and the records do not depend on where they ran.
+  void build_on(BuildService* builds) { builds_ = builds ? builds : &local_builds_; }
 
   CampaignResult run();
 
@@ -251,7 +251,8 @@ class CampaignEngine {
   std::shared_ptr<const ReplayProjection> projection_;
   std::set<std::string> taken_;  // genome hashes of this campaign's candidates (with a projection)
   std::optional<LlmAgents> llm_agents_;
-  BuildService* builds_ = nullptr;
+  LocalBuilds local_builds_{builder_};
+  BuildService* builds_ = &local_builds_;
   std::unique_ptr<LlmProposer> llm_;
   bool is_llm(const Proposal& p) const { return llm_ && p.operator_id == LlmProposer::kOperator; }
   std::string instruction_mix_of(const Genome& g) const;
