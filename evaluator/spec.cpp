@@ -22,6 +22,7 @@
 #include <variant>
 
 #include "evaluator/knob_constraints.hpp"
+#include "evaluator/template_source.hpp"
 #include "evaluator/toml_reader.hpp"
 
 namespace ptxevo::evaluator {
@@ -257,6 +258,9 @@ class Reader : TomlReader {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(p, ec))
       fail(n, "seed source '" + source + "' not found (looked for " + p.string() + ")");
+    // A template split over parts: an include cycle or an unreadable part is an error of the spec.
+    std::string why;
+    if (!read_template(p.string(), &why)) fail(n, "seed source '" + source + "': " + why);
     return p.string();
   }
 

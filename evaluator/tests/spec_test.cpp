@@ -400,6 +400,11 @@ TEST_F(SpecTest, SeedErrors) {
   expect_error(edit(kSpec, "source = \"kernel.cu\"", "source = \"nothere.cu\""), 29, 10,
                "seed source 'nothere.cu' not found (looked for " + (dir_ / "nothere.cu").string() + ")");
   expect_error(edit(kSpec, "source = \"kernel.cu\"", "source = \"sub\""), 29, 10, "seed source 'sub' not found");
+  // A template split over parts that include each other: the cycle, with its file and line.
+  std::ofstream(dir_ / "sub" / "a.cu") << "// a\n#include \"b.cuh\"\n";
+  std::ofstream(dir_ / "sub" / "b.cuh") << "// b\n\n#include \"a.cu\"\n";
+  expect_error(edit(kSpec, "source = \"kernel.cu\"", "source = \"sub/a.cu\""), 29, 10,
+               "seed source 'sub/a.cu': " + (dir_ / "sub" / "b.cuh").string() + ":3: include cycle: a.cu -> b.cuh -> a.cu");
   expect_error(edit(kSpec, "name = \"seed_b\"", "name = \"seed_a\""), 39, 8,
                "duplicate seed name 'seed_a' (also at line 28, column 8)");
   expect_error(edit(kSpec, "entry = \"rmsnorm_fwd\"", "entry = \"rms-norm\""), 30, 9,
