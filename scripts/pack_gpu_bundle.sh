@@ -26,5 +26,14 @@ for b in "${bins[@]}"; do ldd "build/$b"; done | awk '/=> \// {print $3}' | sort
 mkdir -p "$out/lib/mpi"
 ldd build/ptxevo | awk '/=> \// {print $3}' | grep -E 'libmpi|libopen-rte|libopen-pal|libhwloc|libevent' |
   while read -r lib; do cp -L "$lib" "$out/lib/mpi/"; done
+# An anchor to measure against (bench/rmsnorm/torch_bench.py --expert): a checkout named by
+# PTXEVO_EXPERT_RMSNORM is copied, without its .git, to .gpu/anchors/RMSNorm-H100. Its code only
+# travels to be measured; it never enters the repository.
+if [ -n "${PTXEVO_EXPERT_RMSNORM:-}" ]; then
+  [ -f "$PTXEVO_EXPERT_RMSNORM/rmsnorm/__init__.py" ] ||
+    { echo "pack: $PTXEVO_EXPERT_RMSNORM is no checkout of Int21-AI/RMSNorm-H100" >&2; exit 1; }
+  mkdir -p "$out/anchors/RMSNorm-H100"
+  (cd "$PTXEVO_EXPERT_RMSNORM" && tar --exclude=.git -cf - .) | tar -C "$out/anchors/RMSNorm-H100" -xf -
+fi
 git describe --always --dirty --abbrev=7 > "$out/commit.txt"
 du -sh "$out"

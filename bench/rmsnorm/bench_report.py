@@ -10,6 +10,7 @@ from bench_stats import geomean
 EAGER = "torch_eager"
 COMPILE = "torch_compile"
 AUTOGRAD = "torch_autograd"  # backward only: torch.autograd.grad through F.rms_norm
+EXPERT = "expert"  # the expert kernel, built from a checkout given with --expert, run in this process
 
 
 def _ms(v: Optional[float]) -> str:
@@ -35,28 +36,27 @@ def _speedup(row: Dict[str, Any], label: str, other: str) -> Optional[float]:
 
 
 def markdown_table(rows: Sequence[Dict[str, Any]], labels: Sequence[str]) -> str:
-    """One line per shape: floor, the torch providers and best known (ms), then per candidate its
-    median [95% CI], fraction of the floor, and speedups (other ms / candidate ms; > 1: faster)
-    over torch.compile, eager and best known. A last line holds the speedups' geometric means.
-    Rows with autograd times (backward) add its column and a speedup over it; rows with docs/targets.md's
-    torch.compile time add that column."""
+    """One line per shape: floor, the torch providers and, where it ran, the expert kernel (ms),
+    then per candidate its median [95% CI], fraction of the floor, and speedups (other ms /
+    candidate ms; > 1: faster) over each of them, all timed in this run. A last line holds the
+    speedups' geometric means. Rows with autograd times (backward) add its column."""
     has_ag = any(AUTOGRAD in r.get("providers", {}) for r in rows)
-    has_tc = any(r.get("targets_compile_ms") for r in rows)
-    others = [COMPILE, EAGER] + ([AUTOGRAD] if has_ag else []) + ["best_known"]
+    has_ex = any(EXPERT in r.get("providers", {}) for r in rows)
+    others = [COMPILE, EAGER] + ([AUTOGRAD] if has_ag else []) + ([EXPERT] if has_ex else [])
     head = ["shape", "MB", "floor ms", "eager ms [95% CI]", "compile ms [95% CI]"]
     head += ["autograd ms [95% CI]"] if has_ag else []
-    head += ["best known ms"] + (["TARGETS compile ms"] if has_tc else [])
+    head += ["expert ms [95% CI]"] if has_ex else []
     fixed = len(head)
     for l in labels:
         head += [f"{l} ms [95% CI]", f"{l} of floor", f"{l} vs compile", f"{l} vs eager"]
         head += [f"{l} vs autograd"] if has_ag else []
-        head += [f"{l} vs best"]
+        head += [f"{l} vs expert"] if has_ex else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     geo: Dict[str, List[float]] = {}
     for r in rows:
         cells = [r["shape"], f"{r['bytes'] / 1e6:.0f}", _ms(r.get("floor_ms")), _ms_ci(r, EAGER), _ms_ci(r, COMPILE)]
         cells += [_ms_ci(r, AUTOGRAD)] if has_ag else []
-        cells += [_ms(r.get("best_known_ms"))] + ([_ms(r.get("targets_compile_ms"))] if has_tc else [])
+        cells += [_ms_ci(r, EXPERT)] if has_ex else []
         for l in labels:
             p = r.get("providers", {}).get(l)
             if not p:

@@ -268,27 +268,38 @@ class BenchTest(unittest.TestCase):
         d["config"].update(config)
         return launch_json.parse_launch(d, "seed", "/tmp/seed")
 
-    def test_options_and_best_known(self):
+    def test_options(self):
         b = self.build()
         opts = torch_bench.rmsnorm_options(b)
         self.assertEqual(opts["eps"], struct.unpack("f", struct.pack("f", 1e-6))[0])
-        self.assertEqual(torch_bench.best_known_ms(opts, b.shapes[0]), 0.1327)
-        self.assertEqual(torch_bench.best_known_ms(opts, b.shapes[1]), 2.3343)
-        fp16 = self.build(x_dtype="fp16")
-        self.assertIsNone(torch_bench.best_known_ms(torch_bench.rmsnorm_options(fp16), fp16.shapes[0]))
-        off = self.build(has_bias="false")
-        self.assertEqual(torch_bench.best_known_ms(torch_bench.rmsnorm_options(off), off.shapes[0]), 0.1327)
         with self.assertRaises(torch_bench.BenchError) as cm:
             torch_bench.rmsnorm_options(self.build(has_residual="true"))
         self.assertIn("has_residual = true", str(cm.exception))
 
-    def test_best_known_table_is_targets_md(self):
-        self.assertEqual(len(torch_bench.BEST_KNOWN_MS), 11)
-        for (m, n), ms in torch_bench.BEST_KNOWN_MS.items():
-            floor = (2 * m * n * 2 + 4 * n) / 4.27e12 * 1e3
-            # Above docs/targets.md's floor, and within 1.7x of it (the worst is N = 256).
-            self.assertGreater(ms, floor)
-            self.assertLess(ms, 1.7 * floor)
+    def test_expert_checkout(self):
+        # A checkout's package is loaded by path; a folder without one is refused by name.
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaises(torch_bench.BenchError) as cm:
+                torch_bench.load_expert(d)
+            self.assertIn("no rmsnorm/__init__.py", str(cm.exception))
+            os.makedirs(os.path.join(d, "rmsnorm"))
+            with open(os.path.join(d, "rmsnorm", "__init__.py"), "w") as f:
+                f.write("from .rmsnorm import rmsnorm_fwd\n")
+            with open(os.path.join(d, "rmsnorm", "rmsnorm.py"), "w") as f:
+                f.write("def rmsnorm_fwd(x, weight=None, eps=1e-6):\n    return ('out', x, None)\n"
+                        "def rmsnorm_bwd(x, weight, dout, rstd):\n    return ('dx', 'dw', None, None)\n")
+            with self.assertRaises(torch_bench.BenchError) as cm:
+                torch_bench.load_expert(d)
+            self.assertIn("no rmsnorm_bwd()", str(cm.exception))
+            with open(os.path.join(d, "rmsnorm", "__init__.py"), "w") as f:
+                f.write("from .rmsnorm import rmsnorm_fwd, rmsnorm_bwd\n")
+            for k in [k for k in sys.modules if k == "rmsnorm" or k.startswith("rmsnorm.")]:
+                del sys.modules[k]
+            mod = torch_bench.load_expert(d)
+            step = torch_bench.expert_forward(mod, [{"x": "x0", "w": "w0"}, {"x": "x1"}], 1e-6)
+            self.assertEqual((step(0), step(1)), ("out", "out"))
+        args = torch_bench.parse_args(["--candidate", "a=/x", "--out", "/o", "--expert", "/e"])
+        self.assertEqual(args.expert, "/e")
 
     def test_shape_selection(self):
         a, b = self.build(), self.build()
@@ -329,10 +340,11 @@ class BenchTest(unittest.TestCase):
         def prov(m):
             return {"median": m, "ci_low": m * 0.99, "ci_high": m * 1.01}
         rows = [{
-            "shape": "M=32768,N=4096", "bytes": 536887296.0, "floor_ms": 0.1257, "best_known_ms": 0.1327,
-            "providers": {"seed": prov(0.14), "torch_eager": prov(0.158), "torch_compile": prov(0.147)},
+            "shape": "M=32768,N=4096", "bytes": 536887296.0, "floor_ms": 0.1257,
+            "providers": {"seed": prov(0.14), "torch_eager": prov(0.158), "torch_compile": prov(0.147),
+                          "expert": prov(0.1327)},
             "speedups": {"seed": {"torch_compile": {"ratio": 1.05}, "torch_eager": {"ratio": 1.13},
-                                  "best_known": {"ratio": 0.948}}},
+                                  "expert": {"ratio": 0.948}}},
             "failed": {"best": "out: rel_l2 0.3"},
         }]
         md = bench_report.markdown_table(rows, ["seed", "best"])
@@ -343,7 +355,13 @@ class BenchTest(unittest.TestCase):
         self.assertIn("89.8%", lines[2])
         self.assertIn("1.050x", lines[2])
         self.assertIn("failed", lines[2])
+        self.assertIn("expert ms [95% CI]", lines[0])
+        self.assertIn("seed vs expert", lines[0])
+        self.assertIn("0.1327 [", lines[2])
         self.assertIn("0.948x", lines[3])
+        # No expert in the run: no expert columns (and never a figure from elsewhere).
+        plain = dict(rows[0], providers={k: v for k, v in rows[0]["providers"].items() if k != "expert"})
+        self.assertNotIn("expert", bench_report.markdown_table([plain], ["seed"]))
         report = bench_report.markdown_report({"gpu": "NVIDIA H200", "copy_bandwidth_Bps": 4.27e12}, rows, ["seed"], ["n1"])
         self.assertIn("4.270 TB/s", report)
         self.assertIn("- n1", report)
@@ -409,21 +427,13 @@ class BackwardPureTest(unittest.TestCase):
         self.assertEqual(torch_bench.bwd_bytes(32768, 16384), 3 * 32768 * 16384 * 2 + 4 * 32768 + 4 * 16384)
         for s in bwd_build().shapes:
             self.assertEqual(s.bytes, torch_bench.bwd_bytes(s.dims["M"], s.dims["N"]))
-        # docs/targets.md's floors (4.27 TB/s) and best known times.
+        # docs/targets.md's floors (4.27 TB/s).
         floors = {(32768, 16384): 0.754, (32768, 65536): 3.018, (16384, 131072): 3.018, (8192, 262144): 3.018}
         for (m, n), fl in floors.items():
             self.assertAlmostEqual(torch_bench.bwd_bytes(m, n) / 4.27e12 * 1e3, fl, delta=0.001)
-            self.assertGreater(torch_bench.BEST_KNOWN_BWD_MS[(m, n)], fl)
-            self.assertGreater(torch_bench.TARGETS_COMPILE_BWD_MS[(m, n)], torch_bench.BEST_KNOWN_BWD_MS[(m, n)])
 
-    def test_best_known_backward(self):
+    def test_backward_options(self):
         b = bwd_build()
-        opts = torch_bench.rmsnorm_options(b)
-        by = {s.key(): s for s in b.shapes}
-        self.assertEqual(torch_bench.best_known_ms(opts, by["M=32768,N=16384"]), 0.770)
-        self.assertEqual(torch_bench.best_known_ms(opts, by["M=8192,N=262144"]), 3.476)
-        self.assertIsNone(torch_bench.best_known_ms(opts, by["M=300,N=256"]))
-        self.assertIsNone(torch_bench.best_known_ms({**opts, "x_dtype": "fp16"}, by["M=32768,N=16384"]))
         b.config["has_bias"] = "true"
         with self.assertRaises(torch_bench.BenchError):
             torch_bench.rmsnorm_options(b)
@@ -453,11 +463,10 @@ class BackwardPureTest(unittest.TestCase):
             return {"median": m, "ci_low": m * 0.99, "ci_high": m * 1.01}
         row = {
             "shape": "M=32768,N=16384", "bytes": torch_bench.bwd_bytes(32768, 16384), "floor_ms": 0.754,
-            "best_known_ms": 0.770, "targets_compile_ms": 1.138,
             "providers": {"seed": prov(0.80), "torch_eager": prov(5.0), "torch_compile": prov(1.2),
-                          "torch_autograd": prov(3.0)},
+                          "torch_autograd": prov(3.0), "expert": prov(0.770)},
             "speedups": {"seed": {"torch_compile": {"ratio": 1.5}, "torch_eager": {"ratio": 6.25},
-                                  "torch_autograd": {"ratio": 3.75}, "best_known": {"ratio": 0.9625}}},
+                                  "torch_autograd": {"ratio": 3.75}, "expert": {"ratio": 0.9625}}},
             "failed": {},
         }
         md = bench_report.markdown_table([row], ["seed"])
@@ -466,10 +475,10 @@ class BackwardPureTest(unittest.TestCase):
         self.assertTrue(all(l.count("|") == lines[0].count("|") for l in lines))
         self.assertIn("autograd ms [95% CI]", lines[0])
         self.assertIn("seed vs autograd", lines[0])
-        self.assertIn("TARGETS compile ms", lines[0])
+        self.assertIn("expert ms [95% CI]", lines[0])
         self.assertIn("| 3221 |", lines[2])
         self.assertIn("94.2%", lines[2])
-        self.assertIn("1.1380", lines[2])
+        self.assertIn("0.7700", lines[2])
         self.assertIn("3.750x", lines[2])
         self.assertIn("0.963x", lines[3])
         # Without autograd times the forward's columns are unchanged.

@@ -37,26 +37,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_report import AUTOGRAD, COMPILE, EAGER, markdown_report  # noqa: E402
+from bench_report import AUTOGRAD, COMPILE, EAGER, EXPERT, markdown_report  # noqa: E402
 from bench_stats import (launches_per_batch, paired_ratio, pool_sets, round_robin_order,  # noqa: E402
                          sets_that_fit, summarize)
 from launch_json import (BuildDir, LaunchFormatError, ShapeSpec, TensorSpec, load_build_dir,  # noqa: E402
                          parse_candidate_arg)
 
-# Reference data: the "best known" column (ms) of docs/targets.md, "RMSNorm forward, bf16 x,
-# fp32 weight, eps 1e-6, no residual": the fastest public kernel measured on an H200 (132 SMs,
-# driver 580.159, CUDA 13.0, PyTorch 2.11) on 2026-11-29 with triton.testing.do_bench, inputs
-# rotated over a pool larger than L2. Keyed by (M, N).
-BEST_KNOWN_MS = {
-    (32768, 256): 0.0131, (32768, 512): 0.0214, (32768, 1024): 0.0381, (32768, 2048): 0.0708,
-    (32768, 4096): 0.1327, (32768, 8192): 0.2593, (32768, 16384): 0.5089, (32768, 32768): 1.0288,
-    (32768, 65536): 2.1495, (16384, 131072): 2.2064, (8192, 262144): 2.3343,
-}
-
-# The backward table of docs/targets.md ("RMSNorm backward, bf16, dx + dw"), same H200 and
-# method: best known kernel and torch.compile (ms), keyed by (M, N).
-BEST_KNOWN_BWD_MS = {(32768, 16384): 0.770, (32768, 65536): 3.217, (16384, 131072): 4.025, (8192, 262144): 3.476}
-TARGETS_COMPILE_BWD_MS = {(32768, 16384): 1.138, (32768, 65536): 7.19, (16384, 131072): 7.06, (8192, 262144): 7.09}
 
 OPS = ("rmsnorm_fwd", "rmsnorm_bwd")
 
@@ -113,19 +99,6 @@ def bwd_bytes(m: int, n: int, x_bytes: int = 2) -> float:
     """docs/targets.md's backward byte count: x and dout read, dx written (x's dtype), rstd read, dw
     written (fp32): 3*M*N*2 + 4*M + 4*N for bf16."""
     return 3.0 * m * n * x_bytes + 4.0 * m + 4.0 * n
-
-
-def best_known_ms(opts: Dict[str, Any], shape: ShapeSpec) -> Optional[float]:
-    """docs/targets.md's best known time, only for the configuration it was measured in."""
-    if opts.get("op") == "rmsnorm_bwd":
-        if opts["x_dtype"] != "bf16" or opts["w_dtype"] != "fp32" or not opts["has_weight"]:
-            return None
-        return BEST_KNOWN_BWD_MS.get((shape.dims.get("M"), shape.dims.get("N")))
-    # Options beyond KNOWN_OPTIONS are all off here (rmsnorm_options refuses the others).
-    if (opts["x_dtype"] != "bf16" or opts["w_dtype"] != "fp32" or not opts["has_weight"] or opts["store_rstd"]
-            or abs(opts["eps"] - 1e-6) > 1e-12):
-        return None
-    return BEST_KNOWN_MS.get((shape.dims.get("M"), shape.dims.get("N")))
 
 
 def check_candidates_agree(builds: Sequence[BuildDir]) -> None:
@@ -526,8 +499,6 @@ def add_speedups(row: Dict[str, Any], labels: Sequence[str], others: Sequence[st
             continue
         mine = times[label]
         sp = {o: paired_ratio(times[o], mine) for o in others if o in times and o in row["providers"]}
-        if row.get("best_known_ms"):
-            sp["best_known"] = {"ratio": row["best_known_ms"] / row["providers"][label]["median"]}
         row["speedups"][label] = sp
 
 
@@ -579,7 +550,6 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
                            "providers": {}, "speedups": {}, "checks": {}, "failed": {}, "errors": []}
     bw = env["copy_bandwidth_Bps"]
     row["floor_ms"] = shape.bytes / bw * 1e3
-    row["best_known_ms"] = best_known_ms(opts, shape)
 
     in_bytes = sum(t.nbytes for t in shape.tensors if t.role == "in")
     out_bytes = sum(t.nbytes for t in shape.tensors if t.role != "in")
@@ -613,6 +583,9 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
     providers_torch: Dict[str, Callable[[int], Any]] = {EAGER: lambda i: fn(sets[i]["x"], sets[i].get("w"))}
     for label, mod in getattr(args, "export_modules", {}).items():  # exported torch extensions
         providers_torch[label] = (lambda m: lambda i: m.rmsnorm_fwd(sets[i]["x"], sets[i].get("w"), eps=eps)[0])(mod)
+    expert = getattr(args, "expert_module", None)
+    if expert is not None:
+        providers_torch[EXPERT] = expert_forward(expert, sets, eps)
     if not args.skip_compile:
         torch._dynamo.reset()  # a static compile per shape; the recompile limit would stop at 8
         compiled = torch.compile(fn, dynamic=False)
@@ -723,9 +696,6 @@ def run_shape_bwd(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any],
                              "the floor uses launch.json's")
     bw = env["copy_bandwidth_Bps"]
     row["floor_ms"] = shape.bytes / bw * 1e3
-    row["best_known_ms"] = best_known_ms(opts, shape)
-    if row["best_known_ms"] is not None:
-        row["targets_compile_ms"] = TARGETS_COMPILE_BWD_MS.get((m, n))
 
     in_bytes = sum(t.nbytes for t in shape.tensors if t.role == "in")
     out_bytes = sum(t.nbytes for t in shape.tensors if t.role in ("out", "inout"))
@@ -772,6 +742,15 @@ def run_shape_bwd(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any],
         torch._dynamo.reset()  # a static compile per shape; the recompile limit would stop at 8
         compiled = torch.compile(rmsnorm_bwd_torch, dynamic=False)
         providers_torch[COMPILE] = lambda i: compiled(*args_of(i))
+    expert = getattr(args, "expert_module", None)
+    if expert is not None:
+        if args.graph:
+            # Its backward keeps a TMA descriptor for the last pointer pair it saw: replays of a
+            # graph captured over rotating inputs would not run its real path.
+            row["errors"].append(f"{EXPERT} left out: its backward is timed in stream mode only (it caches a TMA "
+                                 "descriptor for one pointer pair, which graph replays over rotating inputs skip)")
+        else:
+            providers_torch[EXPERT] = lambda i: tuple(expert.rmsnorm_bwd(*args_of(i)))[:2]
     capture_streams: Dict[str, Any] = {}
     if args.autograd:
         # What one set's retained forward takes (its saved tensors, the output, dout in the
@@ -885,7 +864,33 @@ def environment(drv, args: argparse.Namespace) -> Dict[str, Any]:
         "python": platform.python_version(), "mode": "graph" if args.graph else "stream",
         "samples": args.samples, "warmup_batches": args.warmup, "target_batch_ms": args.target_batch_ms,
         "pool_l2_multiple": args.pool_l2_multiple, "seed": args.seed,
+        "expert": os.path.abspath(args.expert) if getattr(args, "expert", None) else None,
     }
+
+
+def expert_forward(expert: Any, sets: Sequence[Dict[str, Any]], eps: float) -> Callable[[int], Any]:
+    """The expert's forward on input set i (its own entry, as its users call it)."""
+    return lambda i: expert.rmsnorm_fwd(sets[i]["x"], sets[i].get("w"), eps=eps)[0]
+
+
+def load_expert(path: str) -> Any:
+    """The expert RMSNorm's Python package from a checkout of its repository (docs/targets.md:
+    Int21-AI/RMSNorm-H100, a package `rmsnorm` at the checkout's top that builds its CUDA
+    extension with torch's loader on first use, about a minute on 16 cores). Its code is only
+    measured against: it stays in that git-ignored checkout."""
+    import importlib.util
+    init = os.path.join(path, "rmsnorm", "__init__.py")
+    if not os.path.isfile(init):
+        raise BenchError(f"--expert {path}: no rmsnorm/__init__.py there (a checkout of Int21-AI/RMSNorm-H100)")
+    loader = importlib.util.spec_from_file_location("rmsnorm", init,
+                                                    submodule_search_locations=[os.path.dirname(init)])
+    mod = importlib.util.module_from_spec(loader)
+    sys.modules["rmsnorm"] = mod  # its modules import each other as rmsnorm.*
+    loader.loader.exec_module(mod)
+    for name in ("rmsnorm_fwd", "rmsnorm_bwd"):
+        if not callable(getattr(mod, name, None)):
+            raise BenchError(f"--expert {path}: its rmsnorm package has no {name}()")
+    return mod
 
 
 def load_exports(specs: Sequence[str], taken: set) -> Dict[str, Any]:
@@ -894,7 +899,7 @@ def load_exports(specs: Sequence[str], taken: set) -> Dict[str, Any]:
     mods: Dict[str, Any] = {}
     for spec in specs:
         label, sep, path = spec.partition("=")
-        if not sep or not label or label in taken or label in mods or label in (EAGER, COMPILE, AUTOGRAD):
+        if not sep or not label or label in taken or label in mods or label in (EAGER, COMPILE, AUTOGRAD, EXPERT):
             raise BenchError(f"--export wants a new LABEL=DIR, got '{spec}'")
         files = [f for f in os.listdir(path) if f.startswith("ptxevo_") and f.endswith(".py")] if os.path.isdir(path) else []
         if len(files) != 1:
@@ -921,6 +926,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ap.add_argument("--max-shapes", type=int, default=0, help="only the first N benchmark shapes")
     ap.add_argument("--graph", action="store_true", help="time CUDA graph replays of each batch (no host gaps)")
     ap.add_argument("--skip-compile", action="store_true", help="leave torch.compile out")
+    ap.add_argument("--expert", metavar="DIR",
+                    help="time the expert kernel too, from a checkout of Int21-AI/RMSNorm-H100 at DIR (git-ignored; "
+                         "its extension builds on first use)")
     ap.add_argument("--export", action="append", default=[], metavar="LABEL=DIR",
                     help="also time a `ptxevo export --format torch` module (its rmsnorm_fwd) in this process")
     ap.add_argument("--op", choices=OPS, help="insist on this op (default: the candidates' launch.json says)")
@@ -961,7 +969,7 @@ def closing_notes(opts: Dict[str, Any], args: argparse.Namespace, rows: Sequence
         else:
             notes.append(f"{AUTOGRAD}: not timed (--autograd): F.rms_norm's backward reads its own saved tensors "
                          "and runs as several kernels; the explicit formula is the like-for-like baseline")
-    for name in (EAGER, COMPILE, AUTOGRAD):
+    for name in (EAGER, COMPILE, AUTOGRAD, EXPERT):
         dtypes = {r.get("torch_out_dtype", {}).get(name) for r in rows} - {None}
         if dtypes:
             notes.append(f"{name} output dtype: {', '.join(sorted(dtypes))}")
@@ -987,7 +995,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         cands = [parse_candidate_arg(c) for c in args.candidate]
         labels = [l for l, _ in cands]
-        if len(set(labels)) != len(labels) or set(labels) & {EAGER, COMPILE, AUTOGRAD}:
+        if len(set(labels)) != len(labels) or set(labels) & {EAGER, COMPILE, AUTOGRAD, EXPERT}:
             raise BenchError(f"candidate labels must be distinct and not {EAGER}/{COMPILE}: {labels}")
         builds = [load_build_dir(l, p) for l, p in cands]
         check_candidates_agree(builds)
@@ -1011,6 +1019,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     torch.empty(1, device=DEVICE)  # makes torch's primary context current for the driver calls
     try:
         args.export_modules = load_exports(args.export, set(labels))
+        args.expert_module = load_expert(args.expert) if args.expert else None
     except BenchError as e:
         print(f"torch_bench.py: error: {e}", file=sys.stderr)
         return 2
