@@ -49,8 +49,10 @@ ptxevo::evaluator::Spec load_rms_spec(const std::string& file = "rmsnorm_fwd.spe
   return *r.spec;
 }
 
-const std::vector<std::string> kSpecFiles = {"rmsnorm_fwd.spec", "rmsnorm_fwd_fp16.spec", "rmsnorm_fwd_fp32.spec",
-                                             "rmsnorm_fwd_residual.spec"};
+const std::vector<std::string> kSpecFiles = {"rmsnorm_fwd.spec",          "rmsnorm_fwd_fp16.spec",
+                                             "rmsnorm_fwd_fp32.spec",     "rmsnorm_fwd_residual.spec",
+                                             "rmsnorm_fwd_decode.spec",   "rmsnorm_fwd_decode_fp16.spec",
+                                             "rmsnorm_fwd_decode_residual.spec"};
 
 // Every knob assignment of the seed's space in odometer order; knobs outside `vary` (when given)
 // stay at their defaults.
