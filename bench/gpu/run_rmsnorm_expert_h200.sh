@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine from the repository root, with the bundle of scripts/pack_gpu_bundle.sh
+# in .gpu/, packed with PTXEVO_EXPERT_RMSNORM (the expert's checkout in .gpu/anchors/RMSNorm-H100):
+# the RMSNorm seeds beside the expert kernel, torch eager and torch.compile, in one process per
+# table, same inputs, same timer, interleaved (bench/rmsnorm/torch_bench.py).
+#   fwd_graph   rmsnorm_fwd.spec's goal shapes, CUDA-graph replays
+#   decode      rmsnorm_fwd_decode.spec's inference shapes, CUDA-graph replays
+#   bwd_stream  rmsnorm_bwd.spec's shapes, stream launches (the expert's backward caches a TMA
+#               descriptor per pointer pair, so graph replays over rotating inputs skip its path)
+#   fwd_stream  the goal shapes again, stream launches
+# The seeds are built here with `.gpu/ptxevo build` at their defaults (or from SOURCE/KNOBS given
+# as LABEL=DIR build dirs in CANDIDATES_<table>). Each table has a time budget within the
+# 10-minute call; what finished is kept. Everything lands in $OUT as one archive plus a summary.
+# Usage: [TABLES="fwd_graph decode bwd_stream fwd_stream"] bench/gpu/run_rmsnorm_expert_h200.sh
+set -uo pipefail
+tables=" ${TABLES:-fwd_graph decode bwd_stream fwd_stream} "
+out="${OUT:-/tmp/ptxevo-out}"
+work=/tmp/rmsnorm-expert; rm -rf "$work"; mkdir -p "$work/builds" "$out"
+expert="$PWD/.gpu/anchors/RMSNorm-H100"
+[ -f "$expert/rmsnorm/__init__.py" ] ||
+  { echo "no expert checkout in .gpu/anchors: pack with PTXEVO_EXPERT_RMSNORM=<checkout> scripts/pack_gpu_bundle.sh" >&2; exit 2; }
+export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+ldd .gpu/ptxevo 2>/dev/null | grep -q "libmpi.*not found" && export LD_LIBRARY_PATH="$PWD/.gpu/lib/mpi:$LD_LIBRARY_PATH"
+export PTXEVO_SOURCE_DIR="$PWD" PTXEVO_CACHE_DIR=/tmp/ptxevo-cache PYTHONUNBUFFERED=1
+export TORCH_EXTENSIONS_DIR=/tmp/torch-ext MAX_JOBS=16
+commit="$(cat .gpu/commit.txt 2>/dev/null || echo unknown)"
+t0=$(date +%s); budget="${BUDGET_S:-570}"
+left() { echo $(( budget - ($(date +%s) - t0) )); }
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $commit"
+  echo "expert: Int21-AI/RMSNorm-H100 checkout in .gpu/anchors (commit as packed; see docs/targets.md)"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv
+  /usr/local/cuda/bin/nvcc --version | tail -2
+  python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
+} > "$work/env.txt" 2>&1
+cat "$work/env.txt"
+
+# The expert's extension, built once before any table (torch caches it in TORCH_EXTENSIONS_DIR).
+(cd "$expert" && timeout 240 python3 -c 'import rmsnorm._extension as e; e.get_extension(); print("expert extension built")') \
+  > "$work/expert_build.log" 2>&1
+echo "expert build rc=$? after $(( $(date +%s) - t0 )) s"; tail -3 "$work/expert_build.log"
+
+build() {  # LABEL SPEC
+  timeout 120 .gpu/ptxevo build "$2" --out "$work/builds/$1" > "$work/builds/$1.txt" 2>&1 ||
+    { echo "build of $2 failed:"; tail -5 "$work/builds/$1.txt"; return 1; }
+}
+bench() {  # TABLE SECONDS LABEL=DIR... -- OPTIONS
+  local table="$1" secs="$2"; shift 2
+  local l; l=$(left); [ "$l" -lt 30 ] && { echo "== $table: skipped, $l s left"; return; }
+  [ "$secs" -gt "$l" ] && secs="$l"
+  local cands=()
+  while [ "$1" != "--" ]; do cands+=(--candidate "$1"); shift; done; shift
+  echo "== $table (up to $secs s)"
+  timeout "$secs" python3 bench/rmsnorm/torch_bench.py --commit "$commit" "${cands[@]}" --expert "$expert" \
+    --out "$work/$table" "$@" > "$work/$table.log" 2>&1
+  echo "$table rc=$?"
+}
+[[ "$tables" == *" fwd_graph "* || "$tables" == *" fwd_stream "* ]] && build fwd kernels/rmsnorm/rmsnorm_fwd.spec
+[[ "$tables" == *" decode "* ]] && build decode kernels/rmsnorm/rmsnorm_fwd_decode.spec
+[[ "$tables" == *" bwd_stream "* ]] && build bwd kernels/rmsnorm/rmsnorm_bwd.spec
+[[ "$tables" == *" fwd_graph "* ]] && bench fwd_graph 200 ${CANDIDATES_fwd_graph:-seed=$work/builds/fwd} -- --graph
+[[ "$tables" == *" decode "* ]] && bench decode 150 ${CANDIDATES_decode:-seed=$work/builds/decode} -- --graph
+[[ "$tables" == *" bwd_stream "* ]] && bench bwd_stream 120 ${CANDIDATES_bwd_stream:-seed=$work/builds/bwd} --
+[[ "$tables" == *" fwd_stream "* ]] && bench fwd_stream 150 ${CANDIDATES_fwd_graph:-seed=$work/builds/fwd} --
+
+tar -C "$work" -czf "$out/rmsnorm_expert.tar.gz" --exclude='*.cubin' . 2>/dev/null
+for t in fwd_graph decode bwd_stream fwd_stream; do
+  [ -f "$work/$t/results.md" ] && { echo "### $t"; cat "$work/$t/results.md"; echo; }
+done > "$out/summary.md"
+cp "$work/env.txt" "$out/"
+for t in fwd_graph decode bwd_stream fwd_stream; do [ -f "$work/$t.log" ] && tail -25 "$work/$t.log"; done
+echo "total $(( $(date +%s) - t0 )) s"
