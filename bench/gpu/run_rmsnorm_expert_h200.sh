@@ -3,13 +3,13 @@
 # in .gpu/, packed with PTXEVO_EXPERT_RMSNORM (the expert's checkout in .gpu/anchors/RMSNorm-H100):
 # the RMSNorm seeds beside the expert kernel, torch eager and torch.compile, in one process per
 # table, same inputs, same timer, interleaved (bench/rmsnorm/torch_bench.py).
-#   fwd_graph   rmsnorm_fwd.spec's goal shapes, CUDA-graph replays
 #   decode      rmsnorm_fwd_decode.spec's inference shapes, CUDA-graph replays
+#   fwd_graph   rmsnorm_fwd.spec's goal shapes, CUDA-graph replays
 #   bwd_stream  rmsnorm_bwd.spec's shapes, stream launches (the expert's backward caches a TMA
 #               descriptor per pointer pair, so graph replays over rotating inputs skip its path)
 #   fwd_stream  the goal shapes again, stream launches
-# The seeds are built here with `.gpu/ptxevo build` at their defaults (or from SOURCE/KNOBS given
-# as LABEL=DIR build dirs in CANDIDATES_<table>). Each table has a time budget within the
+# The seeds are built here with `.gpu/ptxevo build` at their defaults; CANDIDATES_<table> (a
+# space-separated list of LABEL=DIR build dirs made by `ptxevo build`) replaces them. Each table has a time budget within the
 # 10-minute call; what finished is kept. Everything lands in $OUT as one archive plus a summary.
 # Usage: [TABLES="fwd_graph decode bwd_stream fwd_stream"] bench/gpu/run_rmsnorm_expert_h200.sh
 set -uo pipefail
@@ -59,8 +59,8 @@ bench() {  # TABLE SECONDS LABEL=DIR... -- OPTIONS
 [[ "$tables" == *" fwd_graph "* || "$tables" == *" fwd_stream "* ]] && build fwd kernels/rmsnorm/rmsnorm_fwd.spec
 [[ "$tables" == *" decode "* ]] && build decode kernels/rmsnorm/rmsnorm_fwd_decode.spec
 [[ "$tables" == *" bwd_stream "* ]] && build bwd kernels/rmsnorm/rmsnorm_bwd.spec
-[[ "$tables" == *" fwd_graph "* ]] && bench fwd_graph 200 ${CANDIDATES_fwd_graph:-seed=$work/builds/fwd} -- --graph
-[[ "$tables" == *" decode "* ]] && bench decode 150 ${CANDIDATES_decode:-seed=$work/builds/decode} -- --graph
+[[ "$tables" == *" decode "* ]] && bench decode 200 ${CANDIDATES_decode:-seed=$work/builds/decode} -- --graph
+[[ "$tables" == *" fwd_graph "* ]] && bench fwd_graph 180 ${CANDIDATES_fwd_graph:-seed=$work/builds/fwd} -- --graph
 [[ "$tables" == *" bwd_stream "* ]] && bench bwd_stream 120 ${CANDIDATES_bwd_stream:-seed=$work/builds/bwd} --
 [[ "$tables" == *" fwd_stream "* ]] && bench fwd_stream 150 ${CANDIDATES_fwd_graph:-seed=$work/builds/fwd} --
 

@@ -30,6 +30,10 @@
 //   LOAD_HINT   x and residual loads: 0 ld.global.nc, 1 ld.global.cg, 2 ld.global.nc.L1::no_allocate,
 //               3 ld.global.nc.L2::256B
 //   STORE_HINT  out and residual_out stores: 0 st.global, 1 st.global.cs (streaming)
+//   WEIGHT_EARLY 1: the weight (and bias) of the register tile is loaded with x, before the row's
+//               reduction, so its latency hides behind x's rather than following the reduction
+//               (costs ITEMS * VEC * sizeof(WT) / 4 registers); 0: loaded for the output pass
+//   SPREAD_CTAS read by the launch plan only (more threads, then CTAs, per row when rows are few)
 //
 // Layout: a row (or a cluster slice) is a run of units: VEC-element vectors when N % VEC == 0 and
 // every base pointer is aligned for them, else single elements (the scalar path, for any N). Thread
@@ -94,6 +98,9 @@
 #ifndef STORE_HINT
 #define STORE_HINT 0
 #endif
+#ifndef WEIGHT_EARLY
+#define WEIGHT_EARLY 0
+#endif
 
 #if CLUSTER > 1 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 #error "CLUSTER > 1 needs thread-block clusters (sm_90 or later); use CLUSTER=1 for this arch"
@@ -136,6 +143,8 @@ enum : int {
   kItems = ITEMS,
   kCluster = CLUSTER,
   kXBytes = kVec * (int)sizeof(XT),  // bytes per x / out vector
+  kWBytes = kVec * (int)sizeof(WT),  // bytes per weight vector
+  kBBytes = kVec * (int)sizeof(BT),  // bytes per bias vector
 };
 
 static_assert(kThreads >= 32 && kThreads <= 1024 && (kThreads & (kThreads - 1)) == 0,
@@ -356,6 +365,12 @@ struct Tile {
 #if HAS_RESIDUAL
   unsigned int r[kItems][Words<kXBytes>::value];
 #endif
+#if WEIGHT_EARLY && HAS_WEIGHT
+  unsigned int w[kItems][Words<kWBytes>::value];  // the vector path's weight, loaded with x
+#endif
+#if WEIGHT_EARLY && HAS_BIAS
+  unsigned int b[kItems][Words<kBBytes>::value];
+#endif
 };
 
 // Unit `u` of x (and the residual) at element offset `off`: h in fp32, plus the raw x words that
@@ -382,21 +397,33 @@ __device__ __forceinline__ void store_residual(const Args& a, long long off, con
 #endif
 }
 
-// out at element offset `off` (column `col`) from h and the row's rstd r.
-template <int kU>
-__device__ __forceinline__ void emit(const Args& a, long long off, long long col, const float* h, float r) {
+// out at element offset `off` (column `col`) from h and the row's rstd r. kEarly: the weight and
+// bias words are `we` / `be` (loaded with x), else they are loaded here.
+template <int kU, bool kEarly = false>
+__device__ __forceinline__ void emit(const Args& a, long long off, long long col, const float* h, float r,
+                                     const unsigned int* we = nullptr, const unsigned int* be = nullptr) {
   float y[kU];
 #pragma unroll
   for (int e = 0; e < kU; ++e) y[e] = h[e] * r;
 #if HAS_WEIGHT
   unsigned int wr[Words<kU * (int)sizeof(WT)>::value];
-  load_w<kU * (int)sizeof(WT)>(wr, a.w + col);
+  if constexpr (kEarly) {
+#pragma unroll
+    for (int i = 0; i < Words<kU * (int)sizeof(WT)>::value; ++i) wr[i] = we[i];
+  } else {
+    load_w<kU * (int)sizeof(WT)>(wr, a.w + col);
+  }
 #pragma unroll
   for (int e = 0; e < kU; ++e) y[e] *= Elem<WT>::get(wr, e);
 #endif
 #if HAS_BIAS
   unsigned int br[Words<kU * (int)sizeof(BT)>::value];
-  load_w<kU * (int)sizeof(BT)>(br, a.b + col);
+  if constexpr (kEarly) {
+#pragma unroll
+    for (int i = 0; i < Words<kU * (int)sizeof(BT)>::value; ++i) br[i] = be[i];
+  } else {
+    load_w<kU * (int)sizeof(BT)>(br, a.b + col);
+  }
 #pragma unroll
   for (int e = 0; e < kU; ++e) y[e] += Elem<BT>::get(br, e);
 #endif
@@ -470,6 +497,12 @@ __device__ __forceinline__ void tile_load(const Args& a, const Run<kTpr, kCluste
         load_x<kXBytes>(tl.x[j], a.x + off);
 #if HAS_RESIDUAL
         load_x<kXBytes>(tl.r[j], a.res + off);
+#endif
+#if WEIGHT_EARLY && HAS_WEIGHT
+        load_w<kWBytes>(tl.w[j], a.w + (run.u0 + k) * kU);
+#endif
+#if WEIGHT_EARLY && HAS_BIAS
+        load_w<kBBytes>(tl.b[j], a.b + (run.u0 + k) * kU);
 #endif
       }
     }
@@ -571,7 +604,23 @@ __device__ __forceinline__ void pass2(const Args& a, const Run<kTpr, kClustered,
       const long long col = (run.u0 + k) * kU;
       float h[kU];
       tile_get<kU>(tl, j, h);
+#if WEIGHT_EARLY
+      if constexpr (kU == kVec) {  // the vector path loaded them with x (unit j is slot j)
+        const unsigned int* we = nullptr;
+        const unsigned int* be = nullptr;
+#if HAS_WEIGHT
+        we = tl.w[j];
+#endif
+#if HAS_BIAS
+        be = tl.b[j];
+#endif
+        emit<kU, true>(a, run.rbase + col, col, h, r, we, be);
+      } else {
+        emit<kU>(a, run.rbase + col, col, h, r);
+      }
+#else
       emit<kU>(a, run.rbase + col, col, h, r);
+#endif
     }
   }
 #if STAGE_KB > 0

@@ -105,8 +105,9 @@ double load_elem(const std::byte* data, DType t, std::int64_t i) {
 }
 
 const std::vector<std::string>& knob_names() {
-  static const std::vector<std::string> k = {"VEC",      "THREADS",    "TPR",       "ITEMS",     "CLUSTER",
-                                             "STAGE_KB", "MIN_BLOCKS", "LOAD_HINT", "STORE_HINT"};
+  static const std::vector<std::string> k = {"VEC",        "THREADS",   "TPR",        "ITEMS",
+                                             "CLUSTER",    "STAGE_KB",  "MIN_BLOCKS", "LOAD_HINT",
+                                             "STORE_HINT", "SPREAD_CTAS", "WEIGHT_EARLY"};
   return k;
 }
 
@@ -199,7 +200,9 @@ Knobs RmsNormFwdOp::knob_defaults(DType x) {
           {"STAGE_KB", g.stage_kb},
           {"MIN_BLOCKS", g.min_blocks},
           {"LOAD_HINT", g.load_hint},
-          {"STORE_HINT", g.store_hint}};
+          {"STORE_HINT", g.store_hint},
+          {"SPREAD_CTAS", g.spread_ctas},
+          {"WEIGHT_EARLY", g.weight_early}};
 }
 
 RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
@@ -209,7 +212,8 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
     if (!known)
       throw std::invalid_argument(
           "rmsnorm_fwd: unknown knob '" + name +
-          "' (knobs: VEC, THREADS, TPR, ITEMS, CLUSTER, STAGE_KB, MIN_BLOCKS, LOAD_HINT, STORE_HINT)");
+          "' (knobs: VEC, THREADS, TPR, ITEMS, CLUSTER, STAGE_KB, MIN_BLOCKS, LOAD_HINT, STORE_HINT, SPREAD_CTAS, "
+          "WEIGHT_EARLY)");
   }
   const Knobs d = knob_defaults(c.x);
   auto get = [&](const char* n) { return evaluator::knob_int(k, n, std::get<std::int64_t>(d.at(n))); };
@@ -223,6 +227,8 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
   g.min_blocks = get("MIN_BLOCKS");
   g.load_hint = get("LOAD_HINT");
   g.store_hint = get("STORE_HINT");
+  g.spread_ctas = get("SPREAD_CTAS");
+  g.weight_early = get("WEIGHT_EARLY");
   const auto xs = static_cast<std::int64_t>(evaluator::dtype_size(c.x));
   auto fail = [](const std::string& m) { throw std::invalid_argument("rmsnorm_fwd: " + m); };
   if (!is_pow2(g.vec) || g.vec * xs > 16)
@@ -246,6 +252,10 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
     fail("MIN_BLOCKS=" + std::to_string(g.min_blocks) + " must be in [0, 32] with THREADS * MIN_BLOCKS <= 2048");
   if (g.load_hint < 0 || g.load_hint > 3) fail("LOAD_HINT=" + std::to_string(g.load_hint) + " must be 0, 1, 2 or 3");
   if (g.store_hint < 0 || g.store_hint > 1) fail("STORE_HINT=" + std::to_string(g.store_hint) + " must be 0 or 1");
+  if (g.spread_ctas < 0 || g.spread_ctas > 4096)
+    fail("SPREAD_CTAS=" + std::to_string(g.spread_ctas) + " must be in [0, 4096] (0: never spread rows)");
+  if (g.weight_early < 0 || g.weight_early > 1)
+    fail("WEIGHT_EARLY=" + std::to_string(g.weight_early) + " must be 0 or 1");
   return g;
 }
 
@@ -254,17 +264,24 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
 // CTA; longer rows take a whole CTA (tpr = THREADS) and, with CLUSTER > 1, the smallest
 // power-of-two cluster (at most CLUSTER) whose CTAs hold the row. What still does not fit a CTA's
 // registers goes to the stage (up to STAGE_KB) and is otherwise re-read.
-RmsNormFwdOp::Dispatch RmsNormFwdOp::dispatch(const Config& c, const Geometry& g, std::int64_t n) {
+// When that launches fewer than SPREAD_CTAS CTAs (few rows: decode), a row's share is spread
+// wider, doubling the threads per row (up to THREADS) and then the cluster (up to CLUSTER), until
+// the grid reaches SPREAD_CTAS: a short kernel's time is then the latency of a few loads a
+// thread instead of a long serial run on a handful of SMs.
+RmsNormFwdOp::Dispatch RmsNormFwdOp::dispatch(const Config& c, const Geometry& g, std::int64_t m, std::int64_t n) {
   Dispatch d;
   const std::int64_t need = ceil_div(n, g.items * g.vec);
   d.tpr = need >= g.threads ? g.threads : std::max(g.tpr, next_pow2(need));
+  if (need > g.threads && g.cluster > 1) d.cluster = std::min(g.cluster, next_pow2(ceil_div(need, g.threads)));
+  auto ctas = [&] { return d.cluster > 1 ? m * d.cluster : ceil_div(m, g.threads / d.tpr); };
+  while (ctas() < g.spread_ctas && d.tpr < g.threads && d.tpr < next_pow2(ceil_div(n, g.vec))) d.tpr *= 2;
+  // A cluster of c CTAs splits the row's vectors in c slices: spread only while every CTA keeps
+  // at least a thread's vector each.
+  while (ctas() < g.spread_ctas && g.cluster > 1 && d.tpr == g.threads && d.cluster < g.cluster &&
+         n / (2 * d.cluster) >= g.threads * g.vec)
+    d.cluster *= 2;
   d.rows_per_cta = g.threads / d.tpr;
-  if (need > g.threads && g.cluster > 1) {
-    d.cluster = std::min(g.cluster, next_pow2(ceil_div(need, g.threads)));
-    d.entry = "rmsnorm_fwd_cluster";
-  } else {
-    d.entry = "rmsnorm_fwd_tpr" + std::to_string(d.tpr);
-  }
+  d.entry = d.cluster > 1 ? "rmsnorm_fwd_cluster" : "rmsnorm_fwd_tpr" + std::to_string(d.tpr);
   if (d.tpr == g.threads && g.stage_kb > 0) {
     // Units as the kernel sees them (vectors when N % VEC == 0, else elements); the kernel takes
     // the slot count from the size it is given, so a scalar-path launch is still correct.
@@ -331,7 +348,7 @@ evaluator::LaunchPlan RmsNormFwdOp::launch_plan(const Shape& s, const OpConfig& 
   const Config c = parse(cfg);
   const Dims d = dims(s);
   const Geometry g = geometry(c, k);
-  const Dispatch dp = dispatch(c, g, d.n);
+  const Dispatch dp = dispatch(c, g, d.m, d.n);
   if (dp.shared_bytes > kMaxStageKb * 1024)  // dispatch() caps the stage at STAGE_KB; kept as a guard
     throw std::invalid_argument("rmsnorm_fwd: the plan needs " + std::to_string(dp.shared_bytes) +
                                 " bytes of dynamic shared memory, more than a CTA may have");

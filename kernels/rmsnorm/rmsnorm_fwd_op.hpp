@@ -44,7 +44,7 @@ class RmsNormFwdOp : public evaluator::Op {
   // The knobs, after validation (same defaults as rmsnorm_fwd.cu).
   struct Geometry {
     std::int64_t vec = 8, threads = 512, tpr = 8, items = 8, cluster = 4, stage_kb = 0, min_blocks = 2,
-                 load_hint = 0, store_hint = 0;
+                 load_hint = 0, store_hint = 0, spread_ctas = 0, weight_early = 0;
   };
   // Throws std::invalid_argument for unknown knobs or impossible values.
   static Geometry geometry(const Config& c, const evaluator::Knobs& k);
@@ -60,7 +60,7 @@ class RmsNormFwdOp : public evaluator::Op {
     std::int64_t cluster = 1;       // CTAs per row (1: no cluster)
     std::int64_t shared_bytes = 0;  // dynamic shared memory per CTA
   };
-  static Dispatch dispatch(const Config& c, const Geometry& g, std::int64_t n);
+  static Dispatch dispatch(const Config& c, const Geometry& g, std::int64_t m, std::int64_t n);
   // Every entry the template defines for these knobs (a superset of what dispatch() returns).
   static std::vector<std::string> entries(const Geometry& g);
   // Dynamic shared memory a CTA may have: 227 KB on sm_90a and sm_100a, less 1 KB kept for the

@@ -269,7 +269,7 @@ TEST(RmsNormFwdOp, DispatchPicksTheEntryPerN) {
   const auto g = RmsNormFwdOp::geometry(cfg, {});
   for (const Case& c : cases) {
     SCOPED_TRACE("M=" + std::to_string(c.m) + " N=" + std::to_string(c.n));
-    const auto d = RmsNormFwdOp::dispatch(cfg, g, c.n);
+    const auto d = RmsNormFwdOp::dispatch(cfg, g, c.m, c.n);
     EXPECT_EQ(d.entry, c.entry);
     EXPECT_EQ(d.tpr, c.tpr);
     EXPECT_EQ(d.rows_per_cta, c.rows);
@@ -287,13 +287,52 @@ TEST(RmsNormFwdOp, DispatchPicksTheEntryPerN) {
   }
 }
 
+// SPREAD_CTAS: few rows get more threads per row, then bigger clusters, until the grid has that
+// many CTAs; shapes with enough rows keep the plan they had.
+TEST(RmsNormFwdOp, DispatchSpreadsFewRows) {
+  const RmsNormFwdOp::Config cfg;
+  const auto g = RmsNormFwdOp::geometry(cfg, {{"SPREAD_CTAS", I{132}}});
+  struct Case {
+    std::int64_t m, n;
+    const char* entry;
+    std::int64_t tpr, cluster;
+  };
+  const Case cases[] = {
+      {1, 4096, "rmsnorm_fwd_tpr512", 512, 1},     // one vector a thread (64 threads without)
+      {8, 4096, "rmsnorm_fwd_tpr512", 512, 1},     // 8 CTAs instead of 1
+      {64, 4096, "rmsnorm_fwd_tpr512", 512, 1},    // 64 CTAs
+      {128, 8192, "rmsnorm_fwd_cluster", 512, 2},  // 256 CTAs, a vector a thread
+      {512, 4096, "rmsnorm_fwd_tpr256", 256, 1},   // 256 CTAs of two rows reach 132
+      {4096, 4096, "rmsnorm_fwd_tpr64", 64, 1},    // enough rows: as without
+      {1, 8, "rmsnorm_fwd_tpr8", 8, 1},            // one vector: nothing to spread
+      {2, 65536, "rmsnorm_fwd_cluster", 512, 4},   // cluster 2 -> 4 (CLUSTER), 8 CTAs
+      {2, 32768, "rmsnorm_fwd_cluster", 512, 4},   // from one CTA a row to clusters of 4
+      {2, 8192, "rmsnorm_fwd_cluster", 512, 2},    // 4 would leave threads without a vector
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("M=" + std::to_string(c.m) + " N=" + std::to_string(c.n));
+    const auto d = RmsNormFwdOp::dispatch(cfg, g, c.m, c.n);
+    EXPECT_EQ(d.entry, c.entry);
+    EXPECT_EQ(d.tpr, c.tpr);
+    EXPECT_EQ(d.cluster, c.cluster);
+    EXPECT_EQ(d.rows_per_cta * d.tpr, g.threads);
+  }
+  // The launch follows: M = 8, N = 4096 launches 8 CTAs.
+  const auto plan = RmsNormFwdOp().launch_plan(shape(8, 4096), {}, {{"SPREAD_CTAS", I{132}}});
+  const KernelLaunch& l = only_launch(plan);
+  EXPECT_EQ(l.entry, "rmsnorm_fwd_tpr512");
+  EXPECT_EQ(l.grid.x, 8u);
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"SPREAD_CTAS", I{-1}}}), std::invalid_argument);
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"WEIGHT_EARLY", I{2}}}), std::invalid_argument);
+}
+
 TEST(RmsNormFwdOp, DispatchFollowsTheKnobs) {
   const RmsNormFwdOp::Config cfg;
   // From ITEMS 4, CLUSTER 16 (the first defaults), which the expectations below were worked out for.
   auto pick = [&](const Knobs& k, std::int64_t n) {
     Knobs all = {{"ITEMS", I{4}}, {"CLUSTER", I{16}}};
     for (const auto& [name, v] : k) all[name] = v;
-    return RmsNormFwdOp::dispatch(cfg, RmsNormFwdOp::geometry(cfg, all), n);
+    return RmsNormFwdOp::dispatch(cfg, RmsNormFwdOp::geometry(cfg, all), 4096, n);
   };
   // TPR is a floor: N = 256 with TPR = 32 takes 32 threads per row (one vector each).
   auto d = pick({{"TPR", I{32}}}, 256);
@@ -327,7 +366,7 @@ TEST(RmsNormFwdOp, DispatchSizesTheStage) {
   auto stage = [](const RmsNormFwdOp::Config& c, const Knobs& k, std::int64_t n) {
     Knobs all = {{"ITEMS", I{4}}};
     for (const auto& [name, v] : k) all[name] = v;
-    return RmsNormFwdOp::dispatch(c, RmsNormFwdOp::geometry(c, all), n).shared_bytes;
+    return RmsNormFwdOp::dispatch(c, RmsNormFwdOp::geometry(c, all), 4096, n).shared_bytes;
   };
   const Knobs k64 = {{"CLUSTER", I{1}}, {"STAGE_KB", I{64}}};
   // N = 32768: 4096 vectors over 512 threads = 8 each, 4 in registers, 4 staged (16 B each).
@@ -374,7 +413,7 @@ TEST(RmsNormFwdOp, EntriesListWhatDispatchCanReturn) {
     g = RmsNormFwdOp::geometry(cfg, k);
     const auto list = RmsNormFwdOp::entries(g);
     for (std::int64_t n : {I{1}, I{2}, I{7}, I{8}, I{100}, I{256}, I{1000}, I{4097}, I{65536}, I{131071}, I{1} << 22}) {
-      const auto d = RmsNormFwdOp::dispatch(cfg, g, n);
+      const auto d = RmsNormFwdOp::dispatch(cfg, g, 1, n);
       EXPECT_NE(std::find(list.begin(), list.end(), d.entry), list.end()) << d.entry << " " << knobs_text(k);
       EXPECT_EQ(d.rows_per_cta * d.tpr, g.threads);
       EXPECT_TRUE(d.cluster == 1 || d.tpr == g.threads);
@@ -759,7 +798,7 @@ Emulated emulate_seed(const std::vector<float>& x, const std::vector<float>* res
   Emulated e;
   e.out.assign(static_cast<std::size_t>(m * n), 0);
   if (res) e.residual_out.assign(static_cast<std::size_t>(m * n), 0);
-  const auto d = RmsNormFwdOp::dispatch(RmsNormFwdOp::Config{}, g, n);
+  const auto d = RmsNormFwdOp::dispatch(RmsNormFwdOp::Config{}, g, m, n);
   const std::int64_t tpr = d.tpr, c = d.cluster;
   const std::int64_t unit = n % g.vec == 0 ? g.vec : 1;
   const std::int64_t nu = n / unit, slice = (nu + c - 1) / c;
@@ -890,6 +929,8 @@ const std::vector<Knobs>& emulated_knob_sets() {
       {{"THREADS", I{512}}, {"ITEMS", I{8}}, {"CLUSTER", I{4}}},
       {{"THREADS", I{64}}, {"TPR", I{8}}, {"VEC", I{2}}, {"ITEMS", I{4}}},
       {{"THREADS", I{1024}}, {"VEC", I{8}}, {"ITEMS", I{1}}, {"CLUSTER", I{2}}},
+      {{"SPREAD_CTAS", I{132}}},  // the decode specs' default: rows spread over threads and clusters
+      {{"SPREAD_CTAS", I{528}}, {"THREADS", I{128}}, {"ITEMS", I{2}}, {"CLUSTER", I{16}}},
   };
   return k;
 }
@@ -902,7 +943,7 @@ TEST(RmsNormFwdSeedEmulation, ReadsEveryColumnOnceAndPassesTheTolerance) {
     for (const auto& [m, n] : std::vector<std::pair<I, I>>{
              {1, 1}, {3, 7}, {5, 1000}, {7, 4097}, {4, 4096}, {3, 8192}, {2, 40000}, {2, 70001}}) {
       SCOPED_TRACE("M=" + std::to_string(m) + " N=" + std::to_string(n) + " knobs " + knobs_text(k) + " entry " +
-                   RmsNormFwdOp::dispatch(cfg, g, n).entry);
+                   RmsNormFwdOp::dispatch(cfg, g, m, n).entry);
       for (Dist d : {Dist::Normal, Dist::SparseSpikes, Dist::LargeUniform}) {
         const Problem p = problem(d, m, n, static_cast<std::uint64_t>(m * 1000 + n));
         const Emulated e = emulate_seed(p.x, nullptr, p.w, nullptr, m, n, g, 1e-6f);
