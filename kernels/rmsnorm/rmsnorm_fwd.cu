@@ -33,6 +33,10 @@
 //   WEIGHT_EARLY 1: the weight (and bias) of the register tile is loaded with x, before the row's
 //               reduction, so its latency hides behind x's rather than following the reduction
 //               (costs ITEMS * VEC * sizeof(WT) / 4 registers); 0: loaded for the output pass
+//   EARLY_LAUNCH 1: launched as a programmatic dependent (sm_90+): each CTA lets the next kernel
+//               launch at once (griddepcontrol.launch_dependents) and waits for the previous
+//               kernel's writes (griddepcontrol.wait) before its first global access, so the next
+//               kernel's launch and CTA start overlap this one's work (latency of short kernels)
 //   SPREAD_CTAS read by the launch plan only (more threads, then CTAs, per row when rows are few)
 //
 // Layout: a row (or a cluster slice) is a run of units: VEC-element vectors when N % VEC == 0 and
@@ -101,7 +105,13 @@
 #ifndef WEIGHT_EARLY
 #define WEIGHT_EARLY 0
 #endif
+#ifndef EARLY_LAUNCH
+#define EARLY_LAUNCH 0
+#endif
 
+#if EARLY_LAUNCH && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "EARLY_LAUNCH needs griddepcontrol (sm_90 or later); use EARLY_LAUNCH=0 for this arch"
+#endif
 #if CLUSTER > 1 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 #error "CLUSTER > 1 needs thread-block clusters (sm_90 or later); use CLUSTER=1 for this arch"
 #endif
@@ -674,6 +684,12 @@ __device__ __forceinline__ void rmsnorm_fwd_body(const Args& a) {
     // (a call that would spill).
     if (nranks & (nranks - 1)) __trap();
   }
+#if EARLY_LAUNCH
+  // The next kernel may start now; its own wait below keeps it from reading before this one's
+  // writes are complete and visible. Nothing global is read here before the previous kernel's.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   const long long cta = (long long)blockIdx.y * gridDim.x + blockIdx.x;
   const long long row =
       kClustered ? cta >> (__ffs(nranks) - 1) : cta * (kThreads / kTpr) + threadIdx.x / kTpr;

@@ -107,7 +107,7 @@ double load_elem(const std::byte* data, DType t, std::int64_t i) {
 const std::vector<std::string>& knob_names() {
   static const std::vector<std::string> k = {"VEC",        "THREADS",   "TPR",        "ITEMS",
                                              "CLUSTER",    "STAGE_KB",  "MIN_BLOCKS", "LOAD_HINT",
-                                             "STORE_HINT", "SPREAD_CTAS", "WEIGHT_EARLY"};
+                                             "STORE_HINT", "SPREAD_CTAS", "WEIGHT_EARLY", "EARLY_LAUNCH"};
   return k;
 }
 
@@ -202,7 +202,8 @@ Knobs RmsNormFwdOp::knob_defaults(DType x) {
           {"LOAD_HINT", g.load_hint},
           {"STORE_HINT", g.store_hint},
           {"SPREAD_CTAS", g.spread_ctas},
-          {"WEIGHT_EARLY", g.weight_early}};
+          {"WEIGHT_EARLY", g.weight_early},
+          {"EARLY_LAUNCH", g.early_launch}};
 }
 
 RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
@@ -213,7 +214,7 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
       throw std::invalid_argument(
           "rmsnorm_fwd: unknown knob '" + name +
           "' (knobs: VEC, THREADS, TPR, ITEMS, CLUSTER, STAGE_KB, MIN_BLOCKS, LOAD_HINT, STORE_HINT, SPREAD_CTAS, "
-          "WEIGHT_EARLY)");
+          "WEIGHT_EARLY, EARLY_LAUNCH)");
   }
   const Knobs d = knob_defaults(c.x);
   auto get = [&](const char* n) { return evaluator::knob_int(k, n, std::get<std::int64_t>(d.at(n))); };
@@ -229,6 +230,7 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
   g.store_hint = get("STORE_HINT");
   g.spread_ctas = get("SPREAD_CTAS");
   g.weight_early = get("WEIGHT_EARLY");
+  g.early_launch = get("EARLY_LAUNCH");
   const auto xs = static_cast<std::int64_t>(evaluator::dtype_size(c.x));
   auto fail = [](const std::string& m) { throw std::invalid_argument("rmsnorm_fwd: " + m); };
   if (!is_pow2(g.vec) || g.vec * xs > 16)
@@ -256,6 +258,8 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
     fail("SPREAD_CTAS=" + std::to_string(g.spread_ctas) + " must be in [0, 4096] (0: never spread rows)");
   if (g.weight_early < 0 || g.weight_early > 1)
     fail("WEIGHT_EARLY=" + std::to_string(g.weight_early) + " must be 0 or 1");
+  if (g.early_launch < 0 || g.early_launch > 1)
+    fail("EARLY_LAUNCH=" + std::to_string(g.early_launch) + " must be 0 or 1");
   return g;
 }
 
@@ -367,6 +371,7 @@ evaluator::LaunchPlan RmsNormFwdOp::launch_plan(const Shape& s, const OpConfig& 
   l.block = {static_cast<std::uint32_t>(g.threads), 1, 1};
   l.shared_bytes = static_cast<std::uint32_t>(dp.shared_bytes);
   l.cluster = {static_cast<std::uint32_t>(dp.cluster), 1, 1};
+  l.programmatic = g.early_launch == 1;
   l.args = {evaluator::ArgTensor{"x"},
             evaluator::ArgTensor{c.has_weight ? "w" : ""},
             evaluator::ArgTensor{c.has_bias ? "b" : ""},

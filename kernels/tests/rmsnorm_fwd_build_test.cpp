@@ -133,9 +133,10 @@ TEST(RmsNormFwdSpec, LoadsWithTheTargetShapesAndSeed) {
   // The decode specs' latency knobs are left out here: off, as the op's defaults have them.
   Knobs expected = RmsNormFwdOp::knob_defaults(DType::BF16);
   EXPECT_EQ(expected.at("SPREAD_CTAS"), ptxevo::evaluator::KnobValue{std::int64_t{0}});
-  EXPECT_EQ(expected.at("WEIGHT_EARLY"), ptxevo::evaluator::KnobValue{std::int64_t{0}});
-  expected.erase("SPREAD_CTAS");
-  expected.erase("WEIGHT_EARLY");
+  for (const char* k : {"SPREAD_CTAS", "WEIGHT_EARLY", "EARLY_LAUNCH"}) {
+    EXPECT_EQ(expected.at(k), ptxevo::evaluator::KnobValue{std::int64_t{0}}) << k;
+    expected.erase(k);
+  }
   EXPECT_EQ(defaults, expected);
   // One assignment; every benchmark row up to 128K in registers (a CTA or a cluster holds the
   // row). N = 256K over a 4-CTA cluster re-reads half of each slice: measured faster on the H200
@@ -357,6 +358,8 @@ TEST(RmsNormFwdBuild, SeedBuildsForKnobAndDtypeCombinations) {
        {{"VEC", I{2}}, {"THREADS", I{32}}, {"TPR", I{1}}}, "cvt.rn.f16x2.f32"},
       {"sm_90a", {{"x_dtype", "fp32"}, {"has_bias", "true"}, {"has_residual", "true"}}, {{"STAGE_KB", I{64}}}, "%dynamic_smem_size"},
       {"sm_90a", kResidualBias, {{"WEIGHT_EARLY", I{1}}, {"ITEMS", I{2}}}, "add.f32"},
+      {"sm_90a", {}, {{"EARLY_LAUNCH", I{1}}}, "griddepcontrol.launch_dependents"},
+      {"sm_100a", {}, {{"EARLY_LAUNCH", I{1}}, {"CLUSTER", I{2}}}, "griddepcontrol.wait"},
       {"sm_90a", {{"x_dtype", "fp16"}, {"w_dtype", "same"}}, {{"WEIGHT_EARLY", I{1}}, {"ITEMS", I{4}}}, "cvt.rn.f16x2.f32"},
       // Blackwell.
       {"sm_100a", kResidualBias, {{"STAGE_KB", I{64}}, {"CLUSTER", I{8}}}, "mapa.shared::cluster.u32"},

@@ -322,6 +322,10 @@ TEST(RmsNormFwdOp, DispatchSpreadsFewRows) {
   const KernelLaunch& l = only_launch(plan);
   EXPECT_EQ(l.entry, "rmsnorm_fwd_tpr512");
   EXPECT_EQ(l.grid.x, 8u);
+  EXPECT_FALSE(l.programmatic);
+  const auto early = RmsNormFwdOp().launch_plan(shape(8, 4096), {}, {{"EARLY_LAUNCH", I{1}}});
+  EXPECT_TRUE(only_launch(early).programmatic);  // the kernel waits on griddepcontrol itself
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"EARLY_LAUNCH", I{2}}}), std::invalid_argument);
   EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"SPREAD_CTAS", I{-1}}}), std::invalid_argument);
   EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"WEIGHT_EARLY", I{2}}}), std::invalid_argument);
 }
