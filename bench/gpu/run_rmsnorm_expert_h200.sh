@@ -5,15 +5,16 @@
 # table, same inputs, same timer, interleaved (bench/rmsnorm/torch_bench.py).
 #   decode      rmsnorm_fwd_decode.spec's inference shapes, CUDA-graph replays
 #   fwd_graph   rmsnorm_fwd.spec's goal shapes, CUDA-graph replays
+#   residual    rmsnorm_fwd_decode_residual.spec (the residual add fused), CUDA-graph replays
 #   bwd_stream  rmsnorm_bwd.spec's shapes, stream launches (the expert's backward caches a TMA
 #               descriptor per pointer pair, so graph replays over rotating inputs skip its path)
 #   fwd_stream  the goal shapes again, stream launches
 # The seeds are built here with `.gpu/ptxevo build` at their defaults; CANDIDATES_<table> (a
 # space-separated list of LABEL=DIR build dirs made by `ptxevo build`) replaces them. Each table has a time budget within the
 # 10-minute call; what finished is kept. Everything lands in $OUT as one archive plus a summary.
-# Usage: [TABLES="fwd_graph decode bwd_stream fwd_stream"] bench/gpu/run_rmsnorm_expert_h200.sh
+# Usage: [TABLES="decode fwd_graph residual bwd_stream fwd_stream"] bench/gpu/run_rmsnorm_expert_h200.sh
 set -uo pipefail
-tables=" ${TABLES:-fwd_graph decode bwd_stream fwd_stream} "
+tables=" ${TABLES:-decode fwd_graph residual bwd_stream fwd_stream} "
 out="${OUT:-/tmp/ptxevo-out}"
 work=/tmp/rmsnorm-expert; rm -rf "$work"; mkdir -p "$work/builds" "$out"
 expert="$PWD/.gpu/anchors/RMSNorm-H100"
@@ -59,15 +60,17 @@ bench() {  # TABLE SECONDS LABEL=DIR... -- OPTIONS
 [[ "$tables" == *" fwd_graph "* || "$tables" == *" fwd_stream "* ]] && build fwd kernels/rmsnorm/rmsnorm_fwd.spec
 [[ "$tables" == *" decode "* ]] && build decode kernels/rmsnorm/rmsnorm_fwd_decode.spec
 [[ "$tables" == *" bwd_stream "* ]] && build bwd kernels/rmsnorm/rmsnorm_bwd.spec
+[[ "$tables" == *" residual "* ]] && build residual kernels/rmsnorm/rmsnorm_fwd_decode_residual.spec
 [[ "$tables" == *" decode "* ]] && bench decode 200 ${CANDIDATES_decode:-seed=$work/builds/decode} -- --graph
 [[ "$tables" == *" fwd_graph "* ]] && bench fwd_graph 180 ${CANDIDATES_fwd_graph:-seed=$work/builds/fwd} -- --graph
+[[ "$tables" == *" residual "* ]] && bench residual 150 ${CANDIDATES_residual:-seed=$work/builds/residual} -- --graph
 [[ "$tables" == *" bwd_stream "* ]] && bench bwd_stream 120 ${CANDIDATES_bwd_stream:-seed=$work/builds/bwd} --
 [[ "$tables" == *" fwd_stream "* ]] && bench fwd_stream 150 ${CANDIDATES_fwd_graph:-seed=$work/builds/fwd} --
 
 tar -C "$work" -czf "$out/rmsnorm_expert.tar.gz" --exclude='*.cubin' . 2>/dev/null
-for t in fwd_graph decode bwd_stream fwd_stream; do
+for t in decode fwd_graph residual bwd_stream fwd_stream; do
   [ -f "$work/$t/results.md" ] && { echo "### $t"; cat "$work/$t/results.md"; echo; }
 done > "$out/summary.md"
 cp "$work/env.txt" "$out/"
-for t in fwd_graph decode bwd_stream fwd_stream; do [ -f "$work/$t.log" ] && tail -25 "$work/$t.log"; done
+for t in decode fwd_graph residual bwd_stream fwd_stream; do [ -f "$work/$t.log" ] && tail -25 "$work/$t.log"; done
 echo "total $(( $(date +%s) - t0 )) s"

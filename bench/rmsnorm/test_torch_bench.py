@@ -272,9 +272,13 @@ class BenchTest(unittest.TestCase):
         b = self.build()
         opts = torch_bench.rmsnorm_options(b)
         self.assertEqual(opts["eps"], struct.unpack("f", struct.pack("f", 1e-6))[0])
+        # The fused residual add is implemented; a bias is not.
+        res = torch_bench.rmsnorm_options(self.build(has_residual="true", residual_out_dtype="fp32"))
+        self.assertEqual((res["has_residual"], res["residual_out_fp32"]), (True, True))
+        self.assertFalse(torch_bench.rmsnorm_options(b)["has_residual"])
         with self.assertRaises(torch_bench.BenchError) as cm:
-            torch_bench.rmsnorm_options(self.build(has_residual="true"))
-        self.assertIn("has_residual = true", str(cm.exception))
+            torch_bench.rmsnorm_options(self.build(has_bias="true"))
+        self.assertIn("has_bias = true", str(cm.exception))
 
     def test_expert_checkout(self):
         # A checkout's package is loaded by path; a folder without one is refused by name.
@@ -298,6 +302,26 @@ class BenchTest(unittest.TestCase):
             mod = torch_bench.load_expert(d)
             step = torch_bench.expert_forward(mod, [{"x": "x0", "w": "w0"}, {"x": "x1"}], 1e-6)
             self.assertEqual((step(0), step(1)), ("out", "out"))
+            # With a residual the expert returns (out, residual_out, None): both are checked.
+            with open(os.path.join(d, "rmsnorm", "rmsnorm.py"), "a") as f:
+                f.write("def rmsnorm_fwd(x, weight=None, residual=None, residual_dtype=None, eps=1e-6):\n"
+                        "    return ('out', 'res:' + str(residual), None)\n")
+            for k in [k for k in sys.modules if k == "rmsnorm" or k.startswith("rmsnorm.")]:
+                del sys.modules[k]
+            mod = torch_bench.load_expert(d)
+            step = torch_bench.expert_forward(mod, [{"x": "x0", "w": "w0", "residual": "r0"}], 1e-6,
+                                              {"has_residual": False})
+            self.assertEqual(step(0), "out")
+            try:
+                import torch  # noqa: F401  (the residual path names torch.float32 when asked for fp32)
+            except ImportError:
+                torch = None
+            if torch is not None:
+                step = torch_bench.expert_forward(mod, [{"x": "x0", "w": "w0", "residual": "r0"}], 1e-6,
+                                                  {"has_residual": True})
+                self.assertEqual(step(0), ("out", "res:r0"))
+                self.assertEqual(torch_bench.torch_outputs(step(0)), {"out": "out", "residual_out": "res:r0"})
+        self.assertEqual(torch_bench.torch_outputs("o"), {"out": "o"})
         args = torch_bench.parse_args(["--candidate", "a=/x", "--out", "/o", "--expert", "/e"])
         self.assertEqual(args.expert, "/e")
 
@@ -320,10 +344,12 @@ class BenchTest(unittest.TestCase):
     def test_unknown_tensors_are_refused(self):
         d = launch_doc()
         d["shapes"][0]["tensors"].append({"name": "residual", "dtype": "bf16", "shape": [1], "role": "in"})
+        torch_bench.check_tensors(launch_json.parse_launch(d, "s", "/s").shapes[0])  # known
+        d["shapes"][0]["tensors"].append({"name": "b", "dtype": "f32", "shape": [1], "role": "in"})
         s = launch_json.parse_launch(d, "s", "/s").shapes[0]
         with self.assertRaises(torch_bench.BenchError) as cm:
             torch_bench.check_tensors(s)
-        self.assertIn("residual", str(cm.exception))
+        self.assertIn("'b'", str(cm.exception))
 
     def test_args_and_tolerance(self):
         args = torch_bench.parse_args(["--candidate", "a=/x", "--out", "/o"])

@@ -47,10 +47,10 @@ from launch_json import (BuildDir, LaunchFormatError, ShapeSpec, TensorSpec, loa
 OPS = ("rmsnorm_fwd", "rmsnorm_bwd")
 
 # Options of the rmsnorm_fwd op (kernels/rmsnorm/README.md) this script's reference implements.
-# Any other option must be off ("false", "0", "none", ""): a bias or residual would need more.
-KNOWN_OPTIONS = {"x_dtype", "w_dtype", "has_weight", "store_rstd", "eps"}
+# Any other option must be off ("false", "0", "none", ""): a bias would need more.
+KNOWN_OPTIONS = {"x_dtype", "w_dtype", "has_weight", "store_rstd", "eps", "has_residual", "residual_out_dtype"}
 OFF_VALUES = {"false", "0", "none", ""}
-TENSOR_NAMES = {"x", "w", "out", "rstd"}
+TENSOR_NAMES = {"x", "w", "out", "rstd", "residual", "residual_out"}
 # rmsnorm_bwd (kernels/rmsnorm/rmsnorm_bwd_op.cpp, RmsNormBwdOp::tensors): x, w, dout, rstd in;
 # dx, dw out; dw_partial scratch (fp32 partial rows of dw, one per row group).
 BWD_KNOWN_OPTIONS = {"x_dtype", "w_dtype", "has_weight"}
@@ -92,6 +92,8 @@ def rmsnorm_options(b: BuildDir, op: Optional[str] = None) -> Dict[str, Any]:
                 "has_weight": cfg.get("has_weight", "true") == "true", "eps": float32(BWD_RSTD_EPS)}
     return {"op": b.op, "x_dtype": cfg.get("x_dtype", "bf16"), "w_dtype": cfg.get("w_dtype", "fp32"),
             "has_weight": cfg.get("has_weight", "true") == "true", "store_rstd": cfg.get("store_rstd", "false") == "true",
+            "has_residual": cfg.get("has_residual", "false") == "true",
+            "residual_out_fp32": cfg.get("residual_out_dtype", "x") == "fp32",
             "eps": float32(float(cfg.get("eps", "1e-6")))}
 
 
@@ -212,10 +214,12 @@ def poisoned_outputs(shape: ShapeSpec, roles: Sequence[str] = ("out", "inout", "
     return outs
 
 
-def rmsnorm_reference(x, w, eps: float):
-    """fp64 out and rstd of a block of rows."""
+def rmsnorm_reference(x, w, eps: float, residual=None):
+    """fp64 out and rstd of a block of rows (of h = x + residual with a residual)."""
     import torch
     xd = x.to(torch.float64)
+    if residual is not None:
+        xd = xd + residual.to(torch.float64)
     rstd = torch.rsqrt(xd.square().mean(dim=-1, keepdim=True) + eps)
     out = xd * rstd
     if w is not None:
@@ -258,14 +262,18 @@ def compare(shape: ShapeSpec, opts: Dict[str, Any], inputs: Dict[str, Any], resu
             args: argparse.Namespace) -> Dict[str, Dict[str, Dict[str, Any]]]:
     """Checks several providers' outputs of one input set against one fp64 reference, computed
     block by block (a whole fp64 copy of a 2^31-element tensor would take 17 GB)."""
-    x, w = inputs["x"], inputs.get("w")
+    import torch
+    x, w, res = inputs["x"], inputs.get("w"), inputs.get("residual")
     rows, n = x.shape[0], x.shape[-1]
     step = max(1, (1 << 25) // max(1, n))
     accs = {p: {name: ErrorAcc() for name in outs} for p, outs in results.items()}
     for r0 in range(0, rows, step):
         r1 = min(rows, r0 + step)
-        ref_out, ref_rstd = rmsnorm_reference(x[r0:r1], w, opts["eps"])
+        blk_res = res[r0:r1] if res is not None else None
+        ref_out, ref_rstd = rmsnorm_reference(x[r0:r1], w, opts["eps"], blk_res)
         refs = {"out": ref_out, "rstd": ref_rstd}
+        if blk_res is not None:
+            refs["residual_out"] = x[r0:r1].to(torch.float64) + blk_res.to(torch.float64)
         for p, outs in results.items():
             for name, t in outs.items():
                 accs[p][name].add(t[r0:r1], refs[name])
@@ -579,22 +587,29 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
     torch.cuda.synchronize()
 
     eps = opts["eps"]
-    fn = lambda x, w: F.rms_norm(x, (n,), w, eps)  # noqa: E731
-    providers_torch: Dict[str, Callable[[int], Any]] = {EAGER: lambda i: fn(sets[i]["x"], sets[i].get("w"))}
+    if opts.get("has_residual"):
+        if getattr(args, "export_modules", {}):
+            raise BenchError("--export times exported modules without a residual only")
+        res_dtype = torch.float32 if opts.get("residual_out_fp32") else None
+        fn = lambda x, w, r: fused_add_rms_norm_torch(x, w, r, n, eps, res_dtype)  # noqa: E731
+    else:
+        fn = lambda x, w, r: F.rms_norm(x, (n,), w, eps)  # noqa: E731
+    providers_torch: Dict[str, Callable[[int], Any]] = {
+        EAGER: lambda i: fn(sets[i]["x"], sets[i].get("w"), sets[i].get("residual"))}
     for label, mod in getattr(args, "export_modules", {}).items():  # exported torch extensions
         providers_torch[label] = (lambda m: lambda i: m.rmsnorm_fwd(sets[i]["x"], sets[i].get("w"), eps=eps)[0])(mod)
     expert = getattr(args, "expert_module", None)
     if expert is not None:
-        providers_torch[EXPERT] = expert_forward(expert, sets, eps)
+        providers_torch[EXPERT] = expert_forward(expert, sets, eps, opts)
     if not args.skip_compile:
         torch._dynamo.reset()  # a static compile per shape; the recompile limit would stop at 8
         compiled = torch.compile(fn, dynamic=False)
-        providers_torch[COMPILE] = lambda i: compiled(sets[i]["x"], sets[i].get("w"))
+        providers_torch[COMPILE] = lambda i: compiled(sets[i]["x"], sets[i].get("w"), sets[i].get("residual"))
     torch_out = {}
     for name, f in providers_torch.items():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            torch_out[name] = {"out": f(0)}
+            torch_out[name] = torch_outputs(f(0))
         row.setdefault("torch_warnings", {})[name] = sorted({str(c.message)[:200] for c in caught})
         row.setdefault("torch_out_dtype", {})[name] = str(torch_out[name]["out"].dtype).replace("torch.", "")
     torch.cuda.synchronize()
@@ -868,9 +883,31 @@ def environment(drv, args: argparse.Namespace) -> Dict[str, Any]:
     }
 
 
-def expert_forward(expert: Any, sets: Sequence[Dict[str, Any]], eps: float) -> Callable[[int], Any]:
-    """The expert's forward on input set i (its own entry, as its users call it)."""
+def expert_forward(expert: Any, sets: Sequence[Dict[str, Any]], eps: float,
+                   opts: Optional[Dict[str, Any]] = None) -> Callable[[int], Any]:
+    """The expert's forward on input set i (its own entry, as its users call it): out, or
+    (out, residual_out) with a residual."""
+    if opts and opts.get("has_residual"):
+        import torch
+        rdt = torch.float32 if opts.get("residual_out_fp32") else None
+        return lambda i: tuple(expert.rmsnorm_fwd(sets[i]["x"], sets[i].get("w"), residual=sets[i]["residual"],
+                                                  residual_dtype=rdt, eps=eps)[:2])
     return lambda i: expert.rmsnorm_fwd(sets[i]["x"], sets[i].get("w"), eps=eps)[0]
+
+
+def fused_add_rms_norm_torch(x, w, r, n: int, eps: float, residual_dtype=None):
+    """The fused residual add as torch writes it: h = x + residual in fp32, residual_out = h in
+    x's dtype (or residual_dtype), out = rms_norm(h) * w in x's dtype."""
+    import torch.nn.functional as F
+    h = x.float() + r.float()
+    return F.rms_norm(h, (n,), w, eps).to(x.dtype), h.to(residual_dtype or x.dtype)
+
+
+def torch_outputs(v: Any) -> Dict[str, Any]:
+    """A torch provider's result as named outputs: out, or (out, residual_out)."""
+    if isinstance(v, tuple):
+        return {"out": v[0], "residual_out": v[1]}
+    return {"out": v}
 
 
 def load_expert(path: str) -> Any:
