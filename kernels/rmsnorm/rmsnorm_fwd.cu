@@ -37,6 +37,11 @@
 //               launch at once (griddepcontrol.launch_dependents) and waits for the previous
 //               kernel's writes (griddepcontrol.wait) before its first global access, so the next
 //               kernel's launch and CTA start overlap this one's work (latency of short kernels)
+//   PERSISTENT_CTAS > 0: the plan launches at most this many CTAs (rmsnorm_fwd_tpr<T> entries;
+//               cluster launches ignore it) and each walks the row groups g, g + grid, ...; on
+//               the vector path it loads the next group's register tile before it reduces and
+//               writes the current one, so loads stay in flight across groups (no tail wave,
+//               no CTA start per group). Two tiles: keep ITEMS * VEC small
 //   SPREAD_CTAS read by the launch plan only (more threads, then CTAs, per row when rows are few)
 //
 // Layout: a row (or a cluster slice) is a run of units: VEC-element vectors when N % VEC == 0 and
@@ -107,6 +112,9 @@
 #endif
 #ifndef EARLY_LAUNCH
 #define EARLY_LAUNCH 0
+#endif
+#ifndef PERSISTENT_CTAS
+#define PERSISTENT_CTAS 0
 #endif
 
 #if EARLY_LAUNCH && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
@@ -315,7 +323,9 @@ __device__ __forceinline__ float rsqrt_approx(float v) {
 }
 
 // Sum over the kTpr threads of a row; every thread of the CTA must call it (it may hold a barrier).
-template <int kTpr>
+// kBuf picks one of two slot arrays: a loop over row groups alternates them, so a warp that runs
+// ahead into the next group's sum cannot overwrite slots a slower warp still reads.
+template <int kTpr, int kBuf = 0>
 __device__ __forceinline__ float row_sum(float v) {
   constexpr int kLanes = kTpr < 32 ? kTpr : 32;  // lanes of one row inside a warp
   constexpr int kWarpsPerRow = kTpr > 32 ? kTpr / 32 : 1;
@@ -554,13 +564,12 @@ __device__ __forceinline__ void tile_load(const Args& a, const Run<kTpr, kCluste
   }
 }
 
-// First pass (active rows only): loads the run, stores residual_out, keeps the tile (and the
-// stage), returns this thread's sum of squares.
+// The first pass after the tile is loaded (active rows only): stores residual_out, reads the rest
+// of the run into the stage or past it, returns this thread's sum of squares.
 template <int kTpr, bool kClustered, int kU>
-__device__ __forceinline__ float pass1(const Args& a, const Run<kTpr, kClustered, kU>& run, Tile& tl) {
+__device__ __forceinline__ float pass1_rest(const Args& a, const Run<kTpr, kClustered, kU>& run, Tile& tl) {
   using R = Run<kTpr, kClustered, kU>;
   const int t = threadIdx.x % kTpr;
-  tile_load<kTpr, kClustered, kU>(a, run, tl);
   float ss = 0.f;
 #pragma unroll
   for (int j = 0; j < R::kR; ++j) {
@@ -600,6 +609,14 @@ __device__ __forceinline__ float pass1(const Args& a, const Run<kTpr, kClustered
     for (int e = 0; e < kU; ++e) ss = fmaf(h[e], h[e], ss);
   }
   return ss;
+}
+
+// First pass (active rows only): loads the run, stores residual_out, keeps the tile (and the
+// stage), returns this thread's sum of squares.
+template <int kTpr, bool kClustered, int kU>
+__device__ __forceinline__ float pass1(const Args& a, const Run<kTpr, kClustered, kU>& run, Tile& tl) {
+  tile_load<kTpr, kClustered, kU>(a, run, tl);
+  return pass1_rest<kTpr, kClustered, kU>(a, run, tl);
 }
 
 // Second pass (active rows only): out from the tile, the stage, and re-reads of the rest.
@@ -720,14 +737,98 @@ __device__ __forceinline__ void rmsnorm_fwd_body(const Args& a) {
   }
 }
 
+#if PERSISTENT_CTAS > 0
+// One row group (kThreads / kTpr rows) whose register tile `tl` is loaded (vector path): the rest
+// of the first pass, the row's sum (slot array kBuf), rstd and the output pass.
+template <int kTpr, int kBuf>
+__device__ __forceinline__ void finish_group(const Args& a, long long g, Tile& tl) {
+  const long long row = g * (kThreads / kTpr) + threadIdx.x / kTpr;
+  const bool active = row < a.M;
+  const Run<kTpr, false, kVec> run(a, row, active, 0, 1);
+  float ss = 0.f;
+  if (active) ss = pass1_rest<kTpr, false, kVec>(a, run, tl);
+  ss = row_sum<kTpr, kBuf>(ss);
+  const float r = rsqrt_approx(ss / (float)a.N + a.eps);
+  if (!active) return;
+  if constexpr (STORE_RSTD) {
+    if (threadIdx.x % kTpr == 0) a.rstd[row] = r;
+  }
+  pass2<kTpr, false, kVec>(a, run, tl, r);
+}
+
+// Group g's register tile into tl (rows past M and groups past the last load nothing).
+template <int kTpr>
+__device__ __forceinline__ void load_group(const Args& a, long long g, long long groups, Tile& tl) {
+  const long long row = g * (kThreads / kTpr) + threadIdx.x / kTpr;
+  if (g < groups && row < a.M) tile_load<kTpr, false, kVec>(a, Run<kTpr, false, kVec>(a, row, true, 0, 1), tl);
+}
+
+// A CTA walks the row groups blockIdx, + grid, ... Vector path: two tiles, the next group's loads
+// issued before the current group's reduction and stores. Every thread of the CTA takes the same
+// groups, so the barriers in row_sum line up.
+template <int kTpr>
+__device__ __forceinline__ void rmsnorm_fwd_rows(const Args& a) {
+#if EARLY_LAUNCH
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  const long long groups = (a.M + kThreads / kTpr - 1) / (kThreads / kTpr);
+  const long long stride = (long long)gridDim.x * gridDim.y;
+  long long g = (long long)blockIdx.y * gridDim.x + blockIdx.x;
+  bool vec_ok = a.N % kVec == 0 && aligned_for<XT, kVec>(a.x) && aligned_for<XT, kVec>(a.out);
+  if constexpr (HAS_WEIGHT) vec_ok = vec_ok && aligned_for<WT, kVec>(a.w);
+  if constexpr (HAS_BIAS) vec_ok = vec_ok && aligned_for<BT, kVec>(a.b);
+  if constexpr (HAS_RESIDUAL) vec_ok = vec_ok && aligned_for<XT, kVec>(a.res) && aligned_for<RT, kVec>(a.res_out);
+  if (!vec_ok) {  // the scalar path, a group at a time (two slot arrays, alternating)
+    for (int k = 0; g < groups; g += stride, ++k) {
+      const long long row = g * (kThreads / kTpr) + threadIdx.x / kTpr;
+      const bool active = row < a.M;
+      const Run<kTpr, false, 1> run(a, row, active, 0, 1);
+      Tile tl;
+      float ss = active ? pass1<kTpr, false, 1>(a, run, tl) : 0.f;
+      ss = (k & 1) ? row_sum<kTpr, 1>(ss) : row_sum<kTpr, 0>(ss);
+      const float r = rsqrt_approx(ss / (float)a.N + a.eps);
+      if (active) {
+        if constexpr (STORE_RSTD) {
+          if (threadIdx.x % kTpr == 0) a.rstd[row] = r;
+        }
+        pass2<kTpr, false, 1>(a, run, tl, r);
+      }
+    }
+    return;
+  }
+  Tile ta, tb;
+  load_group<kTpr>(a, g, groups, ta);
+  while (g < groups) {
+    load_group<kTpr>(a, g + stride, groups, tb);
+    finish_group<kTpr, 0>(a, g, ta);
+    g += stride;
+    if (g >= groups) break;
+    load_group<kTpr>(a, g + stride, groups, ta);
+    finish_group<kTpr, 1>(a, g, tb);
+    g += stride;
+  }
+}
+#endif
+
+template <int kTpr, bool kClustered>
+__device__ __forceinline__ void entry_body(const Args& a) {
+#if PERSISTENT_CTAS > 0
+  if constexpr (!kClustered) rmsnorm_fwd_rows<kTpr>(a);
+  else rmsnorm_fwd_body<kTpr, true>(a);
+#else
+  rmsnorm_fwd_body<kTpr, kClustered>(a);
+#endif
+}
+
 }  // namespace rmsnorm_seed
 
 #define PTXEVO_PARAMS                                                                                       \
   const XT *__restrict__ x, const WT *__restrict__ w, const BT *__restrict__ b, const XT *__restrict__ res, \
       XT *__restrict__ out, RT *__restrict__ res_out, float *__restrict__ rstd, long long M, long long N, float eps
-#define PTXEVO_ENTRY(NAME, T, CLUSTERED)                                                         \
-  extern "C" __global__ void PTXEVO_BOUNDS NAME(PTXEVO_PARAMS) {                                 \
-    rmsnorm_seed::rmsnorm_fwd_body<T, CLUSTERED>({x, w, b, res, out, res_out, rstd, M, N, eps}); \
+#define PTXEVO_ENTRY(NAME, T, CLUSTERED)                                                        \
+  extern "C" __global__ void PTXEVO_BOUNDS NAME(PTXEVO_PARAMS) {                                \
+    rmsnorm_seed::entry_body<T, CLUSTERED>({x, w, b, res, out, res_out, rstd, M, N, eps});       \
   }
 
 // The entries the launch plan can name for these knobs: TPR <= T <= THREADS, plus the cluster one.

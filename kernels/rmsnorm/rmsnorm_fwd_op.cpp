@@ -107,7 +107,8 @@ double load_elem(const std::byte* data, DType t, std::int64_t i) {
 const std::vector<std::string>& knob_names() {
   static const std::vector<std::string> k = {"VEC",        "THREADS",   "TPR",        "ITEMS",
                                              "CLUSTER",    "STAGE_KB",  "MIN_BLOCKS", "LOAD_HINT",
-                                             "STORE_HINT", "SPREAD_CTAS", "WEIGHT_EARLY", "EARLY_LAUNCH"};
+                                             "STORE_HINT", "SPREAD_CTAS", "WEIGHT_EARLY", "EARLY_LAUNCH",
+                                             "PERSISTENT_CTAS"};
   return k;
 }
 
@@ -203,7 +204,8 @@ Knobs RmsNormFwdOp::knob_defaults(DType x) {
           {"STORE_HINT", g.store_hint},
           {"SPREAD_CTAS", g.spread_ctas},
           {"WEIGHT_EARLY", g.weight_early},
-          {"EARLY_LAUNCH", g.early_launch}};
+          {"EARLY_LAUNCH", g.early_launch},
+          {"PERSISTENT_CTAS", g.persistent_ctas}};
 }
 
 RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
@@ -214,7 +216,7 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
       throw std::invalid_argument(
           "rmsnorm_fwd: unknown knob '" + name +
           "' (knobs: VEC, THREADS, TPR, ITEMS, CLUSTER, STAGE_KB, MIN_BLOCKS, LOAD_HINT, STORE_HINT, SPREAD_CTAS, "
-          "WEIGHT_EARLY, EARLY_LAUNCH)");
+          "WEIGHT_EARLY, EARLY_LAUNCH, PERSISTENT_CTAS)");
   }
   const Knobs d = knob_defaults(c.x);
   auto get = [&](const char* n) { return evaluator::knob_int(k, n, std::get<std::int64_t>(d.at(n))); };
@@ -231,6 +233,7 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
   g.spread_ctas = get("SPREAD_CTAS");
   g.weight_early = get("WEIGHT_EARLY");
   g.early_launch = get("EARLY_LAUNCH");
+  g.persistent_ctas = get("PERSISTENT_CTAS");
   const auto xs = static_cast<std::int64_t>(evaluator::dtype_size(c.x));
   auto fail = [](const std::string& m) { throw std::invalid_argument("rmsnorm_fwd: " + m); };
   if (!is_pow2(g.vec) || g.vec * xs > 16)
@@ -260,6 +263,8 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
     fail("WEIGHT_EARLY=" + std::to_string(g.weight_early) + " must be 0 or 1");
   if (g.early_launch < 0 || g.early_launch > 1)
     fail("EARLY_LAUNCH=" + std::to_string(g.early_launch) + " must be 0 or 1");
+  if (g.persistent_ctas < 0 || g.persistent_ctas > 65535)
+    fail("PERSISTENT_CTAS=" + std::to_string(g.persistent_ctas) + " must be in [0, 65535] (0: a CTA per row group)");
   return g;
 }
 
@@ -357,7 +362,9 @@ evaluator::LaunchPlan RmsNormFwdOp::launch_plan(const Shape& s, const OpConfig& 
     throw std::invalid_argument("rmsnorm_fwd: the plan needs " + std::to_string(dp.shared_bytes) +
                                 " bytes of dynamic shared memory, more than a CTA may have");
   // Groups of CTAs that share rows: one CTA (rows_per_cta rows) or one cluster (one row).
-  const std::int64_t groups = dp.cluster > 1 ? d.m : ceil_div(d.m, dp.rows_per_cta);
+  std::int64_t groups = dp.cluster > 1 ? d.m : ceil_div(d.m, dp.rows_per_cta);
+  // PERSISTENT_CTAS: the tpr entries walk the row groups, so fewer CTAs than groups suffice.
+  if (dp.cluster == 1 && g.persistent_ctas > 0) groups = std::min(groups, g.persistent_ctas);
   const std::int64_t max_x = ((std::int64_t{1} << 31) - 1) / dp.cluster;  // groups along grid.x
   std::int64_t gx = groups, gy = 1;
   if (groups > max_x) {  // the kernel's CTA index is blockIdx.y * gridDim.x + blockIdx.x

@@ -133,7 +133,7 @@ TEST(RmsNormFwdSpec, LoadsWithTheTargetShapesAndSeed) {
   // The decode specs' latency knobs are left out here: off, as the op's defaults have them.
   Knobs expected = RmsNormFwdOp::knob_defaults(DType::BF16);
   EXPECT_EQ(expected.at("SPREAD_CTAS"), ptxevo::evaluator::KnobValue{std::int64_t{0}});
-  for (const char* k : {"SPREAD_CTAS", "WEIGHT_EARLY", "EARLY_LAUNCH"}) {
+  for (const char* k : {"SPREAD_CTAS", "WEIGHT_EARLY", "EARLY_LAUNCH", "PERSISTENT_CTAS"}) {
     EXPECT_EQ(expected.at(k), ptxevo::evaluator::KnobValue{std::int64_t{0}}) << k;
     expected.erase(k);
   }
@@ -359,6 +359,9 @@ TEST(RmsNormFwdBuild, SeedBuildsForKnobAndDtypeCombinations) {
       {"sm_90a", {{"x_dtype", "fp32"}, {"has_bias", "true"}, {"has_residual", "true"}}, {{"STAGE_KB", I{64}}}, "%dynamic_smem_size"},
       {"sm_90a", kResidualBias, {{"WEIGHT_EARLY", I{1}}, {"ITEMS", I{2}}}, "add.f32"},
       {"sm_90a", {}, {{"EARLY_LAUNCH", I{1}}}, "griddepcontrol.launch_dependents"},
+      {"sm_90a", {}, {{"PERSISTENT_CTAS", I{264}}, {"ITEMS", I{2}}, {"EARLY_LAUNCH", I{1}}, {"WEIGHT_EARLY", I{1}}},
+       "%nctaid.x"},
+      {"sm_90a", kResidualBias, {{"PERSISTENT_CTAS", I{132}}, {"ITEMS", I{2}}}, "%nctaid.x"},
       {"sm_100a", {}, {{"EARLY_LAUNCH", I{1}}, {"CLUSTER", I{2}}}, "griddepcontrol.wait"},
       {"sm_90a", {{"x_dtype", "fp16"}, {"w_dtype", "same"}}, {{"WEIGHT_EARLY", I{1}}, {"ITEMS", I{4}}}, "cvt.rn.f16x2.f32"},
       // Blackwell.

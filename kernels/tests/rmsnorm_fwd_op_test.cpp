@@ -326,6 +326,16 @@ TEST(RmsNormFwdOp, DispatchSpreadsFewRows) {
   const auto early = RmsNormFwdOp().launch_plan(shape(8, 4096), {}, {{"EARLY_LAUNCH", I{1}}});
   EXPECT_TRUE(only_launch(early).programmatic);  // the kernel waits on griddepcontrol itself
   EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"EARLY_LAUNCH", I{2}}}), std::invalid_argument);
+  // PERSISTENT_CTAS caps the grid of the tpr entries (they walk the row groups), not clusters'.
+  const Knobs persistent = {{"PERSISTENT_CTAS", I{264}}};
+  const auto p1 = RmsNormFwdOp().launch_plan(shape(32768, 4096), {}, persistent);
+  EXPECT_EQ(only_launch(p1).grid.x, 264u);  // 4096 groups of 8 rows
+  const auto p2 = RmsNormFwdOp().launch_plan(shape(100, 4096), {}, persistent);
+  EXPECT_EQ(only_launch(p2).grid.x, 13u);  // fewer groups than the cap
+  const auto p3 = RmsNormFwdOp().launch_plan(shape(1000, 65536), {}, persistent);
+  EXPECT_EQ(only_launch(p3).entry, "rmsnorm_fwd_cluster");
+  EXPECT_EQ(only_launch(p3).grid.x, 2000u);  // a cluster of 2 per row, as without
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"PERSISTENT_CTAS", I{-1}}}), std::invalid_argument);
   EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"SPREAD_CTAS", I{-1}}}), std::invalid_argument);
   EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"WEIGHT_EARLY", I{2}}}), std::invalid_argument);
 }
