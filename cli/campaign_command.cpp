@@ -225,6 +225,7 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
       search::ReplayData data;
       try {
         data = search::load_replay(replay_path);
+        search::canonicalize_replay(data, op);
       } catch (const std::exception& e) {
         err << "error: " << e.what() << "\n";
         return 1;

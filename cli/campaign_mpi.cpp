@@ -9,6 +9,7 @@
 #include "cluster/worker.hpp"
 #include "evaluator/build_cache.hpp"
 #include "evaluator/runner.hpp"
+#include "kernels/builtin_ops.hpp"
 #include "mutators/pass.hpp"
 #include "search/measurer.hpp"
 #include "search/replay.hpp"
@@ -28,7 +29,11 @@ int serve_campaign_rank(const CampaignCliOptions& o, cluster::Session& session, 
     const std::string mode = role.value("mode", "");
     if (mode == "replay") {
       try {
-        return std::make_unique<search::ReplayMeasurer>(search::load_replay(role.at("replay").get<std::string>()));
+        search::ReplayData data = search::load_replay(role.at("replay").get<std::string>());
+        // As the first rank did: records under the knobs' current names.
+        const evaluator::OpRegistry ops = kernels::builtin_ops();
+        if (const evaluator::Op* op = ops.find(data.op)) search::canonicalize_replay(data, *op);
+        return std::make_unique<search::ReplayMeasurer>(std::move(data));
       } catch (const std::exception& e) {
         *error = e.what();
         return nullptr;

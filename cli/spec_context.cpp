@@ -42,6 +42,13 @@ bool candidate_input(const SpecContext& ctx, const std::string& spec_path, const
     err << "error: " << kerr << "\n";
     return false;
   }
+  // Knobs under an op's old names take the current ones, as in a spec.
+  try {
+    input->knob_overrides = evaluator::canonical_knobs(ctx.op(), std::move(input->knob_overrides));
+  } catch (const std::invalid_argument& e) {
+    err << "error: --knobs: " << e.what() << "\n";
+    return false;
+  }
   if (o.candidate <= 0) return true;
   // A campaign's candidate: the seed, knobs and PTX edits it was measured with.
   try {
@@ -53,7 +60,7 @@ bool candidate_input(const SpecContext& ctx, const std::string& spec_path, const
           << "candidates can be taken by id\n";
       return false;
     }
-    for (const auto& [k, v] : g.knobs) input->knob_overrides[k] = v;
+    for (const auto& [k, v] : evaluator::canonical_knobs(ctx.op(), g.knobs)) input->knob_overrides[k] = v;
     if (!g.edits.empty())
       input->ptx_pass = search::edit_pass(g.edits, std::make_shared<const mutators::PassRegistry>(mutators::builtin_passes()));
   } catch (const std::exception& e) {

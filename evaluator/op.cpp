@@ -19,6 +19,28 @@ std::int64_t knob_int(const Knobs& k, const std::string& name, std::int64_t fall
   throw std::invalid_argument("knob " + name + " must be an integer, got '" + std::get<std::string>(it->second) + "'");
 }
 
+Knobs canonical_knobs(const KnobAliases& aliases, Knobs k) {
+  for (const auto& [old_name, name] : aliases) {
+    const auto it = k.find(old_name);
+    if (it == k.end()) continue;
+    if (k.count(name))
+      throw std::invalid_argument("knob " + old_name + " was renamed " + name + "; give one of " + old_name + " and " +
+                                  name + ", not both");
+    KnobValue v = std::move(it->second);
+    k.erase(it);
+    k.emplace(name, std::move(v));
+  }
+  return k;
+}
+
+Knobs canonical_knobs(const Op& op, Knobs k) { return canonical_knobs(op.knob_aliases(), std::move(k)); }
+
+std::string canonical_knob_name(const Op& op, const std::string& name) {
+  const KnobAliases aliases = op.knob_aliases();
+  const auto it = aliases.find(name);
+  return it == aliases.end() ? name : it->second;
+}
+
 const char* to_string(Role r) {
   switch (r) {
     case Role::In: return "in";

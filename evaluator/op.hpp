@@ -27,6 +27,13 @@ using KnobValue = std::variant<std::int64_t, std::string>;
 using Knobs = std::map<std::string, KnobValue>;
 std::int64_t knob_int(const Knobs& k, const std::string& name, std::int64_t fallback);
 
+// Knob names an op still accepts for renamed knobs: old name -> current name.
+using KnobAliases = std::map<std::string, std::string>;
+// The knobs with every old name replaced by its current one, so that specs, command lines and
+// trace databases written before a rename keep working. Throws std::invalid_argument when an old
+// and its current name are both given. Names the aliases do not know are left for the op to judge.
+Knobs canonical_knobs(const KnobAliases& aliases, Knobs k);
+
 // Op options fixed by the spec for a whole campaign (dtypes, optional inputs, eps, ...).
 using OpConfig = std::map<std::string, std::string>;
 
@@ -159,7 +166,15 @@ class Op {
   // The files the op was declared in (the declaration first, then what it reads, such as its
   // reference source); none for an op compiled into ptxevo. A campaign records them.
   virtual std::vector<std::string> declaration_files() const { return {}; }
+  // Old knob names of renamed knobs, mapped to the current ones (canonical_knobs).
+  virtual KnobAliases knob_aliases() const { return {}; }
 };
+
+// canonical_knobs with the op's aliases; the one step every place that takes knobs from a user,
+// a spec or a trace database runs before using them.
+Knobs canonical_knobs(const Op& op, Knobs k);
+// The current name of a knob (the name itself when it was never renamed).
+std::string canonical_knob_name(const Op& op, const std::string& name);
 
 // Reads an op declared in a file; nullptr and *error (FILE:LINE:COL) when it cannot.
 using OpFileLoader = std::function<std::unique_ptr<Op>(const std::string& path, SpecError* error)>;

@@ -38,6 +38,40 @@ namespace {
 constexpr std::array<std::string_view, 5> kArchs = {"sm_80", "sm_90", "sm_90a", "sm_100", "sm_100a"};
 constexpr std::string_view kMetric = "geomean_speedup";
 
+// `expr` with each old knob name among its identifiers replaced by the current one; string
+// literals (which have no escapes) and numbers are left as they are.
+std::string with_current_knob_names(const std::string& expr, const KnobAliases& aliases) {
+  const auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::string out;
+  for (std::size_t i = 0; i < expr.size();) {
+    std::size_t j = i + 1;
+    if (expr[i] == '"') {
+      j = expr.find('"', i + 1);
+      j = j == std::string::npos ? expr.size() : j + 1;
+    } else if (word(expr[i])) {
+      while (j < expr.size() && word(expr[j])) ++j;
+      const auto it = aliases.find(expr.substr(i, j - i));
+      if (it != aliases.end() && !std::isdigit(static_cast<unsigned char>(expr[i]))) {
+        out += it->second;
+        i = j;
+        continue;
+      }
+    }
+    out.append(expr, i, j - i);
+    i = j;
+  }
+  return out;
+}
+
+// Whether `name` occurs in `text` as a whole identifier.
+bool mentions_identifier(const std::string& text, const std::string& name) {
+  const auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (std::size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1))
+    if ((at == 0 || !word(text[at - 1])) && (at + name.size() == text.size() || !word(text[at + name.size()])))
+      return true;
+  return false;
+}
+
 std::string knob_value_to_string(const KnobValue& v) {
   if (const auto* i = std::get_if<std::int64_t>(&v)) return std::to_string(*i);
   return "\"" + std::get<std::string>(v) + "\"";
@@ -243,6 +277,8 @@ class Reader : TomlReader {
     if (const toml::node* k = t.get("knobs")) {
       for (const auto& [key, v] : in_file_order(table_of(*k, "'knobs' of " + where)))
         seed.knobs.push_back(read_knob(*key, *v, defines));
+      rename_old_knobs(seed.knobs);
+      refuse_template_before_renames(seed, source);
     }
     if (const toml::node* c = t.get("constraints")) {
       const Knobs defaults = default_knobs(seed);
@@ -250,6 +286,38 @@ class Reader : TomlReader {
         seed.constraints.push_back(read_constraint(e, defaults, where));
     }
     return seed;
+  }
+
+  // A knob given under its old name (a spec written before the op renamed it) takes the current
+  // name; one given under both is an error at the old one.
+  void rename_old_knobs(std::vector<KnobSpace>& knobs) const {
+    Knobs given;
+    for (const auto& knob : knobs) given[knob.name] = knob.default_value;
+    try {
+      (void)canonical_knobs(*op_, std::move(given));
+    } catch (const std::invalid_argument& e) {
+      const auto old = std::find_if(knobs.begin(), knobs.end(),
+                                    [&](const KnobSpace& k) { return canonical_knob_name(*op_, k.name) != k.name; });
+      toml::source_position at{};
+      if (old != knobs.end()) at = {old->line, old->col};
+      fail(at, e.what());
+    }
+    for (auto& knob : knobs) knob.name = canonical_knob_name(*op_, knob.name);
+  }
+
+  // A template written before the op renamed a knob (e.g. one a campaign recorded) reads the old
+  // -D name: built with the current one it would silently take its own default.
+  void refuse_template_before_renames(const SeedTemplate& seed, const toml::node& at) const {
+    std::string why;
+    const auto t = read_template(seed.source_path, &why);
+    if (!t) return;  // resolve_source has read it already
+    for (const auto& [old_name, name] : op_->knob_aliases()) {
+      const bool declared = std::any_of(seed.knobs.begin(), seed.knobs.end(),
+                                        [&](const KnobSpace& k) { return k.name == name; });
+      if (declared && mentions_identifier(t->text, old_name) && !mentions_identifier(t->text, name))
+        fail(at, "seed '" + seed.name + "': its template reads knob " + old_name + ", which op '" + op_->name() +
+                     "' renamed " + name + "; build from a template that reads " + name);
+    }
   }
 
   // Relative to the spec file's directory, so a spec and its templates move together.
@@ -319,12 +387,20 @@ class Reader : TomlReader {
   }
 
   std::string read_constraint(const toml::node& n, const Knobs& defaults, const std::string& where) const {
-    const std::string expr = string_of(n, "a constraint of " + where);
-    if (auto err = check_constraint(expr, defaults)) {
+    const std::string given = string_of(n, "a constraint of " + where);
+    // Old knob names are kept renamed; the text as written is checked with them bound to the
+    // renamed knobs' values, so that an error's column points into it.
+    const KnobAliases aliases = op_->knob_aliases();
+    const std::string expr = with_current_knob_names(given, aliases);
+    Knobs names = defaults;
+    if (expr != given)
+      for (const auto& [old_name, name] : aliases)
+        if (const auto it = defaults.find(name); it != defaults.end()) names[old_name] = it->second;
+    if (auto err = check_constraint(given, names)) {
       // Point into the string when its source is the text itself plus two quotes (no escapes,
       // one line); otherwise at the string, naming the column within it.
       const toml::source_region& src = n.source();
-      const bool exact = src.begin.line == src.end.line && src.end.column - src.begin.column == expr.size() + 2;
+      const bool exact = src.begin.line == src.end.line && src.end.column - src.begin.column == given.size() + 2;
       if (exact) {
         toml::source_position at = src.begin;
         at.column = static_cast<toml::source_index>(at.column + err->column);
@@ -341,7 +417,7 @@ class Reader : TomlReader {
     if (!holds) {
       std::string knobs;
       for (const auto& [k, v] : defaults) knobs += (knobs.empty() ? "" : ", ") + k + "=" + knob_value_to_string(v);
-      fail(n, "the default knobs of " + where + " violate constraint '" + expr + "' (" + knobs + ")");
+      fail(n, "the default knobs of " + where + " violate constraint '" + given + "' (" + knobs + ")");
     }
     return expr;
   }

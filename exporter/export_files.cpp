@@ -138,6 +138,12 @@ ResolvedCandidate resolve_candidate(const ExportRequest& r, std::shared_ptr<cons
   std::optional<evaluator::BuildCache> cache;
   if (!r.no_cache) cache.emplace(evaluator::BuildCache::default_dir());
   c.op = registry.find(c.spec.op);
+  // Knobs under the op's old names (an older database, or --knobs) take the current ones.
+  try {
+    c.genome.knobs = evaluator::canonical_knobs(*c.op, std::move(c.genome.knobs));
+  } catch (const std::invalid_argument& e) {
+    throw ExportError(std::string("knobs: ") + e.what());
+  }
   c.build = build_candidate(c.spec, *c.op, c.genome, cache ? &*cache : nullptr);
   return c;
 }

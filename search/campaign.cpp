@@ -199,7 +199,7 @@ void CampaignEngine::rebuild_population() {
     Member mem;
     mem.candidate_id = m.candidate.id;
     try {
-      mem.genome = genome_from_json(json::parse(m.candidate.genome_json));
+      mem.genome = genome_from_json(json::parse(m.candidate.genome_json), op_);
     } catch (const std::exception&) {
       continue;  // a row this build cannot read back is not worth breeding from
     }
@@ -415,7 +415,7 @@ void CampaignEngine::load_applicability() {
     ev.bind(1, campaign_id_);
     while (ev.step()) {
       try {
-        const Genome g = genome_from_json(json::parse(ev.column_text(0)));
+        const Genome g = genome_from_json(json::parse(ev.column_text(0)), op_);
         validity_.add(validity_categories(g), {}, ev.column_text(1) == "pass");  // rates only: no features here
       } catch (const std::exception&) {
         // An unreadable genome was reported when it was resumed; it teaches nothing here.
@@ -840,7 +840,7 @@ CampaignResult CampaignEngine::run() {
   for (const auto& row : db_.pending_candidates(campaign_id_)) {
     Proposal p;
     try {
-      p.genome = genome_from_json(json::parse(row.genome_json));
+      p.genome = genome_from_json(json::parse(row.genome_json), op_);
     } catch (const std::exception& e) {
       db_.record_build(row.id, BuildResult{false, "", "genome", std::string("unreadable genome: ") + e.what(), "{}", ""});
       continue;

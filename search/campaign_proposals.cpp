@@ -38,7 +38,7 @@ std::vector<Proposal> CampaignEngine::propose(int generation, std::mt19937_64& r
         if (warm >= want || warm >= opt_.initial) break;
         Genome g;
         try {
-          g = genome_from_json(json::parse(e.genome_json));
+          g = genome_from_json(json::parse(e.genome_json), op_);
         } catch (const std::exception&) {
           continue;
         }

@@ -78,7 +78,7 @@ CostDataset cost_dataset(TraceDb& db, const evaluator::Op& op, const CampaignCon
     }
     r.cfg = cfg->second;
     try {
-      r.genome = genome_from_json(json::parse(q.column_text(3)));
+      r.genome = genome_from_json(json::parse(q.column_text(3)), op);
       r.shape = json::parse(q.column_text(5)).get<evaluator::Shape>();
     } catch (const std::exception&) {
       ++d.skipped;

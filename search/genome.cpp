@@ -64,4 +64,10 @@ Genome genome_from_json(const json& j) {
   return g;
 }
 
+Genome genome_from_json(const json& j, const evaluator::Op& op) {
+  Genome g = genome_from_json(j);
+  g.knobs = evaluator::canonical_knobs(op, std::move(g.knobs));
+  return g;
+}
+
 }  // namespace ptxevo::search

@@ -35,5 +35,9 @@ struct Genome {
 
 // Throws std::invalid_argument naming the field for malformed JSON.
 Genome genome_from_json(const nlohmann::json& j);
+// The same with the knobs under the op's current names (evaluator::canonical_knobs), for genomes
+// read back from a trace database or a file that may predate a knob's rename; also throws
+// std::invalid_argument when a knob is given under both its old and its current name.
+Genome genome_from_json(const nlohmann::json& j, const evaluator::Op& op);
 
 }  // namespace ptxevo::search

@@ -275,7 +275,7 @@ agents::PromptContext gather_evidence(TraceDb& db, const evaluator::Spec& spec, 
       std::string what = "candidate " + std::to_string(s.column_int(0)) + " by " + s.column_text(1);
       if (!s.column_text(7).empty()) what += " idea '" + s.column_text(7) + "' (" + s.column_text(8) + ")";
       try {
-        what += " (" + genome_from_json(json::parse(s.column_text(2))).describe() + ")";
+        what += " (" + genome_from_json(json::parse(s.column_text(2)), op).describe() + ")";
       } catch (const std::exception&) {
       }
       std::string outcome = outcome_text(s.column_text(3), s.column_text(4), s.column_text(5));

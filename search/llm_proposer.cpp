@@ -106,7 +106,9 @@ LlmProposal LlmProposer::finish(const agents::AgentAttempt& attempt, const Membe
   const agents::ParsedReply& reply = *attempt.reply;
   Genome child = parent.genome;
   if (reply.kind == agents::PatchKind::Knobs) {
-    for (const auto& [name, value] : reply.knobs) {
+    for (const auto& [given, value] : reply.knobs) {
+      // An answer may name a knob as an older record or document did.
+      const std::string name = evaluator::canonical_knob_name(op_, given);
       auto it = child.knobs.find(name);
       const bool numeric = it != child.knobs.end() && std::holds_alternative<std::int64_t>(it->second);
       child.knobs[name] = numeric ? evaluator::KnobValue(std::stoll(value)) : evaluator::KnobValue(value);

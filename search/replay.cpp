@@ -52,6 +52,26 @@ ReplayData load_replay(const std::filesystem::path& path) {
   }
 }
 
+void canonicalize_replay(ReplayData& data, const evaluator::Op& op) {
+  std::map<std::string, ReplayRecord> records;
+  for (auto& [hash, r] : data.records) {
+    std::string key = hash;
+    try {
+      // Only a record keyed by its own genome's hash: it is that genome's, under any name.
+      const Genome g = genome_from_json(r.genome, op);
+      if (genome_from_json(r.genome).hash() == hash && g.hash() != hash) {
+        key = g.hash();
+        r.genome = g.to_json();
+        r.genome_hash = key;
+      }
+    } catch (const std::exception&) {
+      // It still answers for its recorded hash.
+    }
+    records.emplace(key, std::move(r));
+  }
+  data.records = std::move(records);
+}
+
 void write_replay(const std::filesystem::path& path, const ReplayData& d) {
   json records = json::array();
   for (const auto& [hash, r] : d.records)

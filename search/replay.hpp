@@ -37,6 +37,10 @@ struct ReplayData {
 
 // Throws std::runtime_error naming the file and the problem.
 ReplayData load_replay(const std::filesystem::path& path);
+// Records whose genome names knobs by the op's old names, re-keyed under the genome with the
+// current names (evaluator::canonical_knobs): a campaign proposes, and looks records up by, current
+// names only. A record whose genome does not parse, or names a knob both ways, is left as it is.
+void canonicalize_replay(ReplayData& data, const evaluator::Op& op);
 void write_replay(const std::filesystem::path& path, const ReplayData& data);
 
 // Every candidate of the campaign with a GPU evaluation (its latest one with purpose

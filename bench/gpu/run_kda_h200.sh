@@ -20,8 +20,8 @@
 #   KDA_GTEST_TIMEOUT [200], KDA_TOTAL_S [510: the fla_bench step gets what is left of it, at
 #   least 60 s], KDA_FLA_TIMEOUT [none: a cap on that step],
 #   KDA_VARIANTS [the fused kernel's defaults and FUSED = 0 at other tiles: see below; the label
-#   "chunked" is the spec's defaults, FUSED = 0, CHUNK 16, BV 64, STAGE 2, BULK 1, WYREC 1 (v read by the recurrence),
-#   WYTC 0, SLO 0, MMA sync],
+#   "chunked" is the spec's defaults, FUSED = 0, CHUNK 16, BV 64, STAGE 2, BULK 1,
+#   WY_IN_RECURRENCE 1 (v read by the recurrence), WY_TENSOR_CORES 0, STATE_HI_LO 0, MMA sync],
 #   KDA_RECURRENT [0: 1 also builds and times the recurrent seed],
 #   KDA_BENCH_ARGS (more fla_bench.py options, e.g. "--fla-safe-gate").
 # The device command, with the carry list [".gpu", ".whl"]:
@@ -124,7 +124,7 @@ if timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_
     >> "$out/builds.log" 2>&1; then
   build_bg chunked "$bd/kda_fwd_chunked.spec" ""
   # FUSED = 1 at its own defaults (the seed before the split), then the split at other tiles.
-  for v in ${KDA_VARIANTS:-fused:FUSED=1,CHUNK=16,BV=32,WARPS=4,STAGE=1,LMTC=1,UPREC=32,KSPLIT=1,PF=0,WYTC=0,SLO=1,BULK=0,LMTERMS=3,WYREC=0,SEQSPLIT=1 wy1:WYTC=1,WYREC=0,SEQSPLIT=1 nobulk:BULK=0,STAGE=2 wgmma:MMA=wgmma,LMTERMS=3,WYREC=0,SEQSPLIT=1}; do
+  for v in ${KDA_VARIANTS:-fused:FUSED=1,CHUNK=16,BV=32,WARPS=4,STAGE=1,LM_TENSOR_CORES=1,U0_BITS=32,KSPLIT=1,PREFETCH_CHUNKS=0,WY_TENSOR_CORES=0,STATE_HI_LO=1,BULK=0,LMTERMS=3,WY_IN_RECURRENCE=0,SEQSPLIT=1 wy1:WY_TENSOR_CORES=1,WY_IN_RECURRENCE=0,SEQSPLIT=1 nobulk:BULK=0,STAGE=2 wgmma:MMA=wgmma,LMTERMS=3,WY_IN_RECURRENCE=0,SEQSPLIT=1}; do
     build_bg "${v%%:*}" "$bd/kda_fwd_chunked.spec" "${v#*:}"
   done
 else

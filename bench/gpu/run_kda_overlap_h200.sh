@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root: the KDA split with the prepare and the
-# recurrence overlapped (knob PGRID: persistent prepare CTAs, a programmatic recurrence waiting on
-# chunk flags). First `ptxevo eval` of the named
+# recurrence overlapped (knob PREPARE_CTAS: persistent prepare CTAs, a programmatic recurrence
+# waiting on chunk flags). First `ptxevo eval` of the named
 # assignments on the main spec (the gate on every correctness shape with fresh inputs, then the
 # timer on the first benchmark shape against the chunked seed's defaults), then the sweep side by
 # side through run_kda_h200.sh (fla_bench.py; FLA only if KDA_BENCH_ARGS drops --no-fla).
 # Needs .gpu/ (scripts/pack_gpu_bundle.sh) and, for FLA, .whl/; carry [".gpu", ".whl"].
-# Environment: KDA_EVAL_KNOBS [PGRID=396,SEQSPLIT=1] (space-separated assignments to gate),
+# Environment: KDA_EVAL_KNOBS [PREPARE_CTAS=396,SEQSPLIT=1] (space-separated assignments to gate),
 #   KDA_EVAL_TIMEOUT [200], KDA_EXTRA_SOURCES (below), KDA_VARIANTS / KDA_BENCH_ARGS / KDA_TOTAL_S
 #   as run_kda_h200.sh.
 set -uo pipefail
@@ -19,7 +19,7 @@ t0=$SECONDS
 spec=/tmp/kda_overlap_chunked.spec
 timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_chunked_seed "$spec" || exit 2
 evals=()
-for k in ${KDA_EVAL_KNOBS:-PGRID=396,SEQSPLIT=1}; do
+for k in ${KDA_EVAL_KNOBS:-PREPARE_CTAS=396,SEQSPLIT=1}; do
   tag="${k//[=,]/_}"
   LD_LIBRARY_PATH="$ptxevo_ld" timeout -k 10 "${KDA_EVAL_TIMEOUT:-200}" .gpu/ptxevo eval "$spec" --knobs "$k" \
     --max-benchmark-shapes 1 --json-out "$out/eval_$tag.json" > "$out/eval_$tag.log" 2>&1

@@ -46,7 +46,7 @@ timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_chu
 labels=(chunked)
 ( LD_LIBRARY_PATH="$ptxevo_ld" timeout 150 .gpu/ptxevo build "$bd/kda_fwd_chunked.spec" --out "$bd/chunked" \
     > "$bd/chunked.log" 2>&1; echo "rc=$?" >> "$bd/chunked.log" ) &
-for v in ${KDA_PROFILE_VARIANTS:-stage0:STAGE=0 bv16:BV=16 bv64:BV=64 c32:CHUNK=32,BV=64 w8:WARPS=8 lmtc0:LMTC=0}; do
+for v in ${KDA_PROFILE_VARIANTS:-stage0:STAGE=0 bv16:BV=16 bv64:BV=64 c32:CHUNK=32,BV=64 w8:WARPS=8 lmtc0:LM_TENSOR_CORES=0}; do
   l="${v%%:*}"; labels+=("$l")
   ( LD_LIBRARY_PATH="$ptxevo_ld" timeout 150 .gpu/ptxevo build "$bd/kda_fwd_chunked.spec" --knobs "${v#*:}" \
       --out "$bd/$l" > "$bd/$l.log" 2>&1; echo "rc=$?" >> "$bd/$l.log" ) &

@@ -3,7 +3,7 @@
 the baseline seed's template with the baseline seed's knobs) builds that seed:
 
     python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_chunked_seed /tmp/kda_chunked.spec
-    build/ptxevo build /tmp/kda_chunked.spec --knobs CHUNK=32,LMTC=0 --out /tmp/c32
+    build/ptxevo build /tmp/kda_chunked.spec --knobs CHUNK=32,LM_TENSOR_CORES=0 --out /tmp/c32
 
 The copy may live anywhere: every seed's `source` becomes an absolute path (the engine resolves a
 relative one against the spec's folder). Only the [objective] baseline line and the source lines

@@ -198,9 +198,9 @@ def seq_segments(B: int, T: int, H: int, N: int, chunk: int, seqsplit: int) -> i
 
 def workspace_bytes(B: int, T: int, H: int, N: int) -> int:
     """KdaFwdOp::workspace_bytes: H (N + T_total / C) slots at the largest CHUNK's need, then a
-    4-byte flag a (head, CHUNK 16 slot) for PGRID > 0, then (16-byte aligned) the sequence split's
-    segment states, 128 KB a (sequence, head, segment but the last) at the most segments any
-    SEQSPLIT gives the shape."""
+    4-byte flag a (head, CHUNK 16 slot) for PREPARE_CTAS > 0, then (16-byte aligned) the sequence
+    split's segment states, 128 KB a (sequence, head, segment but the last) at the most segments
+    any SEQSPLIT gives the shape."""
     total = B * T
     segs = seq_segments(B, T, H, N, 16, MAX_SEQSPLIT)
     seg_bytes = N * H * (segs - 1) * 2 * HEAD_DIM * HEAD_DIM * 4 + 16 if segs > 1 else 0

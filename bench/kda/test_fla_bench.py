@@ -71,7 +71,8 @@ def kda_doc(shapes=((1, 8192, 96, 1), (1, 8192, 96, 6), (1, 8192, 96, 8), (1, 81
     st = {"initial_state": cfg["initial_state"] == "true", "final_state": cfg["final_state"] == "true"}
     return {
         "format": 1, "op": "kda_fwd", "arch": "sm_90a", "config": cfg,
-        "knobs": {"BV": 32, "CHUNK": 16, "LMTC": 1, "STAGE": 1, "WARPS": 4}, "toolchain": "nvrtc 13.0 nvJitLink 13.0",
+        "knobs": {"BV": 32, "CHUNK": 16, "LM_TENSOR_CORES": 1, "STAGE": 1, "WARPS": 4},
+        "toolchain": "nvrtc 13.0 nvJitLink 13.0",
         "spec": {"path": "/tmp/kda_chunked.spec", "sha256": "ab" * 32},
         "candidate": {"kind": "template", "path": "/repo/kernels/kda/kda_fwd_chunked.cu"}, "cubin_sha256": "cd" * 32,
         "shapes": [kda_shape_doc(*s, **st) for s in shapes],

@@ -10,7 +10,7 @@
 #define CHUNK 16
 #define BV 64
 #define KSPLIT 1
-#define SLO 0
+#define STATE_HI_LO 0
 #define MMA wgmma
 #include "../../kernels/kda/kda_fwd_chunked.cu"
 

@@ -435,9 +435,10 @@ class BackwardPureTest(unittest.TestCase):
         self.assertEqual(launches, [("ex", 112, 512, 196608, 1, (16, 1, 1)), ("plain", 8192, 256, 0)])
 
     def test_programmatic_launch_gets_the_stream_serialization_attribute(self):
-        # KDA's PGRID plans launch the recurrence programmatically (launch.json "programmatic"):
-        # cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 1; a kernel
-        # without it (and older launch.json files, which lack the field) launches plainly.
+        # KDA's PREPARE_CTAS plans launch the recurrence programmatically (launch.json
+        # "programmatic"): cuLaunchKernelEx with
+        # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 1; a kernel without it (and older
+        # launch.json files, which lack the field) launches plainly.
         d = copy.deepcopy(launch_doc())
         self.assertFalse(launch_json.parse_launch(d, "seed", "/tmp/seed").shapes[0].kernels[0].programmatic)
         d["shapes"][0]["kernels"].append(copy.deepcopy(d["shapes"][0]["kernels"][0]))

@@ -138,6 +138,45 @@ TEST(CliBuild, SelectsShapeClassesAndKnobs) {
   }
 }
 
+// A knob under its old name (KDA's LMTC and PF, now LM_TENSOR_CORES and PREFETCH_CHUNKS) builds
+// the same PTX as under the current one; a knob given under both names is refused.
+TEST(CliBuild, TakesOldKnobNamesAsAliases) {
+  TempDir dir;
+  // kda_fwd.spec with its chunked seed as the baseline, the seed --knobs applies to.
+  const std::string kda = PTXEVO_SOURCE_DIR "/kernels/kda/";
+  std::string text = read_text(kda + "kda_fwd.spec");
+  const auto replace = [&](const std::string& from, const std::string& to) {
+    const auto at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+  };
+  replace("baseline = \"kda_fwd_recurrent_seed\"", "baseline = \"kda_fwd_chunked_seed\"");
+  replace("source = \"kda_fwd.cu\"", "source = \"" + kda + "kda_fwd.cu\"");
+  replace("source = \"kda_fwd_chunked.cu\"", "source = \"" + kda + "kda_fwd_chunked.cu\"");
+  const std::string spec = dir.path() + "/kda.spec";
+  std::ofstream(spec) << text;
+  const auto build = [&](const std::string& out, const std::string& knobs) {
+    return run_process({PTXEVO_BIN, "build", spec, "--out", dir.path() + "/" + out, "--shapes", "correctness",
+                        "--knobs", knobs});
+  };
+  const auto current = build("current", "LM_TENSOR_CORES=0,LMTERMS=3,PREFETCH_CHUNKS=2");
+  ASSERT_EQ(current.exit_code, 0) << current.output;
+  const auto old = build("old", "LMTC=0,LMTERMS=3,PF=2");
+  ASSERT_EQ(old.exit_code, 0) << old.output;
+  EXPECT_EQ(read_text(dir.path() + "/old/kernel.ptx"), read_text(dir.path() + "/current/kernel.ptx"));
+  const json knobs = json::parse(read_text(dir.path() + "/old/launch.json")).at("knobs");
+  EXPECT_EQ(knobs.at("LM_TENSOR_CORES"), 0);
+  EXPECT_EQ(knobs.at("PREFETCH_CHUNKS"), 2);
+  EXPECT_FALSE(knobs.contains("LMTC"));
+  const auto both = build("both", "LMTC=0,LM_TENSOR_CORES=1");
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_NE(both.output.find("--knobs: knob LMTC was renamed LM_TENSOR_CORES; give one of LMTC and LM_TENSOR_CORES, "
+                             "not both"),
+            std::string::npos)
+      << both.output;
+  EXPECT_FALSE(fs::exists(dir.path() + "/both"));
+}
+
 TEST(CliBuild, RefusesWhatEvalRejectsAndWritesNothing) {
   TempDir dir;
   auto r = run_process({PTXEVO_BIN, "build", kSpec, "--out", dir.path() + "/c", "--source",

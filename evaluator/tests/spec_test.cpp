@@ -18,11 +18,14 @@ namespace {
 namespace fs = std::filesystem;
 
 // A stand-in op: options x_dtype (bf16|f32, required when `needs_dtype`), eps, fused, groups;
-// dimensions M and N (N at most 65536); one output "out"; one template define X_T.
+// dimensions M and N (N at most 65536); one output "out"; one template define X_T; knobs renamed
+// as `aliases` says (old name -> current name).
 class SpecTestOp : public Op {
  public:
-  SpecTestOp(std::string name, bool needs_dtype) : name_(std::move(name)), needs_dtype_(needs_dtype) {}
+  SpecTestOp(std::string name, bool needs_dtype, KnobAliases aliases = {})
+      : name_(std::move(name)), needs_dtype_(needs_dtype), aliases_(std::move(aliases)) {}
   std::string name() const override { return name_; }
+  KnobAliases knob_aliases() const override { return aliases_; }
   std::string validate(const OpConfig& cfg) const override {
     if (needs_dtype_ && !cfg.count("x_dtype")) return "x_dtype is required";
     for (const auto& [k, v] : cfg) {
@@ -53,6 +56,7 @@ class SpecTestOp : public Op {
  private:
   std::string name_;
   bool needs_dtype_;
+  KnobAliases aliases_;
 };
 
 // Line numbers below are part of the tests: error positions are asserted exactly.
@@ -127,7 +131,8 @@ class SpecTest : public ::testing::Test {
     fs::create_directories(dir_ / "sub");
     std::ofstream(dir_ / "kernel.cu") << "// seed\n";
     std::ofstream(dir_ / "sub" / "other.cu") << "// seed\n";
-    registry_.add(std::make_unique<SpecTestOp>("test_norm", false));
+    registry_.add(std::make_unique<SpecTestOp>("test_norm", false,
+                                               KnobAliases{{"NTHREADS", "THREADS"}, {"LOAD", "LOADER"}}));
     registry_.add(std::make_unique<SpecTestOp>("other_op", true));
   }
   void TearDown() override {
@@ -484,6 +489,68 @@ TEST_F(SpecTest, KnobValuesOutsideTheSpecAreRefusedWithItsLine) {
   const auto q = prepare_evaluation(*r.spec, *registry_.find("test_norm"), builder, input, {}, 1);
   ASSERT_EQ(q.reasons.size(), 1u);
   EXPECT_NE(q.reasons[0].find("LOADER=tma is not one of the values"), std::string::npos) << q.reasons[0];
+}
+
+// Knobs an op renamed: the old name is mapped to the current one wherever knobs are given.
+TEST_F(SpecTest, CanonicalKnobsMapsAnOldNameToTheCurrentOne) {
+  const Op& op = *registry_.find("test_norm");
+  EXPECT_EQ(canonical_knobs(op, {{"NTHREADS", std::int64_t{128}}, {"VEC", std::int64_t{4}}}),
+            (Knobs{{"THREADS", std::int64_t{128}}, {"VEC", std::int64_t{4}}}));
+  EXPECT_EQ(canonical_knobs(op, {{"LOAD", std::string("cp_async")}}), (Knobs{{"LOADER", std::string("cp_async")}}));
+  EXPECT_EQ(canonical_knob_name(op, "NTHREADS"), "THREADS");
+  EXPECT_EQ(canonical_knob_name(op, "TPR"), "TPR");
+}
+
+TEST_F(SpecTest, CanonicalKnobsRefusesAKnobGivenUnderBothNames) {
+  try {
+    (void)canonical_knobs(*registry_.find("test_norm"),
+                          {{"NTHREADS", std::int64_t{128}}, {"THREADS", std::int64_t{128}}});
+    FAIL() << "both names accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "knob NTHREADS was renamed THREADS; give one of NTHREADS and THREADS, not both");
+  }
+}
+
+// A name the aliases do not know is the op's to judge (its launch plan or the spec's knob list).
+TEST_F(SpecTest, CanonicalKnobsLeavesUnknownNamesToTheOp) {
+  const Knobs k = {{"THREAD", std::int64_t{1}}, {"TPR", std::int64_t{32}}};
+  EXPECT_EQ(canonical_knobs(*registry_.find("test_norm"), k), k);
+  const Knobs old = {{"NTHREADS", std::int64_t{64}}};
+  EXPECT_EQ(canonical_knobs(*registry_.find("other_op"), old), old);  // an op that renamed nothing
+}
+
+// A spec from before the rename: its knob table and constraints may use the old names; the loaded
+// spec holds only the current ones (string literals in a constraint stay as written).
+TEST_F(SpecTest, OldKnobNamesInASpecTakeTheCurrentOnes) {
+  std::string old = edit(kSpec, "THREADS = {", "NTHREADS = {");
+  old = edit(old, "LOADER = {", "LOAD = {");
+  old = edit(old, "\"THREADS % TPR == 0\", \"TPR <= THREADS\"",
+             "\"NTHREADS % TPR == 0\", 'TPR <= NTHREADS && LOAD != \"LOAD\"'");
+  const SpecResult r = load(old);
+  ASSERT_TRUE(r.spec.has_value()) << r.error->format();
+  const SeedTemplate& seed = r.spec->seeds.at(0);
+  std::vector<std::string> names;
+  for (const auto& k : seed.knobs) names.push_back(k.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"VEC", "THREADS", "TPR", "LOADER"}));
+  EXPECT_EQ(seed.constraints, (std::vector<std::string>{"THREADS % TPR == 0", "TPR <= THREADS && LOADER != \"LOAD\""}));
+  EXPECT_EQ(default_knobs(seed), default_knobs(load(kSpec).spec->seeds.at(0)));
+}
+
+TEST_F(SpecTest, OldKnobNameErrors) {
+  // Both names in one knob table: at the old one.
+  expect_error(edit(kSpec, "LOADER = {", "NTHREADS = { values = [64], default = 64 }\nLOADER = {"), 36, 1,
+               "knob NTHREADS was renamed THREADS; give one of NTHREADS and THREADS, not both");
+  // An error in a constraint that uses an old name points into the text as written.
+  expect_error(edit(kSpec, "\"THREADS % TPR == 0\"", "\"NTHREADS % TPRR == 0\""), 31, 29,
+               "invalid constraint: unknown knob 'TPRR'");
+  // A template that reads only the old name would take its own default for the current one.
+  std::ofstream(dir_ / "kernel.cu") << "#ifndef NTHREADS\n#define NTHREADS 256\n#endif\n";
+  expect_error(kSpec, 29, 10,
+               "seed 'seed_a': its template reads knob NTHREADS, which op 'test_norm' renamed THREADS; build from a "
+               "template that reads THREADS");
+  // One that names both (it refuses the old one) is current.
+  std::ofstream(dir_ / "kernel.cu") << "#ifdef NTHREADS\n#error \"renamed THREADS\"\n#endif\n#define X THREADS\n";
+  EXPECT_TRUE(load(kSpec).spec.has_value());
 }
 
 }  // namespace

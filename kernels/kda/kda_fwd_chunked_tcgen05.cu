@@ -10,7 +10,8 @@
 //
 // What runs where (per chunk of C tokens; one CTA per (sequence, head, BV value columns)):
 //   CUDA cores / mma.sync, as in kda_fwd_chunked.cu: pre-processing, the cumsum of the decays, the
-//     decayed operands, L and M (LMTC: mma.sync), the forward substitution U = (I + L)^-1 U'.
+//     decayed operands, L and M (LM_TENSOR_CORES: mma.sync), the forward substitution
+//     U = (I + L)^-1 U'.
 //   tcgen05.mma (M = 128 always, cta_group::1):
 //     GEMM1  D1 = S^T [Kd; Qd]^T      M = 128 (value column j; rows >= BV are don't-care), N = 2C,
 //                                       K = 128 keys; S^T as hi + lo bf16 (two MMAs per k step)
@@ -62,8 +63,14 @@
 //   MMA     tcgen05 (the only value this source implements; the matrix unit of the chunk's GEMMs)
 //   CHUNK   16, 32 or 64       BV     16, 32, 64 or 128      WARPS  4 or 8
 //   STAGE   0 or 1 (cp.async staging of the next chunk, as in kda_fwd_chunked.cu)
-//   LMTC    0 or 1 (L and M on mma.sync tensor cores, lower-bound gate and CHUNK = 16 only)
+//   LM_TENSOR_CORES  0 or 1 (L and M on mma.sync tensor cores, lower-bound gate and CHUNK = 16 only)
 #include <cuda_bf16.h>
+
+// The knob's old name: refused, so that an old -D is never silently ignored (KdaFwdOp::knob_renames
+// maps it where specs, command lines and trace databases give knobs).
+#ifdef LMTC
+#error "knob LMTC was renamed LM_TENSOR_CORES"
+#endif
 
 // The matrix-unit knob: this source is the tcgen05 one; the mma.sync kernel is kda_fwd_chunked.cu.
 #define KDA_MMA_ID_tcgen05 1
@@ -106,10 +113,10 @@
 #ifndef STAGE
 #define STAGE 1
 #endif
-#ifndef LMTC
-#define LMTC 1
+#ifndef LM_TENSOR_CORES
+#define LM_TENSOR_CORES 1
 #endif
-#define KDA_LM_TC (LMTC && !KDA_GATE_SOFTPLUS && CHUNK == 16)
+#define KDA_LM_TC (LM_TENSOR_CORES && !KDA_GATE_SOFTPLUS && CHUNK == 16)
 
 namespace kda_tc05 {
 
@@ -140,7 +147,7 @@ static_assert(kC == 16 || kC == 32 || kC == 64, "CHUNK: 16, 32 or 64");
 static_assert(kBv == 16 || kBv == 32 || kBv == 64 || kBv == 128, "BV: 16, 32, 64 or 128");
 static_assert(kWarps == 4 || kWarps == 8, "WARPS: 4 or 8 (warps 0-3 cover the 128 tensor-memory lanes)");
 static_assert(STAGE == 0 || STAGE == 1, "STAGE: 0 or 1");
-static_assert(LMTC == 0 || LMTC == 1, "LMTC: 0 or 1");
+static_assert(LM_TENSOR_CORES == 0 || LM_TENSOR_CORES == 1, "LM_TENSOR_CORES: 0 or 1");
 // M = 128 needs N a multiple of 16 in [16, 256]: 2C, C and BV all are.
 static_assert(kTmemNeed <= 256, "tensor memory: S and D1 fit 256 columns");
 
@@ -177,8 +184,10 @@ enum : int {
   kOffRv = kOffRg + kC * kD * 2,                    // bf16 [C][BV] staged v slice
   kSmemBytes = STAGE ? kOffRv + kC * kBv * 2 : kOffRq,
 };
-// LMTC's partial L and M sums (4 channel quarters x 2 x 16 x 16 fp32) use the [Kd; Qd] area before 3a.
-static_assert(!KDA_LM_TC || 4 * 2 * 16 * 16 * 4 <= 2 * kC * kD * 2, "LMTC scratch must fit the [Kd; Qd] area");
+// The tensor-core L and M's partial sums (LM_TENSOR_CORES; 4 channel quarters x 2 x 16 x 16 fp32)
+// use the [Kd; Qd] area before 3a.
+static_assert(!KDA_LM_TC || 4 * 2 * 16 * 16 * 4 <= 2 * kC * kD * 2,
+              "LM_TENSOR_CORES scratch must fit the [Kd; Qd] area");
 static_assert(kSmemBytes <= 232448, "at most 227 KB of shared memory per CTA");
 
 __device__ __forceinline__ float ex2(float x) {
@@ -274,7 +283,8 @@ __device__ __forceinline__ unsigned int dynamic_smem_bytes() {
 }
 __device__ __forceinline__ void trap_now() { asm volatile("trap;"); }
 
-// mma.sync (LMTC's L and M only): D += A B on one m16n8k16 tile, A row-major, B column-major.
+// mma.sync (the L and M of LM_TENSOR_CORES only): D += A B on one m16n8k16 tile, A row-major,
+// B column-major.
 __device__ __forceinline__ void mma_bf16(float* d, const unsigned int* a, const unsigned int* b) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -376,7 +386,7 @@ __device__ __forceinline__ void kda_tc05_body(const Args& a) {
   if (dynamic_smem_bytes() < (unsigned int)kSmemBytes) trap_now();
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int g8 = lane >> 2, t4 = lane & 3;  // mma.sync fragment coordinates (LMTC)
+  const int g8 = lane >> 2, t4 = lane & 3;  // mma.sync fragment coordinates (LM_TENSOR_CORES)
   (void)g8;
   (void)t4;
   const int quad = warp & 3;       // tensor-memory lanes [32 quad, 32 quad + 32) are this warp's
@@ -548,10 +558,11 @@ __device__ __forceinline__ void kda_tc05_body(const Args& a) {
     }
     __syncthreads();
 #if KDA_LM_TC
-    // 3b (tensor cores, LMTC). Warp w < 4 takes channels [32 w, 32 w + 32) of every entry of L and
-    // M: its lane holds rows g8 and g8 + 8 at channels 2 t4 (+1, +8, +9) of each k step, which are
-    // also the (channel, j) pairs of its B fragments for the n tiles j < 8 and j >= 8, so y = 1 / x
-    // of the same elements. Partial sums go to the [Kd; Qd] area (free until 3a, which follows).
+    // 3b (tensor cores, LM_TENSOR_CORES). Warp w < 4 takes channels [32 w, 32 w + 32) of every
+    // entry of L and M: its lane holds rows g8 and g8 + 8 at channels 2 t4 (+1, +8, +9) of each k
+    // step, which are also the (channel, j) pairs of its B fragments for the n tiles j < 8 and
+    // j >= 8, so y = 1 / x of the same elements. Partial sums go to the [Kd; Qd] area (free until
+    // 3a, which follows).
     {
       float* part = reinterpret_cast<float*>(smem + kOffKQ);  // [4][2][16][16], before 3a
       if (warp < 4) {

@@ -106,7 +106,14 @@ Knobs KdaFwdOp::knob_defaults() {
   return {{"BV", g.bv}, {"KSPLIT", g.ksplit}, {"TB", g.tb}, {"MIN_BLOCKS", g.min_blocks}};
 }
 
-KdaFwdOp::Geometry KdaFwdOp::geometry(const Knobs& k) {
+evaluator::KnobAliases KdaFwdOp::knob_renames() {
+  return {{"LMTC", "LM_TENSOR_CORES"}, {"WYTC", "WY_TENSOR_CORES"}, {"SLO", "STATE_HI_LO"},
+          {"ULO", "U_HI_LO"},          {"UPREC", "U0_BITS"},       {"PGRID", "PREPARE_CTAS"},
+          {"WYREC", "WY_IN_RECURRENCE"}, {"PF", "PREFETCH_CHUNKS"}};
+}
+
+KdaFwdOp::Geometry KdaFwdOp::geometry(const Knobs& given) {
+  const Knobs k = evaluator::canonical_knobs(knob_renames(), given);
   for (const auto& [name, v] : k)
     if (name != "BV" && name != "KSPLIT" && name != "TB" && name != "MIN_BLOCKS")
       fail("unknown knob '" + name + "' (knobs: BV, KSPLIT, TB, MIN_BLOCKS)");
@@ -133,20 +140,32 @@ bool KdaFwdOp::is_chunked(const Knobs& k) { return k.count("CHUNK") > 0; }
 
 Knobs KdaFwdOp::chunked_knob_defaults() {
   return {{"CHUNK", std::int64_t{16}}, {"BV", std::int64_t{64}},   {"WARPS", std::int64_t{4}}, {"STAGE", std::int64_t{2}},
-          {"LMTC", std::int64_t{1}},  {"FUSED", std::int64_t{0}}, {"UPREC", std::int64_t{16}},
-          {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{0}},
-          {"SLO", std::int64_t{0}}, {"MMA", std::string("sync")}, {"BULK", std::int64_t{1}},
-          {"PGRID", std::int64_t{0}}, {"ULO", std::int64_t{0}}, {"LMTERMS", std::int64_t{1}},
-          {"WYREC", std::int64_t{1}}, {"SEQSPLIT", std::int64_t{16}}};
+          {"LM_TENSOR_CORES", std::int64_t{1}},  {"FUSED", std::int64_t{0}}, {"U0_BITS", std::int64_t{16}},
+          {"KSPLIT", std::int64_t{1}}, {"PREFETCH_CHUNKS", std::int64_t{0}}, {"WY_TENSOR_CORES", std::int64_t{0}},
+          {"STATE_HI_LO", std::int64_t{0}}, {"MMA", std::string("sync")}, {"BULK", std::int64_t{1}},
+          {"PREPARE_CTAS", std::int64_t{0}}, {"U_HI_LO", std::int64_t{0}}, {"LMTERMS", std::int64_t{1}},
+          {"WY_IN_RECURRENCE", std::int64_t{1}}, {"SEQSPLIT", std::int64_t{16}}};
 }
 
 Knobs KdaFwdOp::chunked_fused_knob_defaults() {
   const ChunkedGeometry g;
-  return {{"CHUNK", g.chunk}, {"BV", g.bv},     {"WARPS", g.warps},          {"STAGE", g.stage},
-          {"LMTC", g.lmtc},   {"FUSED", std::int64_t{1}}, {"UPREC", std::int64_t{32}},
-          {"KSPLIT", std::int64_t{1}}, {"PF", std::int64_t{0}}, {"WYTC", std::int64_t{0}}, {"SLO", std::int64_t{1}},
-          {"MMA", std::string("sync")}, {"BULK", std::int64_t{0}}, {"PGRID", std::int64_t{0}},
-          {"ULO", std::int64_t{1}}, {"LMTERMS", std::int64_t{3}}, {"WYREC", std::int64_t{0}},
+  return {{"CHUNK", g.chunk},
+          {"BV", g.bv},
+          {"WARPS", g.warps},
+          {"STAGE", g.stage},
+          {"LM_TENSOR_CORES", g.lm_tensor_cores},
+          {"FUSED", std::int64_t{1}},
+          {"U0_BITS", std::int64_t{32}},
+          {"KSPLIT", std::int64_t{1}},
+          {"PREFETCH_CHUNKS", std::int64_t{0}},
+          {"WY_TENSOR_CORES", std::int64_t{0}},
+          {"STATE_HI_LO", std::int64_t{1}},
+          {"MMA", std::string("sync")},
+          {"BULK", std::int64_t{0}},
+          {"PREPARE_CTAS", std::int64_t{0}},
+          {"U_HI_LO", std::int64_t{1}},
+          {"LMTERMS", std::int64_t{3}},
+          {"WY_IN_RECURRENCE", std::int64_t{0}},
           {"SEQSPLIT", std::int64_t{1}}};
 }
 
@@ -163,22 +182,23 @@ std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
                    {"BV", bv},
                    {"WARPS", std::int64_t{(cycle & 1) ? 8 : 4}},
                    {"STAGE", staged ? 1 + cycle % 3 : std::int64_t{0}},
-                   {"LMTC", std::int64_t{(cycle & 2) ? 1 : 0}},
-                   {"UPREC", std::int64_t{(cycle & 4) ? 16 : 32}},
+                   {"LM_TENSOR_CORES", std::int64_t{(cycle & 2) ? 1 : 0}},
+                   {"U0_BITS", std::int64_t{(cycle & 4) ? 16 : 32}},
                    {"KSPLIT", bv * ks <= 256 ? ks : std::int64_t{1}},
-                   {"PF", pfs[cycle % 4]},
-                   {"WYTC", std::int64_t{((cycle >> 1) ^ cycle) & 1}},
-                   {"SLO", std::int64_t{(cycle >> 2) ^ (cycle & 1)}},
+                   {"PREFETCH_CHUNKS", pfs[cycle % 4]},
+                   {"WY_TENSOR_CORES", std::int64_t{((cycle >> 1) ^ cycle) & 1}},
+                   {"STATE_HI_LO", std::int64_t{(cycle >> 2) ^ (cycle & 1)}},
                    {"MMA", std::string("sync")},
                    {"BULK", std::int64_t{(cycle >> 1) & 1}},
-                   {"PGRID", std::int64_t{0}},
-                   {"ULO", std::int64_t{((cycle >> 2) ^ (cycle >> 1)) & 1}},
-                   // The one-pass prepare's L / M terms (CHUNK 16, LMTC 1: cycles 2, 3, 6, 7): 1, 2, 3, 1.
+                   {"PREPARE_CTAS", std::int64_t{0}},
+                   {"U_HI_LO", std::int64_t{((cycle >> 2) ^ (cycle >> 1)) & 1}},
+                   // The one-pass prepare's L / M terms (CHUNK 16, LM_TENSOR_CORES 1: cycles 2, 3, 6,
+                   // and 7): 1, 2, 3, 1.
                    {"LMTERMS", std::int64_t{c == 16 && (cycle & 2) ? 1 + ((cycle & 1) + (cycle >> 2) * 2) % 3 : 3}},
-                   {"WYREC", std::int64_t{0}},
+                   {"WY_IN_RECURRENCE", std::int64_t{0}},
                    {"SEQSPLIT", std::int64_t{1}}};
         ++cycle;
-        if (c == 64) k["PF"] = std::int64_t{0};
+        if (c == 64) k["PREFETCH_CHUNKS"] = std::int64_t{0};
         try {
           (void)chunked_geometry(k);
         } catch (const std::invalid_argument&) {
@@ -192,36 +212,37 @@ std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
     w["CHUNK"] = c;
     w["BV"] = std::int64_t{c == 32 ? 128 : 64};
     w["STAGE"] = std::int64_t{c == 64 ? 0 : c == 32 ? 1 : 2};
-    w["WYTC"] = std::int64_t{c == 32 ? 0 : 1};
-    w["UPREC"] = std::int64_t{c == 64 ? 32 : 16};
+    w["WY_TENSOR_CORES"] = std::int64_t{c == 32 ? 0 : 1};
+    w["U0_BITS"] = std::int64_t{c == 64 ? 32 : 16};
     w["MMA"] = std::string("wgmma");
     w["BULK"] = std::int64_t{c == 64 ? 0 : 1};
     w["LMTERMS"] = std::int64_t{3};
-    w["WYREC"] = std::int64_t{0};
+    w["WY_IN_RECURRENCE"] = std::int64_t{0};
     w["SEQSPLIT"] = std::int64_t{1};
     out.push_back(std::move(w));
   }
-  // PGRID: the persistent prepare beside a programmatic recurrence, at the defaults otherwise.
+  // PREPARE_CTAS: the persistent prepare beside a programmatic recurrence, at the defaults
+  // otherwise.
   Knobs o = chunked_knob_defaults();
-  o["PGRID"] = std::int64_t{396};
+  o["PREPARE_CTAS"] = std::int64_t{396};
   o["SEQSPLIT"] = std::int64_t{1};
   out.push_back(std::move(o));
-  // WYREC 1: U = T' (V - Kd S) in the recurrence, at the defaults, at CHUNK 32 with per-thread
-  // copies and the unfactored prepare (LMTC 0), and at CHUNK 64; WYREC 2 (T' folded into Kr and M
-  // by the prepare) at the defaults otherwise.
+  // WY_IN_RECURRENCE 1: U = T' (V - Kd S) in the recurrence, at the defaults, at CHUNK 32 with
+  // per-thread copies and the unfactored prepare (LM_TENSOR_CORES 0), and at CHUNK 64;
+  // WY_IN_RECURRENCE 2 (T' folded into Kr and M by the prepare) at the defaults otherwise.
   Knobs r = chunked_knob_defaults();
   out.push_back(r);
-  r["WYREC"] = std::int64_t{2};
+  r["WY_IN_RECURRENCE"] = std::int64_t{2};
   r["SEQSPLIT"] = std::int64_t{1};
   out.push_back(r);
-  r["WYREC"] = std::int64_t{1};
+  r["WY_IN_RECURRENCE"] = std::int64_t{1};
   r["CHUNK"] = std::int64_t{32};
   r["BV"] = std::int64_t{32};
   r["STAGE"] = std::int64_t{1};
   r["BULK"] = std::int64_t{0};
-  r["LMTC"] = std::int64_t{0};
+  r["LM_TENSOR_CORES"] = std::int64_t{0};
   r["LMTERMS"] = std::int64_t{3};
-  r["ULO"] = std::int64_t{1};
+  r["U_HI_LO"] = std::int64_t{1};
   out.push_back(r);
   r["CHUNK"] = std::int64_t{64};
   r["BV"] = std::int64_t{128};
@@ -229,10 +250,10 @@ std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
   r["BULK"] = std::int64_t{1};
   r["WARPS"] = std::int64_t{8};
   out.push_back(r);
-  // SEQSPLIT: besides the defaults' 16, 4 at WYREC 1's CHUNK 32 with per-thread copies and out
-  // stored from the accumulators (the defaults at 1, the two-kernel plan, have a GPU test of their
-  // own: ChunkedSplitWithoutSequenceSplitPassesTheGateOnEverySpec).
-  Knobs q = out[out.size() - 2];  // WYREC 1 at CHUNK 32
+  // SEQSPLIT: besides the defaults' 16, 4 at WY_IN_RECURRENCE 1's CHUNK 32 with per-thread copies
+  // and out stored from the accumulators (the defaults at 1, the two-kernel plan, have a GPU test
+  // of their own: ChunkedSplitWithoutSequenceSplitPassesTheGateOnEverySpec).
+  Knobs q = out[out.size() - 2];  // WY_IN_RECURRENCE 1 at CHUNK 32
   q["SEQSPLIT"] = std::int64_t{4};
   out.push_back(q);
   return out;
@@ -241,8 +262,9 @@ std::vector<Knobs> KdaFwdOp::split_covering_knobs() {
 Knobs KdaFwdOp::chunked_tcgen05_knob_defaults() {
   Knobs k = chunked_fused_knob_defaults();
   k.erase("FUSED");
-  k.erase("UPREC");
-  for (const char* split_only : {"KSPLIT", "PF", "WYTC", "SLO", "BULK", "PGRID", "ULO", "LMTERMS", "WYREC", "SEQSPLIT"})
+  k.erase("U0_BITS");
+  for (const char* split_only : {"KSPLIT", "PREFETCH_CHUNKS", "WY_TENSOR_CORES", "STATE_HI_LO", "BULK", "PREPARE_CTAS",
+                                 "U_HI_LO", "LMTERMS", "WY_IN_RECURRENCE", "SEQSPLIT"})
     k.erase(split_only);
   k["MMA"] = std::string("tcgen05");
   return k;
@@ -262,7 +284,7 @@ Knobs KdaFwdOp::chunked_tcgen05_knob_defaults() {
 //
 // FUSED = 0 (kda_fwd_recurrence): STAGE + 1 buffers of the workspace's dense, swizzled
 // layout: Qd and W0 (bf16 C x 128), Kr^T (bf16 128 x C), M's two terms (bf16 C x C), 2^Gtot
-// (fp32 128) and the slice's rows of U0^T (BV x C, fp32 or bf16 by UPREC); with KSPLIT > 1 two
+// (fp32 128) and the slice's rows of U0^T (BV x C, fp32 or bf16 by U0_BITS); with KSPLIT > 1 two
 // buffers (by chunk parity) of every warp's partial W^T and Qs^T (2 x C / 8 x 4 floats a lane);
 // at CHUNK 16 two buffers of out's C token rows of BV bf16 values, each row padded by 16 bytes.
 std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
@@ -270,9 +292,9 @@ std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
   const std::int64_t c = g.chunk, bv = g.bv;
   if (!g.fused)
     return (g.stage + 1) * (3 * c * D * 2 + 2 * c * c * 2 + D * 4 +
-                            (g.wyrec == 1   ? 2 * c * c * 2 + c * (2 * bv + 16)
-                             : g.wyrec == 2 ? c * (2 * bv + 16)
-                                            : bv * c * (g.uprec / 8))) +
+                            (g.wy_in_recurrence == 1   ? 2 * c * c * 2 + c * (2 * bv + 16)
+                             : g.wy_in_recurrence == 2 ? c * (2 * bv + 16)
+                                                       : bv * c * (g.u0_bits / 8))) +
            (g.ksplit > 1 ? 16 * bv * g.ksplit * c : 0) +  // 2 buffers x BV / 16 x KSPLIT warps x 32 lanes x C floats
            (c == 16 ? 2 * c * (2 * bv + 16) : 0) +          // out's staging
            (g.bulk ? 32 : 0);                              // BULK: the stage buffers' mbarriers
@@ -294,19 +316,25 @@ std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
 // bf16 arrays of 16 rows of F + 8) and the right factors (two bf16 arrays of C rows of F + 8), F
 // the channels of one round of factors (64 at CHUNK 16, which writes them in two rounds; else 128),
 // and the raw v rows (bf16 C x 128). Without q's rows where the kernel keeps q in registers
-// (KDA_Q_REGS: CHUNK 16, LMTC 1, the lower-bound gate, MMA sync, WYTC 0).
+// (KDA_Q_REGS: CHUNK 16, LM_TENSOR_CORES 1, the lower-bound gate, MMA sync, WY_TENSOR_CORES 0).
 std::int64_t KdaFwdOp::prepare_smem_bytes(const ChunkedGeometry& g, bool softplus) {
   auto round16 = [](std::int64_t b) { return (b + 15) / 16 * 16; };
   const std::int64_t c = g.chunk, f = c == 16 ? 64 : D;
-  const bool q_regs = c == 16 && g.lmtc == 1 && !softplus && !g.wgmma && g.wytc == 0;
+  const bool q_regs = c == 16 && g.lm_tensor_cores == 1 && !softplus && !g.wgmma && g.wy_tensor_cores == 0;
   return (q_regs ? 2 : 3) * round16(c * (D + 4) * 4) + round16(c * 4) + c * c * 4 + 4 * 16 * (f + 8) * 2 +
-         2 * c * (f + 8) * 2 + (g.wyrec == 1 ? 0 : g.wyrec == 2 ? 2 * c * c * 4 + 2 * c * (c + 8) * 2 : c * D * 2);
+         2 * c * (f + 8) * 2 +
+         (g.wy_in_recurrence == 1   ? 0
+          : g.wy_in_recurrence == 2 ? 2 * c * c * 4 + 2 * c * (c + 8) * 2
+                                    : c * D * 2);
 }
 
 // Qd, W0 (bf16 C x 128), Kr^T (bf16 128 x C), M's two terms (bf16 C x C), 2^Gtot (fp32 128),
 // U0^T (fp32 or bf16 128 x C).
-std::int64_t KdaFwdOp::workspace_chunk_bytes(std::int64_t c, std::int64_t uprec, std::int64_t wyrec) {
-  return 3 * c * D * 2 + 2 * c * c * 2 + D * 4 + (wyrec == 1 ? 2 * c * c * 2 : wyrec == 2 ? 0 : D * c * (uprec / 8));
+std::int64_t KdaFwdOp::workspace_chunk_bytes(std::int64_t c, std::int64_t u0_bits, std::int64_t wy_in_recurrence) {
+  return 3 * c * D * 2 + 2 * c * c * 2 + D * 4 +
+         (wy_in_recurrence == 1   ? 2 * c * c * 2
+          : wy_in_recurrence == 2 ? 0
+                                  : D * c * (u0_bits / 8));
 }
 
 std::int64_t KdaFwdOp::seq_segments(const KdaDims& d, std::int64_t chunk, std::int64_t seqsplit) {
@@ -322,8 +350,9 @@ std::int64_t KdaFwdOp::seq_segments(const KdaDims& d, std::int64_t chunk, std::i
   return p >= 4 ? p : 1;
 }
 
-// The largest chunk layout, then PGRID's flags: a word a (head, slot) of CHUNK 16, the most slots;
-// then (16-byte aligned) the sequence split's segment states for the most segments the shape gets.
+// The largest chunk layout, then PREPARE_CTAS's flags: a word a (head, slot) of CHUNK 16, the most
+// slots; then (16-byte aligned) the sequence split's segment states for the most segments the shape
+// gets.
 std::int64_t KdaFwdOp::workspace_bytes(const KdaDims& d) {
   std::int64_t most = 0;
   for (const std::int64_t c : {16, 32, 64})
@@ -333,52 +362,60 @@ std::int64_t KdaFwdOp::workspace_bytes(const KdaDims& d) {
   return most + d.heads * (d.sequences + d.total_tokens() / 16) * 4 + seg_bytes;
 }
 
-KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
+KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& given) {
+  const Knobs k = evaluator::canonical_knobs(knob_renames(), given);
   for (const auto& [name, v] : k)
-    if (name != "CHUNK" && name != "BV" && name != "WARPS" && name != "STAGE" && name != "LMTC" && name != "MMA" &&
-        name != "FUSED" && name != "UPREC" && name != "KSPLIT" && name != "PF" && name != "WYTC" &&
-        name != "SLO" && name != "BULK" && name != "PGRID" && name != "ULO" && name != "LMTERMS" && name != "WYREC" &&
-        name != "SEQSPLIT")
+    if (name != "CHUNK" && name != "BV" && name != "WARPS" && name != "STAGE" && name != "LM_TENSOR_CORES" &&
+        name != "MMA" && name != "FUSED" && name != "U0_BITS" && name != "KSPLIT" && name != "PREFETCH_CHUNKS" &&
+        name != "WY_TENSOR_CORES" && name != "STATE_HI_LO" && name != "BULK" && name != "PREPARE_CTAS" &&
+        name != "U_HI_LO" && name != "LMTERMS" && name != "WY_IN_RECURRENCE" && name != "SEQSPLIT")
       fail("unknown knob '" + name +
-           "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LMTC, MMA, FUSED, UPREC, KSPLIT, PF, WYTC, SLO, "
-           "BULK, PGRID, ULO, LMTERMS, WYREC, SEQSPLIT)");
+           "' for the chunked kernel (knobs: CHUNK, BV, WARPS, STAGE, LM_TENSOR_CORES, MMA, FUSED, U0_BITS, KSPLIT, "
+           "PREFETCH_CHUNKS, WY_TENSOR_CORES, STATE_HI_LO, BULK, PREPARE_CTAS, U_HI_LO, LMTERMS, WY_IN_RECURRENCE, "
+           "SEQSPLIT)");
   ChunkedGeometry g;
   const std::int64_t fused = evaluator::knob_int(k, "FUSED", 1);
   if (fused != 0 && fused != 1) fail("FUSED=" + std::to_string(fused) + " must be 0 or 1");
   g.fused = fused == 1;
-  g.uprec = evaluator::knob_int(k, "UPREC", 32);
-  if (g.uprec != 16 && g.uprec != 32) fail("UPREC=" + std::to_string(g.uprec) + " must be 16 or 32");
-  if (g.fused && g.uprec != 32) fail("UPREC=16 needs FUSED=0 (only the workspace holds U0)");
+  g.u0_bits = evaluator::knob_int(k, "U0_BITS", 32);
+  if (g.u0_bits != 16 && g.u0_bits != 32) fail("U0_BITS=" + std::to_string(g.u0_bits) + " must be 16 or 32");
+  if (g.fused && g.u0_bits != 32) fail("U0_BITS=16 needs FUSED=0 (only the workspace holds U0)");
   g.ksplit = evaluator::knob_int(k, "KSPLIT", 1);
   if (g.ksplit != 1 && g.ksplit != 2 && g.ksplit != 4) fail("KSPLIT=" + std::to_string(g.ksplit) + " must be 1, 2 or 4");
   if (g.fused && g.ksplit != 1) fail("KSPLIT=" + std::to_string(g.ksplit) + " needs FUSED=0 (a recurrence knob)");
-  g.pf = evaluator::knob_int(k, "PF", 0);
-  if (g.pf != 0 && g.pf != 2 && g.pf != 4 && g.pf != 8) fail("PF=" + std::to_string(g.pf) + " must be 0, 2, 4 or 8");
-  if (g.fused && g.pf != 0) fail("PF=" + std::to_string(g.pf) + " needs FUSED=0 (a recurrence knob)");
-  g.wytc = evaluator::knob_int(k, "WYTC", 0);
-  if (g.wytc != 0 && g.wytc != 1) fail("WYTC=" + std::to_string(g.wytc) + " must be 0 or 1");
-  if (g.fused && g.wytc != 0) fail("WYTC=1 needs FUSED=0 (a prepare knob)");
-  g.slo = evaluator::knob_int(k, "SLO", 1);
-  if (g.slo != 0 && g.slo != 1) fail("SLO=" + std::to_string(g.slo) + " must be 0 or 1");
-  if (g.fused && g.slo != 1) fail("SLO=0 needs FUSED=0 (a recurrence knob)");
+  g.prefetch_chunks = evaluator::knob_int(k, "PREFETCH_CHUNKS", 0);
+  if (g.prefetch_chunks != 0 && g.prefetch_chunks != 2 && g.prefetch_chunks != 4 && g.prefetch_chunks != 8)
+    fail("PREFETCH_CHUNKS=" + std::to_string(g.prefetch_chunks) + " must be 0, 2, 4 or 8");
+  if (g.fused && g.prefetch_chunks != 0)
+    fail("PREFETCH_CHUNKS=" + std::to_string(g.prefetch_chunks) + " needs FUSED=0 (a recurrence knob)");
+  g.wy_tensor_cores = evaluator::knob_int(k, "WY_TENSOR_CORES", 0);
+  if (g.wy_tensor_cores != 0 && g.wy_tensor_cores != 1)
+    fail("WY_TENSOR_CORES=" + std::to_string(g.wy_tensor_cores) + " must be 0 or 1");
+  if (g.fused && g.wy_tensor_cores != 0) fail("WY_TENSOR_CORES=1 needs FUSED=0 (a prepare knob)");
+  g.state_hi_lo = evaluator::knob_int(k, "STATE_HI_LO", 1);
+  if (g.state_hi_lo != 0 && g.state_hi_lo != 1)
+    fail("STATE_HI_LO=" + std::to_string(g.state_hi_lo) + " must be 0 or 1");
+  if (g.fused && g.state_hi_lo != 1) fail("STATE_HI_LO=0 needs FUSED=0 (a recurrence knob)");
   g.bulk = evaluator::knob_int(k, "BULK", 0);
   if (g.bulk != 0 && g.bulk != 1) fail("BULK=" + std::to_string(g.bulk) + " must be 0 or 1");
   if (g.fused && g.bulk != 0) fail("BULK=1 needs FUSED=0 (a recurrence knob)");
-  g.ulo = evaluator::knob_int(k, "ULO", 1);
-  if (g.ulo != 0 && g.ulo != 1) fail("ULO=" + std::to_string(g.ulo) + " must be 0 or 1");
-  if (g.fused && g.ulo != 1) fail("ULO=0 needs FUSED=0 (a recurrence knob)");
+  g.u_hi_lo = evaluator::knob_int(k, "U_HI_LO", 1);
+  if (g.u_hi_lo != 0 && g.u_hi_lo != 1) fail("U_HI_LO=" + std::to_string(g.u_hi_lo) + " must be 0 or 1");
+  if (g.fused && g.u_hi_lo != 1) fail("U_HI_LO=0 needs FUSED=0 (a recurrence knob)");
   g.lmterms = evaluator::knob_int(k, "LMTERMS", 3);
   if (g.lmterms < 1 || g.lmterms > 3) fail("LMTERMS=" + std::to_string(g.lmterms) + " must be 1, 2 or 3");
-  g.wyrec = evaluator::knob_int(k, "WYREC", 0);
-  if (g.wyrec < 0 || g.wyrec > 2) fail("WYREC=" + std::to_string(g.wyrec) + " must be 0, 1 or 2");
-  g.pgrid = evaluator::knob_int(k, "PGRID", 0);
-  if (g.pgrid < 0 || g.pgrid > 65535)
-    fail("PGRID=" + std::to_string(g.pgrid) + " must be 0 (off) or the prepare's persistent CTAs, at most 65535");
+  g.wy_in_recurrence = evaluator::knob_int(k, "WY_IN_RECURRENCE", 0);
+  if (g.wy_in_recurrence < 0 || g.wy_in_recurrence > 2)
+    fail("WY_IN_RECURRENCE=" + std::to_string(g.wy_in_recurrence) + " must be 0, 1 or 2");
+  g.prepare_ctas = evaluator::knob_int(k, "PREPARE_CTAS", 0);
+  if (g.prepare_ctas < 0 || g.prepare_ctas > 65535)
+    fail("PREPARE_CTAS=" + std::to_string(g.prepare_ctas) +
+         " must be 0 (off) or the prepare's persistent CTAs, at most 65535");
   g.seqsplit = evaluator::knob_int(k, "SEQSPLIT", 1);
   if (g.seqsplit < 1 || g.seqsplit > kMaxSeqSplit || (g.seqsplit & (g.seqsplit - 1)) != 0)
     fail("SEQSPLIT=" + std::to_string(g.seqsplit) + " must be 1 (off), 2, 4, 8, 16 or 32");
-  if (g.pgrid > 0 && (g.fused || g.bulk != 1))
-    fail("PGRID=" + std::to_string(g.pgrid) +
+  if (g.prepare_ctas > 0 && (g.fused || g.bulk != 1))
+    fail("PREPARE_CTAS=" + std::to_string(g.prepare_ctas) +
          " needs FUSED=0 and BULK=1 (the recurrence's one copy-issuing thread waits on each chunk's flag)");
   if (auto it = k.find("MMA"); it != k.end()) {
     const auto* mma = std::get_if<std::string>(&it->second);
@@ -393,47 +430,53 @@ KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& k) {
   g.bv = evaluator::knob_int(k, "BV", g.bv);
   g.warps = evaluator::knob_int(k, "WARPS", g.warps);
   g.stage = evaluator::knob_int(k, "STAGE", g.stage);
-  g.lmtc = evaluator::knob_int(k, "LMTC", g.lmtc);
+  g.lm_tensor_cores = evaluator::knob_int(k, "LM_TENSOR_CORES", g.lm_tensor_cores);
   if (g.chunk != 16 && g.chunk != 32 && g.chunk != 64)
     fail("CHUNK=" + std::to_string(g.chunk) + " must be 16, 32 or 64 (whole m16n8k16 tiles)");
   if (g.bv != 16 && g.bv != 32 && g.bv != 64 && g.bv != 128)
     fail("BV=" + std::to_string(g.bv) + " must be 16, 32, 64 or 128 for the chunked kernel");
-  if (g.pf != 0 && g.chunk == 64)
-    fail("PF=" + std::to_string(g.pf) + " needs CHUNK < 64 (the recurrence's registers are full there: it would spill)");
+  if (g.prefetch_chunks != 0 && g.chunk == 64)
+    fail("PREFETCH_CHUNKS=" + std::to_string(g.prefetch_chunks) +
+         " needs CHUNK < 64 (the recurrence's registers are full there: it would spill)");
   if (g.warps != 4 && g.warps != 8) fail("WARPS=" + std::to_string(g.warps) + " must be 4 or 8");
   if (g.fused ? (g.stage != 0 && g.stage != 1) : (g.stage < 0 || g.stage > 3))
     fail("STAGE=" + std::to_string(g.stage) + (g.fused ? " must be 0 or 1 (FUSED=1)" : " must be 0 to 3 (FUSED=0)"));
-  // The kernel ignores LMTC = 1 elsewhere (the factors' range holds only over 16 tokens of the
-  // lower-bound gate); accepting it would put duplicates in the search space.
-  if (g.lmtc != 0 && g.lmtc != 1) fail("LMTC=" + std::to_string(g.lmtc) + " must be 0 or 1");
+  // The kernel ignores LM_TENSOR_CORES = 1 elsewhere (the factors' range holds only over 16 tokens
+  // of the lower-bound gate); accepting it would put duplicates in the search space.
+  if (g.lm_tensor_cores != 0 && g.lm_tensor_cores != 1)
+    fail("LM_TENSOR_CORES=" + std::to_string(g.lm_tensor_cores) + " must be 0 or 1");
   // 16 warps at most: 128 registers a thread, so the state slice never spills.
   if (!g.fused && g.bv * 2 * g.ksplit > 512)
     fail("BV=" + std::to_string(g.bv) + " with KSPLIT=" + std::to_string(g.ksplit) + " gives " +
          std::to_string(g.bv * 2 * g.ksplit) + " recurrence threads; at most 512 (BV * KSPLIT <= 256)");
   if (!g.fused && g.tcgen05) fail("MMA=tcgen05 needs FUSED=1 (the prepare + recurrence pair is mma.sync only)");
   // wgmma's M = 64 rows are the value columns of four 16-column warps holding every key channel.
-  if (g.wgmma && (g.fused || g.ksplit != 1 || g.slo != 0 || g.bv < 64))
-    fail("MMA=wgmma needs FUSED=0, KSPLIT=1, SLO=0 and BV 64 or 128 (the recurrence's warpgroups own 64 value "
+  if (g.wgmma && (g.fused || g.ksplit != 1 || g.state_hi_lo != 0 || g.bv < 64))
+    fail("MMA=wgmma needs FUSED=0, KSPLIT=1, STATE_HI_LO=0 and BV 64 or 128 (the recurrence's warpgroups own 64 value "
          "columns each), got FUSED=" + std::to_string(g.fused ? 1 : 0) + " KSPLIT=" + std::to_string(g.ksplit) +
-         " SLO=" + std::to_string(g.slo) + " BV=" + std::to_string(g.bv));
+         " STATE_HI_LO=" + std::to_string(g.state_hi_lo) + " BV=" + std::to_string(g.bv));
   // The split path factors L and M about pivot tokens at any CHUNK (kda_fwd_chunked.cu).
-  if (g.fused && g.lmtc == 1 && g.chunk != 16) fail("LMTC=1 needs CHUNK=16, got CHUNK=" + std::to_string(g.chunk));
-  if (g.lmterms != 3 && (g.fused || g.chunk != 16 || g.lmtc != 1 || g.wgmma))
+  if (g.fused && g.lm_tensor_cores == 1 && g.chunk != 16)
+    fail("LM_TENSOR_CORES=1 needs CHUNK=16, got CHUNK=" + std::to_string(g.chunk));
+  if (g.lmterms != 3 && (g.fused || g.chunk != 16 || g.lm_tensor_cores != 1 || g.wgmma))
     fail("LMTERMS=" + std::to_string(g.lmterms) +
-         " needs FUSED=0, CHUNK=16, LMTC=1 and MMA=sync (the prepare's one-pass L and M products; elsewhere they take "
-         "3 terms)");
-  if (g.wyrec == 2 && g.chunk != 16)
-    fail("WYREC=2 needs CHUNK=16 (the prepare folds T' into Kr and M in one 16-token step), got CHUNK=" +
+         " needs FUSED=0, CHUNK=16, LM_TENSOR_CORES=1 and MMA=sync (the prepare's one-pass L and M products; "
+         "elsewhere they take 3 terms)");
+  if (g.wy_in_recurrence == 2 && g.chunk != 16)
+    fail("WY_IN_RECURRENCE=2 needs CHUNK=16 (the prepare folds T' into Kr and M in one 16-token step), got CHUNK=" +
          std::to_string(g.chunk));
-  if (g.wyrec != 0 && (g.fused || g.wgmma || g.ksplit != 1 || g.wytc != 0))
-    fail("WYREC=" + std::to_string(g.wyrec) + " needs FUSED=0, MMA=sync, KSPLIT=1 and WYTC=0 (U = T' (V - Kd S) is formed in each 16-column warp of "
-         "the mma.sync recurrence), got FUSED=" + std::to_string(g.fused ? 1 : 0) + " MMA=" +
-         (g.wgmma ? "wgmma" : "sync") + " KSPLIT=" + std::to_string(g.ksplit) + " WYTC=" + std::to_string(g.wytc));
-  if (g.seqsplit > 1 && (g.fused || g.wyrec != 1 || g.pgrid != 0))
+  if (g.wy_in_recurrence != 0 && (g.fused || g.wgmma || g.ksplit != 1 || g.wy_tensor_cores != 0))
+    fail("WY_IN_RECURRENCE=" + std::to_string(g.wy_in_recurrence) +
+         " needs FUSED=0, MMA=sync, KSPLIT=1 and WY_TENSOR_CORES=0 (U = T' (V - Kd S) is formed in each 16-column "
+         "warp of the mma.sync recurrence), got FUSED=" +
+         std::to_string(g.fused ? 1 : 0) + " MMA=" + (g.wgmma ? "wgmma" : "sync") +
+         " KSPLIT=" + std::to_string(g.ksplit) + " WY_TENSOR_CORES=" + std::to_string(g.wy_tensor_cores));
+  if (g.seqsplit > 1 && (g.fused || g.wy_in_recurrence != 1 || g.prepare_ctas != 0))
     fail("SEQSPLIT=" + std::to_string(g.seqsplit) +
-         " needs FUSED=0, WYREC=1 and PGRID=0 (the split recurrence zeroes its transition columns' v rows as they "
-         "are copied, and waits on no flags), got FUSED=" + std::to_string(g.fused ? 1 : 0) +
-         " WYREC=" + std::to_string(g.wyrec) + " PGRID=" + std::to_string(g.pgrid));
+         " needs FUSED=0, WY_IN_RECURRENCE=1 and PREPARE_CTAS=0 (the split recurrence zeroes its transition "
+         "columns' v rows as they are copied, and waits on no flags), got FUSED=" +
+         std::to_string(g.fused ? 1 : 0) + " WY_IN_RECURRENCE=" + std::to_string(g.wy_in_recurrence) +
+         " PREPARE_CTAS=" + std::to_string(g.prepare_ctas));
   if (!g.fused && prepare_smem_bytes(g, true) > 227 * 1024)
     fail("CHUNK=" + std::to_string(g.chunk) + ": kda_fwd_prepare needs " + std::to_string(prepare_smem_bytes(g, true)) +
          " bytes of shared memory, more than a CTA may have (227 KB)");
@@ -525,7 +568,7 @@ evaluator::LaunchPlan KdaFwdOp::launch_plan(const Shape& s, const OpConfig& cfg,
               static_cast<std::int32_t>(d.sequences),
               f_scale,
               f_lb,
-              evaluator::ArgTensor{"v"},  // read with WYREC = 1 only
+              evaluator::ArgTensor{"v"},  // read with WY_IN_RECURRENCE = 1 only
               std::int32_t{1},            // segments (SEQSPLIT)
               std::int32_t{0}};           // pass 0: whole sequences
     evaluator::LaunchPlan p;
@@ -551,7 +594,7 @@ evaluator::LaunchPlan KdaFwdOp::launch_plan(const Shape& s, const OpConfig& cfg,
       p.kernels = {std::move(prep), std::move(pass1), std::move(comb), std::move(pass3)};
       return p;
     }
-    if (g.pgrid > 0) {
+    if (g.prepare_ctas > 0) {
       // The flags to 0, then the prepare as persistent CTAs (never more than its items), then the
       // recurrence launched programmatically: it starts once every prepare CTA is running.
       const std::int64_t flags = slots * d.heads;
@@ -562,7 +605,7 @@ evaluator::LaunchPlan KdaFwdOp::launch_plan(const Shape& s, const OpConfig& cfg,
       reset.args = {evaluator::ArgTensor{"workspace"}, evaluator::ArgTensor{d.packed ? "cu_seqlens" : ""},
                     std::int64_t{d.tokens}, static_cast<std::int32_t>(d.heads), static_cast<std::int32_t>(d.sequences)};
       p.kernels.push_back(std::move(reset));
-      prep.grid = {static_cast<std::uint32_t>(std::min(g.pgrid, flags)), 1, 1};
+      prep.grid = {static_cast<std::uint32_t>(std::min(g.prepare_ctas, flags)), 1, 1};
       l.programmatic = true;
     }
     p.kernels.push_back(std::move(prep));

@@ -30,9 +30,9 @@ namespace ptxevo::kernels {
 // [-5, 0) (-5; lower_bound gate only); scale = a positive number (1/sqrt(128)); initial_state =
 // true | false (true); final_state = true | false (true); head_dim = 128 (128; nothing else is
 // supported). Two seed templates, told apart by their knobs: the recurrent kda_fwd.cu (BV, KSPLIT,
-// TB, MIN_BLOCKS; geometry()) and the chunked kda_fwd_chunked.cu (CHUNK, BV, WARPS, STAGE, LMTC;
-// chunked_geometry()). Knobs that name a CHUNK select the chunked entry; with MMA = "tcgen05" as
-// well, its sm_100a variant kda_fwd_chunked_tcgen05.cu (kda_fwd_sm100a.spec).
+// TB, MIN_BLOCKS; geometry()) and the chunked kda_fwd_chunked.cu (CHUNK, BV, WARPS, STAGE,
+// LM_TENSOR_CORES; chunked_geometry()). Knobs that name a CHUNK select the chunked entry; with
+// MMA = "tcgen05" as well, its sm_100a variant kda_fwd_chunked_tcgen05.cu (kda_fwd_sm100a.spec).
 class KdaFwdOp : public evaluator::Op {
  public:
   static constexpr std::int64_t kHeadDim = 128;
@@ -54,7 +54,8 @@ class KdaFwdOp : public evaluator::Op {
     std::int64_t tb = 8;          // tokens pre-processed per stage (staged in shared memory)
     std::int64_t min_blocks = 0;  // second __launch_bounds__ argument (0: none)
   };
-  // Throws std::invalid_argument for unknown knobs or values the template cannot build.
+  // Old knob names (knob_renames) are accepted. Throws std::invalid_argument for unknown knobs or
+  // values the template cannot build.
   static Geometry geometry(const evaluator::Knobs& k);
   static evaluator::Knobs knob_defaults();
   static constexpr const char* kEntry = "kda_fwd_recurrent";
@@ -65,7 +66,7 @@ class KdaFwdOp : public evaluator::Op {
     std::int64_t bv = 32;     // value columns per CTA: 16, 32, 64, 128
     std::int64_t warps = 4;   // warps per CTA: 4, 8
     std::int64_t stage = 1;   // 1: the next chunk's inputs are staged in shared memory with cp.async
-    std::int64_t lmtc = 1;    // 1: L and M on tensor cores (lower-bound gate, CHUNK = 16 only)
+    std::int64_t lm_tensor_cores = 1;  // 1: L and M on tensor cores (lower-bound gate, CHUNK = 16 only)
     // Knob MMA, the matrix unit of the state GEMMs: "sync" (absent: mma.sync, kda_fwd_chunked.cu,
     // any arch) or "tcgen05" (tcgen05.mma with tensor-memory accumulators,
     // kda_fwd_chunked_tcgen05.cu, sm_100a only: the source refuses other arches with an #error
@@ -75,79 +76,84 @@ class KdaFwdOp : public evaluator::Op {
     // pair kda_fwd_prepare (parallel over chunks: everything that does not depend on the state,
     // into the workspace) and kda_fwd_recurrence (per chunk only tensor-core products with the
     // state). With FUSED = 0, WARPS is the prepare's warps, the recurrence runs BV / 16 warps,
-    // STAGE = 1 double-buffers the recurrence's operands (cp.async) and LMTC = 1 factors the
-    // diagonal blocks of L and M about a pivot token (lower-bound gate, any CHUNK).
+    // STAGE = 1 double-buffers the recurrence's operands (cp.async) and LM_TENSOR_CORES = 1 factors
+    // the diagonal blocks of L and M about a pivot token (lower-bound gate, any CHUNK).
     bool fused = true;
-    // Knob UPREC (FUSED = 0 only; absent: 32, kda_fwd.spec's default 16): the workspace's U0 in
+    // Knob U0_BITS (FUSED = 0 only; absent: 32, kda_fwd.spec's default 16): the workspace's U0 in
     // fp32 (32) or bf16 (16).
-    std::int64_t uprec = 32;
+    std::int64_t u0_bits = 32;
     // Knob KSPLIT (FUSED = 0 only; absent: 1): recurrence warps a group of 16 value columns, each
     // holding 128 / KSPLIT key channels of the state (1, 2, 4); they exchange partial products
     // through shared memory once a chunk.
     std::int64_t ksplit = 1;
-    // Knob PF (FUSED = 0 only; absent: 0): the recurrence asks the copy engine to prefetch into L2
-    // the chunk PF ahead (0, 2, 4, 8). With FUSED = 0, STAGE (0-3) is how many chunks the
-    // recurrence copies ahead into shared-memory buffers (the fused kernel: 0 or 1).
-    std::int64_t pf = 0;
-    // Knob WYTC (FUSED = 0 only; absent: 0, kda_fwd.spec's default 1): the prepare's WY form on
-    // tensor cores (T' = (I + L)^-1 diag(beta) once, then W0 = T' Kd and U0 = T' V by mma.sync)
-    // instead of one fp32 forward substitution per column.
-    std::int64_t wytc = 0;
-    // Knob SLO (FUSED = 0 only; absent: 1): 1 the recurrence multiplies S^T as hi + lo bf16
+    // Knob PREFETCH_CHUNKS (FUSED = 0 only; absent: 0): the recurrence asks the copy engine to
+    // prefetch into L2 the chunk PREFETCH_CHUNKS ahead (0, 2, 4, 8). With FUSED = 0, STAGE (0-3) is
+    // how many chunks the recurrence copies ahead into shared-memory buffers (the fused kernel:
+    // 0 or 1).
+    std::int64_t prefetch_chunks = 0;
+    // Knob WY_TENSOR_CORES (FUSED = 0 only; absent: 0, kda_fwd.spec's default 1): the prepare's WY
+    // form on tensor cores (T' = (I + L)^-1 diag(beta) once, then W0 = T' Kd and U0 = T' V by
+    // mma.sync) instead of one fp32 forward substitution per column.
+    std::int64_t wy_tensor_cores = 0;
+    // Knob STATE_HI_LO (FUSED = 0 only; absent: 1): 1 the recurrence multiplies S^T as hi + lo bf16
     // terms into W^T and Qs^T, 0 as its bf16 rounding alone (half those products).
-    std::int64_t slo = 1;
-    // Knob ULO (FUSED = 0 only; absent: 1, kda_fwd.spec's default 0): 1 the recurrence's U^T enters
-    // the state update and out^T as hi + lo bf16 terms, 0 as its bf16 rounding alone (FLA's bf16
-    // v_new).
-    std::int64_t ulo = 1;
+    std::int64_t state_hi_lo = 1;
+    // Knob U_HI_LO (FUSED = 0 only; absent: 1, kda_fwd.spec's default 0): 1 the recurrence's U^T
+    // enters the state update and out^T as hi + lo bf16 terms, 0 as its bf16 rounding alone (FLA's
+    // bf16 v_new).
+    std::int64_t u_hi_lo = 1;
     // Knob LMTERMS (absent: 3, kda_fwd.spec's default 1): the prepare's one-pass L and M products
-    // (FUSED = 0, CHUNK 16, LMTC 1, lower-bound gate) as 3 bf16 terms (hi hi + hi lo + lo hi), 2
-    // (the right factor's bf16 rounding alone) or 1 (both factors single bf16 terms).
+    // (FUSED = 0, CHUNK 16, LM_TENSOR_CORES 1, lower-bound gate) as 3 bf16 terms (hi hi + hi lo +
+    // lo hi), 2 (the right factor's bf16 rounding alone) or 1 (both factors single bf16 terms).
     std::int64_t lmterms = 3;
-    // Knob WYREC (FUSED = 0, MMA sync, KSPLIT 1, WYTC 0; absent: 0): 1 the prepare writes Kd and
-    // T' = (I + L)^-1 diag(beta) instead of W0 and U0, and the recurrence forms U = T' (V - Kd S)
-    // from v's rows (it then takes v, and its stage buffers hold v's rows instead of U0^T's); 2
-    // (CHUNK 16) the prepare folds T' into Kr and M instead (Kr2 = T'^T Kr, M2 = M T'), so the
-    // recurrence's updates take V - Kd S as it is.
-    std::int64_t wyrec = 0;
+    // Knob WY_IN_RECURRENCE (FUSED = 0, MMA sync, KSPLIT 1, WY_TENSOR_CORES 0; absent: 0): 1 the
+    // prepare writes Kd and T' = (I + L)^-1 diag(beta) instead of W0 and U0, and the recurrence
+    // forms U = T' (V - Kd S) from v's rows (it then takes v, and its stage buffers hold v's rows
+    // instead of U0^T's); 2 (CHUNK 16) the prepare folds T' into Kr and M instead (Kr2 = T'^T Kr,
+    // M2 = M T'), so the recurrence's updates take V - Kd S as it is.
+    std::int64_t wy_in_recurrence = 0;
     // Knob MMA = "wgmma" (FUSED = 0 only, sm_90a): the recurrence's state products on warpgroup
     // MMAs (wgmma.mma_async, B operands from shared memory in wgmma's core-matrix layout, which the
-    // prepare then writes); BV 64 or 128, KSPLIT 1, SLO 0.
+    // prepare then writes); BV 64 or 128, KSPLIT 1, STATE_HI_LO 0.
     bool wgmma = false;
     // Knob BULK (FUSED = 0 only; absent: 0): 1 the recurrence's stage copies on the bulk copy
     // engine (two cp.async.bulk by one thread a chunk, an mbarrier a buffer counting the bytes);
     // 0 per-thread 16-byte cp.async.
     std::int64_t bulk = 0;
-    // Knob PGRID (FUSED = 0, BULK = 1; absent: 0): > 0 runs the prepare as min(PGRID, items)
-    // persistent CTAs beside the recurrence (programmatic dependent launch), the recurrence
+    // Knob PREPARE_CTAS (FUSED = 0, BULK = 1; absent: 0): > 0 runs the prepare as min(PREPARE_CTAS,
+    // items) persistent CTAs beside the recurrence (programmatic dependent launch), the recurrence
     // waiting on a flag a chunk in the workspace; a flag-reset kernel runs first. 0: the prepare
     // one CTA a chunk, the recurrence after it.
-    std::int64_t pgrid = 0;
-    // Knob SEQSPLIT (FUSED = 0, WYREC 1, PGRID 0; absent: 1): the most segments each sequence's
-    // chain is split into where the (sequence, head) chains are few (seq_segments picks the count
-    // for a shape): the recurrence then runs in two passes around kda_fwd_seg_combine (1, 2, 4, 8,
-    // 16, 32; 1: never split).
+    std::int64_t prepare_ctas = 0;
+    // Knob SEQSPLIT (FUSED = 0, WY_IN_RECURRENCE 1, PREPARE_CTAS 0; absent: 1): the most segments
+    // each sequence's chain is split into where the (sequence, head) chains are few (seq_segments
+    // picks the count for a shape): the recurrence then runs in two passes around
+    // kda_fwd_seg_combine (1, 2, 4, 8, 16, 32; 1: never split).
     std::int64_t seqsplit = 1;
   };
   // True when the knobs are the chunked seed's (they name CHUNK).
   static bool is_chunked(const evaluator::Knobs& k);
-  // Throws std::invalid_argument for unknown knobs or values the template cannot build.
+  // Old knob names (knob_renames) are accepted. Throws std::invalid_argument for unknown knobs or
+  // values the template cannot build.
   static ChunkedGeometry chunked_geometry(const evaluator::Knobs& k);
   // kda_fwd.spec's defaults for the chunked seed (the prepare + recurrence pair, FUSED = 0:
-  // CHUNK 16, BV 64, WARPS 4, STAGE 2, LMTC 1, UPREC 16, KSPLIT 1, PF 0, WYTC 0, SLO 0, MMA sync,
-  // BULK 1, PGRID 0, ULO 0, LMTERMS 1, WYREC 1, SEQSPLIT 16).
+  // CHUNK 16, BV 64, WARPS 4, STAGE 2, LM_TENSOR_CORES 1, U0_BITS 16, KSPLIT 1, PREFETCH_CHUNKS 0,
+  // WY_TENSOR_CORES 0, STATE_HI_LO 0, MMA sync, BULK 1, PREPARE_CTAS 0, U_HI_LO 0, LMTERMS 1,
+  // WY_IN_RECURRENCE 1, SEQSPLIT 16).
   static evaluator::Knobs chunked_knob_defaults();
-  // The fused kernel's defaults (FUSED = 1, CHUNK 16, BV 32, WARPS 4, STAGE 1, LMTC 1; the split-only
-  // knobs at the values FUSED = 1 requires: UPREC 32, KSPLIT 1, PF 0, WYTC 0, SLO 1, MMA sync, BULK 0,
-  // PGRID 0, ULO 1, LMTERMS 3, WYREC 0).
+  // The fused kernel's defaults (FUSED = 1, CHUNK 16, BV 32, WARPS 4, STAGE 1, LM_TENSOR_CORES 1;
+  // the split-only knobs at the values FUSED = 1 requires: U0_BITS 32, KSPLIT 1, PREFETCH_CHUNKS 0,
+  // WY_TENSOR_CORES 0, STATE_HI_LO 1, MMA sync, BULK 0, PREPARE_CTAS 0, U_HI_LO 1, LMTERMS 3,
+  // WY_IN_RECURRENCE 0).
   static evaluator::Knobs chunked_fused_knob_defaults();
-  // 24 FUSED = 0 assignments that cover both kernels (the build and GPU tests build or gate
-  // them): every (CHUNK, BV, STAGE 0 or not) of the recurrence, with (WARPS, LMTC, UPREC) cycling
-  // through all eight per CHUNK for the prepare, and STAGE 1-3, KSPLIT, PF, WYTC and SLO varied along
-  // (STAGE 1, KSPLIT 1 where the deeper staging does not fit a CTA's shared memory); then MMA =
-  // wgmma once a CHUNK, PGRID = 396 at the defaults, WYREC = 1 three times (the defaults, SEQSPLIT 16
-  // among them; CHUNK 32 with per-thread copies and the unfactored prepare; CHUNK 64), WYREC = 2 once,
-  // and SEQSPLIT 4 at WYREC 1's CHUNK 32: 33 in all.
+  // 24 FUSED = 0 assignments that cover both kernels (the build and GPU tests build or gate them):
+  // every (CHUNK, BV, STAGE 0 or not) of the recurrence, with (WARPS, LM_TENSOR_CORES, U0_BITS)
+  // cycling through all eight per CHUNK for the prepare, and STAGE 1-3, KSPLIT, PREFETCH_CHUNKS,
+  // WY_TENSOR_CORES and STATE_HI_LO varied along (STAGE 1, KSPLIT 1 where the deeper staging does
+  // not fit a CTA's shared memory); then MMA = wgmma once a CHUNK, PREPARE_CTAS = 396 at the
+  // defaults, WY_IN_RECURRENCE = 1 three times (the defaults, SEQSPLIT 16 among them; CHUNK 32 with
+  // per-thread copies and the unfactored prepare; CHUNK 64), WY_IN_RECURRENCE = 2 once, and
+  // SEQSPLIT 4 at WY_IN_RECURRENCE 1's CHUNK 32: 33 in all.
   static std::vector<evaluator::Knobs> split_covering_knobs();
   // The tcgen05 variant's defaults (kda_fwd_chunked_tcgen05.cu; MMA = "tcgen05").
   static evaluator::Knobs chunked_tcgen05_knob_defaults();
@@ -157,9 +163,10 @@ class KdaFwdOp : public evaluator::Op {
   static std::int64_t chunked_smem_bytes(const ChunkedGeometry& g);
   // kda_fwd_prepare's dynamic shared memory (FUSED = 0) for the gate (softplus or lower-bound).
   static std::int64_t prepare_smem_bytes(const ChunkedGeometry& g, bool softplus);
-  // Bytes of one (head, chunk slot) of the workspace at chunk size c and U0 precision uprec, or
-  // with WYREC (T' in place of U0) (kda_fwd_chunked.cu, kWs*).
-  static std::int64_t workspace_chunk_bytes(std::int64_t c, std::int64_t uprec = 32, std::int64_t wyrec = 0);
+  // Bytes of one (head, chunk slot) of the workspace at chunk size c and U0 precision u0_bits, or
+  // with WY_IN_RECURRENCE (T' in place of U0) (kda_fwd_chunked.cu, kWs*).
+  static std::int64_t workspace_chunk_bytes(std::int64_t c, std::int64_t u0_bits = 32,
+                                            std::int64_t wy_in_recurrence = 0);
   // The scratch tensor "workspace" (u8): H (N + T_total / C) chunk slots, the most any CHUNK needs,
   // their flags, and the sequence split's segment states (N H (P - 1) blocks of 128 KB, P the most
   // segments any SEQSPLIT gives the shape).
@@ -174,11 +181,17 @@ class KdaFwdOp : public evaluator::Op {
   static constexpr const char* kSegCombineEntry = "kda_fwd_seg_combine";  // SEQSPLIT > 1
   static constexpr const char* kPrepareEntry = "kda_fwd_prepare";
   static constexpr const char* kRecurrenceEntry = "kda_fwd_recurrence";
-  static constexpr const char* kFlagsResetEntry = "kda_fwd_flags_reset";  // PGRID > 0
+  static constexpr const char* kFlagsResetEntry = "kda_fwd_flags_reset";  // PREPARE_CTAS > 0
   static constexpr const char* kChunkedEntry = "kda_fwd_chunked";
   static constexpr const char* kChunkedTcgen05Entry = "kda_fwd_chunked_tcgen05";
 
+  // The chunked seed's knobs under their old names (LMTC, WYTC, SLO, ULO, UPREC, PGRID, WYREC, PF),
+  // mapped to the current ones: specs, command lines and trace databases may still give them. The
+  // templates refuse the old names with an #error.
+  static evaluator::KnobAliases knob_renames();
+
   std::string name() const override { return "kda_fwd"; }
+  evaluator::KnobAliases knob_aliases() const override { return knob_renames(); }
   std::string validate(const evaluator::OpConfig& cfg) const override;
   std::vector<evaluator::TensorDesc> tensors(const evaluator::Shape& s, const evaluator::OpConfig& cfg) const override;
   std::map<std::string, std::string> template_defines(const evaluator::OpConfig& cfg) const override;

@@ -13,9 +13,9 @@
 //     O      = Qs + M_hi U_hi + M_hi U_lo + M_lo U_hi,  out = bf16(O)
 //     S      = dec * S + KrT (U_hi + U_lo)                 (fp32 state)
 // Every exponential is of a difference G_i - G_j with i >= j (or Gtot - G_i, or G_i): <= 0.
-// With LMTC (lower-bound gate, C = 16) L and M come from tensor-core products of factors about a
-// reference token r = 7 instead: x_i = 2^(G_i - G_r), y_j = 2^(G_r - G_j), each within 2^(+-8 x 7.22)
-// because the gate bounds a decay to 5 nats a token, split into hi + lo bf16 terms:
+// With LM_TENSOR_CORES (lower-bound gate, C = 16) L and M come from tensor-core products of factors
+// about a reference token r = 7 instead: x_i = 2^(G_i - G_r), y_j = 2^(G_r - G_j), each within
+// 2^(+-8 x 7.22) because the gate bounds a decay to 5 nats a token, split into hi + lo bf16 terms:
 //     L_ij = beta_i sum_d (k_i x_i)(k_j y_j),  M_ij = sum_d (q_i x_i)(k_j y_j)   (hi hi + hi lo + lo hi)
 #include <gtest/gtest.h>
 
@@ -77,7 +77,7 @@ struct Emulation {
 
 // The model of one (sequence, head) chain over all 128 value columns (the kernel's V slices are
 // independent column blocks of the same arithmetic).
-void emulate_chain(const KdaProblem& p, I n, I h, int C, Mistake mistake, bool lmtc, Emulation& e) {
+void emulate_chain(const KdaProblem& p, I n, I h, int C, Mistake mistake, bool lm_tensor_cores, Emulation& e) {
   const float scale = static_cast<float>(p.scale), lb = static_cast<float>(p.lower_bound);
   const float log2e = 1.4426950408889634f;
   const float ea = std::exp(load_f32(p.a_log, h));
@@ -139,7 +139,7 @@ void emulate_chain(const KdaProblem& p, I n, I h, int C, Mistake mistake, bool l
         Qd[i * D + d] = bf16(q[i * D + d] * std::exp2(gi));
         Kr[i * D + d] = bf16(k[i * D + d] * std::exp2(G[(C - 1) * D + d] - gi));
       }
-    const int ref = 7;  // LMTC's reference token
+    const int ref = 7;  // the factors' reference token (LM_TENSOR_CORES)
     auto split = [](float val, float& hi, float& lo) {
       hi = bf16(val);
       lo = bf16(val - hi);
@@ -147,7 +147,7 @@ void emulate_chain(const KdaProblem& p, I n, I h, int C, Mistake mistake, bool l
     for (int i = 0; i < C; ++i)
       for (int j = 0; j < C; ++j) {
         float lk = 0, mq = 0;
-        if (j <= i && lmtc)
+        if (j <= i && lm_tensor_cores)
           for (int d = 0; d < D; ++d) {
             float kxh, kxl, qxh, qxl, kyh, kyl;
             const float x = std::exp2(G[i * D + d] - G[ref * D + d]), y = std::exp2(G[ref * D + d] - G[j * D + d]);
@@ -213,13 +213,14 @@ void emulate_chain(const KdaProblem& p, I n, I h, int C, Mistake mistake, bool l
     for (int d = 0; d < D; ++d) e.state[static_cast<std::size_t>(((n * p.heads + h) * D + j) * D + d)] = S[d * D + j];
 }
 
-Emulation emulate(const KdaProblem& p, int chunk, Mistake mistake, bool lmtc) {
+Emulation emulate(const KdaProblem& p, int chunk, Mistake mistake, bool lm_tensor_cores) {
   Emulation e;
   e.out.assign(static_cast<std::size_t>(p.total_tokens() * p.heads * D), 0.f);
   e.state.assign(static_cast<std::size_t>(p.sequences() * p.heads * D * D), 0.f);
   const I chains = p.sequences() * p.heads;
   tbb::parallel_for(tbb::blocked_range<I>(0, chains, 1), [&](const tbb::blocked_range<I>& r) {
-    for (I c = r.begin(); c != r.end(); ++c) emulate_chain(p, c / p.heads, c % p.heads, chunk, mistake, lmtc, e);
+    for (I c = r.begin(); c != r.end(); ++c)
+      emulate_chain(p, c / p.heads, c % p.heads, chunk, mistake, lm_tensor_cores, e);
   });
   return e;
 }
@@ -241,7 +242,7 @@ struct Errors {
 
 // The model against the op's reference on the op's fills of `s` under `cfg` and `dist`.
 Errors errors(const Shape& s, const OpConfig& cfg, Distribution dist, std::uint64_t seed, int chunk, Mistake mistake,
-              bool lmtc = false) {
+              bool lm_tensor_cores = false) {
   const KdaFwdOp op;
   const auto descs = op.tensors(s, cfg);
   std::vector<HostTensor> ts;
@@ -251,7 +252,7 @@ Errors errors(const Shape& s, const OpConfig& cfg, Distribution dist, std::uint6
   op.reference(s, cfg, ts, ref);
   const auto c = KdaFwdOp::parse(cfg);
   const auto p = KdaFwdOp::problem(ptxevo::kernels::kda_dims(s), c, ts);
-  const Emulation e = emulate(p, chunk, mistake, lmtc);
+  const Emulation e = emulate(p, chunk, mistake, lm_tensor_cores);
   Errors r;
   r.out = rel_l2(e.out, ref.at(0));
   if (c.final_state) r.state = rel_l2(e.state, ref.at(1));
@@ -322,9 +323,9 @@ TEST(KdaChunkedEmulation, SoftplusExtremesStayFinite) {
     }
 }
 
-// LMTC: the factored tensor-core L and M of the lower-bound gate at C = 16, on every correctness
-// and held-out shape of the specs with that gate, and at the gate's extreme (lower_bound = -5 with
-// every decay at its bound: constant g = +8 heads in the fills).
+// LM_TENSOR_CORES: the factored tensor-core L and M of the lower-bound gate at C = 16, on every
+// correctness and held-out shape of the specs with that gate, and at the gate's extreme
+// (lower_bound = -5 with every decay at its bound: constant g = +8 heads in the fills).
 TEST(KdaChunkedEmulation, FactoredTensorCoreLAndMMatchTheReference) {
   double worst_out = 0, worst_state = 0;
   std::uint64_t seed = 301;

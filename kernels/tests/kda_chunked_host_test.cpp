@@ -1,6 +1,7 @@
 // kda_fwd_chunked.cu's fused kernel (FUSED = 1) run on the CPU through the emulation of
 // kda_host_emulation.hpp (what it catches is described there): six configurations covering both
-// gates, every state combination, CHUNK 16/32/64, BV 16-128, WARPS 4/8, STAGE 0-1 and LMTC.
+// gates, every state combination, CHUNK 16/32/64, BV 16-128, WARPS 4/8, STAGE 0-1 and
+// LM_TENSOR_CORES.
 
 #include <gtest/gtest.h>
 
@@ -23,7 +24,7 @@
 #endif
 
 // Configuration 0: the main spec's defaults (lower-bound gate, both states, CHUNK 16, BV 32,
-// WARPS 4, STAGE 1, LMTC 1).
+// WARPS 4, STAGE 1, LM_TENSOR_CORES 1).
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -31,7 +32,7 @@
 #define BV 32
 #define WARPS 4
 #define STAGE 1
-#define LMTC 1
+#define LM_TENSOR_CORES 1
 #if !PTXEVO_SANITIZED_SKIP
 #define KDA_HOST_NS cfg0
 #include "kernels/tests/kda_host_instance.inc"
@@ -43,7 +44,7 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 
 // Configuration 1: softplus gate (direct L and M), both states, CHUNK 32, BV 16, WARPS 4, STAGE 1.
 #define KDA_GATE_SOFTPLUS 1
@@ -53,7 +54,7 @@
 #define BV 16
 #define WARPS 4
 #define STAGE 1
-#define LMTC 0
+#define LM_TENSOR_CORES 0
 #if !PTXEVO_SANITIZED_SKIP
 #define KDA_HOST_NS cfg1
 #include "kernels/tests/kda_host_instance.inc"
@@ -65,7 +66,7 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 
 // Configuration 2: lower-bound gate, initial state only, CHUNK 64, BV 32, WARPS 8, STAGE 0.
 #define KDA_GATE_SOFTPLUS 0
@@ -75,7 +76,7 @@
 #define BV 32
 #define WARPS 8
 #define STAGE 0
-#define LMTC 0
+#define LM_TENSOR_CORES 0
 #if !PTXEVO_SANITIZED_SKIP
 #define KDA_HOST_NS cfg2
 #include "kernels/tests/kda_host_instance.inc"
@@ -87,7 +88,7 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 
 // Configuration 3: softplus gate, final state only, CHUNK 16, BV 128, WARPS 8, STAGE 0.
 #define KDA_GATE_SOFTPLUS 1
@@ -97,7 +98,7 @@
 #define BV 128
 #define WARPS 8
 #define STAGE 0
-#define LMTC 1
+#define LM_TENSOR_CORES 1
 #define KDA_HOST_NS cfg3
 #include "kernels/tests/kda_host_instance.inc"
 #undef KDA_GATE_SOFTPLUS
@@ -107,9 +108,10 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 
-// Configuration 4: lower-bound gate, no states, CHUNK 16, BV 64, WARPS 8, STAGE 1, LMTC 1.
+// Configuration 4: lower-bound gate, no states, CHUNK 16, BV 64, WARPS 8, STAGE 1,
+// LM_TENSOR_CORES 1.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 0
 #define HAS_FINAL_STATE 0
@@ -117,7 +119,7 @@
 #define BV 64
 #define WARPS 8
 #define STAGE 1
-#define LMTC 1
+#define LM_TENSOR_CORES 1
 #if !PTXEVO_SANITIZED_SKIP
 #define KDA_HOST_NS cfg4
 #include "kernels/tests/kda_host_instance.inc"
@@ -129,10 +131,10 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 
 // Configuration 5: the largest layout the spec admits with staging (CHUNK 32, BV 128, WARPS 8,
-// STAGE 1: 201 KB), lower-bound gate without LMTC, both states.
+// STAGE 1: 201 KB), lower-bound gate without LM_TENSOR_CORES, both states.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -140,7 +142,7 @@
 #define BV 128
 #define WARPS 8
 #define STAGE 1
-#define LMTC 0
+#define LM_TENSOR_CORES 0
 #if !PTXEVO_SANITIZED_SKIP
 #define KDA_HOST_NS cfg5
 #include "kernels/tests/kda_host_instance.inc"
@@ -152,10 +154,10 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 
 #undef LMTERMS
-#undef ULO
+#undef U_HI_LO
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -163,11 +165,11 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 #undef FUSED
-#undef UPREC
-#undef PGRID
-#undef WYREC
+#undef U0_BITS
+#undef PREPARE_CTAS
+#undef WY_IN_RECURRENCE
 #undef SEQSPLIT
 
 #pragma GCC diagnostic pop
@@ -191,35 +193,40 @@ TEST(KdaChunkedOnHost, MainSpecDefaults) {
 
 #if !PTXEVO_SANITIZED_SKIP
 TEST(KdaChunkedOnHost, SoftplusChunk32Bv16Staged) {
-  check(KDA_CONFIG(cfg1, (OpConfig{{"gate", "softplus"}}),
-                   (Knobs{{"CHUNK", I{32}}, {"BV", I{16}}, {"WARPS", I{4}}, {"STAGE", I{1}}, {"LMTC", I{0}}})));
+  check(KDA_CONFIG(
+      cfg1, (OpConfig{{"gate", "softplus"}}),
+      (Knobs{{"CHUNK", I{32}}, {"BV", I{16}}, {"WARPS", I{4}}, {"STAGE", I{1}}, {"LM_TENSOR_CORES", I{0}}})));
 }
 #endif
 
 #if !PTXEVO_SANITIZED_SKIP
 TEST(KdaChunkedOnHost, InitialStateOnlyChunk64EightWarps) {
-  check(KDA_CONFIG(cfg2, (OpConfig{{"final_state", "false"}, {"lower_bound", "-2.5"}, {"scale", "0.125"}}),
-                   (Knobs{{"CHUNK", I{64}}, {"BV", I{32}}, {"WARPS", I{8}}, {"STAGE", I{0}}, {"LMTC", I{0}}})));
+  check(KDA_CONFIG(
+      cfg2, (OpConfig{{"final_state", "false"}, {"lower_bound", "-2.5"}, {"scale", "0.125"}}),
+      (Knobs{{"CHUNK", I{64}}, {"BV", I{32}}, {"WARPS", I{8}}, {"STAGE", I{0}}, {"LM_TENSOR_CORES", I{0}}})));
 }
 #endif
 
 TEST(KdaChunkedOnHost, SoftplusFinalStateOnlyBv128) {
-  // LMTC = 1 with the softplus gate: the kernel takes the direct path.
-  check(KDA_CONFIG(cfg3, (OpConfig{{"gate", "softplus"}, {"initial_state", "false"}}),
-                   (Knobs{{"CHUNK", I{16}}, {"BV", I{128}}, {"WARPS", I{8}}, {"STAGE", I{0}}, {"LMTC", I{1}}})));
+  // LM_TENSOR_CORES = 1 with the softplus gate: the kernel takes the direct path.
+  check(KDA_CONFIG(
+      cfg3, (OpConfig{{"gate", "softplus"}, {"initial_state", "false"}}),
+      (Knobs{{"CHUNK", I{16}}, {"BV", I{128}}, {"WARPS", I{8}}, {"STAGE", I{0}}, {"LM_TENSOR_CORES", I{1}}})));
 }
 
 #if !PTXEVO_SANITIZED_SKIP
 TEST(KdaChunkedOnHost, LargestStagedLayoutChunk32Bv128) {
-  check(KDA_CONFIG(cfg5, OpConfig{},
-                   (Knobs{{"CHUNK", I{32}}, {"BV", I{128}}, {"WARPS", I{8}}, {"STAGE", I{1}}, {"LMTC", I{0}}})));
+  check(KDA_CONFIG(
+      cfg5, OpConfig{},
+      (Knobs{{"CHUNK", I{32}}, {"BV", I{128}}, {"WARPS", I{8}}, {"STAGE", I{1}}, {"LM_TENSOR_CORES", I{0}}})));
 }
 #endif
 
 #if !PTXEVO_SANITIZED_SKIP
 TEST(KdaChunkedOnHost, NoStatesBv64EightWarps) {
-  check(KDA_CONFIG(cfg4, (OpConfig{{"initial_state", "false"}, {"final_state", "false"}}),
-                   (Knobs{{"CHUNK", I{16}}, {"BV", I{64}}, {"WARPS", I{8}}, {"STAGE", I{1}}, {"LMTC", I{1}}})));
+  check(KDA_CONFIG(
+      cfg4, (OpConfig{{"initial_state", "false"}, {"final_state", "false"}}),
+      (Knobs{{"CHUNK", I{16}}, {"BV", I{64}}, {"WARPS", I{8}}, {"STAGE", I{1}}, {"LM_TENSOR_CORES", I{1}}})));
 }
 #endif
 

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "evaluator/builder.hpp"
 #include "evaluator/evaluation.hpp"
 #include "evaluator/ir_checks.hpp"
@@ -293,6 +295,64 @@ TEST(KdaFwdChunkedBuild, TheMainSpecNamesTheChunkedSeed) {
   }
 }
 
+// A spec written before eight knobs were renamed (kda_fwd.spec with the old names in its knob
+// tables and constraints) loads as the current one; the template refuses an old name given as -D.
+TEST(KdaFwdChunkedBuild, OldKnobNamesAreAliasesAndTheTemplateRefusesThem) {
+  std::string text;
+  {
+    std::ifstream in(kKdaDir + "/kda_fwd.spec");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  const auto word = [&](std::size_t i) {
+    return i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_');
+  };
+  for (const auto& [old_name, name] : KdaFwdOp::knob_renames()) {
+    std::string out;
+    std::size_t at = 0;
+    for (std::size_t hit = text.find(name); hit != std::string::npos; hit = text.find(name, at)) {
+      const bool whole = (hit == 0 || !word(hit - 1)) && !word(hit + name.size());
+      out += text.substr(at, hit - at) + (whole ? old_name : name);
+      at = hit + name.size();
+    }
+    text = out + text.substr(at);
+  }
+  ASSERT_NE(text.find("LMTC = { values"), std::string::npos);
+  ASSERT_NE(text.find("\"PGRID == 0 || (FUSED == 0 && BULK == 1)\""), std::string::npos);
+  // The old spec beside the templates, which it names relative to its own folder.
+  const auto dir = std::filesystem::temp_directory_path() / ("ptxevo-kda-old-names-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (const char* src : {"kda_fwd.cu", "kda_fwd_chunked.cu"}) {
+    const std::string from = "source = \"" + std::string(src) + "\"";
+    text.replace(text.find(from), from.size(), "source = \"" + kKdaDir + "/" + src + "\"");
+  }
+  std::ofstream(dir / "kda_fwd.spec") << text;
+  const auto registry = ptxevo::kernels::builtin_ops();
+  const auto old = ptxevo::evaluator::load_spec((dir / "kda_fwd.spec").string(), registry);
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(old.spec) << old.error->format();
+  const Spec current = load("kda_fwd.spec");
+  ASSERT_EQ(old.spec->seeds.size(), current.seeds.size());
+  for (std::size_t i = 0; i < current.seeds.size(); ++i) {
+    const auto &a = old.spec->seeds[i], &b = current.seeds[i];
+    EXPECT_EQ(a.constraints, b.constraints);
+    ASSERT_EQ(a.knobs.size(), b.knobs.size());
+    for (std::size_t j = 0; j < b.knobs.size(); ++j) {
+      EXPECT_EQ(a.knobs[j].name, b.knobs[j].name);
+      EXPECT_EQ(a.knobs[j].values, b.knobs[j].values) << b.knobs[j].name;
+      EXPECT_EQ(a.knobs[j].default_value, b.knobs[j].default_value) << b.knobs[j].name;
+    }
+  }
+  // An old -D beside the current knobs: an #error naming both names, not a silent default.
+  const auto& seed = chunked_seed(current);
+  for (const auto& [old_name, name] : KdaFwdOp::knob_renames()) {
+    const auto r = ptxevo::evaluator::Builder(nullptr).build(chunked_request(current, seed, {{old_name, I{0}}}));
+    EXPECT_FALSE(r.ok) << old_name;
+    EXPECT_NE(r.error.find("knob " + old_name + " was renamed " + name), std::string::npos) << r.error;
+  }
+}
+
 // The defaults under every option combination (gate x state presence): the Builder links them,
 // the PTX holds the tensor-core and conversion instructions the design rests on, nothing spills,
 // the gate's static checks pass for every shape's plan, and plain ptxas agrees.
@@ -347,30 +407,34 @@ TEST(KdaFwdChunkedBuild, SeedBuildsForEveryOptionCombination) {
 
 // Every assignment the chunked seed's constraints admit is one the op accepts; a covering set of
 // the admitted fused ones (46) builds without spilling, and so does a covering set of the FUSED = 0 ones
-// (KdaFwdOp::split_covering_knobs): the prepare depends on CHUNK, WARPS, LMTC, UPREC and WYTC only,
-// the recurrence on CHUNK, BV, STAGE, UPREC, KSPLIT and PF, so 24 assignments cover every (CHUNK,
-// WARPS, LMTC, UPREC), every (CHUNK, WYTC, UPREC), every (CHUNK, BV, staged or not) and every value
-// of STAGE, KSPLIT and PF.
+// (KdaFwdOp::split_covering_knobs): the prepare depends on CHUNK, WARPS, LM_TENSOR_CORES, U0_BITS
+// and WY_TENSOR_CORES only, the recurrence on CHUNK, BV, STAGE, U0_BITS, KSPLIT and
+// PREFETCH_CHUNKS, so 24 assignments cover every (CHUNK, WARPS, LM_TENSOR_CORES, U0_BITS), every
+// (CHUNK, WY_TENSOR_CORES, U0_BITS), every (CHUNK, BV, staged or not) and every value of STAGE,
+// KSPLIT and PREFETCH_CHUNKS.
 TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
   const Spec spec = load("kda_fwd.spec");
   const auto& seed = chunked_seed(spec);
   const auto admitted = admitted_for(seed);
   // 46 fused; FUSED = 0 with BULK 0 and 1 each: 11,408 with MMA = sync (CHUNK x BV x WARPS x
-  // STAGE 0-3 x LMTC x UPREC x KSPLIT x PF x WYTC x SLO less what BV * KSPLIT <= 256, PF at CHUNK
-  // 64 and the recurrence's shared memory exclude), 1,096 with MMA = wgmma (BV 64 / 128, KSPLIT 1,
-  // SLO 0); with BULK 1 each at PGRID 0, 396 and 528; all of them at ULO 0 and 1; LMTERMS 3, and
-  // where CHUNK is 16, LMTC 1 and MMA sync (2,816 of the sync ones) also 1 and 2; and WYREC 1 (MMA
-  // sync, KSPLIT 1, WYTC 0, UPREC 16: 1,088, of which 256 at CHUNK 16 and LMTC 1 take LMTERMS 1
-  // and 2 too) and WYREC 2 (the same at CHUNK 16: 512, 256 of them LMTC 1).
-  // The WYREC 1 ones at PGRID 0 (BULK 0 and 1, ULO 0 and 1) also at SEQSPLIT 4 and 16.
+  // STAGE 0-3 x LM_TENSOR_CORES x U0_BITS x KSPLIT x PREFETCH_CHUNKS x WY_TENSOR_CORES x
+  // STATE_HI_LO less what BV * KSPLIT <= 256, PREFETCH_CHUNKS at CHUNK 64 and the recurrence's
+  // shared memory exclude), 1,096 with MMA = wgmma (BV 64 / 128, KSPLIT 1, STATE_HI_LO 0); with
+  // BULK 1 each at PREPARE_CTAS 0, 396 and 528; all of them at U_HI_LO 0 and 1; LMTERMS 3, and
+  // where CHUNK is 16, LM_TENSOR_CORES 1 and MMA sync (2,816 of the sync ones) also 1 and 2; and
+  // WY_IN_RECURRENCE 1 (MMA sync, KSPLIT 1, WY_TENSOR_CORES 0, U0_BITS 16: 1,088, of which 256 at
+  // CHUNK 16 and LM_TENSOR_CORES 1 take LMTERMS 1 and 2 too) and WY_IN_RECURRENCE 2 (the same at
+  // CHUNK 16: 512, 256 of them LM_TENSOR_CORES 1). The WY_IN_RECURRENCE 1 ones at PREPARE_CTAS 0
+  // (BULK 0 and 1, U_HI_LO 0 and 1) also at SEQSPLIT 4 and 16.
   EXPECT_EQ(admitted.size(),
             46u + 2u * (1u + 3u) * ((11408u + 2u * 2816u) + 1096u + (1088u + 2u * 256u) + (512u + 2u * 256u)) +
                 2u * 2u * 2u * (1088u + 2u * 256u));
   std::vector<Knobs> ok;
-  std::set<std::string> prep_cover, rec_cover, ks_cover, stage_cover, pf_cover, wy_cover, slo_cover, ulo_cover,
-      lmt_cover;
+  std::set<std::string> prep_cover, rec_cover, ks_cover, stage_cover, prefetch_cover, wy_cover, state_hi_lo_cover,
+      u_hi_lo_cover, lmt_cover;
   // The fused kernel (not the default) on a covering set too, to keep CI's time: every (CHUNK,
-  // BV) (its layout and registers), every WARPS, STAGE and LMTC, picked greedily in admitted order.
+  // BV) (its layout and registers), every WARPS, STAGE and LM_TENSOR_CORES, picked greedily in
+  // admitted order.
   std::set<std::string> fused_cover;
   std::size_t fused_admitted = 0;
   for (const auto& k : admitted) {
@@ -379,15 +443,16 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
     ++fused_admitted;
     auto v = [&](const char* n) { return std::to_string(std::get<I>(k.at(n))); };
     bool adds = false;
-    for (const std::string& key : {"bv" + v("CHUNK") + "/" + v("BV"), "w" + v("WARPS"), "s" + v("STAGE"), "l" + v("LMTC")})
+    for (const std::string& key :
+         {"bv" + v("CHUNK") + "/" + v("BV"), "w" + v("WARPS"), "s" + v("STAGE"), "l" + v("LM_TENSOR_CORES")})
       adds |= fused_cover.insert(key).second;
     if (adds) ok.push_back(k);
   }
   EXPECT_EQ(fused_admitted, 46u);
   const std::size_t fused_built = ok.size();
-  std::printf("fused: %zu of %zu admitted assignments cover every (CHUNK, BV), WARPS, STAGE and LMTC\n",
+  std::printf("fused: %zu of %zu admitted assignments cover every (CHUNK, BV), WARPS, STAGE and LM_TENSOR_CORES\n",
               fused_built, fused_admitted);
-  std::set<std::string> wg_cover, wyrec_cover, seqsplit_cover;
+  std::set<std::string> wg_cover, wy_in_recurrence_cover, seqsplit_cover;
   int overlapped = 0;
   for (const Knobs& k : KdaFwdOp::split_covering_knobs()) {
     EXPECT_NE(std::find(admitted.begin(), admitted.end(), k), admitted.end()) << knobs_text(k);
@@ -401,36 +466,39 @@ TEST(KdaFwdChunkedBuild, EveryAdmittedKnobAssignmentBuilds) {
       seqsplit_cover.insert(v("CHUNK") + "/" + v("SEQSPLIT"));
       continue;
     }
-    if (KdaFwdOp::chunked_geometry(k).pgrid > 0) {  // the persistent prepare + flags: once
+    if (KdaFwdOp::chunked_geometry(k).prepare_ctas > 0) {  // the persistent prepare + flags: once
       ++overlapped;
       continue;
     }
-    if (KdaFwdOp::chunked_geometry(k).wyrec > 0) {  // U = T' (V - Kd S) in the recurrence: one a CHUNK, + WYREC 2
-      wyrec_cover.insert(v("CHUNK"));
+    // U = T' (V - Kd S) in the recurrence: one a CHUNK, + WY_IN_RECURRENCE 2.
+    if (KdaFwdOp::chunked_geometry(k).wy_in_recurrence > 0) {
+      wy_in_recurrence_cover.insert(v("CHUNK"));
       continue;
     }
-    prep_cover.insert(v("CHUNK") + "/" + v("WARPS") + "/" + v("LMTC") + "/" + v("UPREC") + "/" + v("WYTC"));
-    wy_cover.insert(v("CHUNK") + "/" + v("WYTC") + "/" + v("UPREC"));
-    slo_cover.insert(v("CHUNK") + "/" + v("SLO") + "/" + (std::get<I>(k.at("STAGE")) > 0 ? "staged" : "0"));
-    ulo_cover.insert(v("CHUNK") + "/" + v("ULO"));
-    if (v("CHUNK") == "16" && v("LMTC") == "1") lmt_cover.insert(v("LMTERMS"));
+    prep_cover.insert(v("CHUNK") + "/" + v("WARPS") + "/" + v("LM_TENSOR_CORES") + "/" + v("U0_BITS") + "/" +
+                      v("WY_TENSOR_CORES"));
+    wy_cover.insert(v("CHUNK") + "/" + v("WY_TENSOR_CORES") + "/" + v("U0_BITS"));
+    state_hi_lo_cover.insert(v("CHUNK") + "/" + v("STATE_HI_LO") + "/" +
+                             (std::get<I>(k.at("STAGE")) > 0 ? "staged" : "0"));
+    u_hi_lo_cover.insert(v("CHUNK") + "/" + v("U_HI_LO"));
+    if (v("CHUNK") == "16" && v("LM_TENSOR_CORES") == "1") lmt_cover.insert(v("LMTERMS"));
     rec_cover.insert(v("CHUNK") + "/" + v("BV") + "/" + (std::get<I>(k.at("STAGE")) > 0 ? "staged" : "0"));
     ks_cover.insert(v("KSPLIT"));
     stage_cover.insert(v("STAGE"));
-    pf_cover.insert(v("PF"));
+    prefetch_cover.insert(v("PREFETCH_CHUNKS"));
   }
   EXPECT_EQ(prep_cover.size(), 24u);
   EXPECT_EQ(rec_cover.size(), 24u);
   EXPECT_EQ(ks_cover.size(), 3u);
   EXPECT_EQ(stage_cover.size(), 4u);
-  EXPECT_EQ(pf_cover.size(), 4u);
-  EXPECT_EQ(wy_cover.size(), 12u);  // both WY forms at every CHUNK with either U0 precision
-  EXPECT_EQ(slo_cover.size(), 12u);  // both S^T forms at every CHUNK, staged or not
-  EXPECT_EQ(ulo_cover.size(), 6u);   // both U^T forms at every CHUNK
-  EXPECT_EQ(lmt_cover.size(), 3u);   // the one-pass prepare's L / M products at 1, 2 and 3 terms
+  EXPECT_EQ(prefetch_cover.size(), 4u);
+  EXPECT_EQ(wy_cover.size(), 12u);           // both WY forms at every CHUNK with either U0 precision
+  EXPECT_EQ(state_hi_lo_cover.size(), 12u);  // both S^T forms at every CHUNK, staged or not
+  EXPECT_EQ(u_hi_lo_cover.size(), 6u);       // both U^T forms at every CHUNK
+  EXPECT_EQ(lmt_cover.size(), 3u);           // the one-pass prepare's L / M products at 1, 2 and 3 terms
   EXPECT_EQ(wg_cover.size(), 3u);
   EXPECT_EQ(overlapped, 1);
-  EXPECT_EQ(wyrec_cover.size(), 3u);
+  EXPECT_EQ(wy_in_recurrence_cover.size(), 3u);
   EXPECT_EQ(seqsplit_cover.size(), 2u);
   EXPECT_EQ(ok.size(), fused_built + 24u + 3u + 1u + 4u + 1u);
   std::vector<ptxevo::evaluator::BuildRequest> reqs;
@@ -469,17 +537,33 @@ TEST(KdaFwdChunkedBuild, CompilesForSm100a) {
   // The defaults above are the prepare + recurrence pair; the fused kernel at its defaults and its
   // largest tiles, and the pair at its largest recurrence layout.
   reqs.push_back(chunked_request(spec, seed, KdaFwdOp::chunked_fused_knob_defaults()));
-  reqs.push_back(chunked_request(
-      spec, seed,
-      {{"FUSED", I{1}}, {"UPREC", I{32}}, {"CHUNK", I{32}}, {"BV", I{128}}, {"WARPS", I{8}}, {"STAGE", I{1}}, {"LMTC", I{0}},
-       {"WYREC", I{0}}, {"SEQSPLIT", I{1}}}));
-  reqs.push_back(chunked_request(
-      spec, seed,
-      {{"FUSED", I{1}}, {"UPREC", I{32}}, {"CHUNK", I{64}}, {"BV", I{32}}, {"WARPS", I{4}}, {"STAGE", I{0}}, {"LMTC", I{0}},
-       {"WYREC", I{0}}, {"SEQSPLIT", I{1}}}));
-  reqs.push_back(
-      chunked_request(spec, seed, {{"CHUNK", I{64}}, {"BV", I{128}}, {"UPREC", I{32}}, {"STAGE", I{1}}, {"WYREC", I{0}},
-                                   {"SEQSPLIT", I{1}}}));
+  reqs.push_back(chunked_request(spec, seed,
+                                 {{"FUSED", I{1}},
+                                  {"U0_BITS", I{32}},
+                                  {"CHUNK", I{32}},
+                                  {"BV", I{128}},
+                                  {"WARPS", I{8}},
+                                  {"STAGE", I{1}},
+                                  {"LM_TENSOR_CORES", I{0}},
+                                  {"WY_IN_RECURRENCE", I{0}},
+                                  {"SEQSPLIT", I{1}}}));
+  reqs.push_back(chunked_request(spec, seed,
+                                 {{"FUSED", I{1}},
+                                  {"U0_BITS", I{32}},
+                                  {"CHUNK", I{64}},
+                                  {"BV", I{32}},
+                                  {"WARPS", I{4}},
+                                  {"STAGE", I{0}},
+                                  {"LM_TENSOR_CORES", I{0}},
+                                  {"WY_IN_RECURRENCE", I{0}},
+                                  {"SEQSPLIT", I{1}}}));
+  reqs.push_back(chunked_request(spec, seed,
+                                 {{"CHUNK", I{64}},
+                                  {"BV", I{128}},
+                                  {"U0_BITS", I{32}},
+                                  {"STAGE", I{1}},
+                                  {"WY_IN_RECURRENCE", I{0}},
+                                  {"SEQSPLIT", I{1}}}));
   const auto results = ptxevo::evaluator::Builder(nullptr).build_all(reqs);
   for (std::size_t i = 0; i < results.size(); ++i) {
     SCOPED_TRACE(reqs[i].name);
@@ -556,7 +640,7 @@ TEST(KdaFwdTcgen05Build, TheSm100aSpecNamesTheTcgen05Seed) {
   Knobs big = defaults;
   big["CHUNK"] = I{64};
   big["STAGE"] = I{1};
-  big["LMTC"] = I{0};
+  big["LM_TENSOR_CORES"] = I{0};
   EXPECT_THROW(KdaFwdOp::chunked_geometry(big), std::invalid_argument);
 }
 
@@ -570,15 +654,15 @@ TEST(KdaFwdTcgen05Build, CompilesAndPassesPtxasForSm100a) {
   const auto admitted = admitted_for(seed);
   EXPECT_EQ(admitted.size(), 56u);
   // A covering set, to keep CI's time (each build is a serial NVRTC + ptxas run): every (CHUNK,
-  // BV), (CHUNK, WARPS) and (CHUNK, STAGE) and both LMTC, picked greedily in admitted order; the
-  // layout's extremes (the smallest and largest shared memory) are among them.
+  // BV), (CHUNK, WARPS) and (CHUNK, STAGE) and both LM_TENSOR_CORES, picked greedily in admitted
+  // order; the layout's extremes (the smallest and largest shared memory) are among them.
   std::vector<Knobs> ok;
   std::set<std::string> cover;
   for (const auto& k : admitted) {
     auto v = [&](const char* n) { return std::to_string(std::get<I>(k.at(n))); };
     bool adds = false;
     for (const std::string& key : {"bv" + v("CHUNK") + "/" + v("BV"), "w" + v("CHUNK") + "/" + v("WARPS"),
-                                   "s" + v("CHUNK") + "/" + v("STAGE"), "l" + v("LMTC")})
+                                   "s" + v("CHUNK") + "/" + v("STAGE"), "l" + v("LM_TENSOR_CORES")})
       adds |= cover.insert(key).second;
     if (adds) ok.push_back(k);
   }
@@ -588,8 +672,8 @@ TEST(KdaFwdTcgen05Build, CompilesAndPassesPtxasForSm100a) {
             smem(*std::min_element(admitted.begin(), admitted.end(), by_smem)));
   EXPECT_EQ(smem(*std::max_element(ok.begin(), ok.end(), by_smem)),
             smem(*std::max_element(admitted.begin(), admitted.end(), by_smem)));
-  std::printf("tcgen05: %zu of %zu admitted assignments cover every (CHUNK, BV / WARPS / STAGE) and LMTC\n", ok.size(),
-              admitted.size());
+  std::printf("tcgen05: %zu of %zu admitted assignments cover every (CHUNK, BV / WARPS / STAGE) and LM_TENSOR_CORES\n",
+              ok.size(), admitted.size());
   std::vector<ptxevo::evaluator::BuildRequest> reqs;
   for (const auto& k : ok) {
     reqs.push_back(chunked_request(spec, seed, k));

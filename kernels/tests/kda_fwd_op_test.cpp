@@ -153,8 +153,8 @@ TEST(KdaFwdOp, TensorsFollowTheShapeAndOptions) {
   EXPECT_EQ(ts[9].role, Role::Out);
   EXPECT_EQ(ts[10].role, Role::Out);
   // The prepare + recurrence pair's workspace: H (N + T / C) slots of the largest CHUNK's chunk
-  // bytes (C = 64: 1544 a token, 98816 a chunk): 96 x (6 + 128) x 98816; then PGRID's flags, a
-  // word a (head, CHUNK 16 slot): 96 x (6 + 512) x 4.
+  // bytes (C = 64: 1544 a token, 98816 a chunk): 96 x (6 + 128) x 98816; then PREPARE_CTAS's flags,
+  // a word a (head, CHUNK 16 slot): 96 x (6 + 512) x 4.
   EXPECT_EQ(ts[11].role, Role::Scratch);
   EXPECT_EQ(ts[11].dtype, DType::U8);
   EXPECT_EQ(ts[11].shape, (std::vector<I>{96 * (6 + 128) * 98816 + 96 * (6 + 512) * 4}));
@@ -231,44 +231,64 @@ TEST(KdaFwdOp, ImpossibleKnobsThrowWithAReason) {
   has({{"CHUNK", I{16}}, {"BV", I{8}}}, "BV=8");
   has({{"CHUNK", I{16}}, {"WARPS", I{2}}}, "WARPS=2");
   has({{"CHUNK", I{16}}, {"KSPLIT", I{4}}}, "KSPLIT=4 needs FUSED=0");
-  has({{"CHUNK", I{16}}, {"PF", I{2}}}, "PF=2 needs FUSED=0");
+  has({{"CHUNK", I{16}}, {"PREFETCH_CHUNKS", I{2}}}, "PREFETCH_CHUNKS=2 needs FUSED=0");
   has({{"CHUNK", I{16}}, {"SPLITK", I{2}}}, "unknown knob 'SPLITK' for the chunked kernel");
-  has({{"CHUNK", I{64}}, {"BV", I{64}}, {"STAGE", I{0}}, {"LMTC", I{0}}}, "227 KB");
-  has({{"CHUNK", I{64}}, {"BV", I{16}}, {"STAGE", I{1}}, {"LMTC", I{0}}}, "227 KB");
+  has({{"CHUNK", I{64}}, {"BV", I{64}}, {"STAGE", I{0}}, {"LM_TENSOR_CORES", I{0}}}, "227 KB");
+  has({{"CHUNK", I{64}}, {"BV", I{16}}, {"STAGE", I{1}}, {"LM_TENSOR_CORES", I{0}}}, "227 KB");
   has({{"CHUNK", I{16}}, {"STAGE", I{2}}}, "STAGE=2 must be 0 or 1 (FUSED=1)");
   has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"STAGE", I{4}}}, "STAGE=4 must be 0 to 3");
   has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"KSPLIT", I{3}}}, "KSPLIT=3");
-  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"PF", I{3}}}, "PF=3");
-  has({{"CHUNK", I{64}}, {"FUSED", I{0}}, {"BV", I{16}}, {"PF", I{2}}}, "PF=2 needs CHUNK < 64");
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"PREFETCH_CHUNKS", I{3}}}, "PREFETCH_CHUNKS=3");
+  has({{"CHUNK", I{64}}, {"FUSED", I{0}}, {"BV", I{16}}, {"PREFETCH_CHUNKS", I{2}}},
+      "PREFETCH_CHUNKS=2 needs CHUNK < 64");
   has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"BV", I{128}}, {"KSPLIT", I{4}}}, "BV * KSPLIT <= 256");
   has({{"CHUNK", I{64}}, {"FUSED", I{0}}, {"BV", I{128}}, {"STAGE", I{3}}}, "227 KB");
-  has({{"CHUNK", I{32}}, {"LMTC", I{1}}}, "LMTC=1 needs CHUNK=16");
-  has({{"CHUNK", I{32}}}, "LMTC=1 needs CHUNK=16");  // LMTC defaults to 1
+  has({{"CHUNK", I{32}}, {"LM_TENSOR_CORES", I{1}}}, "LM_TENSOR_CORES=1 needs CHUNK=16");
+  has({{"CHUNK", I{32}}}, "LM_TENSOR_CORES=1 needs CHUNK=16");  // LM_TENSOR_CORES defaults to 1
   // FUSED = 0: the prepare + recurrence pair, mma.sync only.
   has({{"CHUNK", I{16}}, {"FUSED", I{2}}}, "FUSED=2");
   has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"MMA", std::string("tcgen05")}}, "MMA=tcgen05 needs FUSED=1");
-  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"UPREC", I{8}}}, "UPREC=8");
-  has({{"CHUNK", I{16}}, {"UPREC", I{16}}}, "UPREC=16 needs FUSED=0");
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"U0_BITS", I{8}}}, "U0_BITS=8");
+  has({{"CHUNK", I{16}}, {"U0_BITS", I{16}}}, "U0_BITS=16 needs FUSED=0");
   // MMA = wgmma: the split's recurrence in whole warpgroups; BULK: a recurrence knob.
   has({{"CHUNK", I{16}}, {"MMA", std::string("wmma")}}, "MMA=wmma must be sync");
   has({{"CHUNK", I{16}}, {"MMA", std::string("wgmma")}}, "MMA=wgmma needs FUSED=0");
-  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"SLO", I{0}}, {"BV", I{32}}, {"MMA", std::string("wgmma")}}, "BV=32");
-  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"SLO", I{0}}, {"BV", I{64}}, {"KSPLIT", I{2}}, {"MMA", std::string("wgmma")}},
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"STATE_HI_LO", I{0}}, {"BV", I{32}}, {"MMA", std::string("wgmma")}},
+      "BV=32");
+  has({{"CHUNK", I{16}},
+       {"FUSED", I{0}},
+       {"STATE_HI_LO", I{0}},
+       {"BV", I{64}},
+       {"KSPLIT", I{2}},
+       {"MMA", std::string("wgmma")}},
       "KSPLIT=2");
-  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"BV", I{64}}, {"MMA", std::string("wgmma")}}, "SLO=1");  // SLO defaults to 1
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"BV", I{64}}, {"MMA", std::string("wgmma")}},
+      "STATE_HI_LO=1");  // STATE_HI_LO defaults to 1
   has({{"CHUNK", I{16}}, {"BULK", I{1}}}, "BULK=1 needs FUSED=0");
   has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"BULK", I{2}}}, "BULK=2 must be 0 or 1");
-  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"BULK", I{0}}, {"PGRID", I{132}}}, "PGRID=132 needs FUSED=0 and BULK=1");
-  has({{"CHUNK", I{16}}, {"PGRID", I{132}}}, "PGRID=132 needs FUSED=0 and BULK=1");
-  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"BULK", I{1}}, {"PGRID", I{-1}}}, "PGRID=-1 must be 0 (off)");
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"BULK", I{0}}, {"PREPARE_CTAS", I{132}}},
+      "PREPARE_CTAS=132 needs FUSED=0 and BULK=1");
+  has({{"CHUNK", I{16}}, {"PREPARE_CTAS", I{132}}}, "PREPARE_CTAS=132 needs FUSED=0 and BULK=1");
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"BULK", I{1}}, {"PREPARE_CTAS", I{-1}}}, "PREPARE_CTAS=-1 must be 0 (off)");
   has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"LMTERMS", I{4}}}, "LMTERMS=4 must be 1, 2 or 3");
-  has({{"CHUNK", I{32}}, {"FUSED", I{0}}, {"LMTC", I{1}}, {"LMTERMS", I{1}}}, "LMTERMS=1 needs FUSED=0, CHUNK=16, LMTC=1 and MMA=sync");
-  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"LMTC", I{0}}, {"LMTERMS", I{2}}}, "LMTERMS=2 needs FUSED=0, CHUNK=16, LMTC=1 and MMA=sync");
+  has({{"CHUNK", I{32}}, {"FUSED", I{0}}, {"LM_TENSOR_CORES", I{1}}, {"LMTERMS", I{1}}},
+      "LMTERMS=1 needs FUSED=0, CHUNK=16, LM_TENSOR_CORES=1 and MMA=sync");
+  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"LM_TENSOR_CORES", I{0}}, {"LMTERMS", I{2}}},
+      "LMTERMS=2 needs FUSED=0, CHUNK=16, LM_TENSOR_CORES=1 and MMA=sync");
   has({{"CHUNK", I{16}}, {"LMTERMS", I{1}}}, "LMTERMS=1 needs FUSED=0");
-  has({{"CHUNK", I{16}}, {"FUSED", I{0}}, {"SLO", I{0}}, {"BV", I{64}}, {"MMA", std::string("wgmma")}, {"LMTERMS", I{2}}},
-      "LMTERMS=2 needs FUSED=0, CHUNK=16, LMTC=1 and MMA=sync");
+  has({{"CHUNK", I{16}},
+       {"FUSED", I{0}},
+       {"STATE_HI_LO", I{0}},
+       {"BV", I{64}},
+       {"MMA", std::string("wgmma")},
+       {"LMTERMS", I{2}}},
+      "LMTERMS=2 needs FUSED=0, CHUNK=16, LM_TENSOR_CORES=1 and MMA=sync");
   EXPECT_NO_THROW(op.launch_plan(shape(1, 16, 1, 1), {},
-                                 {{"CHUNK", I{16}}, {"FUSED", I{0}}, {"SLO", I{0}}, {"BV", I{128}}, {"BULK", I{1}},
+                                 {{"CHUNK", I{16}},
+                                  {"FUSED", I{0}},
+                                  {"STATE_HI_LO", I{0}},
+                                  {"BV", I{128}},
+                                  {"BULK", I{1}},
                                   {"MMA", std::string("wgmma")}}));
   EXPECT_NO_THROW(op.launch_plan(shape(1, 16, 1, 1), {}, {{"CHUNK", I{64}}, {"FUSED", I{0}}, {"BV", I{128}}}));
 }
@@ -276,6 +296,46 @@ TEST(KdaFwdOp, ImpossibleKnobsThrowWithAReason) {
 // FUSED = 0: kda_fwd_prepare over (chunk slot, head), then kda_fwd_recurrence over (sequence,
 // head, value slice) with a warp per 16 value columns; both get the workspace, T, H, N, the scale
 // and the lower bound.
+// The eight renamed knobs under their old names: the same plans as under the current ones (the
+// op's own parsing maps them), and an error where a knob is given both ways.
+TEST(KdaFwdOp, OldKnobNamesGiveTheSamePlans) {
+  const KdaFwdOp op;
+  const auto renames = op.knob_aliases();
+  EXPECT_EQ(renames.size(), 8u);
+  EXPECT_EQ(renames, KdaFwdOp::knob_renames());
+  const auto plan_text = [&](const Knobs& k) {
+    std::string t;
+    for (const auto& l : op.launch_plan(shape(1, 8192, 96, 6), {}, k).kernels)
+      t += l.entry + " " + std::to_string(l.grid.x) + "x" + std::to_string(l.grid.y) + "x" +
+           std::to_string(l.grid.z) + " " + std::to_string(l.block.x) + " " + std::to_string(l.shared_bytes) +
+           (l.programmatic ? " pdl" : "") + ";";
+    return t;
+  };
+  for (const Knobs& current : KdaFwdOp::split_covering_knobs()) {
+    Knobs old;
+    for (const auto& [name, v] : current) {
+      std::string given = name;
+      for (const auto& [old_name, to] : renames)
+        if (to == name) given = old_name;
+      old[given] = v;
+    }
+    EXPECT_EQ(ptxevo::evaluator::canonical_knobs(op, old), current);
+    EXPECT_EQ(plan_text(old), plan_text(current));
+    const auto g = KdaFwdOp::chunked_geometry(old);
+    EXPECT_EQ(g.u0_bits, std::get<I>(current.at("U0_BITS")));
+    EXPECT_EQ(g.prefetch_chunks, std::get<I>(current.at("PREFETCH_CHUNKS")));
+    EXPECT_EQ(g.prepare_ctas, std::get<I>(current.at("PREPARE_CTAS")));
+  }
+  Knobs both = KdaFwdOp::chunked_knob_defaults();
+  both["WYREC"] = I{1};
+  try {
+    (void)op.launch_plan(shape(1, 64, 4, 1), {}, both);
+    FAIL() << "both names accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "knob WYREC was renamed WY_IN_RECURRENCE; give one of WYREC and WY_IN_RECURRENCE, not both");
+  }
+}
+
 TEST(KdaFwdOp, SplitLaunchPlan) {
   const KdaFwdOp op;
   Knobs k = KdaFwdOp::chunked_knob_defaults();  // at CHUNK 32, BV 64, STAGE 1, per-thread copies
@@ -284,8 +344,8 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   k["STAGE"] = I{1};
   k["BULK"] = I{0};
   k["LMTERMS"] = I{3};  // the one-pass prepare's knob (CHUNK 16 only)
-  k["WYREC"] = I{0};    // W0 and U0 in the workspace (WYREC 1 below)
-  k["SEQSPLIT"] = I{1};  // needs WYREC 1
+  k["WY_IN_RECURRENCE"] = I{0};    // W0 and U0 in the workspace (WY_IN_RECURRENCE 1 below)
+  k["SEQSPLIT"] = I{1};  // needs WY_IN_RECURRENCE 1
   const auto p = op.launch_plan(shape(1, 8192, 96, 6), {}, k);
   ASSERT_EQ(p.kernels.size(), 2u);
   const auto& pr = p.kernels[0];
@@ -310,14 +370,14 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   EXPECT_EQ(rc.block.x, 128u);  // BV / 16 warps
   ASSERT_EQ(rc.args.size(), 13u);
   EXPECT_EQ(std::get<ArgTensor>(rc.args[0]).name, "workspace");
-  EXPECT_EQ(std::get<ArgTensor>(rc.args[10]).name, "v");  // read with WYREC 1
+  EXPECT_EQ(std::get<ArgTensor>(rc.args[10]).name, "v");  // read with WY_IN_RECURRENCE 1
   EXPECT_EQ(std::get<std::int32_t>(rc.args[11]), 1);      // one segment
   EXPECT_EQ(std::get<std::int32_t>(rc.args[12]), 0);      // pass 0: whole sequences
   EXPECT_EQ(std::get<ArgTensor>(rc.args[2]).name, "initial_state");
   EXPECT_EQ(std::get<ArgTensor>(rc.args[3]).name, "out");
   EXPECT_EQ(std::get<ArgTensor>(rc.args[4]).name, "final_state");
   EXPECT_EQ(std::get<std::int32_t>(rc.args[7]), 6);
-  // CHUNK 32, BV 64, STAGE 1, UPREC 16: two buffers of the workspace's dense layout: Qd, W0
+  // CHUNK 32, BV 64, STAGE 1, U0_BITS 16: two buffers of the workspace's dense layout: Qd, W0
   // 2 x 8192, Kr^T 8192, M 2 x 2048, 2^Gtot 512, U0^T 64 x 32 x 2; three CTAs a SM.
   EXPECT_EQ(rc.shared_bytes, 2u * (16384u + 8192u + 4096u + 512u + 4096u));
   EXPECT_LE(2 * (rc.shared_bytes + 1024), 228u * 1024);
@@ -325,9 +385,9 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   Knobs bulk = k;
   bulk["BULK"] = I{1};
   EXPECT_EQ(op.launch_plan(shape(1, 8192, 96, 6), {}, bulk).kernels[1].shared_bytes, rc.shared_bytes + 32u);
-  // UPREC = 32: U0^T in fp32, in the workspace and in shared memory.
+  // U0_BITS = 32: U0^T in fp32, in the workspace and in shared memory.
   Knobs u32 = k;
-  u32["UPREC"] = I{32};
+  u32["U0_BITS"] = I{32};
   EXPECT_EQ(op.launch_plan(shape(1, 8192, 96, 6), {}, u32).kernels[1].shared_bytes, rc.shared_bytes + 2u * 64u * 32u * 2u);
   // KSPLIT 2: twice the warps, plus two buffers of every warp's partial W^T and Qs^T (C floats a
   // lane); STAGE 3: four operand buffers.
@@ -340,10 +400,11 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   st3["STAGE"] = I{3};
   EXPECT_EQ(op.launch_plan(shape(1, 8192, 96, 6), {}, st3).kernels[1].shared_bytes, 2u * rc.shared_bytes);
   EXPECT_EQ(KdaFwdOp::workspace_chunk_bytes(32, 16), KdaFwdOp::workspace_chunk_bytes(32) - 128 * 32 * 2);
-  // WYREC 1: T' (two bf16 terms, C x C) in U0^T's place in the workspace; in shared memory T' and
-  // C rows of v (2 BV + 16 bytes each) in place of U0^T's BV x C; the prepare without v's rows.
+  // WY_IN_RECURRENCE 1: T' (two bf16 terms, C x C) in U0^T's place in the workspace; in shared
+  // memory T' and C rows of v (2 BV + 16 bytes each) in place of U0^T's BV x C; the prepare without
+  // v's rows.
   Knobs wr = k;
-  wr["WYREC"] = I{1};
+  wr["WY_IN_RECURRENCE"] = I{1};
   const auto pw = op.launch_plan(shape(1, 8192, 96, 6), {}, wr);
   EXPECT_EQ(pw.kernels[1].shared_bytes, rc.shared_bytes + 2u * (2u * 32u * 32u * 2u + 32u * (2u * 64u + 16u) - 64u * 32u * 2u));
   EXPECT_EQ(pw.kernels[0].shared_bytes, pr.shared_bytes - 32u * 128u * 2u);
@@ -357,22 +418,23 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   wr_wg["MMA"] = std::string("wgmma");
   wr_wg["SEQSPLIT"] = I{1};
   wr_wg["LMTERMS"] = I{3};
-  EXPECT_THROW(op.launch_plan(shape(1, 8192, 96, 6), {}, wr_wg), std::invalid_argument);  // the defaults' WYREC
-  // WYREC 2 (CHUNK 16 only): no T' in the workspace or the stage; the prepare holds M and T' in
-  // fp32 and T' as hi + lo bf16 rows of C + 8.
+  // The defaults' WY_IN_RECURRENCE needs MMA sync.
+  EXPECT_THROW(op.launch_plan(shape(1, 8192, 96, 6), {}, wr_wg), std::invalid_argument);
+  // WY_IN_RECURRENCE 2 (CHUNK 16 only): no T' in the workspace or the stage; the prepare holds M
+  // and T' in fp32 and T' as hi + lo bf16 rows of C + 8.
   Knobs w2 = wr;
-  w2["WYREC"] = I{2};
+  w2["WY_IN_RECURRENCE"] = I{2};
   EXPECT_THROW(op.launch_plan(shape(1, 8192, 96, 6), {}, w2), std::invalid_argument);  // CHUNK 32
   w2["CHUNK"] = I{16};
   Knobs w1 = w2;
-  w1["WYREC"] = I{1};
+  w1["WY_IN_RECURRENCE"] = I{1};
   const auto p2 = op.launch_plan(shape(1, 8192, 96, 6), {}, w2), p1 = op.launch_plan(shape(1, 8192, 96, 6), {}, w1);
   EXPECT_EQ(p2.kernels[1].shared_bytes, p1.kernels[1].shared_bytes - 2u * 2u * 16u * 16u * 2u);
   EXPECT_EQ(p2.kernels[0].shared_bytes, p1.kernels[0].shared_bytes + 2u * 16u * 16u * 4u + 2u * 16u * 24u * 2u);
-  // PGRID > 0: the flag reset first (a thread a flag, 1024 CTAs at most), the prepare as
-  // min(PGRID, items) persistent CTAs over one grid dimension, the recurrence programmatic.
+  // PREPARE_CTAS > 0: the flag reset first (a thread a flag, 1024 CTAs at most), the prepare as
+  // min(PREPARE_CTAS, items) persistent CTAs over one grid dimension, the recurrence programmatic.
   Knobs ov = KdaFwdOp::chunked_knob_defaults();
-  ov["PGRID"] = I{264};
+  ov["PREPARE_CTAS"] = I{264};
   ov["SEQSPLIT"] = I{1};
   const auto po = op.launch_plan(shape(1, 8192, 96, 6), {}, ov);
   ASSERT_EQ(po.kernels.size(), 3u);
@@ -390,10 +452,10 @@ TEST(KdaFwdOp, SplitLaunchPlan) {
   EXPECT_TRUE(po.kernels[2].programmatic);
   // Never more prepare CTAs than items (one token, one head: one slot).
   EXPECT_EQ(op.launch_plan(shape(1, 1, 1, 1), {}, ov).kernels[1].grid.x, 1u);
-  EXPECT_FALSE(p.kernels[1].programmatic);  // PGRID 0: the recurrence after the prepare
+  EXPECT_FALSE(p.kernels[1].programmatic);  // PREPARE_CTAS 0: the recurrence after the prepare
   // Fixed-length rows: null cu_seqlens, N = B.
   const auto f = op.launch_plan(shape(3, 100, 2, 3), {{"initial_state", "false"}},
-                                {{"CHUNK", I{16}}, {"BV", I{16}}, {"FUSED", I{0}}, {"LMTC", I{0}}});
+                                {{"CHUNK", I{16}}, {"BV", I{16}}, {"FUSED", I{0}}, {"LM_TENSOR_CORES", I{0}}});
   EXPECT_EQ(f.kernels[0].grid.x, 3u + 300u / 16u);
   EXPECT_EQ(std::get<ArgTensor>(f.kernels[0].args[7]).name, "");
   EXPECT_EQ(std::get<ArgTensor>(f.kernels[1].args[2]).name, "");
@@ -457,12 +519,12 @@ TEST(KdaFwdOp, SequenceSplitSegmentsAndPlan) {
   EXPECT_EQ(KdaFwdOp::workspace_bytes(kda_dims(shape(1, 160, 4, 1))), most + 4 * (1 + 10) * 4 + 16 + 4 * 9 * 131072);
   // Many chains: the two-kernel plan.
   EXPECT_EQ(op.launch_plan(shape(1, 8192, 96, 1), {}, k).kernels.size(), 2u);
-  // Only with WYREC 1 and PGRID 0; powers of two up to 32.
+  // Only with WY_IN_RECURRENCE 1 and PREPARE_CTAS 0; powers of two up to 32.
   Knobs bad = k;
-  bad["WYREC"] = I{0};
+  bad["WY_IN_RECURRENCE"] = I{0};
   EXPECT_THROW(op.launch_plan(shape(1, 65536, 4, 1), {}, bad), std::invalid_argument);
   bad = k;
-  bad["PGRID"] = I{396};
+  bad["PREPARE_CTAS"] = I{396};
   EXPECT_THROW(op.launch_plan(shape(1, 65536, 4, 1), {}, bad), std::invalid_argument);
   bad = k;
   bad["SEQSPLIT"] = I{3};
@@ -499,7 +561,9 @@ TEST(KdaFwdOp, ChunkedLaunchPlan) {
   EXPECT_EQ(l.shared_bytes, 24768u + 2048u + 64u + 512u + 8704u + 6144u + 17408u + 1024u + 1536u + 12288u + 1024u);
   // Three CTAs a SM at the defaults: 228 KB of shared memory a SM, 1 KB of it reserved per CTA.
   EXPECT_LE(3 * (l.shared_bytes + 1024), 228u * 1024);
-  const auto q = op.launch_plan(shape(2, 65, 3, 2), {}, {{"CHUNK", I{32}}, {"BV", I{128}}, {"WARPS", I{8}}, {"STAGE", I{1}}, {"LMTC", I{0}}});
+  const auto q =
+      op.launch_plan(shape(2, 65, 3, 2), {},
+                     {{"CHUNK", I{32}}, {"BV", I{128}}, {"WARPS", I{8}}, {"STAGE", I{1}}, {"LM_TENSOR_CORES", I{0}}});
   EXPECT_EQ(q.kernels.at(0).grid.z, 1u);
   EXPECT_EQ(q.kernels.at(0).block.x, 256u);
   for (I c : {16, 32, 64})

@@ -26,10 +26,10 @@
 // themselves on the GPU.
 //
 // Configurations cover both gates, every state combination, CHUNK 16/32/64, BV 16/32/64/128,
-// WARPS 4/8, STAGE 0-3, LMTC 0/1, MMA sync / wgmma, BULK 0/1 and the largest staged layout; shapes cover a single token,
-// partial chunks, batched rows, packed sequences around every chunk boundary and H = 1 and 4.
-// Results are checked against the op's fp64 recurrent reference with the gate's rel_l2 and the
-// 5e-3 the CPU model meets.
+// WARPS 4/8, STAGE 0-3, LM_TENSOR_CORES 0/1, MMA sync / wgmma, BULK 0/1 and the largest staged
+// layout; shapes cover a single token, partial chunks, batched rows, packed sequences around every
+// chunk boundary and H = 1 and 4. Results are checked against the op's fp64 recurrent reference
+// with the gate's rel_l2 and the 5e-3 the CPU model meets.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -471,10 +471,10 @@ inline WgDesc wg_desc_at(WgDesc d, int bytes) { return {d.base + bytes, d.sbo}; 
 inline void wg_fence() {}
 inline void wg_keep(float&) {}
 inline void fence_proxy_async() {}
-// PGRID > 0: the prepare's chunk flags. Every prepare CTA runs before any recurrence CTA here, so a
-// flag still 0 when the recurrence waits on it is a chunk the prepare never released (the wrong
-// flag); g_flag_waits counts the waits on each flag for run_split's check that every chain waited
-// on exactly its own chunks.
+// PREPARE_CTAS > 0: the prepare's chunk flags. Every prepare CTA runs before any recurrence CTA
+// here, so a flag still 0 when the recurrence waits on it is a chunk the prepare never released
+// (the wrong flag); g_flag_waits counts the waits on each flag for run_split's check that every
+// chain waited on exactly its own chunks.
 inline std::map<const unsigned int*, int> g_flag_waits;
 inline void griddep_launch_dependents() {}
 inline void fence_proxy_async_global() {}

@@ -145,11 +145,11 @@ struct SplitConfig {
   const char* name;
   OpConfig options;
   ptxevo::evaluator::Knobs knobs;
-  int prep_threads, rec_threads, prep_smem, rec_smem, chunk, ws_chunk_bytes, uprec, ksplit, wyrec;
+  int prep_threads, rec_threads, prep_smem, rec_smem, chunk, ws_chunk_bytes, u0_bits, ksplit, wy_in_recurrence;
   unsigned char* smem;
   void (*prepare)(const Args&, unsigned char*, int);
   void (*recurrence)(const Args&, const unsigned char*, int, int, int);
-  void (*reset)(const Args&, unsigned char*, int);  // kda_fwd_flags_reset (plans with PGRID > 0)
+  void (*reset)(const Args&, unsigned char*, int);  // kda_fwd_flags_reset (plans with PREPARE_CTAS > 0)
   void (*combine)(const Args&, unsigned char*, int, int);  // kda_fwd_seg_combine (plans with SEQSPLIT > 1)
 };
 
@@ -157,7 +157,8 @@ struct SplitConfig {
   SplitConfig<NS::kda_chunked::Args> {                                                                           \
 #NS, OPTIONS, KNOBS, NS::kda_chunked::kPThreads, NS::kda_chunked::kRThreads, NS::kda_chunked::kPSmemBytes,   \
         NS::kda_chunked::kRSmemTotal, NS::kda_chunked::kC, NS::kda_chunked::kWsChunkBytes,                      \
-        NS::kda_chunked::kUBytes * 8, NS::kda_chunked::kKs, NS::kda_chunked::kWyrec, NS::kda_chunked::smem,     \
+        NS::kda_chunked::kUBytes * 8, NS::kda_chunked::kKs, NS::kda_chunked::kWyInRecurrence,                    \
+        NS::kda_chunked::smem,                                                                                   \
         [](const NS::kda_chunked::Args& a, unsigned char* ws, int n) { NS::kda_chunked::kda_prepare_body(a, ws, n); }, \
         [](const NS::kda_chunked::Args& a, const unsigned char* ws, int n, int segs, int pass) {               \
           NS::kda_chunked::kda_recurrence_body(a, ws, n, segs, pass);                                            \
@@ -215,12 +216,12 @@ Outcome run_split(const SplitConfig<Args>& c, const Shape& s, Distribution dist,
   }
   std::vector<ptxevo::evaluator::KernelLaunch> kernels = plan.kernels;
   if (segmented) kernels.erase(kernels.begin() + 1, kernels.begin() + 3);  // checked as prepare + pass 3
-  // PGRID > 0 puts the flag reset first and launches the recurrence programmatically.
+  // PREPARE_CTAS > 0 puts the flag reset first and launches the recurrence programmatically.
   const bool overlap = kernels.size() == 3;
   if (overlap && (kernels[0].entry != KdaFwdOp::kFlagsResetEntry || !kernels[2].programmatic ||
                   kernels[1].programmatic || kernels[1].grid.y != 1)) {
-    o.fault = "the op's PGRID plan is not kda_fwd_flags_reset, a persistent kda_fwd_prepare, then a programmatic "
-              "kda_fwd_recurrence";
+    o.fault = "the op's PREPARE_CTAS plan is not kda_fwd_flags_reset, a persistent kda_fwd_prepare, then a "
+              "programmatic kda_fwd_recurrence";
     return o;
   }
   if (kernels.size() != 2 + (overlap ? 1 : 0) || kernels[overlap].entry != KdaFwdOp::kPrepareEntry ||
@@ -239,7 +240,7 @@ Outcome run_split(const SplitConfig<Args>& c, const Shape& s, Distribution dist,
               " B; " + std::to_string(c.rec_threads) + ", " + std::to_string(c.rec_smem) + " B)";
     return o;
   }
-  if (KdaFwdOp::workspace_chunk_bytes(c.chunk, c.uprec, c.wyrec) != c.ws_chunk_bytes) {
+  if (KdaFwdOp::workspace_chunk_bytes(c.chunk, c.u0_bits, c.wy_in_recurrence) != c.ws_chunk_bytes) {
     o.fault = "KdaFwdOp::workspace_chunk_bytes disagrees with the kernel's kWsChunkBytes";
     return o;
   }
@@ -295,7 +296,7 @@ Outcome run_split(const SplitConfig<Args>& c, const Shape& s, Distribution dist,
     o.fault = "the prepare and the recurrence get different sequence or head counts";
     return o;
   }
-  // The workspace must hold the slots (and with PGRID their flags).
+  // The workspace must hold the slots (and with PREPARE_CTAS their flags).
   const std::uint64_t total = cup ? static_cast<std::uint64_t>(pa.T) : static_cast<std::uint64_t>(nseq) * pa.T;
   const std::uint64_t slots = static_cast<std::uint64_t>(nseq) + total / static_cast<std::uint64_t>(c.chunk);
   const std::uint64_t heads = static_cast<std::uint64_t>(pa.H);

@@ -1,6 +1,7 @@
 // kda_fwd_chunked.cu's prepare + recurrence pair (FUSED = 0) run on the CPU through the emulation
 // of kda_host_emulation.hpp: both kernels in order through a NaN-poisoned workspace, over KSPLIT,
-// STAGE, PF, UPREC, WYTC, SLO, BULK, ULO, LMTERMS, MMA (sync / wgmma), PGRID, WYREC and SEQSPLIT.
+// STAGE, PREFETCH_CHUNKS, U0_BITS, WY_TENSOR_CORES, STATE_HI_LO, BULK, U_HI_LO, LMTERMS,
+// MMA (sync / wgmma), PREPARE_CTAS, WY_IN_RECURRENCE and SEQSPLIT.
 
 #include <gtest/gtest.h>
 
@@ -22,8 +23,9 @@
 #define PTXEVO_SANITIZED_SKIP 0
 #endif
 
-// Configuration S0: the main spec's defaults (FUSED 0, CHUNK 16, BV 64, WARPS 4, STAGE 2, LMTC 1,
-// UPREC 16, WYTC 0, SLO 0, BULK 1, ULO 0, LMTERMS 1), both states.
+// Configuration S0: the main spec's defaults (FUSED 0, CHUNK 16, BV 64, WARPS 4, STAGE 2,
+// LM_TENSOR_CORES 1, U0_BITS 16, WY_TENSOR_CORES 0, STATE_HI_LO 0, BULK 1, U_HI_LO 0, LMTERMS 1),
+// both states.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -33,21 +35,21 @@
 #define STAGE 2
 #undef BULK
 #define BULK 1
-#define LMTC 1
+#define LM_TENSOR_CORES 1
 #undef FUSED
 #define FUSED 0
 #undef KSPLIT
 #define KSPLIT 1
-#undef PF
-#define PF 0
-#undef WYTC  // the .cu default (0) of an earlier include
-#define WYTC 0
-#undef SLO
-#define SLO 0
-#undef UPREC
-#define UPREC 16
-#undef ULO
-#define ULO 0
+#undef PREFETCH_CHUNKS
+#define PREFETCH_CHUNKS 0
+#undef WY_TENSOR_CORES  // the .cu default (0) of an earlier include
+#define WY_TENSOR_CORES 0
+#undef STATE_HI_LO
+#define STATE_HI_LO 0
+#undef U0_BITS
+#define U0_BITS 16
+#undef U_HI_LO
+#define U_HI_LO 0
 #undef LMTERMS
 #define LMTERMS 1
 #if !PTXEVO_SANITIZED_SKIP
@@ -55,7 +57,7 @@
 #include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef LMTERMS
-#undef ULO
+#undef U_HI_LO
 #undef BULK
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
@@ -64,9 +66,9 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 #undef FUSED
-#undef UPREC
+#undef U0_BITS
 
 // Configuration S1: softplus gate (diagonal blocks term by term), CHUNK 16, BV 16 (one-warp recurrence), WARPS 4, STAGE 0.
 #define KDA_GATE_SOFTPLUS 1
@@ -76,17 +78,17 @@
 #define BV 16
 #define WARPS 4
 #define STAGE 0
-#define LMTC 1
+#define LM_TENSOR_CORES 1
 #undef FUSED  // the fused configurations left the .cu default (1) defined
 #define FUSED 0
 #undef KSPLIT  // an earlier include left the .cu default (1) defined
 #define KSPLIT 2
-#undef PF
-#define PF 0
-#undef WYTC  // the .cu default (0) of an earlier include
-#define WYTC 1
-#undef SLO  // the .cu default (1) of an earlier include
-#define SLO 0
+#undef PREFETCH_CHUNKS
+#define PREFETCH_CHUNKS 0
+#undef WY_TENSOR_CORES  // the .cu default (0) of an earlier include
+#define WY_TENSOR_CORES 1
+#undef STATE_HI_LO  // the .cu default (1) of an earlier include
+#define STATE_HI_LO 0
 #undef BULK  // the .cu default (0) of an earlier include
 #define BULK 1
 #if !PTXEVO_SANITIZED_SKIP
@@ -101,11 +103,11 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 #undef FUSED
 
-// Configuration S2: lower-bound gate with LMTC 0, initial state only, CHUNK 64, BV 128 (the largest
-// recurrence layout, 213 KB), WARPS 4, STAGE 1.
+// Configuration S2: lower-bound gate with LM_TENSOR_CORES 0, initial state only, CHUNK 64, BV 128
+// (the largest recurrence layout, 213 KB), WARPS 4, STAGE 1.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 0
@@ -113,17 +115,17 @@
 #define BV 128
 #define WARPS 4
 #define STAGE 1
-#define LMTC 0
+#define LM_TENSOR_CORES 0
 #undef FUSED  // the fused configurations left the .cu default (1) defined
 #define FUSED 0
 #undef KSPLIT  // an earlier include left the .cu default (1) defined
 #define KSPLIT 1
-#undef PF
-#define PF 0
-#undef WYTC  // the .cu default (0) of an earlier include
-#define WYTC 1
-#undef SLO  // the .cu default (1) of an earlier include
-#define SLO 1
+#undef PREFETCH_CHUNKS
+#define PREFETCH_CHUNKS 0
+#undef WY_TENSOR_CORES  // the .cu default (0) of an earlier include
+#define WY_TENSOR_CORES 1
+#undef STATE_HI_LO  // the .cu default (1) of an earlier include
+#define STATE_HI_LO 1
 #if !PTXEVO_SANITIZED_SKIP
 #define KDA_HOST_NS split2
 #include "kernels/tests/kda_host_instance.inc"
@@ -135,13 +137,13 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 #undef FUSED
 
-// Configuration S3: lower-bound gate, final state only, CHUNK 16, BV 32, WARPS 8, STAGE 3, LMTC 1,
-// KSPLIT 4, PF 4, BULK 1, LMTERMS 1 (the sanitized build's split configuration: its one-pass
-// prepare with idle warps in the L / M products and M's exact diagonal reduced by eight warps, and
-// the mbarrier / bulk-copy emulation under ASan).
+// Configuration S3: lower-bound gate, final state only, CHUNK 16, BV 32, WARPS 8, STAGE 3,
+// LM_TENSOR_CORES 1, KSPLIT 4, PREFETCH_CHUNKS 4, BULK 1, LMTERMS 1 (the sanitized build's split
+// configuration: its one-pass prepare with idle warps in the L / M products and M's exact diagonal
+// reduced by eight warps, and the mbarrier / bulk-copy emulation under ASan).
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 0
 #define HAS_FINAL_STATE 1
@@ -149,17 +151,17 @@
 #define BV 32
 #define WARPS 8
 #define STAGE 3
-#define LMTC 1
+#define LM_TENSOR_CORES 1
 #undef FUSED  // the fused configurations left the .cu default (1) defined
 #define FUSED 0
 #undef KSPLIT  // an earlier include left the .cu default (1) defined
 #define KSPLIT 4
-#undef PF
-#define PF 4
-#undef WYTC  // the .cu default (0) of an earlier include
-#define WYTC 0
-#undef SLO  // the .cu default (1) of an earlier include
-#define SLO 0
+#undef PREFETCH_CHUNKS
+#define PREFETCH_CHUNKS 4
+#undef WY_TENSOR_CORES  // the .cu default (0) of an earlier include
+#define WY_TENSOR_CORES 0
+#undef STATE_HI_LO  // the .cu default (1) of an earlier include
+#define STATE_HI_LO 0
 #undef BULK  // the .cu default (0) of an earlier include
 #define BULK 1
 #undef LMTERMS  // the .cu default (3) of an earlier include
@@ -175,7 +177,7 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 #undef FUSED
 
 // Configuration S4: softplus gate, no states, CHUNK 64, BV 32, WARPS 8, STAGE 0.
@@ -186,17 +188,17 @@
 #define BV 32
 #define WARPS 8
 #define STAGE 0
-#define LMTC 0
+#define LM_TENSOR_CORES 0
 #undef FUSED  // the fused configurations left the .cu default (1) defined
 #define FUSED 0
 #undef KSPLIT  // an earlier include left the .cu default (1) defined
 #define KSPLIT 1
-#undef PF
-#define PF 0
-#undef WYTC  // the .cu default (0) of an earlier include
-#define WYTC 1
-#undef SLO  // the .cu default (1) of an earlier include
-#define SLO 1
+#undef PREFETCH_CHUNKS
+#define PREFETCH_CHUNKS 0
+#undef WY_TENSOR_CORES  // the .cu default (0) of an earlier include
+#define WY_TENSOR_CORES 1
+#undef STATE_HI_LO  // the .cu default (1) of an earlier include
+#define STATE_HI_LO 1
 #if !PTXEVO_SANITIZED_SKIP
 #define KDA_HOST_NS split4
 #include "kernels/tests/kda_host_instance.inc"
@@ -208,11 +210,11 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 #undef FUSED
 
-// Configuration S5: U0 in fp32 (UPREC 32), lower-bound gate, both states, CHUNK 32, BV 32, WARPS 4,
-// U^T as one bf16 term (ULO 0).
+// Configuration S5: U0 in fp32 (U0_BITS 32), lower-bound gate, both states, CHUNK 32, BV 32,
+// WARPS 4, U^T as one bf16 term (U_HI_LO 0).
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -220,26 +222,26 @@
 #define BV 32
 #define WARPS 4
 #define STAGE 2
-#define LMTC 1
+#define LM_TENSOR_CORES 1
 #undef FUSED  // the fused configurations left the .cu default (1) defined
 #define FUSED 0
 #undef KSPLIT  // an earlier include left the .cu default (1) defined
 #define KSPLIT 2
-#undef PF
-#define PF 2
-#undef WYTC  // the .cu default (0) of an earlier include
-#define WYTC 1
-#undef SLO  // the .cu default (1) of an earlier include
-#define SLO 0
-#undef UPREC  // likewise UPREC (32)
-#define UPREC 32
-#undef ULO  // the .cu default (1) of an earlier include
-#define ULO 0
+#undef PREFETCH_CHUNKS
+#define PREFETCH_CHUNKS 2
+#undef WY_TENSOR_CORES  // the .cu default (0) of an earlier include
+#define WY_TENSOR_CORES 1
+#undef STATE_HI_LO  // the .cu default (1) of an earlier include
+#define STATE_HI_LO 0
+#undef U0_BITS  // likewise U0_BITS (32)
+#define U0_BITS 32
+#undef U_HI_LO  // the .cu default (1) of an earlier include
+#define U_HI_LO 0
 #if !PTXEVO_SANITIZED_SKIP
 #define KDA_HOST_NS split5
 #include "kernels/tests/kda_host_instance.inc"
 #endif
-#undef ULO
+#undef U_HI_LO
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -247,9 +249,9 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 #undef FUSED
-#undef UPREC
+#undef U0_BITS
 
 // Configuration W0: the main spec's split defaults with MMA = wgmma (the recurrence's state
 // products on warpgroup MMAs, the workspace's B operands in wgmma's core-matrix layout; LMTERMS 3,
@@ -261,23 +263,23 @@
 #define BV 64
 #define WARPS 4
 #define STAGE 2
-#define LMTC 1
+#define LM_TENSOR_CORES 1
 #define FUSED 0
 #undef KSPLIT
 #define KSPLIT 1
-#undef PF
-#define PF 0
-#undef WYTC
-#define WYTC 0
-#undef SLO
-#define SLO 0
-#define UPREC 16
+#undef PREFETCH_CHUNKS
+#define PREFETCH_CHUNKS 0
+#undef WY_TENSOR_CORES
+#define WY_TENSOR_CORES 0
+#undef STATE_HI_LO
+#define STATE_HI_LO 0
+#define U0_BITS 16
 #undef MMA  // the .cu default (sync) of an earlier include
 #define MMA wgmma
 #undef BULK
 #define BULK 1
-#undef ULO
-#define ULO 0
+#undef U_HI_LO
+#define U_HI_LO 0
 #undef LMTERMS  // the .cu default (3) of an earlier include
 #define LMTERMS 3
 #if !PTXEVO_SANITIZED_SKIP
@@ -285,7 +287,7 @@
 #include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef LMTERMS
-#undef ULO
+#undef U_HI_LO
 #undef BULK
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
@@ -294,13 +296,13 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 #undef FUSED
-#undef UPREC
+#undef U0_BITS
 
 // Configuration W1: MMA = wgmma with two warpgroups (BV 128), CHUNK 32 (m64n32 products, two
 // 16-token steps), softplus gate, initial state only, STAGE 1, the substitution's WY form, fp32 U0,
-// U^T as one bf16 term (ULO 0).
+// U^T as one bf16 term (U_HI_LO 0).
 #define KDA_GATE_SOFTPLUS 1
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 0
@@ -308,18 +310,18 @@
 #define BV 128
 #define WARPS 8
 #define STAGE 1
-#define LMTC 0
+#define LM_TENSOR_CORES 0
 #define FUSED 0
-#undef WYTC
-#define WYTC 0
-#define UPREC 32
-#undef ULO
-#define ULO 0
+#undef WY_TENSOR_CORES
+#define WY_TENSOR_CORES 0
+#define U0_BITS 32
+#undef U_HI_LO
+#define U_HI_LO 0
 #if !PTXEVO_SANITIZED_SKIP
 #define KDA_HOST_NS wg1
 #include "kernels/tests/kda_host_instance.inc"
 #endif
-#undef ULO
+#undef U_HI_LO
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -327,15 +329,15 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 #undef FUSED
-#undef UPREC
+#undef U0_BITS
 #undef MMA
 
-// Configuration O0: the main spec's split defaults with PGRID 3 (three persistent prepare CTAs
-// striding over the items, chunk flags between the prepare and the recurrence), STAGE 1 (the
-// recurrence's chunk loop unrolled by its two buffers), LMTERMS 2 (the prepare's right factor
-// as one bf16 term) and WYREC 1 (the defaults': U = T' (V - Kd S) in the recurrence).
+// Configuration O0: the main spec's split defaults with PREPARE_CTAS 3 (three persistent prepare
+// CTAs striding over the items, chunk flags between the prepare and the recurrence), STAGE 1 (the
+// recurrence's chunk loop unrolled by its two buffers), LMTERMS 2 (the prepare's right factor as
+// one bf16 term) and WY_IN_RECURRENCE 1 (the defaults': U = T' (V - Kd S) in the recurrence).
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -343,29 +345,29 @@
 #define BV 64
 #define WARPS 4
 #define STAGE 1
-#define LMTC 1
+#define LM_TENSOR_CORES 1
 #define FUSED 0
-#define UPREC 16
-#undef WYTC
-#define WYTC 0
-#undef SLO
-#define SLO 0
+#define U0_BITS 16
+#undef WY_TENSOR_CORES
+#define WY_TENSOR_CORES 0
+#undef STATE_HI_LO
+#define STATE_HI_LO 0
 #undef BULK
 #define BULK 1
-#undef PGRID
-#define PGRID 3
-#undef ULO
-#define ULO 0
+#undef PREPARE_CTAS
+#define PREPARE_CTAS 3
+#undef U_HI_LO
+#define U_HI_LO 0
 #undef LMTERMS  // the .cu default (3) of an earlier include
 #define LMTERMS 2
-#undef WYREC
-#define WYREC 1
+#undef WY_IN_RECURRENCE
+#define WY_IN_RECURRENCE 1
 #if !PTXEVO_SANITIZED_SKIP
 #define KDA_HOST_NS ov0
 #include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef LMTERMS
-#undef ULO
+#undef U_HI_LO
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -373,15 +375,15 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 #undef FUSED
-#undef UPREC
-#undef PGRID
+#undef U0_BITS
+#undef PREPARE_CTAS
 
-// Configuration R0: the main spec's split defaults with WYREC 1 (the prepare writes Kd and T', the
-// recurrence forms U = T' (V - Kd S) from v's rows, copied by cp.async beside the bulk copy) and
-// SEQSPLIT 16 (where a shape's chains are few the recurrence runs pass 1 (each segment from zero,
-// its transition from the identity), the combine and pass 3).
+// Configuration R0: the main spec's split defaults with WY_IN_RECURRENCE 1 (the prepare writes Kd
+// and T', the recurrence forms U = T' (V - Kd S) from v's rows, copied by cp.async beside the bulk
+// copy) and SEQSPLIT 16 (where a shape's chains are few the recurrence runs pass 1 (each segment
+// from zero, its transition from the identity), the combine and pass 3).
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -389,14 +391,14 @@
 #define BV 64
 #define WARPS 4
 #define STAGE 2
-#define LMTC 1
+#define LM_TENSOR_CORES 1
 #define FUSED 0
-#define UPREC 16
-#define PGRID 0
-#define ULO 0
+#define U0_BITS 16
+#define PREPARE_CTAS 0
+#define U_HI_LO 0
 #define LMTERMS 1
-#undef WYREC  // the .cu default (0) of an earlier include
-#define WYREC 1
+#undef WY_IN_RECURRENCE  // the .cu default (0) of an earlier include
+#define WY_IN_RECURRENCE 1
 #undef SEQSPLIT  // the .cu default (1) of an earlier include
 #define SEQSPLIT 16
 #if !PTXEVO_SANITIZED_SKIP
@@ -405,7 +407,7 @@
 #endif
 #undef SEQSPLIT
 #undef LMTERMS
-#undef ULO
+#undef U_HI_LO
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -413,14 +415,14 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 #undef FUSED
-#undef UPREC
-#undef PGRID
+#undef U0_BITS
+#undef PREPARE_CTAS
 
-// Configuration R1: WYREC 1 with the softplus gate (the unfactored prepare), final state only,
-// CHUNK 32 (two 16-token steps of V^T and T'), BV 32, WARPS 8, STAGE 1, per-thread copies (BULK
-// 0), S and U as hi + lo terms (SLO 1, ULO 1), PF 2.
+// Configuration R1: WY_IN_RECURRENCE 1 with the softplus gate (the unfactored prepare), final state
+// only, CHUNK 32 (two 16-token steps of V^T and T'), BV 32, WARPS 8, STAGE 1, per-thread copies
+// (BULK 0), S and U as hi + lo terms (STATE_HI_LO 1, U_HI_LO 1), PREFETCH_CHUNKS 2.
 #define KDA_GATE_SOFTPLUS 1
 #define HAS_INITIAL_STATE 0
 #define HAS_FINAL_STATE 1
@@ -428,24 +430,24 @@
 #define BV 32
 #define WARPS 8
 #define STAGE 1
-#define LMTC 0
+#define LM_TENSOR_CORES 0
 #define FUSED 0
-#define UPREC 16
-#define PGRID 0
-#undef PF
-#define PF 2
-#undef SLO
-#define SLO 1
+#define U0_BITS 16
+#define PREPARE_CTAS 0
+#undef PREFETCH_CHUNKS
+#define PREFETCH_CHUNKS 2
+#undef STATE_HI_LO
+#define STATE_HI_LO 1
 #undef BULK
 #define BULK 0
-#define ULO 1
+#define U_HI_LO 1
 #define LMTERMS 3
 #if !PTXEVO_SANITIZED_SKIP
 #define KDA_HOST_NS wr1
 #include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef LMTERMS
-#undef ULO
+#undef U_HI_LO
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -453,13 +455,13 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 #undef FUSED
-#undef UPREC
-#undef PGRID
+#undef U0_BITS
+#undef PREPARE_CTAS
 
-// Configuration R2: the main spec's split defaults with WYREC 2 (the prepare folds T' into Kr2 =
-// T'^T Kr and M2 = M T'; the recurrence's updates take V - Kd S as it is).
+// Configuration R2: the main spec's split defaults with WY_IN_RECURRENCE 2 (the prepare folds T'
+// into Kr2 = T'^T Kr and M2 = M T'; the recurrence's updates take V - Kd S as it is).
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -467,26 +469,26 @@
 #define BV 64
 #define WARPS 4
 #define STAGE 2
-#define LMTC 1
+#define LM_TENSOR_CORES 1
 #define FUSED 0
-#define UPREC 16
-#define PGRID 0
-#undef PF
-#define PF 0
-#undef SLO
-#define SLO 0
+#define U0_BITS 16
+#define PREPARE_CTAS 0
+#undef PREFETCH_CHUNKS
+#define PREFETCH_CHUNKS 0
+#undef STATE_HI_LO
+#define STATE_HI_LO 0
 #undef BULK
 #define BULK 1
-#define ULO 0
+#define U_HI_LO 0
 #define LMTERMS 1
-#undef WYREC
-#define WYREC 2
+#undef WY_IN_RECURRENCE
+#define WY_IN_RECURRENCE 2
 #if !PTXEVO_SANITIZED_SKIP
 #define KDA_HOST_NS wr2
 #include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef LMTERMS
-#undef ULO
+#undef U_HI_LO
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -494,14 +496,14 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 #undef FUSED
-#undef UPREC
-#undef PGRID
+#undef U0_BITS
+#undef PREPARE_CTAS
 
-// Configuration R3: WYREC 2 with the softplus gate (M's diagonal block term by term into the fp32
-// M of the fold), final state only, BV 32, WARPS 8, STAGE 1, per-thread copies (BULK 0), S and U
-// as hi + lo terms (SLO 1, ULO 1).
+// Configuration R3: WY_IN_RECURRENCE 2 with the softplus gate (M's diagonal block term by term into
+// the fp32 M of the fold), final state only, BV 32, WARPS 8, STAGE 1, per-thread copies (BULK 0), S
+// and U as hi + lo terms (STATE_HI_LO 1, U_HI_LO 1).
 #define KDA_GATE_SOFTPLUS 1
 #define HAS_INITIAL_STATE 0
 #define HAS_FINAL_STATE 1
@@ -509,22 +511,22 @@
 #define BV 32
 #define WARPS 8
 #define STAGE 1
-#define LMTC 1
+#define LM_TENSOR_CORES 1
 #define FUSED 0
-#define UPREC 16
-#define PGRID 0
-#undef SLO
-#define SLO 1
+#define U0_BITS 16
+#define PREPARE_CTAS 0
+#undef STATE_HI_LO
+#define STATE_HI_LO 1
 #undef BULK
 #define BULK 0
-#define ULO 1
+#define U_HI_LO 1
 #define LMTERMS 3
 #if !PTXEVO_SANITIZED_SKIP
 #define KDA_HOST_NS wr3
 #include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef LMTERMS
-#undef ULO
+#undef U_HI_LO
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -532,15 +534,15 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 #undef FUSED
-#undef UPREC
-#undef PGRID
-#undef WYREC
+#undef U0_BITS
+#undef PREPARE_CTAS
+#undef WY_IN_RECURRENCE
 
 // Configuration Q1: the sequence split (SEQSPLIT 4) with the softplus gate, final state only (pass
 // 1's segment 0 from zero), CHUNK 32 (out stored from the accumulators: no staging), BV 32, WARPS 8,
-// STAGE 1, per-thread copies (BULK 0), S and U as hi + lo terms (SLO 1, ULO 1).
+// STAGE 1, per-thread copies (BULK 0), S and U as hi + lo terms (STATE_HI_LO 1, U_HI_LO 1).
 #define KDA_GATE_SOFTPLUS 1
 #define HAS_INITIAL_STATE 0
 #define HAS_FINAL_STATE 1
@@ -548,17 +550,17 @@
 #define BV 32
 #define WARPS 8
 #define STAGE 1
-#define LMTC 0
+#define LM_TENSOR_CORES 0
 #define FUSED 0
-#define UPREC 16
-#define PGRID 0
-#undef SLO
-#define SLO 1
+#define U0_BITS 16
+#define PREPARE_CTAS 0
+#undef STATE_HI_LO
+#define STATE_HI_LO 1
 #undef BULK
 #define BULK 0
-#define ULO 1
+#define U_HI_LO 1
 #define LMTERMS 3
-#define WYREC 1
+#define WY_IN_RECURRENCE 1
 #undef SEQSPLIT
 #define SEQSPLIT 4
 #if !PTXEVO_SANITIZED_SKIP
@@ -566,7 +568,7 @@
 #include "kernels/tests/kda_host_instance.inc"
 #endif
 #undef LMTERMS
-#undef ULO
+#undef U_HI_LO
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -574,11 +576,11 @@
 #undef BV
 #undef WARPS
 #undef STAGE
-#undef LMTC
+#undef LM_TENSOR_CORES
 #undef FUSED
-#undef UPREC
-#undef PGRID
-#undef WYREC
+#undef U0_BITS
+#undef PREPARE_CTAS
+#undef WY_IN_RECURRENCE
 #undef SEQSPLIT
 
 #pragma GCC diagnostic pop
@@ -593,12 +595,14 @@ namespace {
 
 using namespace kda_host_test;
 
-
-Knobs split_knobs(I chunk, I bv, I warps, I stage, I lmtc, I uprec = 32, I ksplit = 1, I pf = 0, I wytc = 0,
-                  I slo = 1, I bulk = 0, I ulo = 1) {
-  return {{"CHUNK", chunk}, {"BV", bv},       {"WARPS", warps},  {"STAGE", stage},
-          {"LMTC", lmtc},   {"FUSED", I{0}}, {"UPREC", uprec}, {"KSPLIT", ksplit}, {"PF", pf}, {"WYTC", wytc}, {"SLO", slo},
-          {"MMA", std::string("sync")}, {"BULK", bulk}, {"PGRID", I{0}}, {"ULO", ulo}};
+Knobs split_knobs(I chunk, I bv, I warps, I stage, I lm_tensor_cores, I u0_bits = 32, I ksplit = 1,
+                  I prefetch_chunks = 0, I wy_tensor_cores = 0, I state_hi_lo = 1, I bulk = 0, I u_hi_lo = 1) {
+  return {{"CHUNK", chunk},       {"BV", bv},           {"WARPS", warps},
+          {"STAGE", stage},       {"LM_TENSOR_CORES", lm_tensor_cores},
+          {"FUSED", I{0}},        {"U0_BITS", u0_bits}, {"KSPLIT", ksplit},
+          {"PREFETCH_CHUNKS", prefetch_chunks},         {"WY_TENSOR_CORES", wy_tensor_cores},
+          {"STATE_HI_LO", state_hi_lo},                 {"MMA", std::string("sync")},
+          {"BULK", bulk},         {"PREPARE_CTAS", I{0}}, {"U_HI_LO", u_hi_lo}};
 }
 
 // The sequence split (SEQSPLIT > 1) on `shapes` alone, each checked to split.
@@ -616,7 +620,7 @@ TEST(KdaSplitOnHost, MainSpecDefaults) {
   // defaults' tests take them unsplit; the emulated combine makes them slow here.)
   Knobs defaults = split_knobs(16, 64, 4, 2, 1, 16, 1, 0, 0, 0, 1, 0);
   defaults["LMTERMS"] = I{1};
-  defaults["WYREC"] = I{1};
+  defaults["WY_IN_RECURRENCE"] = I{1};
   defaults["SEQSPLIT"] = I{16};
   EXPECT_EQ(KdaFwdOp::chunked_knob_defaults(), defaults);
   const auto c = KDA_SPLIT_CONFIG(wr0, OpConfig{}, KdaFwdOp::chunked_knob_defaults());
@@ -628,11 +632,11 @@ TEST(KdaSplitOnHost, MainSpecDefaults) {
   check_seq_split(c, 16, {shape(2, 300, 2, 2)});
 }
 
-// The defaults with W0 and U0 from the prepare (WYREC 0).
-TEST(KdaSplitOnHost, MainSpecDefaultsWyrec0) {
+// The defaults with W0 and U0 from the prepare (WY_IN_RECURRENCE 0).
+TEST(KdaSplitOnHost, MainSpecDefaultsWyInPrepare) {
   Knobs k = KdaFwdOp::chunked_knob_defaults();
-  k["SEQSPLIT"] = I{1};  // needs WYREC 1, PGRID 0 and MMA sync
-  k["WYREC"] = I{0};
+  k["SEQSPLIT"] = I{1};  // needs WY_IN_RECURRENCE 1, PREPARE_CTAS 0 and MMA sync
+  k["WY_IN_RECURRENCE"] = I{0};
   check_split(KDA_SPLIT_CONFIG(split0, OpConfig{}, k), {shape(4, 333, 3, 4)});
 }
 
@@ -653,40 +657,40 @@ TEST(KdaSplitOnHost, MainSpecDefaultsSingleTokenDiagonal) {
 #endif
 
 #if !PTXEVO_SANITIZED_SKIP
-TEST(KdaSplitOnHost, SoftplusChunk16Bv16UnstagedKsplit2WytcSlo0Bulk) {
+TEST(KdaSplitOnHost, SoftplusChunk16Bv16UnstagedKsplit2WyTensorCoresStateBf16Bulk) {
   check_split(KDA_SPLIT_CONFIG(split1, (OpConfig{{"gate", "softplus"}}), split_knobs(16, 16, 4, 0, 1, 32, 2, 0, 1, 0, 1)));
 }
 #endif
 
 #if !PTXEVO_SANITIZED_SKIP
-TEST(KdaSplitOnHost, InitialStateOnlyChunk64Bv128NoLmtcWytc) {
+TEST(KdaSplitOnHost, InitialStateOnlyChunk64Bv128NoLmTensorCoresWyTensorCores) {
   check_split(KDA_SPLIT_CONFIG(split2, (OpConfig{{"final_state", "false"}, {"lower_bound", "-2.5"}, {"scale", "0.125"}}),
                                split_knobs(64, 128, 4, 1, 0, 32, 1, 0, 1)),
               {shape(1, 300, 2, 1)});
 }
 #endif
 
-TEST(KdaSplitOnHost, FinalStateOnlyChunk16Bv32Ksplit4Stage3Pf4Slo0Bulk) {
+TEST(KdaSplitOnHost, FinalStateOnlyChunk16Bv32Ksplit4Stage3Prefetch4StateBf16Bulk) {
   Knobs k = split_knobs(16, 32, 8, 3, 1, 32, 4, 4, 0, 0, 1);
   k["LMTERMS"] = I{1};
   check_split(KDA_SPLIT_CONFIG(split3, (OpConfig{{"initial_state", "false"}}), k));
 }
 
 #if !PTXEVO_SANITIZED_SKIP
-TEST(KdaSplitOnHost, Fp32U0Chunk32Bv32Ksplit2Stage2Pf2WytcSlo0Ulo0) {
+TEST(KdaSplitOnHost, Fp32U0Chunk32Bv32Ksplit2Stage2Prefetch2WyTensorCoresStateBf16UBf16) {
   Knobs k = split_knobs(32, 32, 4, 2, 1, 32, 2, 2, 1, 0);
-  k["ULO"] = I{0};
+  k["U_HI_LO"] = I{0};
   check_split(KDA_SPLIT_CONFIG(split5, OpConfig{}, k));
 }
 #endif
 
 #if !PTXEVO_SANITIZED_SKIP
-TEST(KdaSplitOnHost, MainSpecDefaultsOverlappedPgrid3) {
+TEST(KdaSplitOnHost, MainSpecDefaultsOverlappedThreePrepareCtas) {
   // Three persistent prepare CTAs stride over every (slot, head) item; the recurrence's waits are
   // checked against the flags (each released chunk once a value slice, nothing else).
   Knobs k = KdaFwdOp::chunked_knob_defaults();
-  k["SEQSPLIT"] = I{1};  // needs WYREC 1, PGRID 0 and MMA sync
-  k["PGRID"] = I{3};
+  k["SEQSPLIT"] = I{1};  // needs WY_IN_RECURRENCE 1, PREPARE_CTAS 0 and MMA sync
+  k["PREPARE_CTAS"] = I{3};
   k["STAGE"] = I{1};
   k["LMTERMS"] = I{2};
   check_split(KDA_SPLIT_CONFIG(ov0, OpConfig{}, k), {shape(4, 333, 3, 4)});
@@ -696,20 +700,20 @@ TEST(KdaSplitOnHost, MainSpecDefaultsOverlappedPgrid3) {
 #if !PTXEVO_SANITIZED_SKIP
 TEST(KdaSplitOnHost, MainSpecDefaultsWgmmaBulk) {
   Knobs k = KdaFwdOp::chunked_knob_defaults();
-  k["SEQSPLIT"] = I{1};  // needs WYREC 1, PGRID 0 and MMA sync
+  k["SEQSPLIT"] = I{1};  // needs WY_IN_RECURRENCE 1, PREPARE_CTAS 0 and MMA sync
   k["MMA"] = std::string("wgmma");
   k["BULK"] = I{1};
   k["LMTERMS"] = I{3};
-  k["WYREC"] = I{0};
+  k["WY_IN_RECURRENCE"] = I{0};
   check_split(KDA_SPLIT_CONFIG(wg0, OpConfig{}, k), {shape(4, 333, 3, 4)});
 }
 #endif
 
 #if !PTXEVO_SANITIZED_SKIP
-TEST(KdaSplitOnHost, WgmmaSoftplusInitialStateOnlyChunk32Bv128Ulo0) {
+TEST(KdaSplitOnHost, WgmmaSoftplusInitialStateOnlyChunk32Bv128UBf16) {
   Knobs k = split_knobs(32, 128, 8, 1, 0, 32, 1, 0, 0, 0);
   k["MMA"] = std::string("wgmma");
-  k["ULO"] = I{0};
+  k["U_HI_LO"] = I{0};
   check_split(KDA_SPLIT_CONFIG(wg1, (OpConfig{{"gate", "softplus"}, {"final_state", "false"}}), k));
 }
 #endif
@@ -718,7 +722,7 @@ TEST(KdaSplitOnHost, WgmmaSoftplusInitialStateOnlyChunk32Bv128Ulo0) {
 // The sequence split at CHUNK 32, down to 4 segments of one chunk (one head of 100 tokens).
 TEST(KdaSplitOnHost, SequenceSplit4SoftplusFinalStateOnlyChunk32Bv32Unbulked) {
   Knobs k = split_knobs(32, 32, 8, 1, 0, 16, 1, 0, 0, 1, 0);
-  k["WYREC"] = I{1};
+  k["WY_IN_RECURRENCE"] = I{1};
   k["SEQSPLIT"] = I{4};
   check_seq_split(KDA_SPLIT_CONFIG(ss1, (OpConfig{{"gate", "softplus"}, {"initial_state", "false"}}), k), 4,
                   {shape(1, 100, 1, 1), shape(2, 160, 2, 2)});
@@ -726,10 +730,10 @@ TEST(KdaSplitOnHost, SequenceSplit4SoftplusFinalStateOnlyChunk32Bv32Unbulked) {
 #endif
 
 #if !PTXEVO_SANITIZED_SKIP
-TEST(KdaSplitOnHost, MainSpecDefaultsWyrec2) {
+TEST(KdaSplitOnHost, MainSpecDefaultsWyFolded) {
   Knobs k = KdaFwdOp::chunked_knob_defaults();
-  k["SEQSPLIT"] = I{1};  // needs WYREC 1, PGRID 0 and MMA sync
-  k["WYREC"] = I{2};
+  k["SEQSPLIT"] = I{1};  // needs WY_IN_RECURRENCE 1, PREPARE_CTAS 0 and MMA sync
+  k["WY_IN_RECURRENCE"] = I{2};
   const auto c = KDA_SPLIT_CONFIG(wr2, OpConfig{}, k);
   check_split(c, {shape(4, 333, 3, 4)});
   double worst = 0;  // T = 1: out = M2_00 v, with M's exact diagonal folded
@@ -741,21 +745,21 @@ TEST(KdaSplitOnHost, MainSpecDefaultsWyrec2) {
   EXPECT_LT(worst, 5e-3);
 }
 
-TEST(KdaSplitOnHost, Wyrec2SoftplusFinalStateOnlyBv32EightWarpsUnbulked) {
+TEST(KdaSplitOnHost, WyFoldedSoftplusFinalStateOnlyBv32EightWarpsUnbulked) {
   Knobs k = split_knobs(16, 32, 8, 1, 1, 16, 1, 0, 0, 1, 0, 1);
-  k["WYREC"] = I{2};
+  k["WY_IN_RECURRENCE"] = I{2};
   check_split(KDA_SPLIT_CONFIG(wr3, (OpConfig{{"gate", "softplus"}, {"initial_state", "false"}}), k));
 }
 
-TEST(KdaSplitOnHost, WyrecSoftplusFinalStateOnlyChunk32Bv32Pf2) {
+TEST(KdaSplitOnHost, WyInRecurrenceSoftplusFinalStateOnlyChunk32Bv32Prefetch2) {
   Knobs k = split_knobs(32, 32, 8, 1, 0, 16, 1, 2, 0, 1, 0, 1);
-  k["WYREC"] = I{1};
+  k["WY_IN_RECURRENCE"] = I{1};
   check_split(KDA_SPLIT_CONFIG(wr1, (OpConfig{{"gate", "softplus"}, {"initial_state", "false"}}), k));
 }
 #endif
 
 #if !PTXEVO_SANITIZED_SKIP
-TEST(KdaSplitOnHost, SoftplusNoStatesChunk64Bv32Wytc) {
+TEST(KdaSplitOnHost, SoftplusNoStatesChunk64Bv32WyTensorCores) {
   check_split(KDA_SPLIT_CONFIG(split4, (OpConfig{{"gate", "softplus"}, {"initial_state", "false"}, {"final_state", "false"}}),
                                split_knobs(64, 32, 8, 0, 0, 32, 1, 0, 1)));
 }

@@ -2,6 +2,8 @@
 
 #include "search/genome.hpp"
 #include "search/population.hpp"
+#include "search/replay.hpp"
+#include "campaign_fixture.hpp"
 
 namespace ptxevo::search {
 namespace {
@@ -32,6 +34,53 @@ TEST(Genome, MalformedJsonNamesTheField) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("pass"), std::string::npos);
   }
+}
+
+// The test op with its knob BLOCK once called B.
+class RenamedScaleOp : public testing::ScaleOp {
+ public:
+  evaluator::KnobAliases knob_aliases() const override { return {{"B", "BLOCK"}}; }
+};
+
+TEST(Genome, ReadBackUnderTheOpsCurrentKnobNames) {
+  const RenamedScaleOp op;
+  const auto j = nlohmann::json::parse(R"({"seed": "s", "knobs": {"B": 128, "UNROLL": 2}, "edits": []})");
+  const evaluator::Knobs current = {{"BLOCK", std::int64_t{128}}, {"UNROLL", std::int64_t{2}}};
+  EXPECT_EQ(genome_from_json(j, op).knobs, current);
+  EXPECT_EQ(genome_from_json(j).knobs.count("B"), 1u);  // without the op: as recorded
+  EXPECT_THROW(genome_from_json(nlohmann::json::parse(R"({"seed": "s", "knobs": {"B": 1, "BLOCK": 2}})"), op),
+               std::invalid_argument);
+}
+
+// A replay record written under an old knob name answers for the genome with the current name.
+TEST(Replay, RecordsUnderOldKnobNamesAnswerForTheCurrentOnes) {
+  const RenamedScaleOp op;
+  Genome old, current, other;
+  old.seed = current.seed = other.seed = "s";
+  old.knobs = {{"B", std::int64_t{128}}};
+  current.knobs = {{"BLOCK", std::int64_t{128}}};
+  other.knobs = {{"UNROLL", std::int64_t{4}}};
+  ReplayData d;
+  for (const Genome* g : {&old, &other}) {
+    ReplayRecord r;
+    r.genome_hash = g->hash();
+    r.genome = g->to_json();
+    r.ptx_hash = g->seed + g->describe();
+    d.records[r.genome_hash] = r;
+  }
+  ReplayRecord stray;  // keyed by another hash than its genome's: it answers for that key only
+  stray.genome_hash = "x";
+  stray.genome = old.to_json();
+  d.records["x"] = stray;
+  canonicalize_replay(d, op);
+  EXPECT_EQ(d.records.size(), 3u);
+  EXPECT_EQ(d.records.count(old.hash()), 0u);
+  ASSERT_EQ(d.records.count(current.hash()), 1u);
+  EXPECT_EQ(d.records.at(current.hash()).genome, current.to_json());
+  EXPECT_EQ(d.records.at(current.hash()).genome_hash, current.hash());
+  EXPECT_EQ(d.records.at(current.hash()).ptx_hash, "sB=128");
+  EXPECT_EQ(d.records.count(other.hash()), 1u);
+  EXPECT_EQ(d.records.count("x"), 1u);
 }
 
 Member m(std::int64_t id, double f, double spread = 0.005) {

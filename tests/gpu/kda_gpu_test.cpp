@@ -186,9 +186,10 @@ class KdaGpu : public ::testing::Test {
     // kernels/tests/kda_chunked_emulation_test.cpp's model of this blocking stays below 5e-3 on
     // every spec shape with its seeds; on the H200 fresh inputs have put the worst shape at 4.96e-3
     // and 5.02e-3 (T = 241, N = 7, no states), 5.81e-3 (the same shape, softplus gate) and
-    // 6.005e-3 (T = 2, N = 2: 1,024 outputs; CHUNK 64, WYTC 1, a kernel unchanged since it measured
-    // below 5.3e-3), bench/results/2026-12-01-h200-kda-gate-a2954e6: so 7e-3 here, a regression
-    // alarm short of the op's gate (1e-2) that input noise on the smallest shapes does not trip.
+    // 6.005e-3 (T = 2, N = 2: 1,024 outputs; CHUNK 64, WY_TENSOR_CORES 1, a kernel unchanged since
+    // it measured below 5.3e-3), bench/results/2026-12-01-h200-kda-gate-a2954e6: so 7e-3 here, a
+    // regression alarm short of the op's gate (1e-2) that input noise on the smallest shapes does
+    // not trip.
     EXPECT_GT(worst_out, 0.0) << label;
     EXPECT_LT(worst_out, 7e-3) << label;
     EXPECT_LT(worst_state, 7e-3) << label;
@@ -245,7 +246,9 @@ TEST_F(KdaGpu, ChunkedSplitPassesTheGateOnACoveringSetOfKnobs) {
     gate_chunked("kda_fwd.spec", 0, k, label, false);
     ++gated;
   }
-  EXPECT_EQ(gated, 33);  // 24 mma.sync, 3 wgmma, 1 PGRID, 3 WYREC 1 (the defaults, SEQSPLIT 16, among them), 1 WYREC 2, SEQSPLIT 4
+  // 24 mma.sync, 3 wgmma, 1 PREPARE_CTAS, 3 WY_IN_RECURRENCE 1 (the defaults, SEQSPLIT 16, among
+  // them), 1 WY_IN_RECURRENCE 2, SEQSPLIT 4.
+  EXPECT_EQ(gated, 33);
 }
 
 // The defaults split the sequences of the correctness and held-out shapes (few chains: most of them,
@@ -268,8 +271,8 @@ TEST_F(KdaGpu, ChunkedSplitWithWgmmaPassesTheGate) {
   Knobs k = kernels::KdaFwdOp::chunked_knob_defaults();
   k["MMA"] = std::string("wgmma");
   k["LMTERMS"] = std::int64_t{3};  // the one-pass prepare's single-term products are mma.sync only
-  k["WYREC"] = std::int64_t{0};    // and so is U = T' (V - Kd S) in the recurrence
-  k["SEQSPLIT"] = std::int64_t{1};  // (the sequence split needs WYREC 1)
+  k["WY_IN_RECURRENCE"] = std::int64_t{0};    // and so is U = T' (V - Kd S) in the recurrence
+  k["SEQSPLIT"] = std::int64_t{1};  // (the sequence split needs WY_IN_RECURRENCE 1)
   gate_chunked("kda_fwd.spec", -1, k, "chunked wgmma kda_fwd.spec");
   gate_chunked("kda_fwd_softplus.spec", 1, k, "chunked wgmma kda_fwd_softplus.spec");
   gate_chunked("kda_fwd_no_state.spec", 1, k, "chunked wgmma kda_fwd_no_state.spec");

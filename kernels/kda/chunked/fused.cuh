@@ -182,10 +182,10 @@ __device__ __forceinline__ void kda_chunked_body(const Args& a) {
       sKrT[d * kPadC + r] = bf16_bits(kk * ex2(gt - gi));
     }
 #if KDA_LM_TC
-    // 3b (tensor cores, LMTC). Warp w < 4 takes channels [32 w, 32 w + 32) of every entry of L and
-    // M: its lane holds rows g8 and g8 + 8 at channels 2 t4 (+1, +8, +9) of each k step, which are
-    // also the (channel, j) pairs of its B fragments for the n tiles j < 8 and j >= 8, so y = 1 / x
-    // of the same elements. Partial sums go to the S^T area (free until 3c).
+    // 3b (tensor cores, LM_TENSOR_CORES). Warp w < 4 takes channels [32 w, 32 w + 32) of every
+    // entry of L and M: its lane holds rows g8 and g8 + 8 at channels 2 t4 (+1, +8, +9) of each k
+    // step, which are also the (channel, j) pairs of its B fragments for the n tiles j < 8 and
+    // j >= 8, so y = 1 / x of the same elements. Partial sums go to the S^T area (free until 3c).
     {
       float* part = reinterpret_cast<float*>(smem + kOffShi);  // [4][2][16][16]
       if (warp < 4) {

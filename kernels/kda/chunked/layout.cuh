@@ -33,7 +33,7 @@ static_assert(kC == 16 || kC == 32 || kC == 64, "CHUNK: 16, 32 or 64");
 static_assert(kBv == 16 || kBv == 32 || kBv == 64 || kBv == 128, "BV: 16, 32, 64 or 128");
 static_assert(kWarps == 4 || kWarps == 8, "WARPS: 4 or 8");
 static_assert(STAGE == 0 || STAGE == 1, "STAGE: 0 or 1");
-static_assert(LMTC == 0 || LMTC == 1, "LMTC: 0 or 1");
+static_assert(LM_TENSOR_CORES == 0 || LM_TENSOR_CORES == 1, "LM_TENSOR_CORES: 0 or 1");
 
 // Dynamic shared memory, in bytes from the base (every offset a multiple of 16). Region A holds
 // the fp32 pre-processed chunk (steps 1-3); region B (steps 4-6) reuses it.
@@ -64,8 +64,10 @@ enum : int {
   kSmemBytes = STAGE ? kOffRv + kC * kBv * 2 : kOffRq,
 };
 static_assert(kRegionB <= kRegionA, "region B must fit in region A");
-// LMTC's partial L and M sums (4 channel quarters x 2 x 16 x 16 fp32) use the S^T area before 3c.
-static_assert(!KDA_LM_TC || 4 * 2 * 16 * 16 * 4 <= 2 * kBv * kPadK * 2, "LMTC scratch must fit the S^T area");
+// The tensor-core L and M's partial sums (LM_TENSOR_CORES; 4 channel quarters x 2 x 16 x 16 fp32)
+// use the S^T area before 3c.
+static_assert(!KDA_LM_TC || 4 * 2 * 16 * 16 * 4 <= 2 * kBv * kPadK * 2,
+              "LM_TENSOR_CORES scratch must fit the S^T area");
 static_assert(kSmemBytes <= 232448, "at most 227 KB of shared memory per CTA");
 
 #else
@@ -97,16 +99,17 @@ enum : int {
   kWsKrT = kWsW + kC * kD * 2,     // bf16 [K][C]  Kr^T = (k 2^(Gtot - G))^T
   kWsMhi = kWsKrT + kD * kC * 2,   // bf16 [C][C]  M (zero above the diagonal), high term
   kWsMlo = kWsMhi + kC * kC * 2,   // bf16 [C][C]  M - high term
-  // WYREC 1 and 2: kWsW holds -Kd = -k 2^G instead of W0, and there is no U0^T; WYREC 1: T' =
-  // (I + L)^-1 diag(beta) follows M (hi + lo, zero above the diagonal, fragment order as M);
-  // WYREC 2: kWsKrT holds (T'^T Kr)^T and kWsMhi / kWsMlo M T' (T' folded in).
-  kWsThi = kWsMlo + kC * kC * 2,   // bf16 [C][C]  T' (WYREC 1), high term
+  // WY_IN_RECURRENCE 1 and 2: kWsW holds -Kd = -k 2^G instead of W0, and there is no U0^T;
+  // WY_IN_RECURRENCE 1: T' = (I + L)^-1 diag(beta) follows M (hi + lo, zero above the diagonal,
+  // fragment order as M); WY_IN_RECURRENCE 2: kWsKrT holds (T'^T Kr)^T and kWsMhi / kWsMlo
+  // M T' (T' folded in).
+  kWsThi = kWsMlo + kC * kC * 2,   // bf16 [C][C]  T' (WY_IN_RECURRENCE 1), high term
   kWsTlo = kWsThi + kC * kC * 2,   // bf16 [C][C]  T' - high term
-  kWsDec = WYREC == 1 ? kWsTlo + kC * kC * 2 : kWsMlo + kC * kC * 2,  // fp32 [K]     2^Gtot
-  kUBytes = UPREC / 8,             // U0^T elements: fp32 (UPREC 32) or bf16 (UPREC 16)
+  kWsDec = WY_IN_RECURRENCE == 1 ? kWsTlo + kC * kC * 2 : kWsMlo + kC * kC * 2,  // fp32 [K]     2^Gtot
+  kUBytes = U0_BITS / 8,           // U0^T elements: fp32 (U0_BITS 32) or bf16 (U0_BITS 16)
   kWsU = kWsDec + kD * 4,          // [V][C]  U0^T = ((I + L)^-1 diag(beta) V)^T
-  kWsChunkBytes = kWsU + (WYREC ? 0 : kD * kC * kUBytes),
-  kWyrec = WYREC,
+  kWsChunkBytes = kWsU + (WY_IN_RECURRENCE ? 0 : kD * kC * kUBytes),
+  kWyInRecurrence = WY_IN_RECURRENCE,
   // Prepare shared memory (bytes).
   kPOffQ = 0,                                    // fp32 [C][kLd] scale q / |q|
   kPOffK = kPOffQ + (KDA_Q_REGS ? 0 : ((kC * kLd * 4 + 15) / 16) * 16),  // fp32 [C][kLd] k / |k|
@@ -120,16 +123,18 @@ enum : int {
   kPOffYh = kPOffQl + 16 * kPadF * 2,            // bf16 [C][kPadF] right factors
   kPOffYl = kPOffYh + kC * kPadF * 2,
   kPOffV = kPOffYl + kC * kPadF * 2,             // bf16 [C][K] raw v rows (step 5), copied in step 0
-  // WYREC 2 (step 5): M and T' in fp32 and T' as hi + lo bf16 [C][kLdT] after the factor area,
-  // where v's rows were (the recurrence reads v).
+  // WY_IN_RECURRENCE 2 (step 5): M and T' in fp32 and T' as hi + lo bf16 [C][kLdT] after the factor
+  // area, where v's rows were (the recurrence reads v).
   kPOffMf = kPOffV,
   kPOffTf = kPOffMf + kC * kC * 4,
   kPOffFTh = kPOffTf + kC * kC * 4,
   kPOffFTl = kPOffFTh + kC * (kC + 8) * 2,
-  kPSmemBytes = kPOffV + (WYREC == 1 ? 0 : WYREC == 2 ? 2 * kC * kC * 4 + 2 * kC * (kC + 8) * 2 : kC * kD * 2),
-  // WYTC = 1, step 5: T' = (I + L)^-1 diag(beta) as hi + lo bf16 [C][kLdT] over q's rows (dead
-  // after step 4), Kd^T as hi + lo bf16 [K][kLdKd] over the factor area (free after step 4). The
-  // pads keep the fragment loads conflict-free.
+  kPSmemBytes = kPOffV + (WY_IN_RECURRENCE == 1   ? 0
+                          : WY_IN_RECURRENCE == 2 ? 2 * kC * kC * 4 + 2 * kC * (kC + 8) * 2
+                                                  : kC * kD * 2),
+  // WY_TENSOR_CORES = 1, step 5: T' = (I + L)^-1 diag(beta) as hi + lo bf16 [C][kLdT] over q's rows
+  // (dead after step 4), Kd^T as hi + lo bf16 [K][kLdKd] over the factor area (free after step 4).
+  // The pads keep the fragment loads conflict-free.
   kLdT = kC + 8,
   kLdKd = kC + 8,
   kPOffTh = kPOffQ,
@@ -155,15 +160,16 @@ enum : int {
   kROffMlo = kWsMlo,
   kROffDec = kWsDec,
   kROffU = kWsU,
-  // WYREC: in U0^T's place the slice's C rows of v (bf16, BV values a row padded by 16 bytes, so
-  // that ldmatrix's eight rows of a phase hit distinct banks), copied from the input by cp.async.
+  // WY_IN_RECURRENCE: in U0^T's place the slice's C rows of v (bf16, BV values a row padded by 16
+  // bytes, so that ldmatrix's eight rows of a phase hit distinct banks), copied from the input by
+  // cp.async.
   kVRow = kBv * 2 + 16,
   kROffV = kWsU,
-  kRStageBytes = kWsU + (WYREC ? kC * kVRow : kBv * kC * kUBytes),
+  kRStageBytes = kWsU + (WY_IN_RECURRENCE ? kC * kVRow : kBv * kC * kUBytes),
   kRBuffers = STAGE + 1,           // chunks in flight: STAGE ahead of the one computed
   kRSmemBytes = kRBuffers * kRStageBytes,
   kSegShared = kWsU / 16,             // 16-byte segments of Qd .. 2^Gtot
-  kSegU = WYREC ? 0 : kBv * kC * kUBytes / 16,  // and of the slice's U0^T rows
+  kSegU = WY_IN_RECURRENCE ? 0 : kBv * kC * kUBytes / 16,  // and of the slice's U0^T rows
   // KSPLIT > 1: each warp's partial W^T and Qs^T (2 x C / 8 tiles of 4 floats a lane), two
   // buffers by chunk parity, after the stage buffers.
   kXFloats = 2 * (kC / 8) * 4,
@@ -187,22 +193,26 @@ static_assert(kC == 16 || kC == 32 || kC == 64, "CHUNK: 16, 32 or 64");
 static_assert(kBv == 16 || kBv == 32 || kBv == 64 || kBv == 128, "BV: 16, 32, 64 or 128");
 static_assert(WARPS == 4 || WARPS == 8, "WARPS: 4 or 8");
 static_assert(STAGE >= 0 && STAGE <= 3, "STAGE: 0 to 3 (the recurrence's chunks in flight ahead)");
-static_assert(PF == 0 || PF == 2 || PF == 4 || PF == 8, "PF: 0, 2, 4 or 8");
-static_assert(LMTC == 0 || LMTC == 1, "LMTC: 0 or 1");
-static_assert(UPREC == 16 || UPREC == 32, "UPREC: 16 or 32");
+static_assert(PREFETCH_CHUNKS == 0 || PREFETCH_CHUNKS == 2 || PREFETCH_CHUNKS == 4 || PREFETCH_CHUNKS == 8,
+              "PREFETCH_CHUNKS: 0, 2, 4 or 8");
+static_assert(LM_TENSOR_CORES == 0 || LM_TENSOR_CORES == 1, "LM_TENSOR_CORES: 0 or 1");
+static_assert(U0_BITS == 16 || U0_BITS == 32, "U0_BITS: 16 or 32");
 static_assert(KSPLIT == 1 || KSPLIT == 2 || KSPLIT == 4, "KSPLIT: 1, 2 or 4");
-static_assert(WYTC == 0 || WYTC == 1, "WYTC: 0 or 1");
-static_assert(SLO == 0 || SLO == 1, "SLO: 0 or 1");
+static_assert(WY_TENSOR_CORES == 0 || WY_TENSOR_CORES == 1, "WY_TENSOR_CORES: 0 or 1");
+static_assert(STATE_HI_LO == 0 || STATE_HI_LO == 1, "STATE_HI_LO: 0 or 1");
 static_assert(BULK == 0 || BULK == 1, "BULK: 0 or 1");
-static_assert(ULO == 0 || ULO == 1, "ULO: 0 or 1");
-static_assert(PGRID == 0 || BULK == 1, "PGRID > 0 needs BULK = 1 (the one issuing thread waits on each chunk's flag)");
+static_assert(U_HI_LO == 0 || U_HI_LO == 1, "U_HI_LO: 0 or 1");
+static_assert(PREPARE_CTAS == 0 || BULK == 1,
+              "PREPARE_CTAS > 0 needs BULK = 1 (the one issuing thread waits on each chunk's flag)");
 static_assert(kRBuffers * 8 <= 32, "BULK: the mbarriers' reserved bytes");
 static_assert(kPSmemBytes <= 232448 && kRSmemTotal <= 232448, "at most 227 KB of shared memory per CTA");
 static_assert(3 * kC * kD * 2 <= kPOffV - kPOffXh, "the prepare's raw q, k, g rows must fit the factor area");
 static_assert((kC * 64) % kPThreads == 0 && (16 * kD / 2) % kPThreads == 0 && kPThreads % 64 == 0,
               "the prepare's unrolled loops");
-static_assert(!WYTC || 2 * kC * kLdT * 2 <= kPOffK - kPOffQ, "WYTC: T's two terms must fit q's rows");
-static_assert((8 * kNb) % kPWarps == 0, "WYTC: whole W0 jobs a warp");
-static_assert(kPOffKdl + kD * kLdKd * 2 <= kPOffV, "WYTC: Kd^T's two terms must fit the factor area");
-static_assert(!KDA_WY_FOLD || kPOffKdl + kD * kLdKd * 2 <= kPOffV, "WYREC 2: Kr^T's two terms must fit the factor area");
+static_assert(!WY_TENSOR_CORES || 2 * kC * kLdT * 2 <= kPOffK - kPOffQ,
+              "WY_TENSOR_CORES: T's two terms must fit q's rows");
+static_assert((8 * kNb) % kPWarps == 0, "WY_TENSOR_CORES: whole W0 jobs a warp");
+static_assert(kPOffKdl + kD * kLdKd * 2 <= kPOffV, "WY_TENSOR_CORES: Kd^T's two terms must fit the factor area");
+static_assert(!KDA_WY_FOLD || kPOffKdl + kD * kLdKd * 2 <= kPOffV,
+              "WY_IN_RECURRENCE 2: Kr^T's two terms must fit the factor area");
 #endif  // FUSED

@@ -1,13 +1,13 @@
 // A part of kernels/kda/kda_fwd_chunked.cu, expanded into it where it is included (inside
 // namespace kda_chunked, after the knobs and the parts before it); not a header of its own.
-// kda_fwd_prepare (FUSED = 0) and kda_fwd_flags_reset (PGRID > 0): per (chunk, head), everything
-// that does not depend on the state, written to the workspace.
+// kda_fwd_prepare (FUSED = 0) and kda_fwd_flags_reset (PREPARE_CTAS > 0): per (chunk, head),
+// everything that does not depend on the state, written to the workspace.
 
-#define KDA_SPLIT_FACTOR_DIAG (LMTC && !KDA_GATE_SOFTPLUS)
+#define KDA_SPLIT_FACTOR_DIAG (LM_TENSOR_CORES && !KDA_GATE_SOFTPLUS)
 #define KDA_ONE_PASS (CHUNK == 16 && KDA_SPLIT_FACTOR_DIAG)
 // WY by substitution with both of a thread's columns in one pass (CHUNK 16, one Kd and one V
 // column a thread).
-#define KDA_WY_PAIRED (CHUNK == 16 && WARPS == 4 && !WYTC && !WYREC)
+#define KDA_WY_PAIRED (CHUNK == 16 && WARPS == 4 && !WY_TENSOR_CORES && !WY_IN_RECURRENCE)
 // Kr^T written by the cumsum step (CHUNK 16 in swzf's fragment order: 16 G values a thread).
 #define KDA_KRT_IN_CUMSUM (CHUNK == 16 && !KDA_WGMMA)
 // The paired substitution's right-hand side beta Kd = beta k 2^G written over k's fp32 rows by the
@@ -26,9 +26,9 @@
 // kda_fwd_prepare's work for one (chunk slot x, head h): everything of the chunk that does not
 // depend on the state, written to the workspace (layout kWs*); false for a slot no chunk uses
 // (then `release` is not released).
-// PGRID: thread 0 releases `release` (the previous item's flag, or null) once this item's loads
-// are in flight: a release waits for the CTA's earlier stores to complete, which right after them
-// stalled the whole CTA (the next barrier waits for thread 0).
+// PREPARE_CTAS: thread 0 releases `release` (the previous item's flag, or null) once this item's
+// loads are in flight: a release waits for the CTA's earlier stores to complete, which right after
+// them stalled the whole CTA (the next barrier waits for thread 0).
 __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* __restrict__ ws, int nseq, long long x,
                                                  int h, unsigned int* release) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -84,7 +84,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
   // instructions a chunk, measured on the H200).
 #if KDA_DIRECT_QKG
   static_assert(kPThreads == 128, "direct q, k, g loads: four warps");
-  if (!WYREC) {  // WYREC: the recurrence reads v
+  if (!WY_IN_RECURRENCE) {  // WY_IN_RECURRENCE: the recurrence reads v
     const int seg = tid & 15, tt0 = tid >> 4;  // eight tokens of v a round
     const __nv_bfloat16* src = a.v + ((t0 + tt0) * a.H + h) * (long long)kD + seg * 8;
     const long long src_step = 8LL * a.H * kD;
@@ -121,10 +121,10 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     const SmemAddr sdst = smem_at(dst);
 #pragma unroll
     for (int it = 0; it < kC / kTokStep; ++it) {
-      if (tt0 + it * kTokStep < count && !(WYREC && which == 3)) {
+      if (tt0 + it * kTokStep < count && !(WY_IN_RECURRENCE && which == 3)) {
         cp_async16_at(sdst + it * kTokStep * kD * 2, src + it * src_step);
       }
-#if WYTC
+#if WY_TENSOR_CORES
       // Step 5's products read every v row: padding rows must be zeros, not stale shared memory
       // (their weights are 0, but 0 x NaN is NaN).
       else if (which == 3) {
@@ -149,7 +149,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
   for (int e = 0; e < 4; ++e) dtc[e] = dtb[e] * gc;
 #endif
   const float beta_logit = tid < count ? load_bf16(a.beta + (t0 + tid) * a.H + h) : 0.f;
-#if PGRID
+#if PREPARE_CTAS
   if (release != nullptr && tid == 0) flag_release(release);
 #else
   (void)release;
@@ -302,7 +302,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
       pG[i * kLd + d] = gsum;
     }
     reinterpret_cast<float*>(wsc + kWsDec)[d] = ex2(gsum);
-#if KDA_WY_FOLD  // WYREC 2: Kr2^T = Kr^T T' in step 5
+#if KDA_WY_FOLD  // WY_IN_RECURRENCE 2: Kr2^T = Kr^T T' in step 5
     (void)wKrT;
     (void)gv;
 #else
@@ -330,11 +330,11 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
   }
 #endif
   __syncthreads();
-  // 3. Qd = q 2^G (scale folded into q) and Kr^T = (k 2^(Gtot - G))^T, bf16 pairs (WYREC: and
-  // -Kd = -k 2^G, in W0's place: the recurrence's accumulators start at V^T and end at U'^T with
-  // no negation on its chain).
+  // 3. Qd = q 2^G (scale folded into q) and Kr^T = (k 2^(Gtot - G))^T, bf16 pairs
+  // (WY_IN_RECURRENCE: and -Kd = -k 2^G, in W0's place: the recurrence's accumulators start at V^T
+  // and end at U'^T with no negation on its chain).
   unsigned short* wQd = reinterpret_cast<unsigned short*>(wsc + kWsQd);
-#if WYREC
+#if WY_IN_RECURRENCE
   unsigned short* wKd = reinterpret_cast<unsigned short*>(wsc + kWsW);
 #endif
 #if !KDA_ONE_PASS
@@ -353,7 +353,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     const float2 gg = *reinterpret_cast<const float2*>(pG + r * kLd + d);
     const float e0 = ex2(gg.x), e1 = ex2(gg.y);
     *reinterpret_cast<unsigned int*>(wQd + wsb(r, d, kD)) = pack_bf16x2(qq.x * e0, qq.y * e1);
-#if WYREC
+#if WY_IN_RECURRENCE
     const float2 kk = *reinterpret_cast<const float2*>(pK + r * kLd + d);
     *reinterpret_cast<unsigned int*>(wKd + wsb(r, d, kD)) = pack_bf16x2(-kk.x * e0, -kk.y * e1);  // -Kd
 #endif
@@ -437,7 +437,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
         const float br = pBeta[r];
         *reinterpret_cast<float2*>(pK + r * kLd + d) = make_float2(br * kk.x * e0, br * kk.y * e1);
 #endif
-#if WYREC
+#if WY_IN_RECURRENCE
         *reinterpret_cast<unsigned int*>(wKd + wsb(r, d, kD)) = pack_bf16x2(-kk.x * e0, -kk.y * e1);  // -Kd
 #endif
         const float f0 = ex2(gg.x - gp.x), f1 = ex2(gg.y - gp.y);
@@ -480,9 +480,10 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
   // i of block I and columns j of an earlier block, 2^(G_i - G_j) = 2^(G_i - G_p) 2^(G_p - G_j)
   // with the pivot p = I's first token: both factors <= 1 for any gate, so the dot products run on
   // tensor cores (factors as hi + lo bf16 terms, hi hi + hi lo + lo hi) without overflow. The
-  // diagonal block: with KDA_SPLIT_FACTOR_DIAG (lower-bound gate, LMTC = 1) the same with the
-  // pivot p = I's token 7 (the gate bounds a token's decay to 5 nats, so both factors stay within
-  // 2^58, as in the fused kernel's LMTC); otherwise term by term with one ex2 each.
+  // diagonal block: with KDA_SPLIT_FACTOR_DIAG (lower-bound gate, LM_TENSOR_CORES = 1) the same
+  // with the pivot p = I's token 7 (the gate bounds a token's decay to 5 nats, so both factors stay
+  // within 2^58, as in the fused kernel's tensor-core L and M); otherwise term by term with one
+  // ex2 each.
   unsigned short* wMhi = reinterpret_cast<unsigned short*>(wsc + kWsMhi);
   unsigned short* wMlo = reinterpret_cast<unsigned short*>(wsc + kWsMlo);
   for (int idx = tid; idx < kC * kC; idx += kPThreads)
@@ -638,7 +639,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     }
   }
   return true;
-#elif WYREC
+#elif WY_IN_RECURRENCE
   // 5. T' = (I + L)^-1 diag(beta) (C x C) by forward substitution, one thread a column of the
   // identity, as hi + lo bf16 in M's fragment order; the recurrence applies it to V - Kd S.
   if (tid < kC) {
@@ -659,7 +660,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
   // 5. The WY form: [W0 | U0] = (I + L)^-1 diag(beta) [Kd | V].
   unsigned short* wW = reinterpret_cast<unsigned short*>(wsc + kWsW);
   unsigned char* wU = wsc + kWsU;
-#if WYTC
+#if WY_TENSOR_CORES
   // On tensor cores (as FLA's solve_tril + bf16 GEMMs): T' = (I + L)^-1 diag(beta) once (C x C,
   // fp32 forward substitution, one thread per column of the identity), then W0 = T' Kd and
   // U0^T = V^T T'^T by mma.sync with T' and Kd as hi + lo bf16 terms (V is bf16 already), so the
@@ -766,7 +767,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
         for (int hr = 0; hr < 2; ++hr) {
           const int col = cb * 16 + g8 + hr * 8, tok = tb * 16 + n * 8 + 2 * t4;
           const float u0 = c0[n][2 * hr] + c1[n][2 * hr], u1 = c0[n][2 * hr + 1] + c1[n][2 * hr + 1];
-#if UPREC == 32
+#if U0_BITS == 32
           *reinterpret_cast<float2*>(reinterpret_cast<float*>(wU) + swz(col, tok, kC, 4)) = make_float2(u0, u1);
 #else
           *reinterpret_cast<unsigned int*>(reinterpret_cast<unsigned short*>(wU) + swz(col, tok, kC, 8)) =
@@ -783,7 +784,7 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     for (int i = 0; i < kC; ++i) wW[wsb(i, col, kD)] = bf16_bits(xv[i]);
   };
   auto store_u = [&](int vc, const float (&xv)[kC]) {
-#if UPREC == 32
+#if U0_BITS == 32
     float* dst = reinterpret_cast<float*>(wU);
 #pragma unroll
     for (int i = 0; i < kC; i += 4) {
@@ -842,12 +843,12 @@ __device__ __forceinline__ bool kda_prepare_item(const Args& a, unsigned char* _
     else store_u(col - kD, xv);
   }
 #endif
-#endif  // WYTC
+#endif  // WY_TENSOR_CORES
   return true;
-#endif  // WYREC
+#endif  // WY_IN_RECURRENCE
 }
 
-// The flags of PGRID > 0, one word a (head, chunk slot), after the workspace's chunks.
+// The flags of PREPARE_CTAS > 0, one word a (head, chunk slot), after the workspace's chunks.
 __device__ __forceinline__ unsigned int* ws_flags(const Args& a, const unsigned char* ws, int nseq) {
   return reinterpret_cast<unsigned int*>(const_cast<unsigned char*>(ws) + (long long)a.H * ws_slots(a, nseq) * kWsChunkBytes);
 }
@@ -868,11 +869,11 @@ __device__ __forceinline__ void seg_chunks(int nch, int nseg, int seg, int& c0, 
   c1 = c0 + per < nch ? c0 + per : nch;
 }
 
-// kda_fwd_prepare. PGRID = 0: one CTA per (chunk slot, head). PGRID > 0: persistent CTAs taking
-// (slot, head) items in slot-major order (the order the recurrence's chains consume them), each
-// chunk released to the recurrence by its flag once the whole CTA has written it.
+// kda_fwd_prepare. PREPARE_CTAS = 0: one CTA per (chunk slot, head). PREPARE_CTAS > 0: persistent
+// CTAs taking (slot, head) items in slot-major order (the order the recurrence's chains consume
+// them), each chunk released to the recurrence by its flag once the whole CTA has written it.
 __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* __restrict__ ws, int nseq) {
-#if PGRID
+#if PREPARE_CTAS
   // Every CTA of this grid is resident once all have run this: the recurrence, whose CTAs may then
   // take the remaining room, can never keep a prepare CTA from starting, so its waits end.
   griddep_launch_dependents();
@@ -896,8 +897,8 @@ __device__ __forceinline__ void kda_prepare_body(const Args& a, unsigned char* _
 #endif
 }
 
-// kda_fwd_flags_reset (PGRID > 0, before the prepare): every flag to 0. The workspace is scratch
-// (the gate poisons it), so each run of the plan starts from here.
+// kda_fwd_flags_reset (PREPARE_CTAS > 0, before the prepare): every flag to 0. The workspace is
+// scratch (the gate poisons it), so each run of the plan starts from here.
 #define KDA_RESET_THREADS 256
 __device__ __forceinline__ void kda_flags_reset_body(const Args& a, unsigned char* __restrict__ ws, int nseq) {
   const long long n = (long long)a.H * ws_slots(a, nseq);

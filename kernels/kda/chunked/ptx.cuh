@@ -173,9 +173,9 @@ __device__ __forceinline__ void cp_async_wait_group() {
 __device__ __forceinline__ void prefetch_l2(const void* p, unsigned int bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
 }
-// PGRID > 0: the prepare lets the recurrence's grid start at once (programmatic dependent launch;
-// KdaFwdOp launches the recurrence with programmatic stream serialization) and publishes each
-// chunk with a release at GPU scope after a CTA barrier (the CUTLASS semaphore pattern); the
+// PREPARE_CTAS > 0: the prepare lets the recurrence's grid start at once (programmatic dependent
+// launch; KdaFwdOp launches the recurrence with programmatic stream serialization) and publishes
+// each chunk with a release at GPU scope after a CTA barrier (the CUTLASS semaphore pattern); the
 // recurrence's issuing thread acquires the flag, then orders its bulk copies (async proxy) after
 // the generic-proxy stores it now sees.
 __device__ __forceinline__ void griddep_launch_dependents() {

@@ -81,7 +81,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #else
   const unsigned char* wsh = ws + ((long long)h * ws_slots(a, nseq) + n + bos / kC) * kWsChunkBytes;
 #endif
-#if PGRID
+#if PREPARE_CTAS
   const unsigned int* flags = ws_flags(a, ws, nseq) + (long long)h * ws_slots(a, nseq) + n + bos / kC;  // chunk 0's
 #endif
   const int nchunks = (int)((eos - bos + kC - 1) / kC);
@@ -149,7 +149,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
   __syncthreads();  // the barriers are initialised before any thread waits on them
   unsigned int wpar = 0;  // the parity of the current round of uses of the buffers
 #endif
-#if WYREC
+#if WY_IN_RECURRENCE
   // v's row 0 of the sequence at this head and slice (the copy adds the row and segment).
   const __nv_bfloat16* vbase = a.v + (bos * a.H + h) * (long long)kD + col0;
 #endif
@@ -160,7 +160,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     // Two bulk copies by one thread: Qd .. 2^Gtot, then this CTA's rows of U0^T.
     if (tid == 0) {
       const SmemAddr bar = bar0 + 8 * buf;
-#if PGRID
+#if PREPARE_CTAS
       flag_wait(flags + c);
       fence_proxy_async_global();
 #endif
@@ -183,7 +183,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
       if (kSegU % kRThreads == 0 || idx < kSegU) cp_async16_at(dst + kROffU + idx * 16, srcu + idx * 16);
     }
 #endif
-#if WYREC
+#if WY_IN_RECURRENCE
     // The slice's v rows of chunk c (16-byte segments, one a thread at CHUNK 16), straight from
     // the input; rows past the sequence are not copied (the products mask them).
     {
@@ -198,7 +198,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
       }
     }
 #endif
-#if !BULK || WYREC
+#if !BULK || WY_IN_RECURRENCE
     cp_async_commit();
 #endif
   };
@@ -224,11 +224,11 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #endif
   // The chain waits on memory once a chunk unless its operands were asked for early enough:
   // STAGE chunks are copied ahead into their own buffers (one cp.async group each, empty past the
-  // end, so the wait count is a constant), and with PF the copy engine prefetches into L2 the
-  // chunk PF ahead.
-#if PF
+  // end, so the wait count is a constant), and with PREFETCH_CHUNKS the copy engine prefetches into
+  // L2 the chunk PREFETCH_CHUNKS ahead.
+#if PREFETCH_CHUNKS
   if (tid == 0)
-    for (int p = STAGE; p < PF && p < nchunks; ++p) {
+    for (int p = STAGE; p < PREFETCH_CHUNKS && p < nchunks; ++p) {
       prefetch_l2(wsh + (long long)p * kWsChunkBytes, kWsU);
       if (kSegU > 0) prefetch_l2(wsh + (long long)p * kWsChunkBytes + kWsU + col0 * (kC * kUBytes), kSegU * 16);
     }
@@ -236,7 +236,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #if STAGE
   for (int p = 0; p < STAGE; ++p) {
     if (p < nchunks) stage(p, p);
-#if !BULK || WYREC
+#if !BULK || WY_IN_RECURRENCE
     else cp_async_commit();
 #endif
   }
@@ -277,7 +277,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #endif
     mbar_wait(bar0 + 8 * buf, wpar);
     if (buf == kRBuffers - 1) wpar ^= 1u;
-#if WYREC
+#if WY_IN_RECURRENCE
     cp_async_wait_group<(STAGE > 0 ? STAGE - 1 : 0)>();  // this thread's v rows of chunk c
 #endif
 #elif STAGE
@@ -299,14 +299,15 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #endif
 #if STAGE
     if (c + STAGE < nchunks) stage(c + STAGE, buf == 0 ? STAGE : buf - 1);  // (buf + STAGE) % (STAGE + 1)
-#if !BULK || WYREC
+#if !BULK || WY_IN_RECURRENCE
     else cp_async_commit();
 #endif
 #endif
-#if PF
-    if (tid == 0 && c + PF < nchunks) {
-      prefetch_l2(wsh + (long long)(c + PF) * kWsChunkBytes, kWsU);
-      if (kSegU > 0) prefetch_l2(wsh + (long long)(c + PF) * kWsChunkBytes + kWsU + col0 * (kC * kUBytes), kSegU * 16);
+#if PREFETCH_CHUNKS
+    if (tid == 0 && c + PREFETCH_CHUNKS < nchunks) {
+      prefetch_l2(wsh + (long long)(c + PREFETCH_CHUNKS) * kWsChunkBytes, kWsU);
+      if (kSegU > 0)
+        prefetch_l2(wsh + (long long)(c + PREFETCH_CHUNKS) * kWsChunkBytes + kWsU + col0 * (kC * kUBytes), kSegU * 16);
     }
 #endif
     const unsigned char* sb = smem + buf * kRStageBytes;
@@ -324,8 +325,8 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     const unsigned short* sMlo = reinterpret_cast<const unsigned short*>(sb + kROffMlo);
 #endif
     const float* sDec = reinterpret_cast<const float*>(sb + kROffDec);
-#if WYREC
-#elif UPREC == 32
+#if WY_IN_RECURRENCE
+#elif U0_BITS == 32
     const float* sU = reinterpret_cast<const float*>(sb + kROffU);
 #else
     const unsigned short* sU = reinterpret_cast<const unsigned short*>(sb + kROffU);
@@ -333,8 +334,9 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 
 #if KDA_WGMMA
     // MMA = wgmma: the warpgroup (4 warps, 64 value columns) multiplies S^T (64 x 128, its bf16
-    // rounding from the accumulators, SLO 0) by W0^T and Qd^T straight from the staged buffer
-    // (descriptors; no fragment loads), one wgmma a 16-key step, both products in flight at once.
+    // rounding from the accumulators, STATE_HI_LO 0) by W0^T and Qd^T straight from the staged
+    // buffer (descriptors; no fragment loads), one wgmma a 16-key step, both products in flight at
+    // once.
     const SmemAddr sa = smem0 + buf * kRStageBytes;
     const WgDesc dW = wg_desc(sa + kROffW, kD * 16), dQ = wg_desc(sa + kROffQd, kD * 16);
     const WgDesc dK = wg_desc(sa + kROffKrT, kC * 16);
@@ -374,11 +376,11 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
       for (int e = 0; e < 4; ++e) wg_keep(w[nt][e]);
 #else
     // W^T = S^T W0^T and Qs^T = S^T Qd^T (16 value columns x C tokens), S^T as hi + lo terms
-    // (SLO = 1) or its bf16 rounding alone (SLO = 0: as FLA's bf16 state operands; half the
-    // products and a sixth of the conversions, at about one more bf16 rounding of error on W
-    // and Qs, the same size as W0's and Qd's own).
-    // W^T is on the chain's critical path (U, then the state update, need it): two accumulators
-    // (S^T's hi and lo terms, or with SLO = 0 even and odd k steps) halve its dependent mma.sync.
+    // (STATE_HI_LO = 1) or its bf16 rounding alone (STATE_HI_LO = 0: as FLA's bf16 state operands;
+    // half the products and a sixth of the conversions, at about one more bf16 rounding of error on
+    // W and Qs, the same size as W0's and Qd's own). W^T is on the chain's critical path (U, then
+    // the state update, need it): two accumulators (S^T's hi and lo terms, or with STATE_HI_LO = 0
+    // even and odd k steps) halve its dependent mma.sync.
     float w[kNtC][4], w2[kNtC][4], qs[kNtC][4];
 #pragma unroll
     for (int nt = 0; nt < kNtC; ++nt)
@@ -388,7 +390,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
         w2[nt][e] = 0.f;
         qs[nt][e] = 0.f;
       }
-#if WYREC
+#if WY_IN_RECURRENCE
     // W^T's accumulators start at V^T, so that they end at V^T - W^T = U'^T with no subtraction
     // or negation on the chain (the prepare stores -Kd). V^T's A-layout fragments straight from
     // the staged token rows by ldmatrix.trans (matrix m: tokens 16 ks + 8 (m >> 1) .., value columns
@@ -422,7 +424,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #pragma unroll
     for (int ks = 0; ks < kDw / 16; ++ks) {
       unsigned int ah[4];
-#if SLO
+#if STATE_HI_LO
       unsigned int al[4];
       split_bf16x2(s[2 * ks][0], s[2 * ks][1], ah[0], al[0]);
       split_bf16x2(s[2 * ks][2], s[2 * ks][3], ah[1], al[1]);
@@ -445,7 +447,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
         load_b_frag(bw, sW, kD, nt * 8, d0 + ks * 16, lane);
         load_b_frag(bq, sQd, kD, nt * 8, d0 + ks * 16, lane);
 #endif
-#if SLO
+#if STATE_HI_LO
         mma_bf16(w[nt], ah, bw);
         mma_bf16(w2[nt], al, bw);
         mma_bf16(qs[nt], ah, bq);
@@ -490,9 +492,10 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
     }
 #endif
 #endif  // KDA_WGMMA
-#if WYREC == 2
-    // WYREC 2: T' is folded into Kr2 and M2 (the prepare): U'^T enters the updates as it is.
-#elif WYREC
+#if WY_IN_RECURRENCE == 2
+    // WY_IN_RECURRENCE 2: T' is folded into Kr2 and M2 (the prepare): U'^T enters the updates
+    // as it is.
+#elif WY_IN_RECURRENCE
     // U^T = U'^T T'^T: W^T's accumulators hold U'^T (above), as its bf16 rounding; T' as hi + lo
     // terms (two accumulators, no dependent pair).
     {
@@ -530,15 +533,15 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
         for (int e = 0; e < 4; ++e) w[nt][e] += w2[nt][e];
     }
 #else
-    // U^T = U0^T - W^T, as hi + lo A fragments over the chunk's tokens (one read per pair). ULO 0
-    // (knob): U^T enters the state update and out^T as its bf16 rounding alone (FLA's bf16 v_new),
-    // the lo terms unused (the compiler drops them).
+    // U^T = U0^T - W^T, as hi + lo A fragments over the chunk's tokens (one read per pair).
+    // U_HI_LO 0 (knob): U^T enters the state update and out^T as its bf16 rounding alone (FLA's
+    // bf16 v_new), the lo terms unused (the compiler drops them).
 #pragma unroll
     for (int nt = 0; nt < kNtC; ++nt)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const int jl = jw + g8 + hf * 8, i = nt * 8 + 2 * t4;
-#if UPREC == 32
+#if U0_BITS == 32
         const float2 u = *reinterpret_cast<const float2*>(sU + swz(jl, i, kC, 4));
         w[nt][2 * hf] = u.x - w[nt][2 * hf];
         w[nt][2 * hf + 1] = u.y - w[nt][2 * hf + 1];
@@ -548,7 +551,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
         w[nt][2 * hf + 1] = __uint_as_float(u & 0xffff0000u) - w[nt][2 * hf + 1];
 #endif
       }
-#endif  // WYREC
+#endif  // WY_IN_RECURRENCE
     unsigned int uh[kKsC][4], ul[kKsC][4];
 #pragma unroll
     for (int ks = 0; ks < kKsC; ++ks) {
@@ -572,7 +575,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #pragma unroll
     for (int ks = 0; ks < kKsC; ++ks) {
       wgmma_n128(&s[0][0], uh[ks], wg_desc_at(dK, ks * 256));
-#if ULO
+#if U_HI_LO
       wgmma_n128(&s[0][0], ul[ks], wg_desc_at(dK, ks * 256));
 #endif
     }
@@ -580,7 +583,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
 #pragma unroll
     for (int ks = 0; ks < kKsC; ++ks) {
       wgmma_nc(&qs[0][0], uh[ks], wg_desc_at(dMh, ks * 256));
-#if ULO
+#if U_HI_LO
       wgmma_nc(&qs[0][0], ul[ks], wg_desc_at(dMh, ks * 256));
 #endif
       wgmma_nc(&qs[0][0], uh[ks], wg_desc_at(dMl, ks * 256));
@@ -609,7 +612,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
           load_b_frag(bh, sMhi, kC, nt * 8, ks * 16, lane);
           load_b_frag(bl, sMlo, kC, nt * 8, ks * 16, lane);
           mma_bf16(qs[nt], uh[ks], bh);
-#if ULO
+#if U_HI_LO
           mma_bf16(qs[nt], ul[ks], bh);
 #endif
           mma_bf16(qs[nt], uh[ks], bl);
@@ -658,7 +661,7 @@ __device__ __forceinline__ void kda_recurrence_body(const Args& a, const unsigne
         unsigned int bk[2];
         load_b_frag(bk, sKrT, kC, d0 + nt * 8, ks * 16, lane);
         mma_bf16(s[nt], uh[ks], bk);
-#if ULO
+#if U_HI_LO
         mma_bf16(s[nt], ul[ks], bk);
 #endif
       }

@@ -25,8 +25,8 @@ __device__ __forceinline__ long long ws_slots(const Args& a, int nseq) {
 // memory), x in registers; L's rows by 16-byte reads (every thread of the CTA reads the same row:
 // broadcasts), 4x fewer loads. Each row's dot product in four partial sums (one a component of
 // the 16-byte read): dependent FMA chains of about i / 4 instead of i, C (C - 1) / 8 + 2 C FMA
-// latencies a column instead of C (C - 1) / 2 (with WYREC 1 the prepare's last step is this
-// substitution by one half-warp while the rest of the CTA has left).
+// latencies a column instead of C (C - 1) / 2 (with WY_IN_RECURRENCE 1 the prepare's last step is
+// this substitution by one half-warp while the rest of the CTA has left).
 __device__ __forceinline__ void forward_substitute(float (&xv)[kC], const float* pL) {
 #pragma unroll
   for (int i = 1; i < kC; ++i) {
@@ -121,7 +121,7 @@ __device__ __forceinline__ void lm_tile_store(const float (&c0)[4], const float 
       pL[i * kC + j] = j < i ? pBeta[i] * v : 0.f;
     } else {
       const float m = j < i ? v : j == i ? (pDiag != nullptr ? pDiag[i] : v) : 0.f;
-      if (pMf != nullptr) {  // WYREC 2: M in fp32 for M2 = M T' (step 5)
+      if (pMf != nullptr) {  // WY_IN_RECURRENCE 2: M in fp32 for M2 = M T' (step 5)
         pMf[i * kC + j] = m;
         continue;
       }
