@@ -26,8 +26,8 @@
 #include "search/campaign.hpp"
 #include "search/campaign_files.hpp"
 #include "search/measurer.hpp"
-#include "search/report_data.hpp"
-#include "search/report_html.hpp"
+#include "report/data.hpp"
+#include "report/html.hpp"
 #include "search/replay.hpp"
 #include "search/trace_db.hpp"
 
@@ -431,9 +431,9 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
   // The HTML report beside the database, rewritten after every run.
   const fs::path html = db_path.parent_path() / (db_path.stem().string() + ".html");
   try {
-    const search::ReportData data = search::load_report(db_path, res.campaign_id);
+    const report::ReportData data = report::load_report(db_path, res.campaign_id);
     std::ofstream page(html, std::ios::binary | std::ios::trunc);
-    search::write_report_html(data, page);
+    report::write_report_html(data, page);
     page.close();
     if (!page) throw std::runtime_error("cannot write " + html.string());
     out << "report: " << html.string() << " (HTML, plots); in the terminal: ptxevo report --db " << db_path.string()

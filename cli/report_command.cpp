@@ -5,9 +5,9 @@
 #include <fstream>
 #include <vector>
 
-#include "search/report_data.hpp"
-#include "search/report_html.hpp"
-#include "search/report_text.hpp"
+#include "report/data.hpp"
+#include "report/html.hpp"
+#include "report/text.hpp"
 
 namespace ptxevo::cli {
 
@@ -16,7 +16,7 @@ namespace {
 constexpr const char* kDefaultDb = "ptxevo.db";
 
 // Written next to the target and renamed over it, so a reader never sees half a page.
-bool write_html(const search::ReportData& data, const std::string& path, std::ostream& err) {
+bool write_html(const report::ReportData& data, const std::string& path, std::ostream& err) {
   const std::filesystem::path target(path);
   std::filesystem::path tmp = target;
   tmp += ".tmp";
@@ -26,7 +26,7 @@ bool write_html(const search::ReportData& data, const std::string& path, std::os
       err << "ptxevo report: cannot write " << tmp.string() << ": does its directory exist and is it writable?\n";
       return false;
     }
-    search::write_report_html(data, f);
+    report::write_report_html(data, f);
     f.flush();
     if (!f) {
       err << "ptxevo report: writing " << tmp.string() << " failed (disk full?)\n";
@@ -70,17 +70,17 @@ int run_report(const ReportOptions& o, std::ostream& out, std::ostream& err) {
       return 2;
     }
   }
-  search::ReportData data;
+  report::ReportData data;
   try {
-    data = search::load_report(db, o.campaign);
-  } catch (const search::ReportError& e) {
+    data = report::load_report(db, o.campaign);
+  } catch (const report::ReportError& e) {
     err << "ptxevo report: " << e.what() << "\n";
-    return e.kind() == search::ReportError::Kind::Usage ? 2 : 1;
+    return e.kind() == report::ReportError::Kind::Usage ? 2 : 1;
   } catch (const std::exception& e) {
     err << "ptxevo report: cannot read " << db << ": " << e.what() << "\n";
     return 1;
   }
-  search::write_report_text(data, out);
+  report::write_report_text(data, out);
   if (!o.html.empty()) {
     if (!write_html(data, o.html, err)) return 1;
     out << "\nwrote " << o.html << "\n";

@@ -24,6 +24,7 @@ LAYERS = {
     "search": {"ir", "evaluator", "mutators", "agents"},
     "exporter": {"ir", "evaluator", "mutators", "search", "declared_ops"},
     "cluster": {"ir", "evaluator", "mutators", "search"},   # MPI ranks behind search's interfaces
+    "report": {"evaluator", "search"},             # a campaign's report, read from its trace database
 }
 # Free to include anything: they wire or exercise the libraries.
 TOP = {"cli", "bench", "tests", "examples", "scripts"}

@@ -14,7 +14,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   openmpi-bin libopenmpi-dev  # campaigns across ranks and hosts (cluster/, docs/distributed.md)
   clang-19 llvm-19 lld-19 libclang-rt-19-dev
-  chromium  # headless: renders ptxevo report's HTML in search/tests/report_render_test.cpp
+  chromium  # headless: renders ptxevo report's HTML in report/tests/report_render_test.cpp
   python3 python3-torch  # CPU torch for the bench harness tests (bench/*/test_*.py), run by /usr/bin/python3
 )
 

@@ -11,9 +11,9 @@
 
 #include "campaign_fixture.hpp"
 #include "search/replay.hpp"
-#include "search/report_data.hpp"
-#include "search/report_html.hpp"
-#include "search/report_text.hpp"
+#include "report/data.hpp"
+#include "report/html.hpp"
+#include "report/text.hpp"
 
 namespace ptxevo::search {
 namespace {
@@ -626,16 +626,16 @@ TEST_F(CampaignTest, HeldOutShapesLeaveNoTraceTheSearchReads) {
   EXPECT_NE(h.column_text(0).find("[heldout shape N=777, normal inputs]"), std::string::npos);
   EXPECT_GT(db.connection().query_int("SELECT count(*) FROM heldout_results WHERE failed = 0"), 0);
   // The user's report shows them.
-  const ReportData rep = load_report(dir_ / "heldout.db", r.campaign_id);
+  const report::ReportData rep = report::load_report(dir_ / "heldout.db", r.campaign_id);
   EXPECT_EQ(rep.heldout_failed, failed);
   ASSERT_FALSE(rep.heldout_reasons.empty());
   EXPECT_NE(rep.heldout_reasons[0].find("[heldout shape N=777"), std::string::npos);
   std::ostringstream page;
-  write_report_text(rep, page);
+  report::write_report_text(rep, page);
   EXPECT_NE(page.str().find("held-out shapes (never shown to the search): " + std::to_string(failed)), std::string::npos)
       << page.str();
   std::ostringstream html;
-  write_report_html(rep, html);
+  report::write_report_html(rep, html);
   EXPECT_NE(html.str().find("<p id=\"heldout\">" + std::to_string(failed) + " evaluations failed a held-out shape"),
             std::string::npos);
   EXPECT_NE(html.str().find("[heldout shape N=777"), std::string::npos);

@@ -1,4 +1,4 @@
-#include "search/report_data.hpp"
+#include "report/data.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,9 @@
 #include "search/sqlite_handle.hpp"
 #include "search/trace_db.hpp"
 
-namespace ptxevo::search {
+namespace ptxevo::report {
+
+namespace sqlite = search::sqlite;
 
 namespace {
 
@@ -104,7 +106,7 @@ int checked_version(sqlite::Connection& c, const std::filesystem::path& path) {
   } catch (const sqlite::SqliteError& e) {
     throw ReportError(Kind::Data, path.string() + " is not a readable SQLite database (" + e.what() + ")");
   }
-  const int latest = TraceDb::latest_version();
+  const int latest = search::TraceDb::latest_version();
   if (version > latest)
     throw ReportError(Kind::Data, "trace database " + path.string() + " has schema version " + std::to_string(version) +
                                       ", newer than this ptxevo understands (" + std::to_string(latest) +
@@ -366,4 +368,4 @@ ReportData load_report(const std::filesystem::path& db, std::optional<std::int64
   return r;
 }
 
-}  // namespace ptxevo::search
+}  // namespace ptxevo::report

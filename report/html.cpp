@@ -1,4 +1,4 @@
-#include "search/report_html.hpp"
+#include "report/html.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,9 +7,9 @@
 #include <sstream>
 #include <vector>
 
-#include "search/report_text.hpp"
+#include "report/text.hpp"
 
-namespace ptxevo::search {
+namespace ptxevo::report {
 
 std::string html_escape(std::string_view s) {
   std::string out;
@@ -476,4 +476,4 @@ void write_report_html(const ReportData& r, std::ostream& out) {
   out << o.str();
 }
 
-}  // namespace ptxevo::search
+}  // namespace ptxevo::report

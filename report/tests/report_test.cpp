@@ -5,18 +5,21 @@
 #include <sstream>
 #include <string>
 
-#include "search/report_data.hpp"
-#include "search/report_html.hpp"
-#include "search/report_text.hpp"
+#include "report/data.hpp"
+#include "report/html.hpp"
+#include "report/text.hpp"
 #include "search/tests/sample_reports.hpp"
 #include "search/trace_db.hpp"
 #include "search/trace_schema.hpp"
 
-namespace ptxevo::search {
+namespace ptxevo::report {
 namespace {
 
-using testing::sample_report;
-using testing::TempDbPath;
+// The reports read what the search wrote: its database types are the tests' vocabulary.
+using namespace ptxevo::search;  // NOLINT(google-build-using-namespace)
+
+using search::testing::sample_report;
+using search::testing::TempDbPath;
 
 CampaignKey key(const std::string& path = "specs/rmsnorm.toml", const std::string& config = R"({"population":16})") {
   return {path, "abc123def4567890", "rmsnorm", "sm_90a", config};
@@ -469,4 +472,4 @@ TEST(ReportHtmlTest, EscapesMarkupAndControlCharacters) {
 }
 
 }  // namespace
-}  // namespace ptxevo::search
+}  // namespace ptxevo::report

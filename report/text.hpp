@@ -4,9 +4,9 @@
 #include <ostream>
 #include <string>
 
-#include "search/report_data.hpp"
+#include "report/data.hpp"
 
-namespace ptxevo::search {
+namespace ptxevo::report {
 
 // The banner both outputs show for a replayed campaign.
 inline constexpr const char* kReplayBanner = "REPLAY (timings from recorded data, not measured)";
@@ -20,4 +20,4 @@ std::string format_speedup(double v);
 // "45.2 s", "12 min 03 s", "3 h 07 min".
 std::string format_duration(double seconds);
 
-}  // namespace ptxevo::search
+}  // namespace ptxevo::report

@@ -14,16 +14,19 @@
 #include <sstream>
 #include <string>
 
-#include "search/report_data.hpp"
-#include "search/report_html.hpp"
+#include "report/data.hpp"
+#include "report/html.hpp"
 #include "search/tests/sample_reports.hpp"
 #include "search/trace_db.hpp"
 
-namespace ptxevo::search {
+namespace ptxevo::report {
 namespace {
 
-using testing::sample_report;
-using testing::TempDbPath;
+// The reports read what the search wrote: its database types are the tests' vocabulary.
+using namespace ptxevo::search;  // NOLINT(google-build-using-namespace)
+
+using search::testing::sample_report;
+using search::testing::TempDbPath;
 
 std::optional<std::filesystem::path> find_chromium() {
   const char* path = std::getenv("PATH");
@@ -141,4 +144,4 @@ TEST(ReportRenderTest, ChromiumDrawsTheFourPlots) {
 }
 
 }  // namespace
-}  // namespace ptxevo::search
+}  // namespace ptxevo::report

@@ -8,9 +8,9 @@
 #include <string>
 #include <string_view>
 
-#include "search/report_data.hpp"
+#include "report/data.hpp"
 
-namespace ptxevo::search {
+namespace ptxevo::report {
 
 void write_report_html(const ReportData& r, std::ostream& out);
 
@@ -18,4 +18,4 @@ void write_report_html(const ReportData& r, std::ostream& out);
 // (invalid in XML) shown as '?'.
 std::string html_escape(std::string_view s);
 
-}  // namespace ptxevo::search
+}  // namespace ptxevo::report

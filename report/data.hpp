@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace ptxevo::search {
+namespace ptxevo::report {
 
 // A report that cannot be made. `kind` lets the command pick its exit status: Usage is something
 // the user named that is not there (a file, a campaign), Data a problem with the file itself.
@@ -115,4 +115,4 @@ struct ReportData {
 // from a newer ptxevo, holds no campaign or cannot be read.
 ReportData load_report(const std::filesystem::path& db, std::optional<std::int64_t> campaign_id = std::nullopt);
 
-}  // namespace ptxevo::search
+}  // namespace ptxevo::report

@@ -1,4 +1,4 @@
-#include "search/report_text.hpp"
+#include "report/text.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-namespace ptxevo::search {
+namespace ptxevo::report {
 
 std::string format_fixed(double v, int digits) {
   if (!std::isfinite(v)) return "n/a";
@@ -160,4 +160,4 @@ void write_report_text(const ReportData& r, std::ostream& out) {
   if (r.campaign.replay) out << "\n*** " << kReplayBanner << " ***\n";
 }
 
-}  // namespace ptxevo::search
+}  // namespace ptxevo::report
