@@ -322,17 +322,15 @@ __device__ __forceinline__ float rsqrt_approx(float v) {
   return r;
 }
 
-// Sum over the kTpr threads of a row; every thread of the CTA must call it (it may hold a barrier).
-// kBuf picks one of two slot arrays: a loop over row groups alternates them, so a warp that runs
-// ahead into the next group's sum cannot overwrite slots a slower warp still reads.
-template <int kTpr, int kBuf = 0>
-__device__ __forceinline__ float row_sum(float v) {
+// Sum over the kTpr threads of a row through the slot array `red` (kThreads / 32 floats of
+// shared memory); every thread of the CTA must call it (it may hold a barrier).
+template <int kTpr>
+__device__ __forceinline__ float row_sum_through(float v, float* red) {
   constexpr int kLanes = kTpr < 32 ? kTpr : 32;  // lanes of one row inside a warp
   constexpr int kWarpsPerRow = kTpr > 32 ? kTpr / 32 : 1;
 #pragma unroll
   for (int o = kLanes / 2; o > 0; o >>= 1) v += shfl_bfly(v, o);
   if constexpr (kTpr > 32) {
-    __shared__ float red[kThreads / 32];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (lane == 0) red[warp] = v;
     __syncthreads();
@@ -341,6 +339,20 @@ __device__ __forceinline__ float row_sum(float v) {
     for (int o = kWarpsPerRow / 2; o > 0; o >>= 1) v += shfl_bfly(v, o);
   }
   return v;
+}
+
+// The row sum with its own slot array. row_sum_alt has another: a loop over row groups
+// alternates the two, so a warp that runs ahead into the next group's sum cannot overwrite slots
+// a slower warp still reads. (row_sum's array keeps its name: recorded PTX must stay identical.)
+template <int kTpr>
+__device__ __forceinline__ float row_sum(float v) {
+  __shared__ float red[kTpr > 32 ? kThreads / 32 : 1];
+  return row_sum_through<kTpr>(v, red);
+}
+template <int kTpr>
+__device__ __forceinline__ float row_sum_alt(float v) {
+  __shared__ float red_alt[kTpr > 32 ? kThreads / 32 : 1];
+  return row_sum_through<kTpr>(v, red_alt);
 }
 
 // Sum of the CTA sums `v` of a cluster (every thread of every CTA calls it with its CTA's sum).
@@ -739,21 +751,21 @@ __device__ __forceinline__ void rmsnorm_fwd_body(const Args& a) {
 
 #if PERSISTENT_CTAS > 0
 // One row group (kThreads / kTpr rows) whose register tile `tl` is loaded (vector path): the rest
-// of the first pass, the row's sum (slot array kBuf), rstd and the output pass.
-template <int kTpr, int kBuf>
+// of the first pass, the row's sum (the alternate slot array when kAlt), rstd and the output pass.
+template <int kTpr, bool kAlt>
 __device__ __forceinline__ void finish_group(const Args& a, long long g, Tile& tl) {
   const long long row = g * (kThreads / kTpr) + threadIdx.x / kTpr;
   const bool active = row < a.M;
   const Run<kTpr, false, kVec> run(a, row, active, 0, 1);
   float ss = 0.f;
   if (active) ss = pass1_rest<kTpr, false, kVec>(a, run, tl);
-  ss = row_sum<kTpr, kBuf>(ss);
-  const float r = rsqrt_approx(ss / (float)a.N + a.eps);
+  ss = kAlt ? row_sum_alt<kTpr>(ss) : row_sum<kTpr>(ss);
+  const float rstd_row = rsqrt_approx(ss / (float)a.N + a.eps);
   if (!active) return;
   if constexpr (STORE_RSTD) {
-    if (threadIdx.x % kTpr == 0) a.rstd[row] = r;
+    if (threadIdx.x % kTpr == 0) a.rstd[row] = rstd_row;
   }
-  pass2<kTpr, false, kVec>(a, run, tl, r);
+  pass2<kTpr, false, kVec>(a, run, tl, rstd_row);
 }
 
 // Group g's register tile into tl (rows past M and groups past the last load nothing).
@@ -786,13 +798,13 @@ __device__ __forceinline__ void rmsnorm_fwd_rows(const Args& a) {
       const Run<kTpr, false, 1> run(a, row, active, 0, 1);
       Tile tl;
       float ss = active ? pass1<kTpr, false, 1>(a, run, tl) : 0.f;
-      ss = (k & 1) ? row_sum<kTpr, 1>(ss) : row_sum<kTpr, 0>(ss);
-      const float r = rsqrt_approx(ss / (float)a.N + a.eps);
+      ss = (k & 1) ? row_sum_alt<kTpr>(ss) : row_sum<kTpr>(ss);
+      const float rstd_row = rsqrt_approx(ss / (float)a.N + a.eps);
       if (active) {
         if constexpr (STORE_RSTD) {
-          if (threadIdx.x % kTpr == 0) a.rstd[row] = r;
+          if (threadIdx.x % kTpr == 0) a.rstd[row] = rstd_row;
         }
-        pass2<kTpr, false, 1>(a, run, tl, r);
+        pass2<kTpr, false, 1>(a, run, tl, rstd_row);
       }
     }
     return;
@@ -801,11 +813,11 @@ __device__ __forceinline__ void rmsnorm_fwd_rows(const Args& a) {
   load_group<kTpr>(a, g, groups, ta);
   while (g < groups) {
     load_group<kTpr>(a, g + stride, groups, tb);
-    finish_group<kTpr, 0>(a, g, ta);
+    finish_group<kTpr, false>(a, g, ta);
     g += stride;
     if (g >= groups) break;
     load_group<kTpr>(a, g + stride, groups, ta);
-    finish_group<kTpr, 1>(a, g, tb);
+    finish_group<kTpr, true>(a, g, tb);
     g += stride;
   }
 }
