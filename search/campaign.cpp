@@ -69,27 +69,24 @@ std::string read_seed(const std::string& path) {
   return std::move(t->text);
 }
 
-// A random genome whose pass refused: "pass-refused: NAME: why" names the pass (the first of its
-// edits that refused). Counted for that pass as a refusal without a parent.
-std::string refused_pass_of(const std::string& build_log) {
-  const std::string tag = "pass-refused: ";
-  if (build_log.rfind(tag, 0) != 0) return {};
-  const auto end = build_log.find(':', tag.size());
-  return end == std::string::npos ? std::string() : build_log.substr(tag.size(), end - tag.size());
+// The cost model's columns: every knob of the spec's seeds and every registered pass.
+FeatureLayout feature_layout(const evaluator::Spec& spec, const mutators::PassRegistry& passes) {
+  FeatureLayout layout;
+  std::set<std::string> knobs;
+  for (const auto& s : spec.seeds)
+    for (const auto& k : s.knobs) knobs.insert(k.name);
+  layout.knobs.assign(knobs.begin(), knobs.end());
+  layout.passes = passes.names();
+  return layout;
 }
 
 }  // namespace
 
 struct CampaignEngine::Item {
-  Proposal proposal;
-  std::int64_t candidate_id = 0;
+  Ready ready;  // the proposal, its candidate id and its cost-model columns
   std::string purpose = "candidate";  // or "remeasure", "final"
   MeasureItem measure;
   EvalReport report;
-  // Cost-model columns averaged over the benchmark shapes (the model is linear, so the mean
-  // row's prediction is the mean of the per-shape predictions, i.e. minus the log fitness).
-  std::vector<double> features;
-  double analytic = 0;
   std::string build_key;  // final PTX + launch knobs: twins are one measurement
 };
 
@@ -125,17 +122,17 @@ CampaignEngine::CampaignEngine(const evaluator::Spec& spec, const evaluator::Op&
       stop_(stop),
       passes_(std::make_shared<const mutators::PassRegistry>(mutators::builtin_passes())),
       proposer_(spec_, *passes_),
-      policy_(op_family(spec.op), opt_.arch.empty() ? spec.arch : opt_.arch),
-      population_(PopulationOptions{opt_.islands, opt_.island_size, 3, 0.01}) {
+      strategy_(proposer_, OperatorPosterior(op_family(spec.op), opt_.arch.empty() ? spec.arch : opt_.arch),
+                [&] {
+                  const auto ops = proposer_.operators();
+                  return std::set<std::string>(ops.begin(), ops.end());
+                }(),
+                StrategyOptions{opt_.islands, opt_.island_size, opt_.batch, opt_.initial, opt_.random_edits,
+                                opt_.refusals_before_rare, opt_.reserve_factor, feature_layout(spec_, *passes_).size()},
+                opt_.seed * 0x9e3779b97f4a7c15ULL + 17, &log_) {
   if (opt_.arch.empty()) opt_.arch = spec_.arch;
-  for (const auto& o : proposer_.operators()) policy_ops_.insert(o);
   for (const auto& s : spec_.seeds) sources_[s.name] = read_seed(s.source_path);
-  std::set<std::string> knobs;
-  for (const auto& s : spec_.seeds)
-    for (const auto& k : s.knobs) knobs.insert(k.name);
-  layout_.knobs.assign(knobs.begin(), knobs.end());
-  layout_.passes = passes_->names();
-  model_rng_.seed(opt_.seed * 0x9e3779b97f4a7c15ULL + 17);
+  layout_ = feature_layout(spec_, *passes_);
 }
 
 CampaignEngine::~CampaignEngine() = default;
@@ -207,9 +204,7 @@ void CampaignEngine::rebuild_population() {
     mem.fitness_low = m.fitness_low;
     mem.fitness_high = m.fitness_high;
     mem.measurements = m.measurements;
-    measured_[mem.candidate_id] = mem;
-    if (static_cast<int>(population_.members(m.island % population_.islands()).size()) < opt_.island_size)
-      population_.offer(m.island % population_.islands(), mem, std::nullopt);
+    strategy_.recall_member(m.island, mem);
   }
 }
 
@@ -229,19 +224,19 @@ std::unique_ptr<CampaignEngine::Round> CampaignEngine::launch(int generation, st
     const auto rc = db_.record_candidate(campaign_id_, nc);
     if ((!rc.inserted && rc.done()) || !in_flight.insert(rc.id).second) {
       // Seen before, or already built or on its way to a measurer: never built or measured twice.
-      if (is_policy_op(p.operator_id)) policy_.release(p.operator_id);
+      strategy_.dropped(p);
       if (is_llm(p)) llm_->dropped(p.genome, "the answer is candidate " + std::to_string(rc.id) + ", already proposed");
       continue;
     }
     if (rc.inserted && is_llm(p)) llm_->recorded(p.genome, rc.id);
     Item it;
-    it.proposal = std::move(p);
-    it.candidate_id = rc.id;
+    it.ready.proposal = std::move(p);
+    it.ready.candidate_id = rc.id;
     round->fresh.push_back(std::move(it));
   }
   round->launched_at = now_s();
   std::vector<BuildJob> jobs;
-  for (const auto& it : round->fresh) jobs.push_back({build_request(it.proposal.genome), it.proposal.genome.edits});
+  for (const auto& it : round->fresh) jobs.push_back({build_request(it.ready.proposal.genome), it.ready.proposal.genome.edits});
   // The local builder is const and thread-safe; its TBB tasks share the cores with other rounds.
   round->built = std::async(std::launch::async,
                             [this, jobs = std::move(jobs)] { return builds_->build_all(jobs, &abandon_); });
@@ -259,11 +254,13 @@ std::size_t CampaignEngine::finish(Round& round, std::set<std::int64_t>& in_flig
   std::map<std::string, std::int64_t> keys_in_round;
   for (std::size_t i = 0; i < round.fresh.size(); ++i) {
     Item& it = round.fresh[i];
+    const Proposal& proposal = it.ready.proposal;
+    const std::int64_t id = it.ready.candidate_id;
     const auto& b = built[i];
     if (b.stage == "cancelled") {
       // Never started: it stays proposed, and a resumed campaign builds it.
-      in_flight.erase(it.candidate_id);
-      if (is_policy_op(it.proposal.operator_id)) policy_.release(it.proposal.operator_id);
+      in_flight.erase(id);
+      strategy_.dropped(proposal);
       ++result_.abandoned_this_run;
       continue;
     }
@@ -286,24 +283,18 @@ std::size_t CampaignEngine::finish(Round& round, std::set<std::int64_t>& in_flig
     }
     // Static screen: what would waste a GPU slot.
     if (b.ok) {
-      const auto why = screen_reasons(op_, spec_.config, shapes_, it.proposal.genome, b, opt_.max_spill_bytes);
+      const auto why = screen_reasons(op_, spec_.config, shapes_, proposal.genome, b, opt_.max_spill_bytes);
       if (!why.empty()) {
         rec.ok = false;
         rec.stage = "screen";
         for (const auto& w : why) rec.log += w + "\n";
       }
     }
-    db_.record_build(it.candidate_id, rec);
-    in_flight.erase(it.candidate_id);
-    const std::string& op_id = it.proposal.operator_id;
+    db_.record_build(id, rec);
+    in_flight.erase(id);
     const bool refused = !rec.ok && rec.stage == "pass" && rec.log.rfind("pass-refused", 0) == 0;
-    note_build(it, refused, b.ok, rec.log);
-    if (!rec.ok && is_policy_op(op_id)) {
-      // A pass that refused this parent could not apply: not charged. Anything else failed.
-      if (refused) policy_.release(op_id);
-      else policy_.credit(op_id, Outcome::Failed);
-    }
-    if (!rec.ok && is_llm(it.proposal)) llm_->failed(it.proposal.genome, it.candidate_id, rec.stage, rec.log);
+    strategy_.built(proposal, refused, b.ok, rec.ok, rec.log);
+    if (!rec.ok && is_llm(proposal)) llm_->failed(proposal.genome, id, rec.stage, rec.log);
     if (!rec.ok) {
       ++result_.failures_this_run;
       const std::string code = rec.stage == "screen" ? evaluator::reason_code(rec.log) : "build-" + rec.stage;
@@ -312,49 +303,54 @@ std::size_t CampaignEngine::finish(Round& round, std::set<std::int64_t>& in_flig
     }
     // Two genomes that build the same PTX with the same launch knobs are one measurement.
     const std::string key =
-        evaluator::sha256_hex(rec.ptx_hash + "\n" + evaluator::knobs_to_json(it.proposal.genome.knobs).dump());
-    db_.set_build_key(it.candidate_id, key);
+        evaluator::sha256_hex(rec.ptx_hash + "\n" + evaluator::knobs_to_json(proposal.genome.knobs).dump());
+    db_.set_build_key(id, key);
     std::optional<std::int64_t> twin = db_.measured_with_build_key(campaign_id_, key);
     if (!twin && keys_in_round.count(key)) twin = keys_in_round.at(key);
     if (!twin)
-      for (const auto& r : reserve_)
-        if (r.build_key == key) twin = r.candidate_id;
+      for (const auto& [waiting_id, w] : waiting_)
+        if (w.build_key == key) twin = waiting_id;
     if (!twin)
-      for (const auto& [id, k] : keys_in_flight_)
-        if (k == key) twin = id;
-    if (twin && *twin != it.candidate_id) {
-      db_.settle_candidate(it.candidate_id, "duplicate", twin);
-      if (is_policy_op(op_id)) policy_.release(op_id);
+      for (const auto& [flying_id, k] : keys_in_flight_)
+        if (k == key) twin = flying_id;
+    if (twin && *twin != id) {
+      db_.settle_candidate(id, "duplicate", twin);
+      strategy_.dropped(proposal);
       continue;
     }
-    keys_in_round[key] = it.candidate_id;
+    keys_in_round[key] = id;
     if (measurers_.empty()) {
-      if (is_policy_op(op_id)) policy_.release(op_id);
-      db_.settle_candidate(it.candidate_id, "unmeasured");
+      strategy_.dropped(proposal);
+      db_.settle_candidate(id, "unmeasured");
       ++result_.unmeasured_this_run;
       continue;
     }
-    it.build_key = key;
-    it.measure.genome_hash = it.proposal.genome.hash();
-    it.measure.ptx_hash = rec.ptx_hash;
-    it.measure.knobs = it.proposal.genome.knobs;
-    it.measure.cubin = b.cubin;
+    Waiting w;
+    w.build_key = key;
+    w.measure.genome_hash = proposal.genome.hash();
+    w.measure.ptx_hash = rec.ptx_hash;
+    w.measure.knobs = proposal.genome.knobs;
+    w.measure.cubin = b.cubin;
     if (opt_.cost_model) {
+      // Cost-model columns averaged over the benchmark shapes (the model is linear, so the mean
+      // row's prediction is the mean of the per-shape predictions, i.e. minus the log fitness).
+      auto& features = it.ready.features;
       int n = 0;
       for (const auto& sc : shapes_) {
         if (sc.cls != evaluator::ShapeClass::Benchmark || !sc.timed) continue;
-        const FeatureRow f = cost_features(layout_, op_, spec_.config, sc.shape, it.proposal.genome, b.resources, profile);
-        if (it.features.empty()) it.features.assign(f.x.size(), 0.0);
-        for (std::size_t j = 0; j < f.x.size(); ++j) it.features[j] += f.x[j];
-        it.analytic += f.analytic_log_time;
+        const FeatureRow f = cost_features(layout_, op_, spec_.config, sc.shape, proposal.genome, b.resources, profile);
+        if (features.empty()) features.assign(f.x.size(), 0.0);
+        for (std::size_t j = 0; j < f.x.size(); ++j) features[j] += f.x[j];
+        it.ready.analytic += f.analytic_log_time;
         ++n;
       }
-      for (auto& v : it.features) v /= std::max(1, n);
-      it.analytic /= std::max(1, n);
+      for (auto& v : features) v /= std::max(1, n);
+      it.ready.analytic /= std::max(1, n);
     }
     // Waiting in the reserve keeps it out of later proposals.
-    in_flight.insert(it.candidate_id);
-    reserve_.push_back(std::move(it));
+    in_flight.insert(id);
+    waiting_.emplace(id, std::move(w));
+    strategy_.add_ready(std::move(it.ready));
     ++added;
   }
   result_.screen_s += now_s() - screen_t0;
@@ -369,18 +365,37 @@ std::unique_ptr<CampaignEngine::Batch> CampaignEngine::dispatch(int generation, 
   // Fresh inputs for every batch: a candidate can never have seen them.
   std::random_device rd;
   batch->common = common_request((static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ static_cast<std::uint64_t>(generation));
+  const std::size_t slots = std::min<std::size_t>(static_cast<std::size_t>(std::max(1, opt_.batch)),
+                                                  static_cast<std::size_t>(std::max<std::int64_t>(0, budget_left)));
+  std::vector<Ready> picked;
   if (opt_.cost_model) {
-    select_for_gpu(*batch, in_flight, budget_left);
+    Choice c = strategy_.choose(slots, [this](CostModel& model, std::mt19937_64& rng) { refit_model(model, rng); });
+    for (const auto reason : c.reasons) {
+      if (reason == prior::PickReason::Thompson) ++result_.model_picks;
+      else if (reason == prior::PickReason::Random) ++result_.random_picks;
+      else ++result_.analytic_picks;
+    }
+    // Given way in the bounded reserve: recorded as not selected (never judged).
+    for (const auto& r : c.evicted) {
+      db_.settle_candidate(r.candidate_id, "not-selected");
+      in_flight.erase(r.candidate_id);
+      waiting_.erase(r.candidate_id);
+    }
+    picked = std::move(c.picked);
   } else {
-    // Oldest first: the order they were proposed in.
-    const std::size_t take = std::min<std::size_t>(
-        {static_cast<std::size_t>(std::max(1, opt_.batch)), reserve_.size(), static_cast<std::size_t>(std::max<std::int64_t>(0, budget_left))});
-    for (std::size_t i = 0; i < take; ++i) batch->items.push_back(std::move(reserve_[i]));
-    reserve_.erase(reserve_.begin(), reserve_.begin() + static_cast<std::ptrdiff_t>(take));
+    picked = strategy_.take_oldest(slots);  // the order they were proposed in
   }
-  for (const auto& it : batch->items) keys_in_flight_[it.candidate_id] = it.build_key;
+  for (auto& r : picked) {
+    Item it;
+    auto w = waiting_.extract(r.candidate_id);
+    it.measure = std::move(w.mapped().measure);
+    it.build_key = std::move(w.mapped().build_key);
+    it.ready = std::move(r);
+    keys_in_flight_[it.ready.candidate_id] = it.build_key;
+    batch->items.push_back(std::move(it));
+  }
   if (remeasure_best) {
-    const Member* best = population_.best();
+    const Member* best = strategy_.population().best();
     // Counting the ones in flight: two batches queued before the first answers must not both
     // re-measure a best that needs only one more figure.
     if (best && best->measurements + remeasures_in_flight_[best->candidate_id] >= opt_.max_measurements) best = nullptr;
@@ -392,9 +407,9 @@ std::unique_ptr<CampaignEngine::Batch> CampaignEngine::dispatch(int generation, 
     const auto cubin = best ? cubins_.find(best->candidate_id) : cubins_.end();
     if (best && cubin != cubins_.end()) {
       Item it;
-      it.proposal.genome = best->genome;
-      it.proposal.operator_id = "remeasure";
-      it.candidate_id = best->candidate_id;
+      it.ready.proposal.genome = best->genome;
+      it.ready.proposal.operator_id = "remeasure";
+      it.ready.candidate_id = best->candidate_id;
       it.purpose = "remeasure";
       it.measure.genome_hash = best->genome.hash();
       it.measure.knobs = best->genome.knobs;
@@ -415,8 +430,7 @@ void CampaignEngine::load_applicability() {
     ev.bind(1, campaign_id_);
     while (ev.step()) {
       try {
-        const Genome g = genome_from_json(json::parse(ev.column_text(0)), op_);
-        validity_.add(validity_categories(g), {}, ev.column_text(1) == "pass");  // rates only: no features here
+        strategy_.recall_gate(genome_from_json(json::parse(ev.column_text(0)), op_), ev.column_text(1) == "pass");
       } catch (const std::exception&) {
         // An unreadable genome was reported when it was resumed; it teaches nothing here.
       }
@@ -430,50 +444,21 @@ void CampaignEngine::load_applicability() {
   while (st.step()) {
     const std::string op = st.column_text(0);
     const bool refused = st.column_text(3) == "pass" && st.column_text(4).rfind("pass-refused", 0) == 0;
-    if (op == "random") {  // as note_build counts the first population's random edits
-      if (refused) {
-        if (const auto pass = refused_pass_of(st.column_text(4)); !pass.empty()) ++applicability_["ptx:" + pass].refused;
-      } else if (st.column_int(2) != 0) {
-        try {
-          for (const auto& e : genome_from_json(json::parse(st.column_text(5))).edits) ++applicability_["ptx:" + e.pass].applied;
-        } catch (const std::exception&) {
-          // unreadable: reported when resumed
-        }
+    Genome g;
+    if (op == "random" && !refused && st.column_int(2) != 0) {
+      try {
+        g = genome_from_json(json::parse(st.column_text(5)));
+      } catch (const std::exception&) {
+        continue;  // unreadable: reported when resumed
       }
-      continue;
     }
-    if (refused) {
-      ++applicability_[op].refused;
-      if (auto parent = st.column_opt_int(1)) refused_pairs_.insert({*parent, op});
-    } else if (st.column_int(2) != 0) {
-      ++applicability_[op].applied;
-    }
+    strategy_.recall_build(op, st.column_opt_int(1), g, refused, st.column_int(2) != 0, st.column_text(4));
   }
-}
-
-std::vector<std::string> CampaignEngine::validity_categories(const Genome& g) {
-  std::vector<std::string> out;
-  const auto knobs = evaluator::knobs_to_json(g.knobs);
-  for (const auto& [k, v] : knobs.items()) out.push_back(g.seed + ":" + k + "=" + v.dump());
-  for (const auto& e : g.edits) out.push_back("pass:" + e.pass);
-  if (!g.source.empty()) out.push_back("agent-source");
-  return out;
-}
-
-double CampaignEngine::p_valid(const Genome& g, const std::vector<double>& features) {
-  const bool logistic = validity_.model() == prior::ValidityModel::Logistic;
-  if (logistic && !validity_logged_) {
-    validity_logged_ = true;
-    log_ << "validity: " << validity_.failures() << " gate failures among " << validity_.rows()
-         << " measured candidates; a logistic model on the cost features now predicts them (was: Beta rates per knob "
-            "value and pass)\n";
-  }
-  return validity_.probability(validity_categories(g), features);
 }
 
 void CampaignEngine::find_random_passes() {
-  random_passes_.clear();
   if (opt_.random_edits.share <= 0 || !baseline_.module) return;
+  std::vector<std::string> applying;
   std::string refused;
   for (const auto& name : proposer_.ptx_passes()) {
     const auto* pass = passes_->find(name);
@@ -485,44 +470,16 @@ void CampaignEngine::find_random_passes() {
     } catch (const std::exception&) {
       r.applied = false;
     }
-    if (r.applied) random_passes_.push_back(name);
+    if (r.applied) applying.push_back(name);
     else refused += " " + name;
   }
   log_ << "random genomes: " << static_cast<int>(opt_.random_edits.share * 100 + 0.5) << "% carry 1-"
-       << opt_.random_edits.max_edits << " PTX edits of " << random_passes_.size() << " passes that apply to the baseline"
+       << opt_.random_edits.max_edits << " PTX edits of " << applying.size() << " passes that apply to the baseline"
        << (refused.empty() ? std::string() : "; refusing it:" + refused) << "\n";
+  strategy_.set_random_passes(std::move(applying));
 }
 
-void CampaignEngine::note_build(const Item& it, bool refused, bool ok, const std::string& build_log) {
-  const std::string& op = it.proposal.operator_id;
-  if (op == "random") {
-    // The first population's random edits: a refusal counts against the pass that refused, a
-    // build counts as an application of each of its passes (no parent: no pair to remember).
-    if (refused) {
-      if (const auto pass = refused_pass_of(build_log); !pass.empty()) ++applicability_["ptx:" + pass].refused;
-    } else if (ok) {
-      for (const auto& e : it.proposal.genome.edits) ++applicability_["ptx:" + e.pass].applied;
-    }
-    return;
-  }
-  if (op.rfind("ptx:", 0) != 0) return;
-  if (refused) {
-    ++applicability_[op].refused;
-    if (it.proposal.parent_id) refused_pairs_.insert({*it.proposal.parent_id, op});
-  } else if (ok) {
-    ++applicability_[op].applied;
-  }
-}
-
-bool CampaignEngine::rarely_applies(const std::string& op) const {
-  const auto a = applicability_.find(op);
-  return opt_.refusals_before_rare > 0 && a != applicability_.end() && a->second.applied == 0 &&
-         a->second.refused >= opt_.refusals_before_rare;
-}
-
-void CampaignEngine::refit_model() {
-  if (!model_dirty_) return;
-  model_dirty_ = false;
+void CampaignEngine::refit_model(CostModel& model, std::mt19937_64& rng) {
   // Op options per campaign: this one's spec; earlier campaigns of the same spec file content
   // share them; others only through earlier_config_ (their spec found on disk).
   CampaignConfigs configs{{campaign_id_, spec_.config}};
@@ -543,102 +500,28 @@ void CampaignEngine::refit_model() {
   }
   const CostDataset d = cost_dataset(db_, op_, configs, GpuLimits{}, &layout_);
   const Environment env = measurers_.front()->environment();
-  result_.last_fit = model_.fit_for_campaign(d, campaign_id_, env.gpu, env.driver, env.cuda, model_rng_);
-}
-
-void CampaignEngine::select_for_gpu(Batch& b, std::set<std::int64_t>& in_flight, std::int64_t budget_left) {
-  if (reserve_.empty()) return;
-  refit_model();
-  const auto n = static_cast<Eigen::Index>(reserve_.size());
-  const auto cols = static_cast<Eigen::Index>(layout_.size());
-  Eigen::MatrixXd X = Eigen::MatrixXd::Zero(n, cols);
-  Eigen::VectorXd valid = Eigen::VectorXd::Ones(n), analytic(n);
-  for (Eigen::Index i = 0; i < n; ++i) {
-    const Item& it = reserve_[static_cast<std::size_t>(i)];
-    for (Eigen::Index j = 0; j < cols && j < static_cast<Eigen::Index>(it.features.size()); ++j)
-      X(i, j) = it.features[static_cast<std::size_t>(j)];
-    analytic(i) = it.analytic;
-    valid(i) = p_valid(it.proposal.genome, it.features);
-  }
-  const std::size_t slots = std::min<std::size_t>(
-      {static_cast<std::size_t>(std::max(1, opt_.batch)), reserve_.size(), static_cast<std::size_t>(budget_left)});
-  if (slots == 0) return;
-  model_.mask(X);
-  const auto picks = prior::select_batch(model_.model(), X, valid, analytic, slots, model_rng_, model_.selection_options());
-  std::vector<bool> taken(reserve_.size(), false);
-  for (const auto& p : picks) {
-    taken[p.index] = true;
-    b.items.push_back(std::move(reserve_[p.index]));
-    if (p.reason == prior::PickReason::Thompson) ++result_.model_picks;
-    else if (p.reason == prior::PickReason::Random) ++result_.random_picks;
-    else ++result_.analytic_picks;
-  }
-  std::vector<Item> rest;
-  std::vector<double> score;  // predicted log time (lower is better) of what waits
-  const bool cold = model_.cold();
-  for (std::size_t i = 0; i < reserve_.size(); ++i) {
-    if (taken[i]) continue;
-    const auto row = static_cast<Eigen::Index>(i);
-    score.push_back(cold ? analytic(row) : model_.model().mean(X.row(row).transpose()));
-    rest.push_back(std::move(reserve_[i]));
-  }
-  reserve_ = std::move(rest);
-  // A bounded reserve: the ones the model likes least give way (recorded as not selected; their
-  // operator is not charged: the child was never judged).
-  const std::size_t cap = static_cast<std::size_t>(std::max(1, opt_.reserve_factor * opt_.batch));
-  if (reserve_.size() > cap) {
-    std::vector<std::size_t> order(reserve_.size());
-    std::iota(order.begin(), order.end(), std::size_t{0});
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t c) { return score[a] < score[c]; });
-    std::vector<Item> kept;
-    for (std::size_t k = 0; k < order.size(); ++k) {
-      Item& it = reserve_[order[k]];
-      if (k < cap) {
-        kept.push_back(std::move(it));
-        continue;
-      }
-      db_.settle_candidate(it.candidate_id, "not-selected");
-      in_flight.erase(it.candidate_id);
-      if (is_policy_op(it.proposal.operator_id)) policy_.release(it.proposal.operator_id);
-    }
-    reserve_ = std::move(kept);
-  }
+  result_.last_fit = model.fit_for_campaign(d, campaign_id_, env.gpu, env.driver, env.cuda, rng);
 }
 
 void CampaignEngine::absorb(Batch& b) {
   for (auto& it : b.items) {
     EvalReport& r = it.report;
-    if (it.purpose == "candidate") keys_in_flight_.erase(it.candidate_id);
-    if (it.purpose == "remeasure" && --remeasures_in_flight_[it.candidate_id] <= 0) remeasures_in_flight_.erase(it.candidate_id);
-    const std::string& op_id = it.proposal.operator_id;
-    const bool credited = it.purpose == "candidate" && is_policy_op(op_id);
-    if (credited && (r.verdict == "unmeasured" || r.verdict == "not-run")) policy_.release(op_id);
-    if (credited && r.verdict != "unmeasured" && r.verdict != "not-run") {
-      if (r.verdict != "pass" || !r.fitness) {
-        policy_.credit(op_id, Outcome::Failed);
-      } else {
-        // The paired comparison with the parent, through their fitness bounds.
-        const auto [lo, hi] = fitness_bounds(r);
-        Member child;
-        child.fitness = *r.fitness;
-        child.fitness_low = lo;
-        child.fitness_high = hi;
-        const Member* best = population_.best();
-        auto parent = it.proposal.parent_id ? measured_.find(*it.proposal.parent_id) : measured_.end();
-        if (best && significantly_better(child, *best, 0.01))
-          policy_.credit(op_id, Outcome::NewBest);
-        else if (parent != measured_.end() && significantly_better(child, parent->second, 0.01))
-          policy_.credit(op_id, Outcome::Faster, child.fitness / parent->second.fitness);
-        else
-          policy_.credit(op_id, Outcome::NotFaster);
-      }
+    const std::int64_t id = it.ready.candidate_id;
+    const Proposal& proposal = it.ready.proposal;
+    if (it.purpose == "candidate") keys_in_flight_.erase(id);
+    if (it.purpose == "remeasure" && --remeasures_in_flight_[id] <= 0) remeasures_in_flight_.erase(id);
+    const bool judged = r.verdict != "unmeasured" && r.verdict != "not-run";
+    const bool passed = r.verdict == "pass" && r.fitness;
+    const auto [lo, hi] = fitness_bounds(r);
+    if (it.purpose == "candidate") {
+      if (!judged) strategy_.dropped(proposal);
+      else if (!passed) strategy_.measured(it.ready, std::nullopt);
+      // A passing candidate is told below, once it is recorded.
     }
-    if (it.purpose == "candidate" && r.verdict != "unmeasured" && r.verdict != "not-run")
-      validity_.add(validity_categories(it.proposal.genome), it.features, r.verdict == "pass" && r.fitness);
     if (r.verdict == "unmeasured") {
       // A replay answers a re-measurement of the best "unmeasured" too; only candidates count.
       if (it.purpose == "candidate") {
-        db_.settle_candidate(it.candidate_id, "unmeasured");
+        db_.settle_candidate(id, "unmeasured");
         ++result_.unmeasured_this_run;
       }
       continue;
@@ -651,22 +534,21 @@ void CampaignEngine::absorb(Batch& b) {
     EvaluationMeta meta;
     meta.mode = mode();
     meta.purpose = it.purpose;
-    const auto [lo, hi] = fitness_bounds(r);
     if (r.fitness) {
       meta.fitness_low = lo;
       meta.fitness_high = hi;
     }
-    db_.record_evaluation(it.candidate_id, env_id_, r, meta);
+    db_.record_evaluation(id, env_id_, r, meta);
     // The database keeps held-out shapes apart; the agents and failure counts below see only this.
     evaluator::redact_heldout(r);
     if (it.purpose == "candidate") ++result_.evaluations_this_run;
-    if (it.purpose == "candidate" && is_llm(it.proposal)) {
-      if (r.verdict == "pass" && r.fitness) {
-        llm_->measured(it.proposal.genome);
+    if (it.purpose == "candidate" && is_llm(proposal)) {
+      if (passed) {
+        llm_->measured(proposal.genome);
       } else {
         std::string reasons;
         for (const auto& x : r.reasons) reasons += (reasons.empty() ? "" : "; ") + x;
-        llm_->failed(it.proposal.genome, it.candidate_id, "gate", r.verdict + (reasons.empty() ? "" : ": " + reasons));
+        llm_->failed(proposal.genome, id, "gate", r.verdict + (reasons.empty() ? "" : ": " + reasons));
       }
     }
     if (r.verdict != "pass" || !r.fitness) {
@@ -677,22 +559,14 @@ void CampaignEngine::absorb(Batch& b) {
       }
       continue;
     }
-    model_dirty_ = true;
     if (it.purpose == "remeasure") {
-      population_.remeasured(it.candidate_id, *r.fitness, lo, hi);
+      strategy_.remeasured(id, Figures{*r.fitness, lo, hi});
       continue;
     }
-    Member m;
-    m.candidate_id = it.candidate_id;
-    m.genome = it.proposal.genome;
-    m.fitness = *r.fitness;
-    m.fitness_low = lo;
-    m.fitness_high = hi;
-    measured_[m.candidate_id] = m;
-    population_.offer(it.proposal.island, m, it.proposal.parent_id);
-    if (population_.contains(m.candidate_id)) cubins_[m.candidate_id] = it.measure.cubin;
+    strategy_.measured(it.ready, Figures{*r.fitness, lo, hi});
+    if (strategy_.population().contains(id)) cubins_[id] = it.measure.cubin;
   }
-  std::erase_if(cubins_, [&](const auto& kv) { return !population_.contains(kv.first); });
+  std::erase_if(cubins_, [&](const auto& kv) { return !strategy_.population().contains(kv.first); });
 }
 
 void CampaignEngine::progress(bool force) {
@@ -702,7 +576,7 @@ void CampaignEngine::progress(bool force) {
   const double wall = t - started_;
   const std::int64_t evals = db_.count_candidate_evaluations(campaign_id_);
   char line[512];
-  const Member* best = population_.best();
+  const Member* best = strategy_.population().best();
   std::string left;
   if (opt_.max_minutes > 0) left = ", " + std::to_string(static_cast<int>(std::max(0.0, opt_.max_minutes * 60 - wall))) + " s left";
   const double busy = wall > 0 && !measurers_.empty() ? result_.gpu_s / (wall * static_cast<double>(gpu_count())) : 0;
@@ -776,7 +650,7 @@ CampaignResult CampaignEngine::run() {
     return result_;
   }
   // What earlier campaigns in this database learned about the operators (capped per key).
-  policy_.load(db_);
+  strategy_.posterior().load(db_);
   load_applicability();  // a resumed campaign's refusals and gate outcomes
   find_random_passes();
   if (llm_agents_) {
@@ -784,13 +658,13 @@ CampaignResult CampaignEngine::run() {
         *llm_agents_, db_, campaign_id_, spec_, op_, opt_.arch,
         [this](const Genome& g) { return build_request(g).source; },
         [this](const Genome& g) { return instruction_mix_of(g); }, log_);
-    policy_ops_.insert(LlmProposer::kOperator);
+    strategy_.add_policy_operator(LlmProposer::kOperator);
   }
   if (c.resumed) {
     rebuild_population();
     log_ << "resuming campaign " << campaign_id_ << " from " << db_.path().string() << ": "
          << db_.count_candidates(campaign_id_) << " candidates, " << db_.count_candidate_evaluations(campaign_id_)
-         << " evaluations, population " << population_.size() << std::endl;
+         << " evaluations, population " << strategy_.population().size() << std::endl;
   } else {
     log_ << "campaign " << campaign_id_ << " (" << spec_.op << ", " << opt_.arch << ", " << mode() << ") in "
          << db_.path().string() << std::endl;
@@ -874,14 +748,14 @@ CampaignResult CampaignEngine::run() {
     // Nothing in flight and not even one more candidate's measurement fits before the deadline.
     if (deadline_ > 0 && in_flight == 0 && measure_per_item_s_ > 0 && now_s() + measure_per_item_s_ > deadline_)
       return "time";
-    if (opt_.target_fitness > 0 && population_.best() && population_.best()->fitness >= opt_.target_fitness) return "target";
+    if (opt_.target_fitness > 0 && strategy_.population().best() && strategy_.population().best()->fitness >= opt_.target_fitness) return "target";
     if (measurers_.empty() ? result_.built_this_run >= budget_ : evaluations_done() + queued >= budget_) return "budget";
     return "";
   };
   std::string stop_reason;
   double yield_estimate = 0.5;  // candidates that reach the reserve per proposal (duplicates, failed builds, screens)
   std::deque<std::unique_ptr<Round>> building;
-  bool first_population_launched = !population_.empty();
+  bool first_population_launched = !strategy_.population().empty();
   const bool choosing = opt_.cost_model && !measurers_.empty();
   // Candidates a batch waits for: `batch`, or with the cost model enough that it has a choice.
   const auto target = static_cast<std::size_t>(
@@ -920,7 +794,7 @@ CampaignResult CampaignEngine::run() {
     if (measurers_.empty()) return result_.built_this_run + static_cast<std::int64_t>(std::accumulate(
                                                                  building.begin(), building.end(), std::size_t{0},
                                                                  [](std::size_t n, const auto& r) { return n + r->fresh.size(); }));
-    return evaluations_done() + queued + static_cast<std::int64_t>(reserve_.size()) + expected;
+    return evaluations_done() + queued + static_cast<std::int64_t>(strategy_.reserve().size()) + expected;
   };
   // Keeps up to build_rounds rounds building in the background, each sized by the yield seen so
   // far to bring about `target` candidates. Only counts decide, never timing: a campaign with one
@@ -930,12 +804,12 @@ CampaignResult CampaignEngine::run() {
       if (!out_of_budget().empty()) return;
       // Near the deadline: no round that could not be built (and measured) before it.
       if (deadline_ > 0 && now_s() + round_build_s_ + measure_per_item_s_ > deadline_) return;
-      if (reserve_.size() >= reserve_cap) return;  // the GPU is the bottleneck: no need to build more
-      const bool first = population_.empty();
+      if (strategy_.reserve().size() >= reserve_cap) return;  // the GPU is the bottleneck: no need to build more
+      const bool first = strategy_.population().empty();
       // The first population is building or measured and nothing has come back: another round
       // now would be another first population (seeds and random genomes again), not children.
       if (first && first_population_launched && pending.empty() &&
-          (in_flight > 0 || !building.empty() || !reserve_.empty()))
+          (in_flight > 0 || !building.empty() || !strategy_.reserve().empty()))
         return;
       const double per_call = std::max(1.0, static_cast<double>(opt_.batch) * std::max(0.2, yield_estimate));
       const int calls = first ? 1 : std::clamp(static_cast<int>(std::ceil(static_cast<double>(target) / per_call)), 1, 8);
@@ -952,7 +826,7 @@ CampaignResult CampaignEngine::run() {
         ++empty_rounds;
         return;
       }
-      asked_this_round_.clear();
+      strategy_.new_round();
       // The LLM's answers build in a round of their own, ahead of the rule agents' round: a
       // failure reaches the fixer when that one build is done, not when the whole round is.
       std::vector<Proposal> answers;
@@ -1001,8 +875,8 @@ CampaignResult CampaignEngine::run() {
       const std::size_t want =
           in_flight < static_cast<int>(measurers_.size()) ? static_cast<std::size_t>(std::max(1, opt_.batch)) : target;
       int rounds_waited = 0;
-      while (reserve_.size() < want && !building.empty() &&
-             (rounds_waited <= opt_.top_up_rounds || reserve_.empty())) {
+      while (strategy_.reserve().size() < want && !building.empty() &&
+             (rounds_waited <= opt_.top_up_rounds || strategy_.reserve().empty())) {
         auto r = std::move(building.front());
         building.pop_front();
         const std::size_t added = finish(*r, candidates_in_flight);
@@ -1019,7 +893,7 @@ CampaignResult CampaignEngine::run() {
         launch_fixes();
         launch_rounds();  // keep the cores busy while this batch goes out
       }
-      if (reserve_.empty() || !stop_reason.empty()) break;
+      if (strategy_.reserve().empty() || !stop_reason.empty()) break;
       const bool remeasure = opt_.remeasure_every > 0 && batches > 0 && batches % opt_.remeasure_every == 0;
       std::int64_t budget_left = std::max<std::int64_t>(0, budget_ - (evaluations_done() + queued));
       // Near the deadline a batch shrinks to what one measurer can measure before it.
@@ -1029,7 +903,7 @@ CampaignResult CampaignEngine::run() {
       if (budget_left == 0 && deadline_ > 0 && measure_per_item_s_ > 0) break;
       auto batch = dispatch(generation, remeasure, candidates_in_flight, budget_left);
       ++batches;
-      if (opt_.migrate_every > 0 && batches % opt_.migrate_every == 0) population_.migrate();
+      if (opt_.migrate_every > 0 && batches % opt_.migrate_every == 0) strategy_.population().migrate();
       if (batch->items.empty()) break;
       for (const auto& it : batch->items) queued += it.purpose == "candidate" ? 1 : 0;
       work.push(batch.release());
@@ -1076,7 +950,7 @@ CampaignResult CampaignEngine::run() {
     --in_flight;
     for (const auto& it : b->items) {
       queued -= it.purpose == "candidate" ? 1 : 0;
-      if (it.purpose == "candidate") candidates_in_flight.erase(it.candidate_id);
+      if (it.purpose == "candidate") candidates_in_flight.erase(it.ready.candidate_id);
     }
     result_.measure_s += b->measure_s;
     result_.prep_s += b->prep_s;
@@ -1089,7 +963,7 @@ CampaignResult CampaignEngine::run() {
       continue;
     }
     absorb(*b);
-    policy_.save(db_);
+    strategy_.posterior().save(db_);
     progress(false);
   }
   // Builds still running finish and are recorded (a resumed campaign measures what passed); past
@@ -1103,7 +977,7 @@ CampaignResult CampaignEngine::run() {
   for (auto& t : threads) t.join();
 
   // ---- the winner, re-measured against the baseline ----
-  if (const Member* best = population_.best()) {
+  if (const Member* best = strategy_.population().best()) {
     result_.best = *best;
     if (opt_.final_check && mode() == "gpu" && stop_reason == "time") {
       log_ << "final check skipped: the campaign stopped at its deadline (`ptxevo eval SPEC --db F --candidate "

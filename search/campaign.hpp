@@ -23,11 +23,9 @@
 #include "search/cost_model.hpp"
 #include "search/llm_proposer.hpp"
 #include "search/measurer.hpp"
-#include "search/operator_posterior.hpp"
-#include "search/population.hpp"
-#include "search/prior/logistic_validity.hpp"
 #include "search/proposer.hpp"
 #include "search/replay.hpp"
+#include "search/strategy.hpp"
 #include "search/trace_db.hpp"
 
 namespace ptxevo::search {
@@ -139,23 +137,6 @@ class CampaignEngine {
 
   CampaignResult run();
 
-  // The categories whose validity rates judge a genome: "seed:KNOB=value" per knob, "pass:NAME"
-  // per PTX edit, "agent-source" (also used by the prior's replay study, search/prior_study.cpp).
-  static std::vector<std::string> validity_categories(const Genome& g);
-
- private:
-  struct Item;
-  struct Batch;
-  struct Round;
-
-  std::string mode() const;
-  int gpu_count() const;  // distinct devices among the measurers
-  evaluator::BuildRequest build_request(const Genome& g) const;
-  evaluator::EvalRequest common_request(std::uint64_t input_seed) const;
-  std::vector<Proposal> propose(int generation, std::mt19937_64& rng, bool allow_llm = true);
-  // Replaces each proposal outside the replay record by its nearest recorded genome not taken yet.
-  void project_onto_record(std::vector<Proposal>& props);
- public:
   // How to find the op options of an earlier campaign in the database (its spec), so its
   // measurements can inform this campaign's cost model; without it only earlier campaigns of
   // the same spec (same hash) count.
@@ -164,19 +145,37 @@ class CampaignEngine {
   }
 
  private:
+  struct Item;
+  struct Batch;
+  struct Round;
+  class LlmOperator;
+
+  std::string mode() const;
+  int gpu_count() const;  // distinct devices among the measurers
+  evaluator::BuildRequest build_request(const Genome& g) const;
+  evaluator::EvalRequest common_request(std::uint64_t input_seed) const;
+  // The strategy's next proposals: the first population (with warm-start genomes from this
+  // database) or a batch of children, the LLM agents among the operators when allowed.
+  std::vector<Proposal> propose(int generation, std::mt19937_64& rng, bool allow_llm = true);
+  // Replaces each proposal outside the replay record by its nearest recorded genome not taken yet.
+  void project_onto_record(std::vector<Proposal>& props);
   // Records proposals and starts their builds in the background. Ids in `in_flight` are built,
   // waiting or on their way to a measurer, and are not proposed again.
   std::unique_ptr<Round> launch(int generation, std::vector<Proposal> proposals, std::set<std::int64_t>& in_flight);
-  // Waits for a round's builds, records them, screens, and moves what must be measured into the
-  // reserve. Returns how many candidates it added.
+  // Waits for a round's builds, records them, screens, and hands what must be measured to the
+  // strategy's reserve. Returns how many candidates it added.
   std::size_t finish(Round& round, std::set<std::int64_t>& in_flight);
   // The next batch for a measurer: `batch` of the reserve (the cost model's choice, or the
   // oldest first without it), plus a re-measurement of the best when asked.
   std::unique_ptr<Batch> dispatch(int generation, bool remeasure_best, std::set<std::int64_t>& in_flight,
                                   std::int64_t budget_left);
-  void absorb(Batch& b);  // records the reports and updates the population
+  void absorb(Batch& b);  // records the reports and tells the strategy
   void rebuild_population();
+  void load_applicability();  // a resumed campaign's refusals and gate outcomes, told to the strategy
+  void find_random_passes();
+  void refit_model(CostModel& model, std::mt19937_64& rng);
   void progress(bool force);
+  bool is_policy_op(const std::string& op) const { return strategy_.is_policy_op(op); }
 
   const evaluator::Spec& spec_;
   const evaluator::Op& op_;
@@ -189,49 +188,19 @@ class CampaignEngine {
 
   std::shared_ptr<const mutators::PassRegistry> passes_;
   Proposer proposer_;
-  OperatorPosterior policy_;
-  std::set<std::string> policy_ops_;                  // operators the posterior chooses among
-  std::map<std::int64_t, Member> measured_;           // candidate -> its latest figures (for credit)
+  EvolutionStrategy strategy_;
   std::map<std::int64_t, int> remeasures_in_flight_;  // candidate -> re-measurements queued, not absorbed
-  // The cost model (see CampaignOptions::cost_model).
-  FeatureLayout layout_;
-  std::vector<Item> reserve_;  // built and screened, waiting for a GPU slot
-  CostModel model_;
-  bool model_dirty_ = true;
-  std::function<std::optional<evaluator::OpConfig>(std::int64_t)> earlier_config_;
-  std::mt19937_64 model_rng_;
-  // Takes `batch` of the reserve (at most budget_left) for the GPU by the cost model's choice.
-  void select_for_gpu(Batch& batch, std::set<std::int64_t>& in_flight, std::int64_t budget_left);
-  // Passes that could not apply: per operator, parents refused and children built; and the
-  // (parent, operator) pairs that refused, never proposed again.
-  struct Applicability {
-    int refused = 0, applied = 0;
+  FeatureLayout layout_;  // the cost model's columns
+  // What the strategy's reserve does not hold: per waiting candidate, its cubin and build key.
+  struct Waiting {
+    MeasureItem measure;
+    std::string build_key;
   };
-  std::map<std::string, Applicability> applicability_;
-  std::set<std::pair<std::int64_t, std::string>> refused_pairs_;
-  std::set<std::pair<std::int64_t, std::string>> asked_this_round_;
-  std::set<std::string> rare_logged_;
-  // The passes a random genome of the first population may carry (CampaignOptions::random_edits).
-  std::vector<std::string> random_passes_;
-  void find_random_passes();
-  // P(a screened candidate passes the gate), for the cost model's choice: a Beta rate per knob
-  // value and per pass in its genome, the weakest one counting. Failures never enter the time
-  // model, so without this it kept choosing what it could not know fails (the toy's UNROLL = 3,
-  // predicted between the fast UNROLL 2 and 4).
-  // Once 50 failures and 50 passes with features are known, a logistic model on the cost
-  // features replaces the rates (prior::ValidityEstimator).
-  prior::ValidityEstimator validity_{2.0, 0.25};
-  bool validity_logged_ = false;
-  double p_valid(const Genome& g, const std::vector<double>& features);
-  void load_applicability();
-  void note_build(const Item& it, bool refused, bool ok, const std::string& build_log);
-  bool rarely_applies(const std::string& op) const;
+  std::map<std::int64_t, Waiting> waiting_;
+  std::function<std::optional<evaluator::OpConfig>(std::int64_t)> earlier_config_;
   // Cubins of measured candidates still in the population, for re-measurements without a rebuild.
   std::map<std::int64_t, std::vector<std::uint8_t>> cubins_;
   std::map<std::int64_t, std::string> keys_in_flight_;  // candidate on its way to a measurer -> build key
-  void refit_model();
-  bool is_policy_op(const std::string& op) const { return policy_ops_.count(op) > 0; }
-  Population population_;
   std::map<std::string, std::string> sources_;  // seed name -> template text
   evaluator::BuildResult baseline_;
   std::vector<evaluator::ShapeCase> shapes_;

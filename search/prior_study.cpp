@@ -19,7 +19,7 @@
 
 #include "evaluator/evaluation.hpp"
 #include "mutators/pass.hpp"
-#include "search/campaign.hpp"
+#include "search/strategy.hpp"
 #include "search/population.hpp"
 #include "search/prior/bayes_linear.hpp"
 #include "search/prior/logistic_validity.hpp"
@@ -65,7 +65,7 @@ struct Context {
   // edits in the universe, appending one of its passes or dropping one (others always leave it).
   std::set<std::string> ops;
   // The passes a random genome of the first population may carry: the universe's, in the
-  // proposer's order, less those that refuse the baseline (CampaignEngine::find_random_passes).
+  // proposer's order, less those that refuse the baseline (as a campaign leaves out passes refusing its baseline's PTX).
   std::vector<std::string> random_passes;
   bool is_policy_op(const std::string& id) const { return ops.count(id) > 0; }
   std::optional<std::size_t> find(const Genome& g) const {
@@ -105,61 +105,33 @@ struct SimOutput {
   std::vector<std::size_t> first_random;  // the first population's random genomes, as drawn
 };
 
-struct Item {
-  std::size_t member = 0;
-  Proposal proposal;
-  std::vector<double> features;  // mean over the campaign's shapes
-  double analytic = 0;
-};
-
-// One campaign over the universe (mirrors CampaignEngine's propose / prepare / select_for_gpu /
-// absorb; see the header for what differs).
+// One campaign over the universe: the campaign's strategy (search/strategy.hpp) told what the
+// universe recorded; see the header for what differs from a campaign's pipeline.
 SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, const Landscape& land, const Transfer& t,
                    std::uint64_t seed, const StudyOptions& o, std::int64_t budget) {
   SimOutput out;
   StudyRun& run = out.run;
-  std::mt19937_64 rng(seed), model_rng(mix(seed, 17)), noise_rng(mix(seed, 29));
-  Population pop(PopulationOptions{o.islands, o.island_size, 3, 0.01});
-  OperatorPosterior policy(c.family, c.spec.arch);
-  if (t.posterior) policy.carry(*t.posterior);
-  CostModel model;
-  bool dirty = true;
+  std::mt19937_64 rng(seed), noise_rng(mix(seed, 29));
+  OperatorPosterior posterior(c.family, c.spec.arch);
+  if (t.posterior) posterior.carry(*t.posterior);
+  EvolutionStrategy strategy(*c.proposer, std::move(posterior), c.ops,
+                             StrategyOptions{o.islands, o.island_size, o.batch, o.initial, o.random_edits,
+                                             o.refusals_before_rare, o.reserve_factor, c.layout.size()},
+                             mix(seed, 17), nullptr);
+  strategy.set_random_passes(c.random_passes);
+  strategy.restrict_proposals([&c](const Genome& g) { return c.find(g).has_value(); });
   std::vector<CostRow> own_rows;
-  std::map<std::int64_t, Member> measured;
   std::map<std::size_t, double> best_measured;  // member -> its best measured fitness
   std::set<std::size_t> seen;
-  std::vector<Item> reserve;
+  std::int64_t outside = 0;  // seeds or warm genomes the universe lacks
   double best_true = 0;
   const std::size_t ns = shapes.size();
-  // As CampaignEngine: P(passes the gate) in the cost model's choice (Beta rates per knob value
-  // and pass, the weakest counting, then a logistic model on the features); passes that refused a
-  // parent never proposed for it again, and one that refused every parent so far only rarely; one
-  // child per (parent, pass) a round.
-  prior::ValidityEstimator validity(2.0, 0.25);
-  struct Applicability {
-    int refused = 0, applied = 0;
-  };
-  std::map<std::string, Applicability> applicability;
-  std::set<std::pair<std::int64_t, std::string>> refused_pairs, asked_this_round;
-  auto p_valid = [&](const Genome& g, const std::vector<double>& features) {
-    return validity.probability(CampaignEngine::validity_categories(g), features);
-  };
-  auto rarely_applies = [&](const std::string& op) {
-    const auto a = applicability.find(op);
-    return o.refusals_before_rare > 0 && a != applicability.end() && a->second.applied == 0 &&
-           a->second.refused >= o.refusals_before_rare;
-  };
+  const auto member_of = [](const Ready& r) { return static_cast<std::size_t>(r.candidate_id - 1); };
 
   // A measurement: noisy per-shape speedups around the stored medians, bounds shifted with them.
-  struct Figures {
-    double fitness = 0, low = 0, high = 0;
-  };
-  auto measure = [&](std::size_t member, std::optional<Figures>* fig) {
+  auto measure = [&](std::size_t member) -> std::optional<Figures> {
     const MemberData& d = c.data[land.figure_of[member]];
-    if (!d.passes) {
-      fig->reset();
-      return;
-    }
+    if (!d.passes) return std::nullopt;
     double f = 0, lo = 0, hi = 0;
     for (std::size_t k = 0; k < ns; ++k) {
       const std::size_t j = shapes[k];
@@ -181,187 +153,48 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
       own_rows.push_back(std::move(row));
     }
     const double n = static_cast<double>(ns);
-    *fig = Figures{std::exp(f / n), std::exp(lo / n), std::exp(hi / n)};
-    dirty = true;
+    return Figures{std::exp(f / n), std::exp(lo / n), std::exp(hi / n)};
   };
 
-  auto prepare = [&](std::vector<Proposal> props, std::vector<Item>& items) {
+  // A "build": the universe's record of the proposal's genome.
+  auto prepare = [&](std::vector<Proposal> props, std::vector<Ready>& ready) {
     for (auto& p : props) {
       const auto found = c.find(p.genome);
-      const bool policy_op = c.is_policy_op(p.operator_id);
       if (!found) {  // only a seed or warm genome can get here; proposals are checked
-        ++run.outside;
-        if (policy_op) policy.release(p.operator_id);
+        ++outside;
+        strategy.dropped(p);
         continue;
       }
       const std::size_t m = *found;
       if (!seen.insert(m).second) {
         ++run.duplicates;
-        if (policy_op) policy.release(p.operator_id);
+        strategy.dropped(p);
         continue;
       }
       const UniverseMember& um = c.u->members[m];
       const bool refused = um.build == "failed" && um.stage == "pass" && um.reason.rfind("pass-refused", 0) == 0;
-      if (p.operator_id == "random") {  // CampaignEngine::note_build: the first population's edits
-        if (refused) {
-          const std::string tag = "pass-refused: ";
-          const auto end = um.reason.find(':', tag.size());
-          if (end != std::string::npos) ++applicability["ptx:" + um.reason.substr(tag.size(), end - tag.size())].refused;
-        } else if (um.build == "ok" || um.build == "screened") {
-          for (const auto& e : p.genome.edits) ++applicability["ptx:" + e.pass].applied;
-        }
-      } else if (p.operator_id.rfind("ptx:", 0) == 0) {  // CampaignEngine::note_build
-        if (refused) {
-          ++applicability[p.operator_id].refused;
-          if (p.parent_id) refused_pairs.insert({*p.parent_id, p.operator_id});
-        } else if (um.build == "ok" || um.build == "screened") {
-          ++applicability[p.operator_id].applied;
-        }
-      }
-      if (!c.data[m].buildable) {
-        // A pass that refused this parent could not apply: not charged (as in a campaign).
-        if (policy_op && refused) policy.release(p.operator_id);
-        else if (policy_op) policy.credit(p.operator_id, Outcome::Failed);
-        continue;
-      }
-      Item item;
-      item.member = m;
-      item.proposal = std::move(p);
-      item.features.assign(c.layout.size(), 0.0);
+      strategy.built(p, refused, um.build == "ok" || um.build == "screened", c.data[m].buildable, um.reason);
+      if (!c.data[m].buildable) continue;
+      Ready r;
+      r.candidate_id = static_cast<std::int64_t>(m) + 1;
+      r.proposal = std::move(p);
+      r.features.assign(c.layout.size(), 0.0);
       for (const auto j : shapes) {
         const FeatureRow& fr = c.data[m].features[j];
-        for (std::size_t k = 0; k < fr.x.size() && k < item.features.size(); ++k) item.features[k] += fr.x[k];
-        item.analytic += fr.analytic_log_time;
+        for (std::size_t k = 0; k < fr.x.size() && k < r.features.size(); ++k) r.features[k] += fr.x[k];
+        r.analytic += fr.analytic_log_time;
       }
-      for (auto& v : item.features) v /= static_cast<double>(ns);
-      item.analytic /= static_cast<double>(ns);
-      items.push_back(std::move(item));
+      for (auto& v : r.features) v /= static_cast<double>(ns);
+      r.analytic /= static_cast<double>(ns);
+      ready.push_back(std::move(r));
     }
   };
 
-  auto first_population = [&]() {
-    std::vector<Proposal> props;
-    int k = 0;
-    const int islands = pop.islands();
-    for (const auto& g : c.proposer->seeds()) {
-      Proposal p;
-      p.genome = g;
-      p.operator_id = "seed";
-      p.island = k++ % islands;
-      props.push_back(std::move(p));
-    }
-    int warm = 0;
-    const int cap = (static_cast<int>(props.size()) + o.initial) / 2;
-    if (t.best) {
-      std::set<std::string> have;
-      for (const auto& p : props) have.insert(canonical_edits(p.genome).hash());
-      for (const auto m : *t.best) {
-        if (warm >= cap || warm >= o.initial) break;
-        const Genome& g = c.u->members[m].genome;
-        if (t.as_drawn) {
-          // The shuffled control's random genomes: as a cold campaign's (a duplicate is dropped
-          // uncharged when it is prepared, as a cold campaign's duplicate random genome is).
-          Proposal p;
-          p.genome = g;
-          p.operator_id = "random";
-          p.detail = "warm_start";
-          p.island = k++ % islands;
-          props.push_back(std::move(p));
-          ++warm;
-          continue;
-        }
-        if (!c.proposer->admits(g).empty() || !have.insert(canonical_edits(g).hash()).second) continue;
-        Proposal p;
-        p.genome = g;
-        p.operator_id = "warm_start";
-        p.island = k++ % islands;
-        props.push_back(std::move(p));
-        ++warm;
-      }
-    }
-    run.warm_seeds = warm;
-    // As CampaignEngine::propose: a share of the random genomes carries edits, of the passes
-    // that apply to the baseline and have not refused every parent so far.
-    std::vector<std::string> edit_passes;
-    for (const auto& pass : c.random_passes)
-      if (!rarely_applies("ptx:" + pass)) edit_passes.push_back(pass);
-    for (int i = warm; i < o.initial; ++i) {
-      // The grid is closed under knob resets, so a knob assignment is a member unless the
-      // universe was thinned; edits with parameters the universe lacks are not. Then a few more
-      // draws (docs/prior_study.md 6.2).
-      for (int attempt = 0; attempt < 20; ++attempt) {
-        auto g = c.proposer->random_genome(c.spec.seeds.front().name, rng, o.random_edits, edit_passes);
-        if (!g) break;
-        const auto m = c.find(*g);
-        if (!m) {
-          ++run.outside;
-          continue;
-        }
-        out.first_random.push_back(*m);
-        Proposal p;
-        p.genome = std::move(*g);
-        p.operator_id = "random";
-        p.island = k++ % islands;
-        props.push_back(std::move(p));
-        break;
-      }
-    }
-    return props;
-  };
-
-  int generation = 0;
-  auto children = [&]() {
-    std::vector<Proposal> props;
-    const int islands = pop.islands();
-    for (int i = 0; i < o.batch; ++i) {
-      const int island = (generation * o.batch + i) % islands;
-      const Member* parent = pop.select(island, rng);
-      if (!parent) parent = pop.best();
-      const Member* mate = pop.select(island, rng);
-      if (mate == parent) mate = pop.select((island + 1) % islands, rng);
-      const bool has_mate = mate && mate != parent && mate->genome.seed == parent->genome.seed;
-      for (int attempt = 0; attempt < 6; ++attempt) {
-        std::vector<std::string> ops;
-        for (auto& op : c.proposer->applicable(parent->genome, has_mate))
-          if (c.is_policy_op(op)) ops.push_back(std::move(op));
-        // CampaignEngine::propose: a pass that refused this parent refuses it again; one child per
-        // (parent, pass) a round; a pass that refused every parent so far only now and then.
-        const bool explore = std::uniform_real_distribution<double>(0, 1)(rng) < 0.05;
-        std::erase_if(ops, [&](const std::string& op) {
-          if (refused_pairs.count({parent->candidate_id, op})) return true;
-          if (op.rfind("ptx:", 0) == 0 && asked_this_round.count({parent->candidate_id, op})) return true;
-          return !explore && rarely_applies(op);
-        });
-        const std::string op = policy.choose(ops, rng);
-        if (op.empty()) break;
-        std::string detail;
-        auto child = c.proposer->apply(op, parent->genome, has_mate ? &mate->genome : nullptr, rng, &detail);
-        if (!child || *child == parent->genome) {
-          policy.release(op);
-          continue;
-        }
-        if (!c.find(*child)) {  // outside the universe (e.g. other pass parameters): drawn again, not charged
-          policy.release(op);
-          ++run.outside;
-          continue;
-        }
-        asked_this_round.insert({parent->candidate_id, op});
-        Proposal p;
-        p.genome = std::move(*child);
-        p.parent_id = parent->candidate_id;
-        p.operator_id = op;
-        p.island = island;
-        props.push_back(std::move(p));
-        break;
-      }
-    }
-    ++generation;
-    return props;
-  };
-
-  auto refit = [&]() {
-    if (!dirty) return;
-    dirty = false;
+  // The earlier campaign's best genomes (or the shuffled control's random genomes, as drawn).
+  std::vector<WarmGenome> warm;
+  if (t.best)
+    for (const auto m : *t.best) warm.push_back(WarmGenome{c.u->members[m].genome, "warm_start"});
+  auto refit = [&](CostModel& model, std::mt19937_64& model_rng) {
     CostDataset d;
     d.layout = c.layout;
     d.rows = own_rows;
@@ -369,125 +202,65 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
     model.fit_for_campaign(d, kOwnCampaign, kStudyGpu, "", "", model_rng);
   };
 
-  auto absorb = [&](const Item& it) {
-    ++run.evaluations;
-    std::optional<Figures> fig;
-    measure(it.member, &fig);
-    const std::string& op = it.proposal.operator_id;
-    validity.add(CampaignEngine::validity_categories(it.proposal.genome), it.features, fig.has_value());
-    if (!fig) {
-      ++run.failed;
-      if (c.is_policy_op(op)) policy.credit(op, Outcome::Failed);
-    } else {
-      Member child;
-      child.candidate_id = static_cast<std::int64_t>(it.member) + 1;
-      child.genome = it.proposal.genome;
-      child.fitness = fig->fitness;
-      child.fitness_low = fig->low;
-      child.fitness_high = fig->high;
-      if (c.is_policy_op(op)) {
-        const Member* best = pop.best();
-        auto parent = it.proposal.parent_id ? measured.find(*it.proposal.parent_id) : measured.end();
-        if (best && significantly_better(child, *best, 0.01))
-          policy.credit(op, Outcome::NewBest);
-        else if (parent != measured.end() && significantly_better(child, parent->second, 0.01))
-          policy.credit(op, Outcome::Faster, child.fitness / parent->second.fitness);
-        else
-          policy.credit(op, Outcome::NotFaster);
-      }
-      measured[child.candidate_id] = child;
-      auto& bm = best_measured[it.member];
-      bm = std::max(bm, child.fitness);
-      pop.offer(it.proposal.island, child, it.proposal.parent_id);
-      best_true = std::max(best_true, true_fitness(c, land, it.member, shapes));
-    }
-    run.best_true.push_back(best_true);
-  };
-
-  int batches = 0, empty_rounds = 0;
+  int batches = 0, empty_rounds = 0, generation = 0;
   const std::int64_t target_built =
       std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(o.batch * o.build_factor)));
+  Population& pop = strategy.population();
   while (run.evaluations < budget) {
-    std::vector<Item> fresh;
-    asked_this_round.clear();  // one round of proposals: the first population, or a batch's top-up
+    std::vector<Ready> fresh;
+    strategy.new_round();  // one round of proposals: the first population, or a batch's top-up
     if (pop.empty()) {
-      prepare(first_population(), fresh);
+      prepare(strategy.first_population(warm, std::numeric_limits<int>::max(), t.as_drawn, rng), fresh);
+      run.warm_seeds = strategy.warm_taken();
+      for (const auto& g : strategy.first_random()) out.first_random.push_back(*c.find(g));
     } else {
       // About build_factor x batch built and screened candidates (counting the reserve) for the
       // model to choose from, in whole rounds of proposals as the campaign tops a batch up.
-      const std::int64_t want = std::max<std::int64_t>(1, target_built - static_cast<std::int64_t>(reserve.size()));
-      for (int call = 0; call < 8 && static_cast<std::int64_t>(fresh.size()) < want; ++call) prepare(children(), fresh);
+      const std::int64_t want =
+          std::max<std::int64_t>(1, target_built - static_cast<std::int64_t>(strategy.reserve().size()));
+      for (int call = 0; call < 8 && static_cast<std::int64_t>(fresh.size()) < want; ++call)
+        prepare(strategy.children(generation++, rng, nullptr), fresh);
     }
-    for (auto& it : fresh) reserve.push_back(std::move(it));
+    for (auto& r : fresh) strategy.add_ready(std::move(r));
     ++batches;
     if (o.migrate_every > 0 && batches % o.migrate_every == 0) pop.migrate();
-    if (reserve.empty()) {
+    if (strategy.reserve().empty()) {
       if (++empty_rounds > 50) break;
       continue;
     }
     empty_rounds = 0;
-    refit();
-    const auto n = static_cast<Eigen::Index>(reserve.size());
-    const auto cols = static_cast<Eigen::Index>(c.layout.size());
-    Eigen::MatrixXd X(n, cols);
-    Eigen::VectorXd p_valid_col = Eigen::VectorXd::Ones(n), analytic(n);
-    for (Eigen::Index i = 0; i < n; ++i) {
-      const Item& it = reserve[static_cast<std::size_t>(i)];
-      for (Eigen::Index j = 0; j < cols; ++j) X(i, j) = it.features[static_cast<std::size_t>(j)];
-      analytic(i) = it.analytic;
-      p_valid_col(i) = p_valid(it.proposal.genome, it.features);
-    }
-    const std::size_t slots = std::min<std::size_t>(
-        {static_cast<std::size_t>(o.batch), reserve.size(), static_cast<std::size_t>(budget - run.evaluations)});
-    model.mask(X);
-    const auto picks = prior::select_batch(model.model(), X, p_valid_col, analytic, slots, model_rng, model.selection_options());
-    std::vector<bool> taken(reserve.size(), false);
-    std::vector<Item> batch;
-    for (const auto& p : picks) {
-      taken[p.index] = true;
-      batch.push_back(std::move(reserve[p.index]));
-    }
-    std::vector<Item> rest;
-    std::vector<double> score;
-    const bool cold = model.cold();
-    for (std::size_t i = 0; i < reserve.size(); ++i) {
-      if (taken[i]) continue;
-      const auto row = static_cast<Eigen::Index>(i);
-      score.push_back(cold ? analytic(row) : model.model().mean(X.row(row).transpose()));
-      rest.push_back(std::move(reserve[i]));
-    }
-    reserve = std::move(rest);
-    const std::size_t cap = static_cast<std::size_t>(std::max(1, o.reserve_factor * o.batch));
-    if (reserve.size() > cap) {
-      std::vector<std::size_t> order(reserve.size());
-      std::iota(order.begin(), order.end(), std::size_t{0});
-      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return score[a] != score[b] ? score[a] < score[b] : a < b; });
-      std::vector<Item> kept;
-      for (std::size_t k = 0; k < order.size(); ++k) {
-        Item& it = reserve[order[k]];
-        if (k < cap) kept.push_back(std::move(it));
-        else if (c.is_policy_op(it.proposal.operator_id)) policy.release(it.proposal.operator_id);
+    const Choice choice =
+        strategy.choose(std::min<std::size_t>(static_cast<std::size_t>(o.batch), static_cast<std::size_t>(budget - run.evaluations)), refit);
+    for (const auto& r : choice.picked) {
+      ++run.evaluations;
+      const std::size_t m = member_of(r);
+      const auto fig = measure(m);
+      strategy.measured(r, fig);
+      if (!fig) {
+        ++run.failed;
+      } else {
+        auto& bm = best_measured[m];
+        bm = std::max(bm, fig->fitness);
+        best_true = std::max(best_true, true_fitness(c, land, m, shapes));
       }
-      reserve = std::move(kept);
+      run.best_true.push_back(best_true);
     }
-    for (const auto& it : batch) absorb(it);
     // The best is measured again now and then (not charged to the budget, as in a campaign).
     if (o.remeasure_every > 0 && batches % o.remeasure_every == 0)
       if (const Member* best = pop.best(); best && best->measurements < o.max_measurements) {
         const auto m = static_cast<std::size_t>(best->candidate_id - 1);
         const std::int64_t id = best->candidate_id;
-        std::optional<Figures> fig;
-        measure(m, &fig);
-        if (fig) {
-          pop.remeasured(id, fig->fitness, fig->low, fig->high);
+        if (const auto fig = measure(m)) {
+          strategy.remeasured(id, *fig);
           auto& bm = best_measured[m];
           bm = std::max(bm, fig->fitness);
           ++run.remeasures;
         }
       }
   }
+  run.outside = outside + strategy.outside();
   run.final_best = best_true;
-  out.posterior = policy.counts();
+  out.posterior = strategy.posterior().counts();
   out.rows = std::move(own_rows);
   for (auto& r : out.rows) {
     r.campaign_id = kEarlierCampaign;

@@ -6,19 +6,14 @@
 // the geometric mean speedup over the baseline on its set's shapes. A "build" looks up the stored
 // build status and resources, an "evaluation" the stored per-shape figures (with noise drawn
 // within each shape's stored 95% CI; scores use the stored medians, the "true" fitness). The
-// search is the campaign's own parts: Population (islands, tournament, noise-aware
-// displacement, migration, re-measurement of the best), the Proposer's knob moves over the
-// universe's grid and, when the universe has PTX edits, appending one of its passes or dropping
-// one (a proposal outside the universe, e.g. a pass with other parameters, is drawn again and not
-// charged, docs/prior_study.md 6.2; passes the universe lacks are not offered), OperatorPosterior
-// credit rules (a pass that refused its parent is not charged), CampaignEngine's applicability
-// rules (a pass that refused a parent is never proposed for it again, one that refused every parent
-// so far only rarely, one child per (parent, pass) a round), and cost_features + CostModel choosing
-// each batch by Thompson draws from about build_factor x batch built candidates, weighted by the
-// validity rates per knob value and pass (CampaignEngine::validity_categories). The measurement
-// is immediate, so each batch is measured before the next is proposed (a GPU campaign keeps a
-// batch queued behind the one at the GPU and builds rounds ahead, so its children come from a
-// population one or two batches older).
+// search is the campaign's own strategy (search/strategy.hpp: the first population and children
+// under the operator posterior, applicability and validity, the population, the cost model's
+// choice of each batch from about build_factor x batch built candidates), told what the universe
+// recorded. Proposals outside the universe (e.g. a pass with other parameters) are drawn again
+// and not charged (docs/prior_study.md 6.2); passes the universe lacks are not offered. What
+// differs from a campaign is the pipeline: the measurement is immediate, so each batch is
+// measured before the next is proposed (a GPU campaign keeps a batch queued behind the one at the
+// GPU and builds rounds ahead, so its children come from a population one or two batches older).
 //
 // The "earlier campaign" of a warm arm is a cold simulated campaign of the same budget on the
 // OTHER shape set (its own seed); what it leaves behind is what a real earlier campaign in the

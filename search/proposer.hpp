@@ -74,6 +74,7 @@ class Proposer {
                               std::string* detail) const;
 
   const evaluator::SeedTemplate* seed(const std::string& name) const;
+  const evaluator::Spec& spec() const { return spec_; }
 
  private:
   mutators::PassParams sample_params(const std::string& pass, std::mt19937_64& rng, const Genome& parent) const;

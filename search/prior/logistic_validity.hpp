@@ -78,7 +78,7 @@ ValidityModel choose_validity_model(double failures, double successes, double mi
 // What the campaign's choice multiplies its Thompson draws by (docs/prior_study.md 5.7): P(a built,
 // screened candidate passes the gate). Until both classes have min_per_class outcomes with
 // features, the Beta rates of its categories (a knob value, a pass;
-// CampaignEngine::validity_categories), the weakest counting; then a logistic regression on its
+// EvolutionStrategy::validity_categories), the weakest counting; then a logistic regression on its
 // features (the cost model's columns: knob values in log2, pass counts, registers, spills,
 // occupancy ...), which sees what the rates per category cannot: two knob values that pass alone
 // and fail together (THREADS x ITEMS over a register or size limit is a line in log2 knob space).
