@@ -29,7 +29,7 @@
 #include "report/data.hpp"
 #include "report/html.hpp"
 #include "search/replay.hpp"
-#include "search/trace_db.hpp"
+#include "tracedb/trace_db.hpp"
 
 namespace ptxevo::cli {
 
@@ -105,7 +105,7 @@ void print_shape_table(const EvalReport& r, std::ostream& out) {
 
 // The winner's replayed figures per benchmark shape: its recorded evaluation, measured on the
 // record's GPU, not here.
-void print_replayed_best(search::TraceDb& db, std::int64_t candidate, std::ostream& out) {
+void print_replayed_best(tracedb::TraceDb& db, std::int64_t candidate, std::ostream& out) {
   auto q = db.connection().prepare(
       "SELECT report_json FROM evaluations WHERE candidate_id = ? AND verdict = 'pass' ORDER BY id DESC LIMIT 1");
   q.bind(1, candidate);
@@ -285,9 +285,9 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
     out << mpi->banner << std::endl;
   }
 
-  std::optional<search::TraceDb> db;
+  std::optional<tracedb::TraceDb> db;
   try {
-    db.emplace(search::TraceDb::open(db_path));
+    db.emplace(tracedb::TraceDb::open(db_path));
   } catch (const std::exception& e) {
     err << "error: " << e.what() << "\n";
     return 1;
@@ -416,7 +416,7 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
     out << line;
   }
   if (llm) {
-    const search::LlmSpend spend = db->llm_spend(res.campaign_id);
+    const tracedb::LlmSpend spend = db->llm_spend(res.campaign_id);
     auto rejections = db->connection().prepare("SELECT count(*) FROM agent_rejections WHERE campaign_id = ?");
     rejections.bind(1, res.campaign_id);
     rejections.step();
@@ -453,7 +453,7 @@ int run_replay_export(const ReplayExportOptions& o, std::ostream& out, std::ostr
   const OpRegistry registry = kernels::builtin_ops();
   try {
     if (!fs::exists(o.db)) throw std::runtime_error("trace database " + o.db + " does not exist");
-    auto db = search::TraceDb::open(o.db);
+    auto db = tracedb::TraceDb::open(o.db);
     // The campaign: as given, else the latest GPU campaign (of SPEC's op and arch when SPEC is given).
     std::optional<Spec> given;
     if (!o.spec.empty()) {

@@ -52,7 +52,7 @@ std::string llm_options_error(const LlmCliOptions& o) {
   return error;
 }
 
-std::unique_ptr<LlmSetup> make_llm_setup(const LlmCliOptions& o, search::TraceDb& db, std::ostream& log,
+std::unique_ptr<LlmSetup> make_llm_setup(const LlmCliOptions& o, tracedb::TraceDb& db, std::ostream& log,
                                          std::uint64_t seed, std::string& error) {
   error = llm_options_error(o);
   if (!error.empty()) return nullptr;

@@ -10,7 +10,7 @@
 #include "agents/llm_agent.hpp"
 #include "cli/campaign_command.hpp"
 #include "search/llm_proposer.hpp"
-#include "search/trace_db.hpp"
+#include "tracedb/trace_db.hpp"
 
 namespace ptxevo::cli {
 
@@ -29,7 +29,7 @@ std::string llm_options_error(const LlmCliOptions& o);
 
 // Checks the options first; returns null with `error` set to what the user must fix. The key
 // variable must be set (its value is never read here, only checked for presence).
-std::unique_ptr<LlmSetup> make_llm_setup(const LlmCliOptions& o, search::TraceDb& db, std::ostream& log,
+std::unique_ptr<LlmSetup> make_llm_setup(const LlmCliOptions& o, tracedb::TraceDb& db, std::ostream& log,
                                          std::uint64_t seed, std::string& error);
 
 // One line for reports: "openai http://127.0.0.1:8000/v1 model qwen (key from $VAR)".

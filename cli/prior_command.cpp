@@ -11,7 +11,7 @@
 #include "kernels/builtin_ops.hpp"
 #include "search/cost_model.hpp"
 #include "search/operator_posterior.hpp"
-#include "search/trace_db.hpp"
+#include "tracedb/trace_db.hpp"
 
 namespace ptxevo::cli {
 namespace {
@@ -22,7 +22,7 @@ std::string fmt(const char* f, double a, double b = 0, double c = 0) {
   return buf;
 }
 
-void print_posterior(search::TraceDb& db, const std::set<std::string>& families, int top, std::ostream& out) {
+void print_posterior(tracedb::TraceDb& db, const std::set<std::string>& families, int top, std::ostream& out) {
   // Keys are "family|arch|operator", with "*" for the fallbacks.
   std::map<std::string, std::vector<std::tuple<double, std::string, double, double>>> by_scope;
   auto q = db.connection().prepare("SELECT key, hits, misses FROM operator_stats");
@@ -66,7 +66,7 @@ int run_prior(const PriorOptions& o, std::ostream& out, std::ostream& err) {
     return 2;
   }
   try {
-    auto db = search::TraceDb::open(o.db);
+    auto db = tracedb::TraceDb::open(o.db);
     const evaluator::OpRegistry registry = kernels::builtin_ops();
     // Campaigns per op, with their environment and how many passing GPU evaluations they hold.
     struct Campaign {

@@ -38,7 +38,7 @@ class RemoteMeasurer : public search::Measurer {
   // its GPU uniquely in the job (ranks sharing one GPU share it; -1 for a replay).
   RemoteMeasurer(Hub& hub, int rank, int gpu_id, const nlohmann::json& ready, std::ostream& log);
   std::string mode() const override { return mode_; }
-  search::Environment environment() const override { return environment_; }
+  tracedb::Environment environment() const override { return environment_; }
   std::int64_t capacity() const override { return capacity_; }
   // Unique in the job: GPUs of different hosts share device numbers.
   int device() const override { return gpu_id_; }
@@ -53,7 +53,7 @@ class RemoteMeasurer : public search::Measurer {
   const int rank_;
   const int gpu_id_;
   std::string mode_;
-  search::Environment environment_;
+  tracedb::Environment environment_;
   std::int64_t capacity_ = 0;
   std::ostream& log_;
   std::mutex mu_;

@@ -130,7 +130,7 @@ std::vector<evaluator::EvalReport> reports_from_json(const json& j) {
   return out;
 }
 
-json environment_to_json(const search::Environment& e) {
+json environment_to_json(const tracedb::Environment& e) {
   return {{"gpu", e.gpu},
           {"driver", e.driver},
           {"cuda", e.cuda},
@@ -138,8 +138,8 @@ json environment_to_json(const search::Environment& e) {
           {"clocks_json", e.clocks_json}};
 }
 
-search::Environment environment_from_json(const json& j) {
-  search::Environment e;
+tracedb::Environment environment_from_json(const json& j) {
+  tracedb::Environment e;
   e.gpu = j.at("gpu").get<std::string>();
   e.driver = j.at("driver").get<std::string>();
   e.cuda = j.at("cuda").get<std::string>();

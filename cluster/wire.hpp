@@ -13,7 +13,7 @@
 #include "evaluator/eval_types.hpp"
 #include "search/build_service.hpp"
 #include "search/measurer.hpp"
-#include "search/trace_db.hpp"
+#include "tracedb/trace_db.hpp"
 
 namespace ptxevo::cluster {
 
@@ -54,7 +54,7 @@ MeasureCall measure_call_from_json(const nlohmann::json& j);
 nlohmann::json reports_to_json(const std::vector<evaluator::EvalReport>& reports);
 std::vector<evaluator::EvalReport> reports_from_json(const nlohmann::json& j);
 
-nlohmann::json environment_to_json(const search::Environment& e);
-search::Environment environment_from_json(const nlohmann::json& j);
+nlohmann::json environment_to_json(const tracedb::Environment& e);
+tracedb::Environment environment_from_json(const nlohmann::json& j);
 
 }  // namespace ptxevo::cluster

@@ -10,7 +10,7 @@
 #include "exporter/torch_export.hpp"
 #include "search/campaign_files.hpp"
 #include "search/genome_build.hpp"
-#include "search/sqlite_handle.hpp"
+#include "tracedb/sqlite_handle.hpp"
 
 namespace ptxevo::exporter {
 
@@ -91,7 +91,7 @@ ResolvedCandidate resolve_candidate(const ExportRequest& r, std::shared_ptr<cons
     c.provenance = read_provenance(r.db, id);
     const std::int64_t campaign = c.provenance.campaign_id.value_or(0);
     try {
-      auto db = search::sqlite::Connection::open(r.db);
+      auto db = tracedb::sqlite::Connection::open(r.db);
       auto q = db.prepare("SELECT arch FROM campaigns WHERE id = ?");
       q.bind(1, campaign);
       if (q.step()) campaign_arch = q.column_text(0);

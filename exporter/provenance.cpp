@@ -4,7 +4,7 @@
 #include <set>
 
 #include "exporter/inline_ptx.hpp"
-#include "search/sqlite_handle.hpp"
+#include "tracedb/sqlite_handle.hpp"
 
 namespace ptxevo::exporter {
 
@@ -12,13 +12,13 @@ namespace {
 
 using nlohmann::json;
 
-search::sqlite::Connection open_existing(const std::filesystem::path& db) {
+tracedb::sqlite::Connection open_existing(const std::filesystem::path& db) {
   if (!std::filesystem::exists(db)) throw ExportError("trace database " + db.string() + " does not exist");
   try {
-    auto c = search::sqlite::Connection::open(db.string());
+    auto c = tracedb::sqlite::Connection::open(db.string());
     c.query_int("SELECT count(*) FROM candidates");  // a trace database at all?
     return c;
-  } catch (const search::sqlite::SqliteError& e) {
+  } catch (const tracedb::sqlite::SqliteError& e) {
     throw ExportError(db.string() + ": not a readable ptxevo trace database (" + e.what() + ")");
   }
 }
@@ -54,7 +54,7 @@ std::int64_t campaign_winner(const std::filesystem::path& db, std::optional<std:
     if (!s.step()) throw ExportError(db.string() + " holds no campaign");
     id = s.column_int(0);
   }
-  // The ranking of TraceDb::best_candidates: the fitness of each candidate's latest passing evaluation.
+  // The ranking of tracedb::TraceDb::best_candidates: the fitness of each candidate's latest passing evaluation.
   auto s = c.prepare(
       "SELECT k.id FROM candidates k JOIN evaluations e ON e.id = (SELECT max(id) FROM evaluations "
       "WHERE candidate_id = k.id AND verdict = 'pass' AND fitness IS NOT NULL) "

@@ -8,12 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include "evaluator/eval_types.hpp"
-#include "search/sqlite_handle.hpp"
-#include "search/trace_db.hpp"
+#include "tracedb/sqlite_handle.hpp"
+#include "tracedb/trace_db.hpp"
 
 namespace ptxevo::report {
 
-namespace sqlite = search::sqlite;
+namespace sqlite = tracedb::sqlite;
 
 namespace {
 
@@ -37,13 +37,13 @@ std::optional<double> json_number(const json& j, const char* key) {
   return finite(j[key].get<double>());
 }
 
-bool has_column(sqlite::Connection& c, const std::string& table, const std::string& column) {
+bool has_column(tracedb::sqlite::Connection& c, const std::string& table, const std::string& column) {
   auto s = c.prepare("SELECT count(*) FROM pragma_table_info(?) WHERE name = ?");
   s.bind(1, table).bind(2, column);
   return s.step() && s.column_int(0) > 0;
 }
 
-bool has_table(sqlite::Connection& c, const std::string& table) {
+bool has_table(tracedb::sqlite::Connection& c, const std::string& table) {
   auto s = c.prepare("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?");
   s.bind(1, table);
   return s.step() && s.column_int(0) > 0;
@@ -72,7 +72,7 @@ std::vector<NamedCount> sorted_counts(const std::map<std::string, std::int64_t>&
   return out;
 }
 
-std::vector<NamedCount> grouped_counts(sqlite::Connection& c, const std::string& sql, std::int64_t campaign) {
+std::vector<NamedCount> grouped_counts(tracedb::sqlite::Connection& c, const std::string& sql, std::int64_t campaign) {
   auto s = c.prepare(sql);
   s.bind(1, campaign);
   std::map<std::string, std::int64_t> counts;
@@ -81,7 +81,7 @@ std::vector<NamedCount> grouped_counts(sqlite::Connection& c, const std::string&
 }
 
 // Opens the file without creating or migrating it: a report only reads.
-sqlite::Connection open_existing(const std::filesystem::path& path) {
+tracedb::sqlite::Connection open_existing(const std::filesystem::path& path) {
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(st))
@@ -90,23 +90,23 @@ sqlite::Connection open_existing(const std::filesystem::path& path) {
   if (std::filesystem::is_directory(st))
     throw ReportError(Kind::Usage, path.string() + " is a directory; pass --db with the trace database file");
   try {
-    auto c = sqlite::Connection::open(path.string());
+    auto c = tracedb::sqlite::Connection::open(path.string());
     // The engine may be writing right now; in WAL mode reading rarely waits, but never fail on it.
     c.exec("PRAGMA busy_timeout = 10000");
     return c;
-  } catch (const sqlite::SqliteError& e) {
+  } catch (const tracedb::sqlite::SqliteError& e) {
     throw ReportError(Kind::Data, "cannot open trace database " + path.string() + ": " + e.what());
   }
 }
 
-int checked_version(sqlite::Connection& c, const std::filesystem::path& path) {
+int checked_version(tracedb::sqlite::Connection& c, const std::filesystem::path& path) {
   int version = 0;
   try {
     version = static_cast<int>(c.query_int("PRAGMA user_version"));
-  } catch (const sqlite::SqliteError& e) {
+  } catch (const tracedb::sqlite::SqliteError& e) {
     throw ReportError(Kind::Data, path.string() + " is not a readable SQLite database (" + e.what() + ")");
   }
-  const int latest = search::TraceDb::latest_version();
+  const int latest = tracedb::TraceDb::latest_version();
   if (version > latest)
     throw ReportError(Kind::Data, "trace database " + path.string() + " has schema version " + std::to_string(version) +
                                       ", newer than this ptxevo understands (" + std::to_string(latest) +
@@ -117,7 +117,7 @@ int checked_version(sqlite::Connection& c, const std::filesystem::path& path) {
   return version;
 }
 
-std::string campaign_list(sqlite::Connection& c) {
+std::string campaign_list(tracedb::sqlite::Connection& c) {
   auto s = c.prepare("SELECT id, op, arch, spec_path FROM campaigns ORDER BY id LIMIT 11");
   std::string out;
   int n = 0;
@@ -132,7 +132,7 @@ std::string campaign_list(sqlite::Connection& c) {
   return out;
 }
 
-std::int64_t pick_campaign(sqlite::Connection& c, const std::filesystem::path& path, std::optional<std::int64_t> id) {
+std::int64_t pick_campaign(tracedb::sqlite::Connection& c, const std::filesystem::path& path, std::optional<std::int64_t> id) {
   if (id) {
     auto s = c.prepare("SELECT count(*) FROM campaigns WHERE id = ?");
     s.bind(1, *id);
@@ -152,7 +152,7 @@ std::int64_t pick_campaign(sqlite::Connection& c, const std::filesystem::path& p
   return s.column_int(0);
 }
 
-ReportCampaign read_campaign(sqlite::Connection& c, std::int64_t id) {
+ReportCampaign read_campaign(tracedb::sqlite::Connection& c, std::int64_t id) {
   // campaigns.mode arrives with a later schema; until then the mode lives in config_json.
   const bool mode_column = has_column(c, "campaigns", "mode");
   auto s = c.prepare(std::string("SELECT id, spec_path, spec_hash, op, arch, status, created_at, config_json") +
@@ -191,7 +191,7 @@ constexpr const char* kCampaignEvaluations =
     " FROM evaluations e JOIN candidates c ON c.id = e.candidate_id WHERE c.campaign_id = ? ";
 
 // Each failing evaluation counts once per reason code; one without reasons counts by verdict.
-void read_heldout(sqlite::Connection& c, std::int64_t campaign, ReportData& r) {
+void read_heldout(tracedb::sqlite::Connection& c, std::int64_t campaign, ReportData& r) {
   if (!has_table(c, "heldout_results")) return;
   auto s = c.prepare(
       "SELECT h.detail_json FROM heldout_results h JOIN evaluations e ON e.id = h.evaluation_id "
@@ -211,7 +211,7 @@ void read_heldout(sqlite::Connection& c, std::int64_t campaign, ReportData& r) {
   }
 }
 
-std::vector<NamedCount> failure_reasons(sqlite::Connection& c, std::int64_t campaign) {
+std::vector<NamedCount> failure_reasons(tracedb::sqlite::Connection& c, std::int64_t campaign) {
   std::map<std::string, std::int64_t> counts;
   auto s = c.prepare(std::string("SELECT e.verdict, e.reasons_json") + kCampaignEvaluations + "AND e.verdict <> 'pass'");
   s.bind(1, campaign);
@@ -236,7 +236,7 @@ std::vector<NamedCount> failure_reasons(sqlite::Connection& c, std::int64_t camp
   return sorted_counts(counts);
 }
 
-void read_series(sqlite::Connection& c, std::int64_t campaign, ReportData& r) {
+void read_series(tracedb::sqlite::Connection& c, std::int64_t campaign, ReportData& r) {
   auto s = c.prepare(std::string("SELECT e.id, e.verdict, e.fitness, julianday(e.created_at), e.created_at") +
                      kCampaignEvaluations + "ORDER BY e.id");
   s.bind(1, campaign);
@@ -262,7 +262,7 @@ void read_series(sqlite::Connection& c, std::int64_t campaign, ReportData& r) {
   r.elapsed_s = r.series.empty() ? 0 : r.series.back().elapsed_s;
 }
 
-std::vector<ShapeSpeedup> winner_shapes(sqlite::Connection& c, std::int64_t evaluation_id) {
+std::vector<ShapeSpeedup> winner_shapes(tracedb::sqlite::Connection& c, std::int64_t evaluation_id) {
   // Older rows may lack fraction_of_floor in timing_json; the whole report has it too.
   json report_shapes;
   {
@@ -300,8 +300,8 @@ std::vector<ShapeSpeedup> winner_shapes(sqlite::Connection& c, std::int64_t eval
   return out;
 }
 
-std::optional<ReportWinner> read_winner(sqlite::Connection& c, std::int64_t campaign) {
-  // Same ranking as TraceDb::best_candidates: a candidate's latest passing evaluation counts.
+std::optional<ReportWinner> read_winner(tracedb::sqlite::Connection& c, std::int64_t campaign) {
+  // Same ranking as tracedb::TraceDb::best_candidates: a candidate's latest passing evaluation counts.
   const bool bounds = has_column(c, "evaluations", "fitness_low") && has_column(c, "evaluations", "fitness_high");
   auto s = c.prepare(
       std::string("SELECT k.id, e.id, e.fitness, k.operator, k.genome_hash, k.genome_json, ") +
@@ -324,7 +324,7 @@ std::optional<ReportWinner> read_winner(sqlite::Connection& c, std::int64_t camp
   return w;
 }
 
-std::vector<ReportEnvironment> read_environments(sqlite::Connection& c, std::int64_t campaign) {
+std::vector<ReportEnvironment> read_environments(tracedb::sqlite::Connection& c, std::int64_t campaign) {
   auto s = c.prepare(
       "SELECT v.id, v.gpu, v.driver, v.cuda, v.toolchain_json, v.clocks_json, count(*) FROM evaluations e "
       "JOIN candidates c ON c.id = e.candidate_id JOIN environments v ON v.id = e.environment_id "
@@ -362,7 +362,7 @@ ReportData load_report(const std::filesystem::path& db, std::optional<std::int64
     r.winner = read_winner(c, id);
     r.environments = read_environments(c, id);
     c.exec("COMMIT");
-  } catch (const sqlite::SqliteError& e) {
+  } catch (const tracedb::sqlite::SqliteError& e) {
     throw ReportError(Kind::Data, "cannot read trace database " + db.string() + ": " + e.what());
   }
   return r;

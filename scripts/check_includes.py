@@ -6,6 +6,9 @@ the CLI sit on top and may include anything. KNOWN_DEBT lists the edges that bre
 each with why: a listed edge that the code no longer has fails the check too, so the list
 shrinks as the debt is paid and never hides a new crossing.
 
+SQL is written only in tracedb/: an engine source elsewhere (tests aside) that prepares or
+executes a statement must be in SQL_DEBT, with why, and a listed file that no longer does fails.
+
 Usage: scripts/check_includes.py [REPO]   (exit 1 and one line per crossing when a rule breaks)
 """
 import pathlib
@@ -21,10 +24,11 @@ LAYERS = {
     "declared_ops": {"evaluator"},                 # operations declared in files
     "mutators": {"ir", "evaluator"},               # PTX passes and knob moves
     "kernels": {"evaluator", "declared_ops"},      # the built-in ops and their templates
-    "search": {"ir", "evaluator", "mutators", "agents"},
-    "exporter": {"ir", "evaluator", "mutators", "search", "declared_ops"},
-    "cluster": {"ir", "evaluator", "mutators", "search"},   # MPI ranks behind search's interfaces
-    "report": {"evaluator", "search"},             # a campaign's report, read from its trace database
+    "tracedb": {"evaluator"},                      # the trace database: the only code that links SQLite
+    "search": {"ir", "evaluator", "mutators", "agents", "tracedb"},
+    "exporter": {"ir", "evaluator", "mutators", "search", "declared_ops", "tracedb"},
+    "cluster": {"ir", "evaluator", "mutators", "search", "tracedb"},   # MPI ranks behind search's interfaces
+    "report": {"evaluator", "search", "tracedb"},  # a campaign's report, read from its trace database
 }
 # Free to include anything: they wire or exercise the libraries.
 TOP = {"cli", "bench", "tests", "examples", "scripts"}
@@ -36,6 +40,23 @@ KNOWN_DEBT = {
     ("exporter/torch_export.cpp", "kernels/rmsnorm/rmsnorm_fwd_op.hpp"):
         "the built-in RMSNorm forward's torch binding reads its options from RmsNormFwdOp",
 }
+
+# file -> why it still writes SQL outside tracedb/ (each a query to move behind TraceDb).
+SQL_DEBT = {
+    "report/data.cpp": "the report's reads (19 queries): to become tracedb report queries",
+    "search/llm_evidence.cpp": "the LLM agents' evidence (8 queries)",
+    "exporter/provenance.cpp": "an export's provenance (7 queries)",
+    "exporter/export_files.cpp": "the winner's spec files, read back",
+    "search/campaign.cpp": "resume state (gate outcomes, refusals), earlier campaigns' specs, replay counts",
+    "search/campaign_files.cpp": "the spec files stored with a campaign",
+    "search/llm_proposer.cpp": "the LLM's earlier answers",
+    "search/replay.cpp": "replay data written from a database",
+    "search/operator_posterior.cpp": "the operator posterior's rows",
+    "search/cost_model.cpp": "the cost model's training rows",
+    "cli/campaign_command.cpp": "campaign listings for the command line",
+    "cli/prior_command.cpp": "the prior's listing",
+}
+SQL = re.compile(r'\b(prepare|exec)\(\s*"|#\s*include\s*<sqlite3\.h>')
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
@@ -79,13 +100,27 @@ def main() -> int:
             allowed = ", ".join(sorted(LAYERS[lib])) or "nothing of ours"
             problems.append(f"{f}:{number}: {lib} includes {target}, but {lib} may include only {allowed} "
                             "(docs/architecture.md)")
+    seen_sql = set()
+    for f in files:
+        lib = library_of(f)
+        if lib == "tracedb" or (lib not in LAYERS and lib != "cli") or is_test_code(f):
+            continue
+        text = (repo / f).read_text(errors="replace")
+        if not SQL.search(text):
+            continue
+        if f in SQL_DEBT:
+            seen_sql.add(f)
+            continue
+        problems.append(f"{f}: writes SQL outside tracedb/; add the query to tracedb/ (docs/architecture.md)")
+    for f in sorted(set(SQL_DEBT) - seen_sql):
+        problems.append(f"check_includes: {f} writes no SQL any more: remove it from SQL_DEBT")
     for f, target in sorted(set(KNOWN_DEBT) - seen_debt):
         problems.append(f"check_includes: the known debt {f} -> {target} is gone: remove it from KNOWN_DEBT")
     for p in problems:
         print(p)
     if not problems:
         print(f"check_includes: {len(files)} files, {len(LAYERS)} layered libraries, "
-              f"{len(KNOWN_DEBT)} known crossings listed: ok")
+              f"{len(KNOWN_DEBT)} known crossings, {len(SQL_DEBT)} files still writing SQL outside tracedb/: ok")
     return 1 if problems else 0
 
 

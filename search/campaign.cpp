@@ -110,7 +110,7 @@ struct CampaignEngine::Batch {
 };
 
 CampaignEngine::CampaignEngine(const evaluator::Spec& spec, const evaluator::Op& op, const evaluator::Builder& builder,
-                               TraceDb& db, std::vector<Measurer*> measurers, CampaignOptions opt, std::ostream& log,
+                               tracedb::TraceDb& db, std::vector<Measurer*> measurers, CampaignOptions opt, std::ostream& log,
                                const std::atomic<bool>& stop)
     : spec_(spec),
       op_(op),
@@ -214,7 +214,7 @@ std::unique_ptr<CampaignEngine::Round> CampaignEngine::launch(int generation, st
   round->generation = generation;
   round->proposed = proposals.size();
   for (auto& p : proposals) {
-    NewCandidate nc;
+    tracedb::NewCandidate nc;
     nc.genome_hash = p.genome.hash();
     nc.genome_json = p.genome.canonical();
     nc.parent_id = p.parent_id;
@@ -265,7 +265,7 @@ std::size_t CampaignEngine::finish(Round& round, std::set<std::int64_t>& in_flig
       continue;
     }
     ++result_.built_this_run;
-    BuildResult rec;
+    tracedb::BuildResult rec;
     rec.ok = b.ok;
     rec.stage = b.ok ? "done" : b.stage;
     rec.log = b.ok ? b.nvrtc_log + b.link_log : b.error;
@@ -499,7 +499,7 @@ void CampaignEngine::refit_model(CostModel& model, std::mt19937_64& rng) {
     }
   }
   const CostDataset d = cost_dataset(db_, op_, configs, GpuLimits{}, &layout_);
-  const Environment env = measurers_.front()->environment();
+  const tracedb::Environment env = measurers_.front()->environment();
   result_.last_fit = model.fit_for_campaign(d, campaign_id_, env.gpu, env.driver, env.cuda, rng);
 }
 
@@ -531,7 +531,7 @@ void CampaignEngine::absorb(Batch& b) {
         ++result_.abandoned_this_run;
       continue;
     }
-    EvaluationMeta meta;
+    tracedb::EvaluationMeta meta;
     meta.mode = mode();
     meta.purpose = it.purpose;
     if (r.fitness) {
@@ -589,7 +589,7 @@ void CampaignEngine::progress(bool force) {
                 static_cast<long long>(result_.unmeasured_this_run), left.c_str());
   log_ << line;
   if (llm_) {
-    const LlmSpend s = db_.llm_spend(campaign_id_);
+    const tracedb::LlmSpend s = db_.llm_spend(campaign_id_);
     log_ << "; LLM " << s.calls << " calls, " << s.input_tokens << "+" << s.output_tokens << " tokens, $" << s.usd
          << (s.unpriced_calls > 0 ? " + " + std::to_string(s.unpriced_calls) + " unpriced calls" : std::string())
          << (llm_->available() ? "" : " (endpoint down: rule agents only)");
@@ -605,7 +605,7 @@ CampaignResult CampaignEngine::run() {
   std::ifstream in(spec_.path, std::ios::binary);
   std::ostringstream ss;
   ss << in.rdbuf();
-  CampaignKey key;
+  tracedb::CampaignKey key;
   key.spec_path = std::filesystem::path(spec_.path).filename().string() + "#" + opt_.arch + "#" + mode();
   key.spec_hash = evaluator::sha256_hex(ss.str());
   key.op = spec_.op;
@@ -613,7 +613,7 @@ CampaignResult CampaignEngine::run() {
   key.config_json = json{{"mode", mode()}, {"islands", opt_.islands}, {"island_size", opt_.island_size},
                          {"batch", opt_.batch}, {"seed", opt_.seed}, {"spec", spec_.path}}
                         .dump();
-  const Campaign c = db_.open_campaign(key);
+  const tracedb::Campaign c = db_.open_campaign(key);
   campaign_id_ = c.id;
   result_.campaign_id = c.id;
   result_.resumed = c.resumed;
@@ -716,7 +716,7 @@ CampaignResult CampaignEngine::run() {
     try {
       p.genome = genome_from_json(json::parse(row.genome_json), op_);
     } catch (const std::exception& e) {
-      db_.record_build(row.id, BuildResult{false, "", "genome", std::string("unreadable genome: ") + e.what(), "{}", ""});
+      db_.record_build(row.id, tracedb::BuildResult{false, "", "genome", std::string("unreadable genome: ") + e.what(), "{}", ""});
       continue;
     }
     p.parent_id = row.parent_id;
@@ -998,7 +998,7 @@ CampaignResult CampaignEngine::run() {
         auto reports = measurers_.front()->measure(final_req, {mi});
         result_.measure_s += now_s() - t0;
         if (!reports.empty()) {
-          EvaluationMeta meta;
+          tracedb::EvaluationMeta meta;
           meta.mode = mode();
           meta.purpose = "final";
           const auto [lo, hi] = fitness_bounds(reports.front());

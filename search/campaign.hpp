@@ -26,7 +26,7 @@
 #include "search/proposer.hpp"
 #include "search/replay.hpp"
 #include "search/strategy.hpp"
-#include "search/trace_db.hpp"
+#include "tracedb/trace_db.hpp"
 
 namespace ptxevo::search {
 
@@ -117,7 +117,7 @@ class CampaignEngine {
  public:
   // `measurers` empty: static mode (build and screen only, nothing measured). The engine does not
   // own them; one measurement thread runs per measurer.
-  CampaignEngine(const evaluator::Spec& spec, const evaluator::Op& op, const evaluator::Builder& builder, TraceDb& db,
+  CampaignEngine(const evaluator::Spec& spec, const evaluator::Op& op, const evaluator::Builder& builder, tracedb::TraceDb& db,
                  std::vector<Measurer*> measurers, CampaignOptions opt, std::ostream& log, const std::atomic<bool>& stop);
   ~CampaignEngine();  // out of line: Item is complete only in campaign.cpp
   CampaignEngine(const CampaignEngine&) = delete;
@@ -180,7 +180,7 @@ class CampaignEngine {
   const evaluator::Spec& spec_;
   const evaluator::Op& op_;
   const evaluator::Builder& builder_;
-  TraceDb& db_;
+  tracedb::TraceDb& db_;
   std::vector<Measurer*> measurers_;
   CampaignOptions opt_;
   std::ostream& log_;

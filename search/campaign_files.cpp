@@ -65,7 +65,7 @@ std::vector<CampaignFile> spec_files(const evaluator::Spec& spec, const evaluato
   return files;
 }
 
-void store_campaign_files(sqlite::Connection& db, std::int64_t campaign, const std::vector<CampaignFile>& files) {
+void store_campaign_files(tracedb::sqlite::Connection& db, std::int64_t campaign, const std::vector<CampaignFile>& files) {
   for (const auto& f : files)
     db.prepare("INSERT OR IGNORE INTO campaign_files (campaign_id, role, name, sha256, content) VALUES (?, ?, ?, ?, ?)")
         .bind(1, campaign)
@@ -76,7 +76,7 @@ void store_campaign_files(sqlite::Connection& db, std::int64_t campaign, const s
         .run();
 }
 
-std::vector<CampaignFile> campaign_files(sqlite::Connection& db, std::int64_t campaign) {
+std::vector<CampaignFile> campaign_files(tracedb::sqlite::Connection& db, std::int64_t campaign) {
   std::vector<CampaignFile> files;
   if (db.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'campaign_files'") == 0)
     return files;  // a database from before schema v7, opened without migrating it
@@ -87,7 +87,7 @@ std::vector<CampaignFile> campaign_files(sqlite::Connection& db, std::int64_t ca
   return files;
 }
 
-std::optional<fs::path> restore_campaign_files(sqlite::Connection& db, std::int64_t campaign, const fs::path& root) {
+std::optional<fs::path> restore_campaign_files(tracedb::sqlite::Connection& db, std::int64_t campaign, const fs::path& root) {
   const auto files = campaign_files(db, campaign);
   const CampaignFile* spec = nullptr;
   int depth = 0;
@@ -118,7 +118,7 @@ std::optional<fs::path> restore_campaign_files(sqlite::Connection& db, std::int6
   return dir / spec->name;
 }
 
-evaluator::SpecResult load_campaign_spec(sqlite::Connection& db, std::int64_t campaign, const std::string& given,
+evaluator::SpecResult load_campaign_spec(tracedb::sqlite::Connection& db, std::int64_t campaign, const std::string& given,
                                          const evaluator::OpRegistry& registry, const fs::path& scratch) {
   if (!given.empty()) return evaluator::load_spec(given, registry);
   std::string hash;

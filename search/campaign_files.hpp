@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "evaluator/spec.hpp"
-#include "search/sqlite_handle.hpp"
+#include "tracedb/sqlite_handle.hpp"
 
 namespace ptxevo::search {
 
@@ -28,22 +28,22 @@ struct CampaignFile {
 std::vector<CampaignFile> spec_files(const evaluator::Spec& spec, const evaluator::Op* op = nullptr);
 
 // Records the files for the campaign; files it already holds (by name) are kept as they are.
-void store_campaign_files(sqlite::Connection& db, std::int64_t campaign, const std::vector<CampaignFile>& files);
+void store_campaign_files(tracedb::sqlite::Connection& db, std::int64_t campaign, const std::vector<CampaignFile>& files);
 
 // The files recorded for the campaign; empty for a campaign of an older database.
-std::vector<CampaignFile> campaign_files(sqlite::Connection& db, std::int64_t campaign);
+std::vector<CampaignFile> campaign_files(tracedb::sqlite::Connection& db, std::int64_t campaign);
 
 // Writes the campaign's files under `root` in their recorded layout and returns the spec's path
 // there; nullopt when the database holds none. Throws std::runtime_error for a file whose content
 // does not match its recorded hash or whose name leaves `root`.
-std::optional<std::filesystem::path> restore_campaign_files(sqlite::Connection& db, std::int64_t campaign,
+std::optional<std::filesystem::path> restore_campaign_files(tracedb::sqlite::Connection& db, std::int64_t campaign,
                                                             const std::filesystem::path& root);
 
 // The campaign's spec. `given` non-empty: that file, loaded as it is. Otherwise the recorded
 // files, restored under `scratch` (default: the system's temporary folder) in a folder named by
 // the spec's hash. Throws std::runtime_error when the campaign has no recorded spec or a
 // recorded file is damaged; a spec that does not load is the result's error.
-evaluator::SpecResult load_campaign_spec(sqlite::Connection& db, std::int64_t campaign, const std::string& given,
+evaluator::SpecResult load_campaign_spec(tracedb::sqlite::Connection& db, std::int64_t campaign, const std::string& given,
                                          const evaluator::OpRegistry& registry,
                                          const std::filesystem::path& scratch = {});
 

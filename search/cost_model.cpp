@@ -13,13 +13,13 @@
 #include "search/prior/rank_metrics.hpp"
 #include "search/prior/selection.hpp"
 #include "search/prior/source_weights.hpp"
-#include "search/trace_db.hpp"
+#include "tracedb/trace_db.hpp"
 
 namespace ptxevo::search {
 
 using json = nlohmann::json;
 
-std::optional<evaluator::OpConfig> campaign_spec_config(TraceDb& db, std::int64_t campaign,
+std::optional<evaluator::OpConfig> campaign_spec_config(tracedb::TraceDb& db, std::int64_t campaign,
                                                         const std::filesystem::path& db_dir,
                                                         const evaluator::OpRegistry& registry) {
   auto q = db.connection().prepare("SELECT config_json FROM campaigns WHERE id = ?");
@@ -44,7 +44,7 @@ std::optional<evaluator::OpConfig> campaign_spec_config(TraceDb& db, std::int64_
   return std::nullopt;
 }
 
-CostDataset cost_dataset(TraceDb& db, const evaluator::Op& op, const CampaignConfigs& configs, const GpuLimits& gpu,
+CostDataset cost_dataset(tracedb::TraceDb& db, const evaluator::Op& op, const CampaignConfigs& configs, const GpuLimits& gpu,
                          const FeatureLayout* layout) {
   CostDataset d;
   d.op = op.name();

@@ -19,9 +19,12 @@
 #include "search/prior/bayes_linear.hpp"
 #include "search/prior/selection.hpp"
 
+namespace ptxevo::tracedb {
+class TraceDb;
+}  // namespace ptxevo::tracedb
+
 namespace ptxevo::search {
 
-class TraceDb;
 
 struct CostRow {
   std::int64_t campaign_id = 0;
@@ -48,14 +51,14 @@ using CampaignConfigs = std::map<std::int64_t, evaluator::OpConfig>;
 // A campaign's op options, from the spec it was started with: that path (relative to the current
 // directory), then the same relative to `db_dir`, then the file name in `db_dir`; none when no
 // spec there loads.
-std::optional<evaluator::OpConfig> campaign_spec_config(TraceDb& db, std::int64_t campaign,
+std::optional<evaluator::OpConfig> campaign_spec_config(tracedb::TraceDb& db, std::int64_t campaign,
                                                         const std::filesystem::path& db_dir,
                                                         const evaluator::OpRegistry& registry);
 
 // Every passing GPU evaluation of a campaign on `op` in `configs`, one row per benchmark shape
 // with a timing. Columns: the union of knob and pass names in those genomes.
 // `layout`: the columns to use (a campaign's own); null: the union of knobs and passes seen.
-CostDataset cost_dataset(TraceDb& db, const evaluator::Op& op, const CampaignConfigs& configs, const GpuLimits& gpu = {},
+CostDataset cost_dataset(tracedb::TraceDb& db, const evaluator::Op& op, const CampaignConfigs& configs, const GpuLimits& gpu = {},
                          const FeatureLayout* layout = nullptr);
 
 struct HeldOutRank {

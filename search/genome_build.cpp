@@ -1,7 +1,7 @@
 #include "search/genome_build.hpp"
 
 #include "ir/verifier.hpp"
-#include "search/trace_db.hpp"
+#include "tracedb/trace_db.hpp"
 
 namespace ptxevo::search {
 
@@ -28,7 +28,7 @@ std::function<std::string(ir::Module&)> edit_pass(const std::vector<PtxEdit>& ed
 
 Genome load_candidate_genome(const std::filesystem::path& db_path, std::int64_t id) {
   if (!std::filesystem::exists(db_path)) throw std::runtime_error("trace database " + db_path.string() + " does not exist");
-  auto db = TraceDb::open(db_path);
+  auto db = tracedb::TraceDb::open(db_path);
   const auto row = db.candidate(id);
   if (!row) throw std::runtime_error("trace database " + db_path.string() + " has no candidate " + std::to_string(id));
   try {

@@ -174,7 +174,7 @@ std::string outcome_text(const std::string& state, const std::string& build_stag
   return state + " (" + outcome + ")";
 }
 
-agents::PromptContext gather_evidence(TraceDb& db, const evaluator::Spec& spec, const evaluator::Op& op,
+agents::PromptContext gather_evidence(tracedb::TraceDb& db, const evaluator::Spec& spec, const evaluator::Op& op,
                                       const EvidenceInput& in) {
   agents::PromptContext c;
   c.arch = in.arch;

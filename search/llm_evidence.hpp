@@ -12,7 +12,7 @@
 #include "evaluator/spec.hpp"
 #include "ir/module.hpp"
 #include "search/population.hpp"
-#include "search/trace_db.hpp"
+#include "tracedb/trace_db.hpp"
 
 namespace ptxevo::search {
 
@@ -24,7 +24,7 @@ struct EvidenceInput {
   std::string instruction_mix;  // from the parent's PTX; "" when it could not be built
 };
 
-agents::PromptContext gather_evidence(TraceDb& db, const evaluator::Spec& spec, const evaluator::Op& op,
+agents::PromptContext gather_evidence(tracedb::TraceDb& db, const evaluator::Spec& spec, const evaluator::Op& op,
                                       const EvidenceInput& in);
 
 // "fp32 96, global_load 12, ...; memory accesses by width: 128-bit 8" over every function,

@@ -37,7 +37,7 @@ std::string focus_of(const agents::PromptContext& c) {
 }  // namespace
 
 std::int64_t TraceCallRecorder::record_call(const agents::CallRecord& c) {
-  LlmCallRow row;
+  tracedb::LlmCallRow row;
   row.role = c.role;
   row.turn = c.turn;
   row.model = c.model;
@@ -56,7 +56,7 @@ std::int64_t TraceCallRecorder::record_call(const agents::CallRecord& c) {
   return db_.record_llm_call(campaign_id_, row);
 }
 
-LlmProposer::LlmProposer(LlmAgents agents, TraceDb& db, std::int64_t campaign_id, const evaluator::Spec& spec,
+LlmProposer::LlmProposer(LlmAgents agents, tracedb::TraceDb& db, std::int64_t campaign_id, const evaluator::Spec& spec,
                          const evaluator::Op& op, std::string arch, SourceOf source_of, MixOf mix, std::ostream& log)
     : agents_(agents),
       db_(db),
@@ -69,14 +69,14 @@ LlmProposer::LlmProposer(LlmAgents agents, TraceDb& db, std::int64_t campaign_id
       log_(log) {
   agents_.recorder->set_campaign(campaign_id_);
   // A resumed campaign spent what its recorded calls say.
-  const LlmSpend s = db_.llm_spend(campaign_id_);
+  const tracedb::LlmSpend s = db_.llm_spend(campaign_id_);
   agents_.budget->restore({s.calls, s.input_tokens, s.output_tokens, s.usd, s.unpriced_calls});
 }
 
 bool LlmProposer::available() const { return agents_.agent->available(); }
 
 void LlmProposer::reject(const agents::Rejection& r, std::optional<std::int64_t> parent_id) {
-  AgentRejection row;
+  tracedb::AgentRejection row;
   row.parent_id = parent_id;
   row.call_id = r.call_id;
   row.role = r.role;
@@ -154,7 +154,7 @@ LlmProposal LlmProposer::finish(const agents::AgentAttempt& attempt, const Membe
   p.island = island;
   if (attempt.conversation || fallback) {
     if (lineages_.size() >= kMaxLineages) lineages_.erase(lineages_.begin());
-    LlmProposalRow meta;
+    tracedb::LlmProposalRow meta;
     if (!attempt.call_ids.empty()) meta.call_id = attempt.call_ids.back();
     meta.role = role;
     meta.kind = std::string(agents::to_string(reply.kind));
@@ -215,7 +215,7 @@ std::string build_error_for_fixer(const std::string& error, const std::string& s
 
 void LlmProposer::failed(const Genome& child, std::int64_t candidate_id, const std::string& stage,
                          const std::string& error) {
-  AgentRejection row;
+  tracedb::AgentRejection row;
   row.candidate_id = candidate_id;
   row.role = "coder";
   // The documented stages: a build failure is "build" whichever step failed (nvrtc, parse, pass,

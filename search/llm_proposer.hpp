@@ -21,7 +21,7 @@
 #include "evaluator/spec.hpp"
 #include "search/population.hpp"
 #include "search/proposer.hpp"
-#include "search/trace_db.hpp"
+#include "tracedb/trace_db.hpp"
 
 namespace ptxevo::search {
 
@@ -35,12 +35,12 @@ std::string build_error_for_fixer(const std::string& error, const std::string& s
 // Writes each chat call into the trace database of the running campaign.
 class TraceCallRecorder final : public agents::CallRecorder {
  public:
-  explicit TraceCallRecorder(TraceDb& db) : db_(db) {}
+  explicit TraceCallRecorder(tracedb::TraceDb& db) : db_(db) {}
   void set_campaign(std::int64_t campaign_id) { campaign_id_ = campaign_id; }
   std::int64_t record_call(const agents::CallRecord& call) override;
 
  private:
-  TraceDb& db_;
+  tracedb::TraceDb& db_;
   std::int64_t campaign_id_ = 0;
 };
 
@@ -63,7 +63,7 @@ class LlmProposer {
   using SourceOf = std::function<std::string(const Genome&)>;
   using MixOf = std::function<std::string(const Genome&)>;
 
-  LlmProposer(LlmAgents agents, TraceDb& db, std::int64_t campaign_id, const evaluator::Spec& spec,
+  LlmProposer(LlmAgents agents, tracedb::TraceDb& db, std::int64_t campaign_id, const evaluator::Spec& spec,
               const evaluator::Op& op, std::string arch, SourceOf source_of, MixOf mix, std::ostream& log);
 
   [[nodiscard]] bool available() const;
@@ -93,7 +93,7 @@ class LlmProposer {
     Member parent;
     int island = 0;
     agents::Conversation conversation;
-    LlmProposalRow proposal;  // candidate_id unset until recorded()
+    tracedb::LlmProposalRow proposal;  // candidate_id unset until recorded()
   };
   struct PendingFix {
     Lineage lineage;
@@ -105,7 +105,7 @@ class LlmProposer {
   void reject(const agents::Rejection& r, std::optional<std::int64_t> parent_id);
 
   LlmAgents agents_;
-  TraceDb& db_;
+  tracedb::TraceDb& db_;
   std::int64_t campaign_id_;
   const evaluator::Spec& spec_;
   const evaluator::Op& op_;

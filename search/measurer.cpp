@@ -5,9 +5,9 @@ namespace ptxevo::search {
 GpuMeasurer::GpuMeasurer(std::unique_ptr<evaluator::Runner> runner, std::string toolchain, int device)
     : runner_(std::move(runner)), toolchain_(std::move(toolchain)), device_(device) {}
 
-Environment GpuMeasurer::environment() const {
+tracedb::Environment GpuMeasurer::environment() const {
   const auto& d = runner_->device();
-  Environment e;
+  tracedb::Environment e;
   e.gpu = d.value("name", std::string("unknown GPU"));
   e.driver = std::to_string(d.value("driver_version", 0));
   e.cuda = toolchain_;
@@ -29,8 +29,8 @@ std::vector<evaluator::EvalReport> GpuMeasurer::measure(const evaluator::EvalReq
   return runner_->evaluate_batch(b);
 }
 
-Environment ReplayMeasurer::environment() const {
-  Environment e;
+tracedb::Environment ReplayMeasurer::environment() const {
+  tracedb::Environment e;
   e.gpu = "replay of " + data_.gpu;
   e.driver = data_.driver;
   e.cuda = data_.toolchain;

@@ -10,7 +10,7 @@
 #include "evaluator/eval_types.hpp"
 #include "evaluator/runner.hpp"
 #include "search/replay.hpp"
-#include "search/trace_db.hpp"
+#include "tracedb/trace_db.hpp"
 
 namespace ptxevo::search {
 
@@ -25,7 +25,7 @@ class Measurer {
  public:
   virtual ~Measurer() = default;
   virtual std::string mode() const = 0;  // "gpu" or "replay"
-  virtual Environment environment() const = 0;
+  virtual tracedb::Environment environment() const = 0;
   // How many distinct candidates it can measure at most (0: no limit). A replay knows only its record.
   virtual std::int64_t capacity() const { return 0; }
   // The GPU it measures on (-1 for a replay); several measurers may share one.
@@ -43,7 +43,7 @@ class GpuMeasurer : public Measurer {
   // `runner` must be available(); `toolchain` goes into the environment row.
   GpuMeasurer(std::unique_ptr<evaluator::Runner> runner, std::string toolchain, int device);
   std::string mode() const override { return "gpu"; }
-  Environment environment() const override;
+  tracedb::Environment environment() const override;
   int device() const override { return device_; }
   std::vector<evaluator::EvalReport> measure(const evaluator::EvalRequest& common,
                                              const std::vector<MeasureItem>& items) override;
@@ -60,7 +60,7 @@ class ReplayMeasurer : public Measurer {
  public:
   explicit ReplayMeasurer(ReplayData data) : data_(std::move(data)) {}
   std::string mode() const override { return "replay"; }
-  Environment environment() const override;
+  tracedb::Environment environment() const override;
   std::int64_t capacity() const override { return static_cast<std::int64_t>(data_.records.size()); }
   std::vector<evaluator::EvalReport> measure(const evaluator::EvalRequest& common,
                                              const std::vector<MeasureItem>& items) override;

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "search/trace_db.hpp"
+#include "tracedb/trace_db.hpp"
 
 namespace ptxevo::search {
 
@@ -96,15 +96,15 @@ void OperatorPosterior::carry(const std::map<std::string, BetaCounts>& earlier) 
   }
 }
 
-void OperatorPosterior::load(TraceDb& db) {
+void OperatorPosterior::load(tracedb::TraceDb& db) {
   std::map<std::string, BetaCounts> earlier;
   auto s = db.connection().prepare("SELECT key, hits, misses FROM operator_stats");
   while (s.step()) earlier[s.column_text(0)] = BetaCounts{s.column_double(1), s.column_double(2)};
   carry(earlier);
 }
 
-void OperatorPosterior::save(TraceDb& db) const {
-  sqlite::Transaction tx(db.connection());
+void OperatorPosterior::save(tracedb::TraceDb& db) const {
+  tracedb::sqlite::Transaction tx(db.connection());
   auto s = db.connection().prepare(
       "INSERT INTO operator_stats (key, hits, misses) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
       "hits = excluded.hits, misses = excluded.misses, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')");

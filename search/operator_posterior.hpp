@@ -16,9 +16,12 @@
 
 #include "search/proposer.hpp"
 
+namespace ptxevo::tracedb {
+class TraceDb;
+}  // namespace ptxevo::tracedb
+
 namespace ptxevo::search {
 
-class TraceDb;
 
 struct BetaCounts {
   double hits = 0, misses = 0;  // evidence beyond the Beta(1, 1) prior
@@ -52,8 +55,8 @@ class OperatorPosterior : public OperatorPolicy {
   // carried_cap pseudo-observations; replaces what the keys held.
   void carry(const std::map<std::string, BetaCounts>& earlier);
   // Persistence: rows (key, hits, misses) in the trace database's operator_stats table.
-  void load(TraceDb& db);   // carry() of what the database holds
-  void save(TraceDb& db) const;
+  void load(tracedb::TraceDb& db);   // carry() of what the database holds
+  void save(tracedb::TraceDb& db) const;
 
   static std::string key(const std::string& family, const std::string& arch, const std::string& op);
 

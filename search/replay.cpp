@@ -6,7 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "search/trace_db.hpp"
+#include "tracedb/trace_db.hpp"
 
 namespace ptxevo::search {
 
@@ -95,7 +95,7 @@ void write_replay(const std::filesystem::path& path, const ReplayData& d) {
   std::filesystem::rename(tmp, path);
 }
 
-ReplayData export_replay(TraceDb& db, std::int64_t campaign_id, const evaluator::Spec& spec, const std::string& commit) {
+ReplayData export_replay(tracedb::TraceDb& db, std::int64_t campaign_id, const evaluator::Spec& spec, const std::string& commit) {
   ReplayData d;
   d.op = spec.op;
   d.arch = spec.arch;

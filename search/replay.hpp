@@ -17,9 +17,12 @@
 #include "evaluator/spec.hpp"
 #include "search/genome.hpp"
 
+namespace ptxevo::tracedb {
+class TraceDb;
+}  // namespace ptxevo::tracedb
+
 namespace ptxevo::search {
 
-class TraceDb;
 
 struct ReplayRecord {
   std::string genome_hash;
@@ -45,7 +48,7 @@ void write_replay(const std::filesystem::path& path, const ReplayData& data);
 
 // Every candidate of the campaign with a GPU evaluation (its latest one with purpose
 // "candidate"), with provenance from its environment row.
-ReplayData export_replay(TraceDb& db, std::int64_t campaign_id, const evaluator::Spec& spec, const std::string& commit);
+ReplayData export_replay(tracedb::TraceDb& db, std::int64_t campaign_id, const evaluator::Spec& spec, const std::string& commit);
 
 // "" when the data fits the spec (same op, arch and benchmark shapes); otherwise why not.
 std::string replay_mismatch(const ReplayData& data, const evaluator::Spec& spec, const std::string& arch);

@@ -495,7 +495,7 @@ UniverseRunResult run_universe(Universe& u, const evaluator::Spec& spec, const e
       res.stop_reason = "baseline-build-failed";
       return res;
     }
-    const Environment env = measurers.front()->environment();
+    const tracedb::Environment env = measurers.front()->environment();
     u.gpu = env.gpu;
     u.driver = env.driver;
     u.toolchain = env.cuda;

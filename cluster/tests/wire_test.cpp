@@ -107,7 +107,7 @@ TEST(Wire, AMeasureCallAndItsReportsSurvive) {
 }
 
 TEST(Wire, AnEnvironmentSurvives) {
-  search::Environment e{"NVIDIA H200", "580.1", "13.0", "{\"nvrtc\":\"13.0\"}", "{}"};
+  tracedb::Environment e{"NVIDIA H200", "580.1", "13.0", "{\"nvrtc\":\"13.0\"}", "{}"};
   const auto back = environment_from_json(unpack(pack(environment_to_json(e))));
   EXPECT_EQ(back.gpu, e.gpu);
   EXPECT_EQ(back.driver, e.driver);

@@ -12,7 +12,7 @@
 #include "evaluator/subprocess.hpp"
 #include "exporter/export_files.hpp"
 #include "kernels/builtin_ops.hpp"
-#include "search/trace_db.hpp"
+#include "tracedb/trace_db.hpp"
 
 namespace ptxevo::exporter {
 namespace {
@@ -173,7 +173,7 @@ TEST(ExportNvcc, CampaignWinnerCarriesItsProvenance) {
   const fs::path dir = temp_dir("db");
   const fs::path db_path = dir / "t.ptxevo.db";
   {
-    auto db = search::TraceDb::open(db_path);
+    auto db = tracedb::TraceDb::open(db_path);
     std::ifstream in(kSpec);
     std::ostringstream ss;
     ss << in.rdbuf();

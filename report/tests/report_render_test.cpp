@@ -16,17 +16,17 @@
 
 #include "report/data.hpp"
 #include "report/html.hpp"
-#include "search/tests/sample_reports.hpp"
-#include "search/trace_db.hpp"
+#include "tracedb/tests/sample_reports.hpp"
+#include "tracedb/trace_db.hpp"
 
 namespace ptxevo::report {
 namespace {
 
-// The reports read what the search wrote: its database types are the tests' vocabulary.
-using namespace ptxevo::search;  // NOLINT(google-build-using-namespace)
+// The reports read what campaigns recorded: the trace database's types are the tests' vocabulary.
+using namespace ptxevo::tracedb;  // NOLINT(google-build-using-namespace)
 
-using search::testing::sample_report;
-using search::testing::TempDbPath;
+using tracedb::testing::sample_report;
+using tracedb::testing::TempDbPath;
 
 std::optional<std::filesystem::path> find_chromium() {
   const char* path = std::getenv("PATH");
@@ -90,7 +90,7 @@ std::string svg_element(const std::string& dom, const std::string& id) {
 
 // A small campaign: two passes, a failure with a reason, and a build failure.
 void write_campaign(const std::filesystem::path& path) {
-  auto db = TraceDb::open(path);
+  auto db = tracedb::TraceDb::open(path);
   const auto campaign = db.open_campaign({"specs/<rms>&norm.toml", "hash", "rmsnorm", "sm_90a", "{}"}).id;
   const auto env = db.record_environment({"NVIDIA H200", "580.65", "13.0", "{}", "{}"});
   int i = 0;

@@ -1,4 +1,4 @@
-// `ptxevo report`'s data, text and HTML, from databases written through the TraceDb API.
+// `ptxevo report`'s data, text and HTML, from databases written through the tracedb::TraceDb API.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -8,29 +8,29 @@
 #include "report/data.hpp"
 #include "report/html.hpp"
 #include "report/text.hpp"
-#include "search/tests/sample_reports.hpp"
-#include "search/trace_db.hpp"
-#include "search/trace_schema.hpp"
+#include "tracedb/tests/sample_reports.hpp"
+#include "tracedb/trace_db.hpp"
+#include "tracedb/trace_schema.hpp"
 
 namespace ptxevo::report {
 namespace {
 
-// The reports read what the search wrote: its database types are the tests' vocabulary.
-using namespace ptxevo::search;  // NOLINT(google-build-using-namespace)
+// The reports read what campaigns recorded: the trace database's types are the tests' vocabulary.
+using namespace ptxevo::tracedb;  // NOLINT(google-build-using-namespace)
 
-using search::testing::sample_report;
-using search::testing::TempDbPath;
+using tracedb::testing::sample_report;
+using tracedb::testing::TempDbPath;
 
-CampaignKey key(const std::string& path = "specs/rmsnorm.toml", const std::string& config = R"({"population":16})") {
+tracedb::CampaignKey key(const std::string& path = "specs/rmsnorm.toml", const std::string& config = R"({"population":16})") {
   return {path, "abc123def4567890", "rmsnorm", "sm_90a", config};
 }
-Environment env(const std::string& driver = "580.65") {
+tracedb::Environment env(const std::string& driver = "580.65") {
   return {"NVIDIA H200", driver, "13.0", R"({"ptxas":"13.0"})", R"({"sm_mhz":1980})"};
 }
-BuildResult built() { return {true, "ptxhash", "done", "", R"({"registers":32})", ""}; }
+tracedb::BuildResult built() { return {true, "ptxhash", "done", "", R"({"registers":32})", ""}; }
 
 // Evaluation `id` happened `seconds` after 2026-01-01T00:00:00Z.
-void set_time(TraceDb& db, std::int64_t id, int seconds, const char* table = "evaluations") {
+void set_time(tracedb::TraceDb& db, std::int64_t id, int seconds, const char* table = "evaluations") {
   char stamp[64];
   std::snprintf(stamp, sizeof stamp, "2026-01-01T%02d:%02d:%02d.000Z", seconds / 3600, seconds / 60 % 60, seconds % 60);
   db.connection()
@@ -60,7 +60,7 @@ struct Ids {
 // A campaign with every kind of outcome: passes (1.05, 1.20 the winner, 1.10), a tolerance
 // failure, a timeout without reasons, a fault with two reason codes, a build failure and a
 // candidate still proposed. Evaluations are 30 s apart.
-Ids build_campaign(TraceDb& db, const CampaignKey& k = key(), const std::string& op = "knob-step") {
+Ids build_campaign(tracedb::TraceDb& db, const tracedb::CampaignKey& k = key(), const std::string& op = "knob-step") {
   Ids ids;
   ids.campaign = db.open_campaign(k).id;
   const auto env_a = db.record_environment(env());
@@ -117,11 +117,11 @@ std::size_t occurrences(const std::string& s, const std::string& needle) {
 
 TEST(ReportDataTest, CountsStatesVerdictsAndReasonCodes) {
   TempDbPath tmp;
-  auto db = TraceDb::open(tmp.db());
+  auto db = tracedb::TraceDb::open(tmp.db());
   const auto ids = build_campaign(db);
   const auto r = load_report(tmp.db());  // the writer's connection stays open: WAL readers coexist
 
-  EXPECT_EQ(r.schema_version, TraceDb::latest_version());
+  EXPECT_EQ(r.schema_version, tracedb::TraceDb::latest_version());
   EXPECT_EQ(r.campaign.id, ids.campaign);
   EXPECT_EQ(r.campaign.op, "rmsnorm");
   EXPECT_FALSE(r.campaign.replay);
@@ -145,7 +145,7 @@ TEST(ReportDataTest, CountsStatesVerdictsAndReasonCodes) {
 
 TEST(ReportDataTest, BestSoFarSeriesByIndexAndElapsedTime) {
   TempDbPath tmp;
-  auto db = TraceDb::open(tmp.db());
+  auto db = tracedb::TraceDb::open(tmp.db());
   const auto ids = build_campaign(db);
   const auto r = load_report(tmp.db(), ids.campaign);
   ASSERT_EQ(r.series.size(), 6u);
@@ -170,7 +170,7 @@ TEST(ReportDataTest, BestSoFarSeriesByIndexAndElapsedTime) {
 
 TEST(ReportDataTest, WinnerShapesAndEnvironments) {
   TempDbPath tmp;
-  auto db = TraceDb::open(tmp.db());
+  auto db = tracedb::TraceDb::open(tmp.db());
   const auto ids = build_campaign(db);
   const auto r = load_report(tmp.db());
   ASSERT_TRUE(r.winner);
@@ -201,7 +201,7 @@ TEST(ReportDataTest, WinnerShapesAndEnvironments) {
 
 TEST(ReportDataTest, WinnerIsRankedByItsLatestPassingEvaluation) {
   TempDbPath tmp;
-  auto db = TraceDb::open(tmp.db());
+  auto db = tracedb::TraceDb::open(tmp.db());
   const auto ids = build_campaign(db);
   // The elite re-measured next to a fresh baseline comes out at 1.08, below candidate 6's 1.10.
   const auto again = db.record_evaluation(ids.candidates[2], db.record_environment(env()), sample_report(1.08));
@@ -217,7 +217,7 @@ TEST(ReportDataTest, WinnerIsRankedByItsLatestPassingEvaluation) {
 
 TEST(ReportDataTest, DefaultCampaignIsTheMostRecentlyActive) {
   TempDbPath tmp;
-  auto db = TraceDb::open(tmp.db());
+  auto db = tracedb::TraceDb::open(tmp.db());
   const auto old_ids = build_campaign(db, key("specs/old.toml"));
   const auto new_ids = build_campaign(db, key("specs/new.toml"));
   // The newer campaign was created later, but the old one measured something after it.
@@ -232,7 +232,7 @@ TEST(ReportDataTest, DefaultCampaignIsTheMostRecentlyActive) {
 
 TEST(ReportDataTest, UnknownCampaignListsTheOnesThere) {
   TempDbPath tmp;
-  auto db = TraceDb::open(tmp.db());
+  auto db = tracedb::TraceDb::open(tmp.db());
   const auto ids = build_campaign(db);
   try {
     (void)load_report(tmp.db(), ids.campaign + 41);
@@ -271,10 +271,10 @@ TEST(ReportDataTest, MissingFileIsAUsageErrorAndIsNotCreated) {
 
 TEST(ReportDataTest, NewerSchemaIsRefusedWithAClearMessage) {
   TempDbPath tmp;
-  { auto db = TraceDb::open(tmp.db()); build_campaign(db); }
+  { auto db = tracedb::TraceDb::open(tmp.db()); build_campaign(db); }
   {
-    auto raw = sqlite::Connection::open(tmp.db().string());
-    raw.exec("PRAGMA user_version = " + std::to_string(TraceDb::latest_version() + 1));
+    auto raw = tracedb::sqlite::Connection::open(tmp.db().string());
+    raw.exec("PRAGMA user_version = " + std::to_string(tracedb::TraceDb::latest_version() + 1));
   }
   const auto [kind, msg] = load_error(tmp.db());
   EXPECT_EQ(kind, ReportError::Kind::Data);
@@ -289,13 +289,13 @@ TEST(ReportDataTest, FilesThatAreNotTraceDatabasesAreRefused) {
   EXPECT_NE(msg.find("not a readable SQLite database"), std::string::npos) << msg;
 
   std::filesystem::remove(tmp.db());
-  { sqlite::Connection::open(tmp.db().string()).exec("CREATE TABLE notes (x TEXT)"); }
+  { tracedb::sqlite::Connection::open(tmp.db().string()).exec("CREATE TABLE notes (x TEXT)"); }
   std::tie(kind, msg) = load_error(tmp.db());
   EXPECT_EQ(kind, ReportError::Kind::Data);
   EXPECT_NE(msg.find("not a ptxevo trace database"), std::string::npos) << msg;
 
   std::filesystem::remove(tmp.db());
-  { auto db = TraceDb::open(tmp.db()); }
+  { auto db = tracedb::TraceDb::open(tmp.db()); }
   std::tie(kind, msg) = load_error(tmp.db());
   EXPECT_EQ(kind, ReportError::Kind::Data);
   EXPECT_NE(msg.find("holds no campaigns yet"), std::string::npos) << msg;
@@ -303,7 +303,7 @@ TEST(ReportDataTest, FilesThatAreNotTraceDatabasesAreRefused) {
 
 TEST(ReportDataTest, EmptyCampaignSaysNoEvaluationsYet) {
   TempDbPath tmp;
-  auto db = TraceDb::open(tmp.db());
+  auto db = tracedb::TraceDb::open(tmp.db());
   const auto c = db.open_campaign(key());
   db.record_candidate(c.id, {"h1", "{}", std::nullopt, "seed"});
   const auto r = load_report(tmp.db());
@@ -320,7 +320,7 @@ TEST(ReportDataTest, EmptyCampaignSaysNoEvaluationsYet) {
 
 TEST(ReportDataTest, ReplayFromConfigJsonOrModeColumn) {
   TempDbPath tmp;
-  auto db = TraceDb::open(tmp.db());
+  auto db = tracedb::TraceDb::open(tmp.db());
   build_campaign(db, key("specs/replayed.toml", R"({"mode":"replay","population":16})"));
   auto r = load_report(tmp.db());
   EXPECT_TRUE(r.campaign.replay);
@@ -348,8 +348,8 @@ TEST(ReportDataTest, ReplayFromConfigJsonOrModeColumn) {
 TEST(ReportDataTest, ReadsAVersionOneFileWithoutMigratingIt) {
   TempDbPath tmp;
   {
-    auto raw = sqlite::Connection::open(tmp.db().string());
-    raw.exec(trace_migrations()[0]);
+    auto raw = tracedb::sqlite::Connection::open(tmp.db().string());
+    raw.exec(tracedb::trace_migrations()[0]);
     raw.exec("PRAGMA user_version = 1");
     raw.exec(R"sql(
 INSERT INTO campaigns (id, spec_path, spec_hash, op, arch, config_json)
@@ -380,14 +380,14 @@ INSERT INTO shape_results (evaluation_id, shape_index, shape_json, class, passed
   EXPECT_DOUBLE_EQ(*r.winner->shapes[0].fraction_of_floor, 0.7);
   EXPECT_FALSE(r.winner->shapes[0].candidate_ms);
   EXPECT_NE(html_of(r).find("class=\"bar faster\""), std::string::npos);
-  EXPECT_EQ(sqlite::Connection::open(tmp.db().string()).query_int("PRAGMA user_version"), 1);
+  EXPECT_EQ(tracedb::sqlite::Connection::open(tmp.db().string()).query_int("PRAGMA user_version"), 1);
 }
 
 // Schema v2 columns, when this build has them: replayed evaluations, settled candidates and the
 // fitness bounds show up in the report.
 TEST(ReportDataTest, UsesVersionTwoColumnsWhenPresent) {
   TempDbPath tmp;
-  auto db = TraceDb::open(tmp.db());
+  auto db = tracedb::TraceDb::open(tmp.db());
   const auto ids = build_campaign(db);
   auto& c = db.connection();
   const auto columns = c.query_int(
@@ -417,7 +417,7 @@ TEST(ReportDataTest, UsesVersionTwoColumnsWhenPresent) {
 
 TEST(ReportTextTest, SummarisesTheCampaign) {
   TempDbPath tmp;
-  auto db = TraceDb::open(tmp.db());
+  auto db = tracedb::TraceDb::open(tmp.db());
   const auto ids = build_campaign(db);
   const auto text = text_of(load_report(tmp.db()));
   for (const std::string& want :
@@ -432,7 +432,7 @@ TEST(ReportTextTest, SummarisesTheCampaign) {
 
 TEST(ReportTextTest, ControlCharactersFromTheDatabaseAreNotPrinted) {
   TempDbPath tmp;
-  auto db = TraceDb::open(tmp.db());
+  auto db = tracedb::TraceDb::open(tmp.db());
   build_campaign(db, key("specs/\x1b[31mred.toml"));
   const auto text = text_of(load_report(tmp.db()));
   EXPECT_EQ(text.find('\x1b'), std::string::npos);
@@ -441,7 +441,7 @@ TEST(ReportTextTest, ControlCharactersFromTheDatabaseAreNotPrinted) {
 
 TEST(ReportHtmlTest, HasTheFourPlotsWithDataAndEscapesDatabaseText) {
   TempDbPath tmp;
-  auto db = TraceDb::open(tmp.db());
+  auto db = tracedb::TraceDb::open(tmp.db());
   build_campaign(db, key("specs/<script>alert('x')</script>&.toml"), "agent \"<b>\"");
   const auto html = html_of(load_report(tmp.db()));
   for (const char* id : {"plot-fitness-evals", "plot-fitness-time", "plot-winner-shapes", "plot-failures"})

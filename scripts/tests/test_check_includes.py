@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """scripts/check_includes.py on small repositories: a clean one passes; an include across a layer,
-a top-level folder without a layer and a known crossing that is gone each fail with its line."""
+a top-level folder without a layer, SQL outside tracedb/ and listed debt that is gone each fail."""
+import importlib.util
 import os
 import pathlib
 import subprocess
@@ -22,11 +23,18 @@ def repo_with(files):
     return d
 
 
-# The known crossings the script lists must exist, or it reports them gone.
+_spec = importlib.util.spec_from_file_location("check_includes", SCRIPT)
+_script = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_script)
+
+# The known crossings and SQL sites the script lists must exist, or it reports them gone.
 DEBT = {
     "exporter/op_launcher.cpp": '#include "kernels/rmsnorm/rmsnorm_fwd_op.hpp"\n',
     "exporter/torch_export.cpp": '#include "kernels/rmsnorm/rmsnorm_fwd_op.hpp"\n',
 }
+for _f in _script.SQL_DEBT:
+    DEBT[_f] = DEBT.get(_f, "") + 'auto q = db.prepare("SELECT 1");\n'
+
 
 
 def check(d):
@@ -64,6 +72,20 @@ class CheckIncludesTest(unittest.TestCase):
         r = check(repo_with(files))
         self.assertEqual(r.returncode, 1)
         self.assertIn("exporter/torch_export.cpp -> kernels/rmsnorm/rmsnorm_fwd_op.hpp is gone", r.stdout)
+
+    def test_sql_outside_tracedb_fails(self):
+        r = check(repo_with({**DEBT, "tracedb/trace_db.cpp": 'auto q = db.prepare(\n    "SELECT id FROM campaigns");\n',
+                             "search/new_thing.cpp": 'auto q = db_.connection().prepare(\n    "SELECT 1");\n'}))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("search/new_thing.cpp: writes SQL outside tracedb/", r.stdout)
+        self.assertNotIn("tracedb/trace_db.cpp", r.stdout)
+
+    def test_paid_sql_debt_must_leave_the_list(self):
+        files = dict(DEBT)
+        files["search/replay.cpp"] = "int no_sql_here;\n"
+        r = check(repo_with(files))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("search/replay.cpp writes no SQL any more: remove it from SQL_DEBT", r.stdout)
 
 
 if __name__ == "__main__":

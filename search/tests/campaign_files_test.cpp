@@ -11,7 +11,7 @@
 #include "declared_ops/declared_op.hpp"
 #include "evaluator/build_cache.hpp"
 #include "evaluator/template_source.hpp"
-#include "search/trace_db.hpp"
+#include "tracedb/trace_db.hpp"
 
 namespace ptxevo::search {
 namespace {
@@ -28,8 +28,8 @@ class CampaignFilesTest : public ::testing::Test {
     spec_ = testing::write_scale_spec(dir_ / "src", registry_);
   }
   void TearDown() override { fs::remove_all(dir_); }
-  std::int64_t campaign(TraceDb& db) {
-    CampaignKey key;
+  std::int64_t campaign(tracedb::TraceDb& db) {
+    tracedb::CampaignKey key;
     key.spec_path = "scale.spec#sm_90a#gpu";
     key.spec_hash = "h";
     key.op = "test_scale";
@@ -42,7 +42,7 @@ class CampaignFilesTest : public ::testing::Test {
 };
 
 TEST_F(CampaignFilesTest, TheSpecAndItsSeedsLoadFromTheDatabaseAloneAfterTheSourcesAreGone) {
-  auto db = TraceDb::open(dir_ / "t.db");
+  auto db = tracedb::TraceDb::open(dir_ / "t.db");
   const auto id = campaign(db);
   const auto files = spec_files(spec_);
   ASSERT_EQ(files.size(), 2u);
@@ -72,7 +72,7 @@ TEST_F(CampaignFilesTest, TheSplitSeedsPartsAreKeptAndExpandAsBeforeAfterTheSour
   std::string why;
   const auto before = evaluator::read_template(spec_.seeds[0].source_path, &why);
   ASSERT_TRUE(before) << why;
-  auto db = TraceDb::open(dir_ / "t.db");
+  auto db = tracedb::TraceDb::open(dir_ / "t.db");
   const auto id = campaign(db);
   const auto files = spec_files(spec_);
   ASSERT_EQ(files.size(), 3u);
@@ -89,7 +89,7 @@ TEST_F(CampaignFilesTest, TheSplitSeedsPartsAreKeptAndExpandAsBeforeAfterTheSour
 }
 
 TEST_F(CampaignFilesTest, SeedsAboveTheSpecsFolderAreRestoredInsideTheRestoreFolder) {
-  auto db = TraceDb::open(dir_ / "t.db");
+  auto db = tracedb::TraceDb::open(dir_ / "t.db");
   const auto id = campaign(db);
   store_campaign_files(db.connection(), id,
                        {{"spec", "a.spec", evaluator::sha256_hex("s"), "s"},
@@ -101,7 +101,7 @@ TEST_F(CampaignFilesTest, SeedsAboveTheSpecsFolderAreRestoredInsideTheRestoreFol
 }
 
 TEST_F(CampaignFilesTest, AlteredOrEscapingFilesAreRefused) {
-  auto db = TraceDb::open(dir_ / "t.db");
+  auto db = tracedb::TraceDb::open(dir_ / "t.db");
   const auto id = campaign(db);
   store_campaign_files(db.connection(), id, {{"spec", "a.spec", evaluator::sha256_hex("s"), "altered"}});
   try {
@@ -110,7 +110,7 @@ TEST_F(CampaignFilesTest, AlteredOrEscapingFilesAreRefused) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("does not match its sha256"), std::string::npos) << e.what();
   }
-  auto db2 = TraceDb::open(dir_ / "t2.db");
+  auto db2 = tracedb::TraceDb::open(dir_ / "t2.db");
   const auto other = campaign(db2);
   store_campaign_files(db2.connection(), other, {{"spec", "/etc/a.spec", evaluator::sha256_hex("s"), "s"}});
   EXPECT_THROW(restore_campaign_files(db2.connection(), other, dir_ / "root2"), std::runtime_error);
@@ -132,7 +132,7 @@ TEST_F(CampaignFilesTest, AnOpDeclaredInAFileTravelsWithTheSpec) {
   EXPECT_EQ(files[2].role, "op");
   EXPECT_EQ(files[2].name, "gelu_bias.op.toml");
   EXPECT_EQ(files[3].name, "gelu_bias_ref.cu");
-  auto db = TraceDb::open(dir_ / "t.db");
+  auto db = tracedb::TraceDb::open(dir_ / "t.db");
   const auto id = campaign(db);
   store_campaign_files(db.connection(), id, files);
   fs::remove_all(src);

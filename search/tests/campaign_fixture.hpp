@@ -111,8 +111,8 @@ class KnobModelMeasurer : public Measurer {
  public:
   explicit KnobModelMeasurer(int delay_ms = 0) : delay_ms_(delay_ms) {}
   std::string mode() const override { return "gpu"; }
-  Environment environment() const override {
-    Environment e;
+  tracedb::Environment environment() const override {
+    tracedb::Environment e;
     e.gpu = "knob model (test)";
     e.driver = "0";
     e.cuda = "test";

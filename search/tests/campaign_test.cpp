@@ -34,7 +34,7 @@ class CampaignTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  CampaignResult run(TraceDb& db, std::vector<Measurer*> m, CampaignOptions o, const std::atomic<bool>* stop = nullptr,
+  CampaignResult run(tracedb::TraceDb& db, std::vector<Measurer*> m, CampaignOptions o, const std::atomic<bool>* stop = nullptr,
                      std::shared_ptr<const ReplayProjection> projection = nullptr) {
     std::ostringstream log;
     std::atomic<bool> never{false};
@@ -74,7 +74,7 @@ std::string variant_spec(const std::string& shapes) {
   return t;
 }
 
-std::vector<Genome> genomes_by_operator(TraceDb& db, std::int64_t campaign_id, const std::string& op) {
+std::vector<Genome> genomes_by_operator(tracedb::TraceDb& db, std::int64_t campaign_id, const std::string& op) {
   auto q = db.connection().prepare("SELECT genome_json FROM candidates WHERE campaign_id = ? AND operator = ?");
   q.bind(1, campaign_id).bind(2, op);
   std::vector<Genome> out;
@@ -83,7 +83,7 @@ std::vector<Genome> genomes_by_operator(TraceDb& db, std::int64_t campaign_id, c
 }
 
 TEST_F(CampaignTest, WarmStartSeedsAFreshCampaignWithTheBestLegalGenomesOfEarlierOnes) {
-  auto db = TraceDb::open(dir_ / "c.db");
+  auto db = tracedb::TraceDb::open(dir_ / "c.db");
   KnobModelMeasurer m;
   const auto a = run(db, {&m}, small());
   ASSERT_TRUE(a.best.has_value());
@@ -135,7 +135,7 @@ TEST_F(CampaignTest, WarmStartSeedsAFreshCampaignWithTheBestLegalGenomesOfEarlie
 }
 
 TEST_F(CampaignTest, ImprovesOverTheSeedAndNeverMeasuresAGenomeTwice) {
-  auto db = TraceDb::open(dir_ / "c.db");
+  auto db = tracedb::TraceDb::open(dir_ / "c.db");
   KnobModelMeasurer m;
   auto r = run(db, {&m}, small());
   EXPECT_EQ(r.mode, "gpu");
@@ -172,7 +172,7 @@ TEST_F(CampaignTest, ImprovesOverTheSeedAndNeverMeasuresAGenomeTwice) {
 TEST_F(CampaignTest, TopsBatchesUpAndRemeasuresTheBestOnlyAFewTimes) {
   // UNROLL = 3 genomes fail the gate and half the knob space is quickly seen: many children are
   // duplicates, so without top-up batches shrink to one or two candidates.
-  auto db = TraceDb::open(dir_ / "c.db");
+  auto db = tracedb::TraceDb::open(dir_ / "c.db");
   KnobModelMeasurer m;
   CampaignOptions o = small();
   o.max_evaluations = 60;
@@ -195,7 +195,7 @@ TEST_F(CampaignTest, TopsBatchesUpAndRemeasuresTheBestOnlyAFewTimes) {
     return v.size() > 1 ? s / static_cast<double>(v.size() - 1) : 0.0;
   };
   const double topped = mean_size(m.batch_sizes());
-  auto db2 = TraceDb::open(dir_ / "c2.db");
+  auto db2 = tracedb::TraceDb::open(dir_ / "c2.db");
   KnobModelMeasurer m2;
   o.top_up_rounds = 0;
   run(db2, {&m2}, o);
@@ -208,7 +208,7 @@ TEST_F(CampaignTest, ResumesWhereItStopped) {
   KnobModelMeasurer m1, m2;
   std::int64_t id = 0;
   {
-    auto db = TraceDb::open(dir_ / "c.db");
+    auto db = tracedb::TraceDb::open(dir_ / "c.db");
     auto o = small();
     o.max_evaluations = 12;
     auto r = run(db, {&m1}, o);
@@ -219,7 +219,7 @@ TEST_F(CampaignTest, ResumesWhereItStopped) {
   // Moved away and back: the campaign is found by the spec, not by the file's location.
   fs::rename(dir_ / "c.db", dir_ / "moved.db");
   fs::rename(dir_ / "moved.db", dir_ / "c.db");
-  auto db = TraceDb::open(dir_ / "c.db");
+  auto db = tracedb::TraceDb::open(dir_ / "c.db");
   auto o = small();
   o.max_evaluations = 30;
   auto r = run(db, {&m2}, o);
@@ -236,7 +236,7 @@ TEST_F(CampaignTest, ResumesWhereItStopped) {
 }
 
 TEST_F(CampaignTest, StopsWhenAskedAndKeepsWhatWasMeasured) {
-  auto db = TraceDb::open(dir_ / "c.db");
+  auto db = tracedb::TraceDb::open(dir_ / "c.db");
   std::atomic<bool> stop{true};
   KnobModelMeasurer m;
   auto r = run(db, {&m}, small(), &stop);
@@ -249,7 +249,7 @@ TEST_F(CampaignTest, StopsWhenAskedAndKeepsWhatWasMeasured) {
 
 // Pass children whose pass refused the parent: how many, and whether any (parent, pass) pair
 // refused twice.
-std::pair<int, int> refusals(TraceDb& db, std::int64_t campaign_id) {
+std::pair<int, int> refusals(tracedb::TraceDb& db, std::int64_t campaign_id) {
   auto q = db.connection().prepare(
       "SELECT count(*), count(*) - count(DISTINCT coalesce(parent_id, -1) || operator) FROM candidates "
       "WHERE campaign_id = ? AND build_stage = 'pass' AND build_log LIKE 'pass-refused%'");
@@ -262,7 +262,7 @@ TEST_F(CampaignTest, PassesThatRefuseEveryParentAreRarelyProposedAgain) {
   auto o = small();
   o.max_evaluations = 60;
   o.final_check = false;
-  auto db_off = TraceDb::open(dir_ / "off.db");
+  auto db_off = tracedb::TraceDb::open(dir_ / "off.db");
   KnobModelMeasurer m_off;
   o.refusals_before_rare = 0;  // off: refusals are free to the posterior, so they recur
   const auto off = run(db_off, {&m_off}, o);
@@ -270,7 +270,7 @@ TEST_F(CampaignTest, PassesThatRefuseEveryParentAreRarelyProposedAgain) {
   ASSERT_GE(refused_off, 8) << "the toy kernel should have passes that cannot apply";
   (void)repeats_off;
 
-  auto db_on = TraceDb::open(dir_ / "on.db");
+  auto db_on = tracedb::TraceDb::open(dir_ / "on.db");
   KnobModelMeasurer m_on;
   o.refusals_before_rare = 3;
   // One build round at a time: with more, a round proposed before an earlier one's refusal was
@@ -290,7 +290,7 @@ TEST_F(CampaignTest, PassesThatRefuseEveryParentAreRarelyProposedAgain) {
 // first batch; share 0 gives knob assignments only.
 TEST_F(CampaignTest, RandomGenomesOfTheFirstPopulationCarryEditsOfPassesThatApply) {
   auto first_population = [&](const std::string& name, double share) {
-    auto db = TraceDb::open(dir_ / name);
+    auto db = tracedb::TraceDb::open(dir_ / name);
     KnobModelMeasurer m;
     auto o = small();
     o.initial = 16;
@@ -338,7 +338,7 @@ TEST_F(CampaignTest, RandomGenomesOfTheFirstPopulationCarryEditsOfPassesThatAppl
 // next: with one measurer, the same seed gives the same campaign.
 TEST_F(CampaignTest, BuildRoundsRunAheadAndTheCampaignStaysDeterministic) {
   auto snapshot = [&](const std::string& name, int rounds) {
-    auto db = TraceDb::open(dir_ / name);
+    auto db = tracedb::TraceDb::open(dir_ / name);
     KnobModelMeasurer m;
     auto o = small();
     o.max_evaluations = 40;
@@ -356,7 +356,7 @@ TEST_F(CampaignTest, BuildRoundsRunAheadAndTheCampaignStaysDeterministic) {
 }
 
 TEST_F(CampaignTest, StaticModeBuildsAndRecordsNoFitness) {
-  auto db = TraceDb::open(dir_ / "c.db");
+  auto db = tracedb::TraceDb::open(dir_ / "c.db");
   auto o = small();
   o.max_evaluations = 6;
   auto r = run(db, {}, o);
@@ -372,7 +372,7 @@ TEST_F(CampaignTest, StaticModeBuildsAndRecordsNoFitness) {
 TEST_F(CampaignTest, ReplayReproducesRecordedFitnessAndMarksTheRestUnmeasured) {
   ReplayData data;
   {
-    auto db = TraceDb::open(dir_ / "gpu.db");
+    auto db = tracedb::TraceDb::open(dir_ / "gpu.db");
     KnobModelMeasurer m;
     auto o = small();
     o.max_evaluations = 16;
@@ -386,7 +386,7 @@ TEST_F(CampaignTest, ReplayReproducesRecordedFitnessAndMarksTheRestUnmeasured) {
   auto loaded = load_replay(dir_ / "scale.replay.json");
   EXPECT_EQ(loaded.records.size(), data.records.size());
 
-  auto db = TraceDb::open(dir_ / "replay.db");
+  auto db = tracedb::TraceDb::open(dir_ / "replay.db");
   ReplayMeasurer rm(std::move(loaded));
   auto o = small();
   o.max_evaluations = 16;
@@ -409,7 +409,7 @@ TEST_F(CampaignTest, ReplayReproducesRecordedFitnessAndMarksTheRestUnmeasured) {
 TEST_F(CampaignTest, ReplayProjectedOntoTheRecordScoresEveryBuild) {
   ReplayData data;
   {
-    auto db = TraceDb::open(dir_ / "gpu.db");
+    auto db = tracedb::TraceDb::open(dir_ / "gpu.db");
     KnobModelMeasurer m;
     auto o = small();
     o.max_evaluations = 16;
@@ -418,7 +418,7 @@ TEST_F(CampaignTest, ReplayProjectedOntoTheRecordScoresEveryBuild) {
   }
   const auto projection = std::make_shared<const ReplayProjection>(data, spec_);
   ASSERT_EQ(projection->size(), data.records.size());
-  auto db = TraceDb::open(dir_ / "replay.db");
+  auto db = tracedb::TraceDb::open(dir_ / "replay.db");
   ReplayMeasurer rm(data);
   auto o = small();
   o.max_evaluations = 12;
@@ -439,7 +439,7 @@ TEST_F(CampaignTest, ReplayProjectedOntoTheRecordScoresEveryBuild) {
   EXPECT_NE(log_.find("projected onto the"), std::string::npos) << log_;
   // A budget beyond the record: the search runs out of recorded genomes and stops, having
   // taken each one at most once.
-  auto db2 = TraceDb::open(dir_ / "replay2.db");
+  auto db2 = tracedb::TraceDb::open(dir_ / "replay2.db");
   o.max_evaluations = 1000;
   auto all = run(db2, {&rm}, o, nullptr, projection);
   EXPECT_EQ(all.unmeasured_this_run, 0);
@@ -510,7 +510,7 @@ class SlowMeasurer : public KnobModelMeasurer {
 // --minutes: the campaign ends within 10% of its deadline although a batch in flight would run
 // far past it; what was in flight stays built, and a resumed campaign measures it.
 TEST_F(CampaignTest, DeadlineEndsTheCampaignOnTimeAndKeepsWhatWasInFlight) {
-  auto db = TraceDb::open(dir_ / "deadline.db");
+  auto db = tracedb::TraceDb::open(dir_ / "deadline.db");
   SlowMeasurer m(0.3, 5.0);  // after the first batch, a batch of 4 takes 20 s
   auto o = small();
   o.max_evaluations = 100;
@@ -554,7 +554,7 @@ class FailingMeasurer : public KnobModelMeasurer {
 // A failed measurer stops the campaign at once (it used to be overwritten by the next budget
 // check, and the loop sent batch after batch to the dead measurer); a resume completes it.
 TEST_F(CampaignTest, AFailedMeasurerStopsTheCampaignAndAResumeCompletesIt) {
-  auto db = TraceDb::open(dir_ / "failed.db");
+  auto db = tracedb::TraceDb::open(dir_ / "failed.db");
   FailingMeasurer m;
   auto o = small();
   o.final_check = false;
@@ -602,7 +602,7 @@ TEST_F(CampaignTest, HeldOutShapesLeaveNoTraceTheSearchReads) {
   auto sr = evaluator::load_spec((dir_ / "scale_heldout.spec").string(), registry_);
   ASSERT_TRUE(sr.spec) << sr.error->format();
   spec_ = *sr.spec;
-  auto db = TraceDb::open(dir_ / "heldout.db");
+  auto db = tracedb::TraceDb::open(dir_ / "heldout.db");
   HeldoutFailingMeasurer m;
   auto o = small();
   o.max_evaluations = 24;
@@ -662,7 +662,7 @@ TEST_F(CampaignTest, SurvivesKillNineAndResumes) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       try {
-        auto db = TraceDb::open(db_path);
+        auto db = tracedb::TraceDb::open(db_path);
         KnobModelMeasurer m(30);
         auto o = small();
         o.max_evaluations = 40;
@@ -679,10 +679,10 @@ TEST_F(CampaignTest, SurvivesKillNineAndResumes) {
     kill(pid, SIGKILL);
     int status = 0;
     waitpid(pid, &status, 0);
-    auto db = TraceDb::open(db_path);
+    auto db = tracedb::TraceDb::open(db_path);
     EXPECT_TRUE(db.integrity_ok()) << "round " << round;
   }
-  auto db = TraceDb::open(db_path);
+  auto db = tracedb::TraceDb::open(db_path);
   KnobModelMeasurer m;
   auto o = small();
   o.max_evaluations = 40;

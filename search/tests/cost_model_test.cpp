@@ -12,7 +12,7 @@
 
 #include "campaign_fixture.hpp"
 #include "search/campaign.hpp"
-#include "search/trace_db.hpp"
+#include "tracedb/trace_db.hpp"
 
 namespace ptxevo::search {
 namespace {
@@ -81,7 +81,7 @@ class CostModelTest : public ::testing::Test {
 // the first evaluations must rank the later ones within each shape, and the same data with its
 // labels shuffled must not.
 TEST_F(CostModelTest, RanksLaterCandidatesAndAShuffledControlDoesNot) {
-  auto db = TraceDb::open(dir_ / "c.db");
+  auto db = tracedb::TraceDb::open(dir_ / "c.db");
   testing::KnobModelMeasurer m;
   CampaignOptions o;
   o.islands = 2;
@@ -137,7 +137,7 @@ TEST_F(CostModelTest, ChoosingWithTheModelIsNoWorseThanProposalOrder) {
       {{"BLOCK", std::int64_t{256}}, {"UNROLL", std::int64_t{4}}, {"PAD", std::int64_t{0}}});
   std::map<std::pair<bool, std::uint64_t>, double> mean_fitness;
   auto evaluations_to_reach = [&](bool model, std::uint64_t seed) {
-    auto db = TraceDb::open(dir_ / ("c" + std::to_string(seed) + (model ? "m" : "p") + ".db"));
+    auto db = tracedb::TraceDb::open(dir_ / ("c" + std::to_string(seed) + (model ? "m" : "p") + ".db"));
     testing::KnobModelMeasurer m;
     CampaignOptions o;
     o.islands = 2;

@@ -72,7 +72,7 @@ class LlmCampaignTest : public ::testing::Test {
     std::unique_ptr<agents::LlmAgent> agent;
   };
 
-  Stack stack(TraceDb& db, const std::string& base_url, agents::BudgetCaps caps, std::ostream& log) {
+  Stack stack(tracedb::TraceDb& db, const std::string& base_url, agents::BudgetCaps caps, std::ostream& log) {
     Stack s;
     agents::RetryConfig retry;
     retry.deadline = std::chrono::milliseconds(1500);  // the stall ends here
@@ -89,7 +89,7 @@ class LlmCampaignTest : public ::testing::Test {
     return s;
   }
 
-  CampaignResult run(TraceDb& db, Stack& s, Measurer* m, std::ostream& log, std::int64_t evaluations,
+  CampaignResult run(tracedb::TraceDb& db, Stack& s, Measurer* m, std::ostream& log, std::int64_t evaluations,
                      int build_rounds = CampaignOptions{}.build_rounds) {
     CampaignOptions o;
     o.islands = 2;
@@ -105,7 +105,7 @@ class LlmCampaignTest : public ::testing::Test {
     return e.run();
   }
 
-  std::int64_t count(TraceDb& db, const std::string& sql) {
+  std::int64_t count(tracedb::TraceDb& db, const std::string& sql) {
     auto st = db.connection().prepare(sql);
     st.step();
     return st.column_int(0);
@@ -144,7 +144,7 @@ TEST_F(LlmCampaignTest, HostileAndBrokenRepliesAreRecordedAndTheCampaignGoesOn) 
   const fs::path db_path = dir_ / "llm.db";
   spec_.heldout_shapes = {{{"N", 777777}}};  // never to appear in a prompt
   {
-    auto db = TraceDb::open(db_path);
+    auto db = tracedb::TraceDb::open(db_path);
     agents::test::LoopbackServer server(script());
     Stack s = stack(db, server.base_url(), {}, log);
     testing::KnobModelMeasurer m;
@@ -223,7 +223,7 @@ TEST_F(LlmCampaignTest, HostileAndBrokenRepliesAreRecordedAndTheCampaignGoesOn) 
     EXPECT_EQ(count(db, "SELECT count(*) FROM llm_calls WHERE status = 'ok' AND (input_tokens != 1500 OR output_tokens != 400)"), 0);
     EXPECT_EQ(count(db, "SELECT count(*) FROM llm_calls WHERE status IN ('ok', 'truncated', 'error') AND cost_usd IS NULL"), 0);
     EXPECT_EQ(count(db, "SELECT count(*) FROM llm_calls WHERE status = 'truncated' AND output_tokens = 2048"), 1);
-    const LlmSpend spend = db.llm_spend(r.campaign_id);
+    const tracedb::LlmSpend spend = db.llm_spend(r.campaign_id);
     EXPECT_EQ(spend.calls, count(db, "SELECT count(*) FROM llm_calls WHERE status IN ('ok', 'truncated', 'error')"));
     EXPECT_GT(spend.usd, 0);
     EXPECT_EQ(s.budget->spent().calls, spend.calls);
@@ -243,8 +243,8 @@ TEST_F(LlmCampaignTest, HostileAndBrokenRepliesAreRecordedAndTheCampaignGoesOn) 
 TEST_F(LlmCampaignTest, TheFixerRunsBeforeTheRoundsOtherBuildsAreRecorded) {
   std::ostringstream log;
   const fs::path db_path = dir_ / "fix.db";
-  auto db = TraceDb::open(db_path);
-  auto watcher = TraceDb::open(db_path);  // read by the server's thread while the campaign waits
+  auto db = tracedb::TraceDb::open(db_path);
+  auto watcher = tracedb::TraceDb::open(db_path);  // read by the server's thread while the campaign waits
   std::int64_t unrecorded_siblings = -1;
   auto at_request = [&](const agents::test::ReceivedRequest& req) {
     if (req.body.find("entry-params") == std::string::npos) return;  // only the fixer's call cites it
@@ -272,7 +272,7 @@ TEST_F(LlmCampaignTest, TheFixerRunsBeforeTheRoundsOtherBuildsAreRecorded) {
 
 TEST_F(LlmCampaignTest, ResumedCampaignKeepsItsSpendAndTheCapHolds) {
   std::ostringstream log;
-  auto db = TraceDb::open(dir_ / "resume.db");
+  auto db = tracedb::TraceDb::open(dir_ / "resume.db");
   std::int64_t first_calls = 0;
   {
     agents::test::LoopbackServer server(script());
@@ -301,7 +301,7 @@ TEST_F(LlmCampaignTest, ResumedCampaignKeepsItsSpendAndTheCapHolds) {
 TEST_F(LlmCampaignTest, ReplayedCampaignIsDeterministic) {
   auto snapshot = [&](const std::string& name) {
     std::ostringstream log;
-    auto db = TraceDb::open(dir_ / name);
+    auto db = tracedb::TraceDb::open(dir_ / name);
     agents::test::LoopbackServer server(script());
     Stack s = stack(db, server.base_url(), {}, log);
     testing::KnobModelMeasurer m;
@@ -327,7 +327,7 @@ TEST_F(LlmCampaignTest, ReplayedCampaignIsDeterministic) {
 // and the campaign runs to its budget on the rule agents alone without calling again.
 TEST_F(LlmCampaignTest, DeadEndpointHandsTheSlotsToTheRuleAgents) {
   std::ostringstream log;
-  auto db = TraceDb::open(dir_ / "dead.db");
+  auto db = tracedb::TraceDb::open(dir_ / "dead.db");
   std::string dead_url;
   {
     agents::test::LoopbackServer closed({});  // binds a free port, then closes it

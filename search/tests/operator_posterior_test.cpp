@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "search/trace_db.hpp"
+#include "tracedb/trace_db.hpp"
 
 namespace ptxevo::search {
 namespace {
@@ -48,7 +48,7 @@ TEST(OperatorPosterior, PullsInFlightSpreadABatch) {
 TEST(OperatorPosterior, FallsBackToWiderKeysAndDecays) {
   const auto path = std::filesystem::temp_directory_path() / ("ptxevo_fallback_" + std::to_string(getpid()) + ".db");
   std::filesystem::remove(path);
-  auto db = TraceDb::open(path);
+  auto db = tracedb::TraceDb::open(path);
   OperatorPosterior kda("kda", "sm_90a");
   for (int i = 0; i < 30; ++i) kda.credit("x", Outcome::NewBest);
   kda.save(db);
@@ -66,12 +66,12 @@ TEST(OperatorPosterior, PersistsWithACapOnCarriedEvidence) {
   const auto path = std::filesystem::temp_directory_path() / ("ptxevo_posterior_" + std::to_string(getpid()) + ".db");
   std::filesystem::remove(path);
   {
-    auto db = TraceDb::open(path);
+    auto db = tracedb::TraceDb::open(path);
     OperatorPosterior p("rmsnorm", "sm_90a", PosteriorOptions{1.0, 0.05, 0.5, 1.1, 20});
     for (int i = 0; i < 100; ++i) p.credit("y", Outcome::NotFaster);
     p.save(db);
   }
-  auto db = TraceDb::open(path);
+  auto db = tracedb::TraceDb::open(path);
   OperatorPosterior q("rmsnorm", "sm_90a", PosteriorOptions{1.0, 0.05, 0.5, 1.1, 20});
   q.load(db);
   const auto& c = q.counts().at(OperatorPosterior::key("rmsnorm", "sm_90a", "y"));

@@ -18,10 +18,10 @@
 #include <thread>
 #include <vector>
 
-#include "search/tests/sample_reports.hpp"
-#include "search/trace_db.hpp"
+#include "tracedb/tests/sample_reports.hpp"
+#include "tracedb/trace_db.hpp"
 
-namespace ptxevo::search {
+namespace ptxevo::tracedb {
 namespace {
 
 using testing::sample_report;
@@ -175,4 +175,4 @@ TEST(TraceDbCrashTest, SurvivesKillNineAtRandomMoments) {
 }
 
 }  // namespace
-}  // namespace ptxevo::search
+}  // namespace ptxevo::tracedb

@@ -6,8 +6,8 @@
 #include <span>
 #include <string_view>
 
-namespace ptxevo::search {
+namespace ptxevo::tracedb {
 
 std::span<const std::string_view> trace_migrations();
 
-}  // namespace ptxevo::search
+}  // namespace ptxevo::tracedb

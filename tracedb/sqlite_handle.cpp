@@ -1,11 +1,11 @@
-#include "search/sqlite_handle.hpp"
+#include "tracedb/sqlite_handle.hpp"
 
 #include <sqlite3.h>
 
 #include <cmath>
 #include <utility>
 
-namespace ptxevo::search::sqlite {
+namespace ptxevo::tracedb::sqlite {
 
 namespace {
 
@@ -176,4 +176,4 @@ void Transaction::commit() {
   active_ = false;
 }
 
-}  // namespace ptxevo::search::sqlite
+}  // namespace ptxevo::tracedb::sqlite

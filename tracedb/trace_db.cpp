@@ -1,4 +1,4 @@
-#include "search/trace_db.hpp"
+#include "tracedb/trace_db.hpp"
 
 #include <set>
 #include <stdexcept>
@@ -6,9 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "search/trace_schema.hpp"
+#include "tracedb/trace_schema.hpp"
 
-namespace ptxevo::search {
+namespace ptxevo::tracedb {
 
 using nlohmann::json;
 
@@ -481,4 +481,4 @@ LlmSpend TraceDb::llm_spend(std::int64_t campaign_id) {
   return LlmSpend{s.column_int(0), s.column_int(1), s.column_int(2), s.column_double(3), s.column_int(4)};
 }
 
-}  // namespace ptxevo::search
+}  // namespace ptxevo::tracedb

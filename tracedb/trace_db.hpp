@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "evaluator/eval_types.hpp"
-#include "search/sqlite_handle.hpp"
+#include "tracedb/sqlite_handle.hpp"
 
-namespace ptxevo::search {
+namespace ptxevo::tracedb {
 
 // What identifies a campaign: re-running the same spec file with the same content resumes it.
 struct CampaignKey {
@@ -242,4 +242,4 @@ class TraceDb {
   sqlite::Connection db_;
 };
 
-}  // namespace ptxevo::search
+}  // namespace ptxevo::tracedb

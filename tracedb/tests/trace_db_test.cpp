@@ -1,4 +1,4 @@
-#include "search/trace_db.hpp"
+#include "tracedb/trace_db.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "search/tests/sample_reports.hpp"
+#include "tracedb/tests/sample_reports.hpp"
 
-namespace ptxevo::search {
+namespace ptxevo::tracedb {
 namespace {
 
 using testing::sample_report;
@@ -53,7 +53,7 @@ TEST(TraceDbTest, MigratesAnEmptyVersionZeroFile) {
 TEST(TraceDbTest, MigratesAnExistingVersionZeroDatabase) {
   TempDbPath tmp;
   {
-    auto raw = sqlite::Connection::open(tmp.db().string());
+    auto raw = tracedb::sqlite::Connection::open(tmp.db().string());
     raw.exec("CREATE TABLE notes (x TEXT); INSERT INTO notes VALUES ('kept')");
   }
   auto db = TraceDb::open(tmp.db());
@@ -72,7 +72,7 @@ TEST(TraceDbTest, RefusesADatabaseFromANewerVersion) {
   TempDbPath tmp;
   const int newer = TraceDb::latest_version() + 1;
   {
-    auto raw = sqlite::Connection::open(tmp.db().string());
+    auto raw = tracedb::sqlite::Connection::open(tmp.db().string());
     raw.exec("PRAGMA user_version = " + std::to_string(newer));
   }
   try {
@@ -83,7 +83,7 @@ TEST(TraceDbTest, RefusesADatabaseFromANewerVersion) {
     EXPECT_NE(what.find("newer"), std::string::npos) << what;
     EXPECT_NE(what.find(std::to_string(newer)), std::string::npos) << what;
   }
-  auto raw = sqlite::Connection::open(tmp.db().string());
+  auto raw = tracedb::sqlite::Connection::open(tmp.db().string());
   EXPECT_EQ(raw.query_int("PRAGMA user_version"), newer);  // left untouched
   EXPECT_EQ(raw.query_text("PRAGMA journal_mode"), "delete");
 }
@@ -94,7 +94,7 @@ TEST(TraceDbTest, RejectsAFileThatIsNotADatabase) {
   try {
     (void)TraceDb::open(tmp.db());
     FAIL() << "opened a text file";
-  } catch (const sqlite::SqliteError& e) {
+  } catch (const tracedb::sqlite::SqliteError& e) {
     EXPECT_NE(std::string(e.what()).find("not a database"), std::string::npos) << e.what();
   }
 }
@@ -278,7 +278,7 @@ TEST(TraceDbTest, FailureMidEvaluationLeavesNothingPartial) {
   try {
     db.record_evaluation(id, environment, sample_report(1.5));
     FAIL() << "the injected failure did not surface";
-  } catch (const sqlite::SqliteError& e) {
+  } catch (const tracedb::sqlite::SqliteError& e) {
     EXPECT_NE(std::string(e.what()).find("injected failure"), std::string::npos) << e.what();
     EXPECT_NE(e.sql().find("INSERT INTO shape_results"), std::string::npos);
   }
@@ -298,8 +298,8 @@ TEST(TraceDbTest, ForeignKeysAreEnforced) {
   auto db = TraceDb::open(tmp.db());
   const auto campaign = db.open_campaign(key()).id;
   const auto id = db.record_candidate(campaign, genome(1)).id;
-  EXPECT_THROW(db.record_evaluation(id, 4242, sample_report(1.0)), sqlite::SqliteError);
-  EXPECT_THROW(db.record_candidate(campaign, genome(2, 777)), sqlite::SqliteError);
+  EXPECT_THROW(db.record_evaluation(id, 4242, sample_report(1.0)), tracedb::sqlite::SqliteError);
+  EXPECT_THROW(db.record_candidate(campaign, genome(2, 777)), tracedb::sqlite::SqliteError);
   EXPECT_EQ(db.connection().query_int("SELECT count(*) FROM evaluations"), 0);
 }
 
@@ -330,30 +330,30 @@ TEST(TraceDbTest, BestCandidatesUseTheLatestPassingEvaluation) {
 
 TEST(SqliteHandleTest, ErrorsCarryTheSqlAndTheMessage) {
   TempDbPath tmp;
-  auto c = sqlite::Connection::open(tmp.db().string());
+  auto c = tracedb::sqlite::Connection::open(tmp.db().string());
   try {
     c.exec("SELECT * FROM no_such_table");
     FAIL();
-  } catch (const sqlite::SqliteError& e) {
+  } catch (const tracedb::sqlite::SqliteError& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("no such table"), std::string::npos) << what;
     EXPECT_NE(what.find("SELECT * FROM no_such_table"), std::string::npos) << what;
   }
-  EXPECT_THROW(c.prepare("SELEC 1"), sqlite::SqliteError);
-  EXPECT_THROW(sqlite::Connection::open((tmp.db() / "missing-dir" / "x.db").string()), sqlite::SqliteError);
+  EXPECT_THROW(c.prepare("SELEC 1"), tracedb::sqlite::SqliteError);
+  EXPECT_THROW(tracedb::sqlite::Connection::open((tmp.db() / "missing-dir" / "x.db").string()), tracedb::sqlite::SqliteError);
 }
 
 TEST(SqliteHandleTest, TransactionRollsBackUnlessCommitted) {
   TempDbPath tmp;
-  auto c = sqlite::Connection::open(tmp.db().string());
+  auto c = tracedb::sqlite::Connection::open(tmp.db().string());
   c.exec("CREATE TABLE t (x INTEGER)");
   {
-    sqlite::Transaction tx(c);
+    tracedb::sqlite::Transaction tx(c);
     c.exec("INSERT INTO t VALUES (1)");
   }
   EXPECT_EQ(c.query_int("SELECT count(*) FROM t"), 0);
   {
-    sqlite::Transaction tx(c);
+    tracedb::sqlite::Transaction tx(c);
     c.exec("INSERT INTO t VALUES (2)");
     tx.commit();
   }
@@ -361,4 +361,4 @@ TEST(SqliteHandleTest, TransactionRollsBackUnlessCommitted) {
 }
 
 }  // namespace
-}  // namespace ptxevo::search
+}  // namespace ptxevo::tracedb

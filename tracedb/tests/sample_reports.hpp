@@ -9,7 +9,7 @@
 
 #include "evaluator/eval_types.hpp"
 
-namespace ptxevo::search::testing {
+namespace ptxevo::tracedb::testing {
 
 // A report with two correctness shapes and one timed benchmark shape.
 inline evaluator::EvalReport sample_report(double fitness, const std::string& verdict = "pass") {
@@ -67,4 +67,4 @@ class TempDbPath {
   std::filesystem::path dir_;
 };
 
-}  // namespace ptxevo::search::testing
+}  // namespace ptxevo::tracedb::testing

@@ -12,7 +12,7 @@
 struct sqlite3;
 struct sqlite3_stmt;
 
-namespace ptxevo::search::sqlite {
+namespace ptxevo::tracedb::sqlite {
 
 class SqliteError : public std::runtime_error {
  public:
@@ -108,4 +108,4 @@ class Transaction {
   bool active_ = true;
 };
 
-}  // namespace ptxevo::search::sqlite
+}  // namespace ptxevo::tracedb::sqlite

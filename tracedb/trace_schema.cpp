@@ -1,8 +1,8 @@
-#include "search/trace_schema.hpp"
+#include "tracedb/trace_schema.hpp"
 
 #include <array>
 
-namespace ptxevo::search {
+namespace ptxevo::tracedb {
 
 namespace {
 
@@ -232,4 +232,4 @@ constexpr std::array<std::string_view, 9> kMigrations = {kV1, kV2, kV3, kV4, kV5
 
 std::span<const std::string_view> trace_migrations() { return kMigrations; }
 
-}  // namespace ptxevo::search
+}  // namespace ptxevo::tracedb
