@@ -29,6 +29,7 @@
 #include "report/data.hpp"
 #include "report/html.hpp"
 #include "search/replay.hpp"
+#include "tracedb/queries.hpp"
 #include "tracedb/trace_db.hpp"
 
 namespace ptxevo::cli {
@@ -106,11 +107,9 @@ void print_shape_table(const EvalReport& r, std::ostream& out) {
 // The winner's replayed figures per benchmark shape: its recorded evaluation, measured on the
 // record's GPU, not here.
 void print_replayed_best(tracedb::TraceDb& db, std::int64_t candidate, std::ostream& out) {
-  auto q = db.connection().prepare(
-      "SELECT report_json FROM evaluations WHERE candidate_id = ? AND verdict = 'pass' ORDER BY id DESC LIMIT 1");
-  q.bind(1, candidate);
-  if (!q.step()) return;
-  const EvalReport r = report_from_json(nlohmann::json::parse(q.column_text(0)));
+  const auto json = tracedb::latest_passing_report(db.connection(), candidate);
+  if (!json) return;
+  const EvalReport r = report_from_json(nlohmann::json::parse(*json));
   const auto gpu = r.environment.find("gpu");
   out << "its replayed speedups (recorded on " << (gpu != r.environment.end() ? gpu->second : std::string("the record's GPU"))
       << ", not measured here):\n";
@@ -417,13 +416,11 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
   }
   if (llm) {
     const tracedb::LlmSpend spend = db->llm_spend(res.campaign_id);
-    auto rejections = db->connection().prepare("SELECT count(*) FROM agent_rejections WHERE campaign_id = ?");
-    rejections.bind(1, res.campaign_id);
-    rejections.step();
+    const std::int64_t rejections = tracedb::count_agent_rejections(db->connection(), res.campaign_id);
     out << "LLM: " << spend.calls << " calls, " << spend.input_tokens << " input + " << spend.output_tokens
         << " output tokens, $" << spend.usd
         << (spend.unpriced_calls > 0 ? " plus " + std::to_string(spend.unpriced_calls) + " calls of unknown price" : std::string())
-        << "; " << rejections.column_int(0) << " rejected answers (table agent_rejections)"
+        << "; " << rejections << " rejected answers (table agent_rejections)"
         << (llm->agent->available() ? "" : "; the endpoint is down: the rule agents carried on") << "\n";
   }
   if (res.final_report) print_final(*res.final_report, out);
@@ -467,14 +464,11 @@ int run_replay_export(const ReplayExportOptions& o, std::ostream& out, std::ostr
     }
     std::int64_t id = o.campaign;
     if (id == 0) {
-      auto s = db.connection().prepare(
-          "SELECT id FROM campaigns WHERE (? = '' OR (op = ? AND arch = ?)) AND spec_path LIKE '%#gpu' "
-          "ORDER BY id DESC LIMIT 1");
       const std::string op = given ? given->op : "", arch = given ? given->arch : "";
-      s.bind(1, op).bind(2, op).bind(3, arch);
-      if (!s.step())
+      const auto latest = tracedb::latest_gpu_campaign(db.connection(), op, arch);
+      if (!latest)
         throw std::runtime_error("no GPU campaign" + (given ? " for " + op + " on " + arch : std::string()) + " in " + o.db);
-      id = s.column_int(0);
+      id = *latest;
     }
     Spec spec;
     if (given) {
@@ -484,9 +478,7 @@ int run_replay_export(const ReplayExportOptions& o, std::ostream& out, std::ostr
       SpecResult sr = search::load_campaign_spec(db.connection(), id, "", registry);
       if (!sr.spec) throw std::runtime_error(sr.error->format());
       spec = *sr.spec;
-      auto a = db.connection().prepare("SELECT arch FROM campaigns WHERE id = ?");
-      a.bind(1, id);
-      if (a.step()) spec.arch = a.column_text(0);
+      if (auto arch = tracedb::campaign_arch(db.connection(), id)) spec.arch = std::move(*arch);
       if (!apply_arch_option(o.arch, spec, err)) return 2;
     }
     const auto data = search::export_replay(db, id, spec, o.commit);

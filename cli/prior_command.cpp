@@ -11,6 +11,7 @@
 #include "kernels/builtin_ops.hpp"
 #include "search/cost_model.hpp"
 #include "search/operator_posterior.hpp"
+#include "tracedb/queries.hpp"
 #include "tracedb/trace_db.hpp"
 
 namespace ptxevo::cli {
@@ -25,16 +26,15 @@ std::string fmt(const char* f, double a, double b = 0, double c = 0) {
 void print_posterior(tracedb::TraceDb& db, const std::set<std::string>& families, int top, std::ostream& out) {
   // Keys are "family|arch|operator", with "*" for the fallbacks.
   std::map<std::string, std::vector<std::tuple<double, std::string, double, double>>> by_scope;
-  auto q = db.connection().prepare("SELECT key, hits, misses FROM operator_stats");
-  while (q.step()) {
-    const std::string key = q.column_text(0);
+  for (const auto& row : tracedb::operator_stats(db.connection())) {
+    const std::string& key = row.key;
     const auto a = key.find('|'), b = key.find('|', a == std::string::npos ? 0 : a + 1);
     if (a == std::string::npos || b == std::string::npos) continue;
     const std::string family = key.substr(0, a), scope = key.substr(0, b), op = key.substr(b + 1);
     // The fallback scopes ("*|arch", "*|*") hold the same credits pooled over families; the
     // family's own scope is what its next campaign samples first.
     if (families.count(family) == 0) continue;
-    const double h = q.column_double(1), m = q.column_double(2);
+    const double h = row.hits, m = row.misses;
     by_scope[scope].emplace_back((h + 1) / (h + m + 2), op, h, m);
   }
   if (by_scope.empty()) {
@@ -69,23 +69,7 @@ int run_prior(const PriorOptions& o, std::ostream& out, std::ostream& err) {
     auto db = tracedb::TraceDb::open(o.db);
     const evaluator::OpRegistry registry = kernels::builtin_ops();
     // Campaigns per op, with their environment and how many passing GPU evaluations they hold.
-    struct Campaign {
-      std::int64_t id;
-      std::string op, arch, spec, status, gpu;
-      std::int64_t evaluations;
-    };
-    std::vector<Campaign> campaigns;
-    auto q = db.connection().prepare(
-        "SELECT k.id, k.op, k.arch, k.spec_path, k.status, "
-        "(SELECT count(*) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
-        " WHERE c.campaign_id = k.id AND e.verdict = 'pass'), "
-        "coalesce((SELECT env.gpu || ', driver ' || env.driver || ', ' || env.cuda FROM evaluations e "
-        " JOIN candidates c ON c.id = e.candidate_id JOIN environments env ON env.id = e.environment_id "
-        " WHERE c.campaign_id = k.id ORDER BY e.id DESC LIMIT 1), 'nothing measured') "
-        "FROM campaigns k ORDER BY k.op, k.id");
-    while (q.step())
-      campaigns.push_back({q.column_int(0), q.column_text(1), q.column_text(2), q.column_text(3), q.column_text(4),
-                           q.column_text(6), q.column_int(5)});
+    const auto campaigns = tracedb::campaign_summaries(db.connection());
     out << "trace database: " << o.db << "\n";
     if (campaigns.empty()) {
       out << "no campaigns yet: the prior is empty (a first campaign starts cold)\n";
@@ -100,8 +84,8 @@ int run_prior(const PriorOptions& o, std::ostream& out, std::ostream& err) {
       out << "\nop family " << family << ": campaigns feeding the prior (warm start, operator posterior, cost model)\n";
       for (const auto& c : campaigns)
         if (search::op_family(c.op) == family)
-          out << "  campaign " << c.id << "  " << c.op << "  " << c.arch << "  " << c.spec << "  " << c.status << ", "
-              << c.evaluations << " passing evaluations  [" << c.gpu << "]\n";
+          out << "  campaign " << c.id << "  " << c.op << "  " << c.arch << "  " << c.spec_path << "  " << c.status << ", "
+              << c.passing << " passing evaluations  [" << c.environment << "]\n";
     }
     out << "\n";
     print_posterior(db, families, o.top, out);

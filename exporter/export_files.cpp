@@ -10,6 +10,7 @@
 #include "exporter/torch_export.hpp"
 #include "search/campaign_files.hpp"
 #include "search/genome_build.hpp"
+#include "tracedb/queries.hpp"
 #include "tracedb/sqlite_handle.hpp"
 
 namespace ptxevo::exporter {
@@ -92,12 +93,10 @@ ResolvedCandidate resolve_candidate(const ExportRequest& r, std::shared_ptr<cons
     const std::int64_t campaign = c.provenance.campaign_id.value_or(0);
     try {
       auto db = tracedb::sqlite::Connection::open(r.db);
-      auto q = db.prepare("SELECT arch FROM campaigns WHERE id = ?");
-      q.bind(1, campaign);
-      if (q.step()) campaign_arch = q.column_text(0);
+      if (auto arch = tracedb::campaign_arch(db, campaign)) campaign_arch = std::move(*arch);
       // Without a SPEC, the spec and templates the campaign recorded: the database alone suffices.
       // A database from before they were recorded names the spec's path (before any "#arch#mode").
-      if (spec_path.empty() && !search::campaign_files(db, campaign).empty())
+      if (spec_path.empty() && !tracedb::campaign_files(db, campaign).empty())
         loaded = search::load_campaign_spec(db, campaign, "", registry);
       else if (spec_path.empty())
         spec_path = c.provenance.spec_path.substr(0, c.provenance.spec_path.find('#'));

@@ -46,15 +46,6 @@ SQL_DEBT = {
     "report/data.cpp": "the report's reads (19 queries): to become tracedb report queries",
     "search/llm_evidence.cpp": "the LLM agents' evidence (8 queries)",
     "exporter/provenance.cpp": "an export's provenance (7 queries)",
-    "exporter/export_files.cpp": "the winner's spec files, read back",
-    "search/campaign.cpp": "resume state (gate outcomes, refusals), earlier campaigns' specs, replay counts",
-    "search/campaign_files.cpp": "the spec files stored with a campaign",
-    "search/llm_proposer.cpp": "the LLM's earlier answers",
-    "search/replay.cpp": "replay data written from a database",
-    "search/operator_posterior.cpp": "the operator posterior's rows",
-    "search/cost_model.cpp": "the cost model's training rows",
-    "cli/campaign_command.cpp": "campaign listings for the command line",
-    "cli/prior_command.cpp": "the prior's listing",
 }
 SQL = re.compile(r'\b(prepare|exec)\(\s*"|#\s*include\s*<sqlite3\.h>')
 

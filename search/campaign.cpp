@@ -22,6 +22,7 @@
 #include "search/llm_evidence.hpp"
 #include "search/prior/selection.hpp"
 #include "search/screen.hpp"
+#include "tracedb/queries.hpp"
 
 namespace ptxevo::search {
 
@@ -422,37 +423,26 @@ std::unique_ptr<CampaignEngine::Batch> CampaignEngine::dispatch(int generation, 
 }
 
 void CampaignEngine::load_applicability() {
-  {
-    // Gate outcomes of this campaign's candidates, for the validity rates.
-    auto ev = db_.connection().prepare(
-        "SELECT c.genome_json, e.verdict FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
-        "WHERE c.campaign_id = ? AND e.purpose = 'candidate'");
-    ev.bind(1, campaign_id_);
-    while (ev.step()) {
-      try {
-        strategy_.recall_gate(genome_from_json(json::parse(ev.column_text(0)), op_), ev.column_text(1) == "pass");
-      } catch (const std::exception&) {
-        // An unreadable genome was reported when it was resumed; it teaches nothing here.
-      }
+  // Gate outcomes of this campaign's candidates, for the validity rates.
+  for (const auto& g : tracedb::gate_outcomes(db_.connection(), campaign_id_)) {
+    try {
+      strategy_.recall_gate(genome_from_json(json::parse(g.genome_json), op_), g.passed);
+    } catch (const std::exception&) {
+      // An unreadable genome was reported when it was resumed; it teaches nothing here.
     }
   }
   // A resumed campaign remembers which passes refused which parents.
-  auto st = db_.connection().prepare(
-      "SELECT operator, parent_id, build_ok, build_stage, substr(coalesce(build_log, ''), 1, 200), genome_json "
-      "FROM candidates WHERE campaign_id = ? AND (operator LIKE 'ptx:%' OR operator = 'random') AND build_stage IS NOT NULL");
-  st.bind(1, campaign_id_);
-  while (st.step()) {
-    const std::string op = st.column_text(0);
-    const bool refused = st.column_text(3) == "pass" && st.column_text(4).rfind("pass-refused", 0) == 0;
+  for (const auto& b : tracedb::edit_builds(db_.connection(), campaign_id_)) {
+    const bool refused = b.stage == "pass" && b.log_head.rfind("pass-refused", 0) == 0;
     Genome g;
-    if (op == "random" && !refused && st.column_int(2) != 0) {
+    if (b.operator_name == "random" && !refused && b.built) {
       try {
-        g = genome_from_json(json::parse(st.column_text(5)));
+        g = genome_from_json(json::parse(b.genome_json));
       } catch (const std::exception&) {
         continue;  // unreadable: reported when resumed
       }
     }
-    strategy_.recall_build(op, st.column_opt_int(1), g, refused, st.column_int(2) != 0, st.column_text(4));
+    strategy_.recall_build(b.operator_name, b.parent_id, g, refused, b.built, b.log_head);
   }
 }
 
@@ -486,11 +476,9 @@ void CampaignEngine::refit_model(CostModel& model, std::mt19937_64& rng) {
   {
     std::string own_hash;
     std::vector<std::pair<std::int64_t, std::string>> others;
-    auto q = db_.connection().prepare("SELECT id, spec_hash FROM campaigns WHERE op = ?");
-    q.bind(1, spec_.op);
-    while (q.step()) {
-      if (q.column_int(0) == campaign_id_) own_hash = q.column_text(1);
-      else others.emplace_back(q.column_int(0), q.column_text(1));
+    for (const auto& c : tracedb::campaigns_of_op(db_.connection(), spec_.op)) {
+      if (c.id == campaign_id_) own_hash = c.spec_hash;
+      else others.emplace_back(c.id, c.spec_hash);
     }
     for (const auto& [id, hash] : others) {
       if (hash == own_hash) configs.emplace(id, spec_.config);
@@ -620,7 +608,7 @@ CampaignResult CampaignEngine::run() {
   db_.set_campaign_status(campaign_id_, "running");
   // The spec and its seed templates go into the database, so export and report need nothing else.
   try {
-    store_campaign_files(db_.connection(), campaign_id_, spec_files(spec_, &op_));
+    tracedb::store_campaign_files(db_.connection(), campaign_id_, spec_files(spec_, &op_));
   } catch (const std::exception& e) {
     log_ << "note: the spec's files are not recorded in the database (" << e.what()
          << "); export and report will need the spec's path\n";
@@ -671,9 +659,7 @@ CampaignResult CampaignEngine::run() {
   }
 
   if (projection_) {
-    auto q = db_.connection().prepare("SELECT genome_hash FROM candidates WHERE campaign_id = ?");
-    q.bind(1, campaign_id_);
-    while (q.step()) taken_.insert(q.column_text(0));
+    for (auto& h : tracedb::genome_hashes(db_.connection(), campaign_id_)) taken_.insert(std::move(h));
     log_ << "replay: proposals are projected onto the " << projection_->size()
          << " recorded genomes, so every candidate built is scored (" << taken_.size() << " taken already)\n";
   }
@@ -731,12 +717,7 @@ CampaignResult CampaignEngine::run() {
   // evaluation, and a replay campaign stands in for one of equal budget.
   auto evaluations_done = [&] {
     std::int64_t n = db_.count_candidate_evaluations(campaign_id_);
-    if (mode() == "replay") {
-      auto s = db_.connection().prepare("SELECT count(*) FROM candidates WHERE campaign_id = ? AND outcome = 'unmeasured'");
-      s.bind(1, campaign_id_);
-      s.step();
-      n += s.column_int(0);
-    }
+    if (mode() == "replay") n += tracedb::count_unmeasured(db_.connection(), campaign_id_);
     return n;
   };
   // A measurer that failed stops the campaign for good: the loop only drains what is in flight.

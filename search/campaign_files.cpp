@@ -21,8 +21,8 @@ std::string read_file(const fs::path& p) {
   return ss.str();
 }
 
-CampaignFile make_file(std::string role, std::string name, std::string content) {
-  CampaignFile f{std::move(role), std::move(name), "", std::move(content)};
+tracedb::CampaignFile make_file(std::string role, std::string name, std::string content) {
+  tracedb::CampaignFile f{std::move(role), std::move(name), "", std::move(content)};
   f.sha256 = evaluator::sha256_hex(f.content);
   return f;
 }
@@ -39,9 +39,9 @@ int levels_up(const fs::path& name) {
 
 }  // namespace
 
-std::vector<CampaignFile> spec_files(const evaluator::Spec& spec, const evaluator::Op* op) {
+std::vector<tracedb::CampaignFile> spec_files(const evaluator::Spec& spec, const evaluator::Op* op) {
   const fs::path spec_path(spec.path);
-  std::vector<CampaignFile> files;
+  std::vector<tracedb::CampaignFile> files;
   files.push_back(make_file("spec", spec_path.filename().string(), read_file(spec_path)));
   const fs::path dir = fs::absolute(spec_path).parent_path();
   const auto add = [&](const std::string& role, const std::string& path) {
@@ -65,31 +65,9 @@ std::vector<CampaignFile> spec_files(const evaluator::Spec& spec, const evaluato
   return files;
 }
 
-void store_campaign_files(tracedb::sqlite::Connection& db, std::int64_t campaign, const std::vector<CampaignFile>& files) {
-  for (const auto& f : files)
-    db.prepare("INSERT OR IGNORE INTO campaign_files (campaign_id, role, name, sha256, content) VALUES (?, ?, ?, ?, ?)")
-        .bind(1, campaign)
-        .bind(2, f.role)
-        .bind(3, f.name)
-        .bind(4, f.sha256)
-        .bind(5, f.content)
-        .run();
-}
-
-std::vector<CampaignFile> campaign_files(tracedb::sqlite::Connection& db, std::int64_t campaign) {
-  std::vector<CampaignFile> files;
-  if (db.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'campaign_files'") == 0)
-    return files;  // a database from before schema v7, opened without migrating it
-  auto s = db.prepare(
-      "SELECT role, name, sha256, content FROM campaign_files WHERE campaign_id = ? ORDER BY role DESC, name");
-  s.bind(1, campaign);
-  while (s.step()) files.push_back({s.column_text(0), s.column_text(1), s.column_text(2), s.column_text(3)});
-  return files;
-}
-
 std::optional<fs::path> restore_campaign_files(tracedb::sqlite::Connection& db, std::int64_t campaign, const fs::path& root) {
-  const auto files = campaign_files(db, campaign);
-  const CampaignFile* spec = nullptr;
+  const auto files = tracedb::campaign_files(db, campaign);
+  const tracedb::CampaignFile* spec = nullptr;
   int depth = 0;
   for (const auto& f : files) {
     const fs::path name(f.name);
@@ -122,7 +100,7 @@ evaluator::SpecResult load_campaign_spec(tracedb::sqlite::Connection& db, std::i
                                          const evaluator::OpRegistry& registry, const fs::path& scratch) {
   if (!given.empty()) return evaluator::load_spec(given, registry);
   std::string hash;
-  for (const auto& f : campaign_files(db, campaign))
+  for (const auto& f : tracedb::campaign_files(db, campaign))
     if (f.role == "spec") hash = f.sha256;
   if (hash.empty())
     throw std::runtime_error("campaign " + std::to_string(campaign) +

@@ -11,27 +11,16 @@
 #include <vector>
 
 #include "evaluator/spec.hpp"
+#include "tracedb/queries.hpp"
 #include "tracedb/sqlite_handle.hpp"
 
 namespace ptxevo::search {
 
-struct CampaignFile {
-  std::string role;  // "spec", "seed" or "op"
-  std::string name;  // the spec's file name; the others' paths relative to the spec's folder
-  std::string sha256;
-  std::string content;
-};
 
 // The spec file, every seed template it names and, for an op declared in a file, the op's
 // declaration files (role "op"), read from disk. Throws std::runtime_error naming a file that
 // cannot be read.
-std::vector<CampaignFile> spec_files(const evaluator::Spec& spec, const evaluator::Op* op = nullptr);
-
-// Records the files for the campaign; files it already holds (by name) are kept as they are.
-void store_campaign_files(tracedb::sqlite::Connection& db, std::int64_t campaign, const std::vector<CampaignFile>& files);
-
-// The files recorded for the campaign; empty for a campaign of an older database.
-std::vector<CampaignFile> campaign_files(tracedb::sqlite::Connection& db, std::int64_t campaign);
+std::vector<tracedb::CampaignFile> spec_files(const evaluator::Spec& spec, const evaluator::Op* op = nullptr);
 
 // Writes the campaign's files under `root` in their recorded layout and returns the spec's path
 // there; nullopt when the database holds none. Throws std::runtime_error for a file whose content

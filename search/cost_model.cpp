@@ -13,6 +13,7 @@
 #include "search/prior/rank_metrics.hpp"
 #include "search/prior/selection.hpp"
 #include "search/prior/source_weights.hpp"
+#include "tracedb/queries.hpp"
 #include "tracedb/trace_db.hpp"
 
 namespace ptxevo::search {
@@ -22,10 +23,9 @@ using json = nlohmann::json;
 std::optional<evaluator::OpConfig> campaign_spec_config(tracedb::TraceDb& db, std::int64_t campaign,
                                                         const std::filesystem::path& db_dir,
                                                         const evaluator::OpRegistry& registry) {
-  auto q = db.connection().prepare("SELECT config_json FROM campaigns WHERE id = ?");
-  q.bind(1, campaign);
-  if (!q.step()) return std::nullopt;
-  const auto j = json::parse(q.column_text(0), nullptr, false);
+  const auto config = tracedb::campaign_config_json(db.connection(), campaign);
+  if (!config) return std::nullopt;
+  const auto j = json::parse(*config, nullptr, false);
   if (!j.is_object() || !j.contains("spec") || !j["spec"].is_string()) return std::nullopt;
   // The spec recorded with the campaign first: it is the one the campaign ran.
   try {
@@ -59,18 +59,9 @@ CostDataset cost_dataset(tracedb::TraceDb& db, const evaluator::Op& op, const Ca
     double median_ms;
   };
   std::vector<Raw> raw;
-  auto q = db.connection().prepare(
-      "SELECT k.id, k.config_json, c.id, c.genome_json, c.resources_json, s.shape_json, s.cand_median, e.created_at, "
-      "coalesce(env.gpu, ''), coalesce(env.driver, ''), coalesce(env.cuda, ''), coalesce(c.ptx_profile_json, '') "
-      "FROM shape_results s JOIN evaluations e ON e.id = s.evaluation_id "
-      "JOIN candidates c ON c.id = e.candidate_id JOIN campaigns k ON k.id = c.campaign_id "
-      "LEFT JOIN environments env ON env.id = e.environment_id "
-      "WHERE k.op = ? AND e.verdict = 'pass' AND e.mode = 'gpu' AND s.class = 'benchmark' AND s.cand_median > 0 "
-      "ORDER BY e.created_at, e.id, s.shape_index");
-  q.bind(1, op.name());
-  while (q.step()) {
+  for (auto& b : tracedb::benchmark_rows(db.connection(), op.name())) {
     Raw r;
-    r.campaign = q.column_int(0);
+    r.campaign = b.campaign_id;
     auto cfg = configs.find(r.campaign);
     if (cfg == configs.end()) {
       d.campaigns_without_config.insert(r.campaign);
@@ -78,21 +69,21 @@ CostDataset cost_dataset(tracedb::TraceDb& db, const evaluator::Op& op, const Ca
     }
     r.cfg = cfg->second;
     try {
-      r.genome = genome_from_json(json::parse(q.column_text(3)), op);
-      r.shape = json::parse(q.column_text(5)).get<evaluator::Shape>();
+      r.genome = genome_from_json(json::parse(b.genome_json), op);
+      r.shape = json::parse(b.shape_json).get<evaluator::Shape>();
     } catch (const std::exception&) {
       ++d.skipped;
       continue;
     }
-    r.candidate = q.column_int(2);
-    r.res = resources_from_json(q.column_text(4));
-    r.shape_key = q.column_text(5);
-    r.median_ms = q.column_double(6);
-    r.created_at = q.column_text(7);
-    r.gpu = q.column_text(8);
-    r.driver = q.column_text(9);
-    r.toolchain = q.column_text(10);
-    r.ptx = ptx_profile_from_json(q.column_text(11));
+    r.candidate = b.candidate_id;
+    r.res = resources_from_json(b.resources_json);
+    r.shape_key = std::move(b.shape_json);
+    r.median_ms = b.cand_median_ms;
+    r.created_at = std::move(b.created_at);
+    r.gpu = std::move(b.gpu);
+    r.driver = std::move(b.driver);
+    r.toolchain = std::move(b.cuda);
+    r.ptx = ptx_profile_from_json(b.ptx_profile_json);
     raw.push_back(std::move(r));
   }
   std::set<std::string> knobs, passes;

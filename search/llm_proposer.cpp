@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "search/llm_evidence.hpp"
+#include "tracedb/queries.hpp"
 
 namespace ptxevo::search {
 
@@ -127,13 +128,11 @@ LlmProposal LlmProposer::finish(const agents::AgentAttempt& attempt, const Membe
   }
   {
     // Already proposed in this campaign (by anyone): a repeat costs a slot and teaches nothing.
-    auto seen = db_.connection().prepare("SELECT id FROM candidates WHERE campaign_id = ? AND genome_hash = ?");
-    seen.bind(1, campaign_id_).bind(2, child.hash());
-    if (seen.step()) {
-      reject({{"E_DUPLICATE", "the answer repeats candidate " + std::to_string(seen.column_int(0))}, role,
+    if (const auto seen = tracedb::candidate_with_genome(db_.connection(), campaign_id_, child.hash())) {
+      reject({{"E_DUPLICATE", "the answer repeats candidate " + std::to_string(*seen)}, role,
               attempt.call_ids.empty() ? std::nullopt : std::optional<std::int64_t>(attempt.call_ids.back())},
              parent.candidate_id);
-      log_ << "llm " << role << ": the answer repeats candidate " << seen.column_int(0) << std::endl;
+      log_ << "llm " << role << ": the answer repeats candidate " << *seen << std::endl;
       return out;
     }
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tracedb/queries.hpp"
 #include "tracedb/trace_db.hpp"
 
 namespace ptxevo::search {
@@ -98,21 +99,14 @@ void OperatorPosterior::carry(const std::map<std::string, BetaCounts>& earlier) 
 
 void OperatorPosterior::load(tracedb::TraceDb& db) {
   std::map<std::string, BetaCounts> earlier;
-  auto s = db.connection().prepare("SELECT key, hits, misses FROM operator_stats");
-  while (s.step()) earlier[s.column_text(0)] = BetaCounts{s.column_double(1), s.column_double(2)};
+  for (const auto& r : tracedb::operator_stats(db.connection())) earlier[r.key] = BetaCounts{r.hits, r.misses};
   carry(earlier);
 }
 
 void OperatorPosterior::save(tracedb::TraceDb& db) const {
-  tracedb::sqlite::Transaction tx(db.connection());
-  auto s = db.connection().prepare(
-      "INSERT INTO operator_stats (key, hits, misses) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
-      "hits = excluded.hits, misses = excluded.misses, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')");
-  for (const auto& [k, c] : counts_) {
-    s.reset();
-    s.bind(1, k).bind(2, c.hits).bind(3, c.misses).run();
-  }
-  tx.commit();
+  std::vector<tracedb::OperatorStat> rows;
+  for (const auto& [k, c] : counts_) rows.push_back({k, c.hits, c.misses});
+  tracedb::save_operator_stats(db.connection(), rows);
 }
 
 }  // namespace ptxevo::search

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tracedb/queries.hpp"
 #include "tracedb/trace_db.hpp"
 
 namespace ptxevo::search {
@@ -101,22 +102,16 @@ ReplayData export_replay(tracedb::TraceDb& db, std::int64_t campaign_id, const e
   d.arch = spec.arch;
   d.benchmark_shapes = spec.benchmark_shapes;
   d.commit = commit;
-  auto s = db.connection().prepare(
-      "SELECT c.genome_hash, coalesce(c.ptx_hash, ''), c.genome_json, e.report_json, v.gpu, v.driver, v.cuda, "
-      "e.created_at FROM candidates c JOIN evaluations e ON e.id = (SELECT max(id) FROM evaluations WHERE "
-      "candidate_id = c.id AND purpose = 'candidate' AND mode = 'gpu') JOIN environments v ON v.id = e.environment_id "
-      "WHERE c.campaign_id = ? ORDER BY c.id");
-  s.bind(1, campaign_id);
-  while (s.step()) {
+  for (const auto& row : tracedb::replay_rows(db.connection(), campaign_id)) {
     ReplayRecord r;
-    r.genome_hash = s.column_text(0);
-    r.ptx_hash = s.column_text(1);
-    r.genome = json::parse(s.column_text(2));
-    r.report = evaluator::report_from_json(json::parse(s.column_text(3)));
-    d.gpu = s.column_text(4);
-    d.driver = s.column_text(5);
-    d.toolchain = s.column_text(6);
-    if (d.recorded_at.empty() || s.column_text(7) > d.recorded_at) d.recorded_at = s.column_text(7);
+    r.genome_hash = row.genome_hash;
+    r.ptx_hash = row.ptx_hash;
+    r.genome = json::parse(row.genome_json);
+    r.report = evaluator::report_from_json(json::parse(row.report_json));
+    d.gpu = row.gpu;
+    d.driver = row.driver;
+    d.toolchain = row.cuda;
+    if (d.recorded_at.empty() || row.created_at > d.recorded_at) d.recorded_at = row.created_at;
     d.records[r.genome_hash] = std::move(r);
   }
   return d;

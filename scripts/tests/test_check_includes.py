@@ -81,11 +81,12 @@ class CheckIncludesTest(unittest.TestCase):
         self.assertNotIn("tracedb/trace_db.cpp", r.stdout)
 
     def test_paid_sql_debt_must_leave_the_list(self):
+        paid = sorted(_script.SQL_DEBT)[0]
         files = dict(DEBT)
-        files["search/replay.cpp"] = "int no_sql_here;\n"
+        files[paid] = "int no_sql_here;\n"
         r = check(repo_with(files))
         self.assertEqual(r.returncode, 1)
-        self.assertIn("search/replay.cpp writes no SQL any more: remove it from SQL_DEBT", r.stdout)
+        self.assertIn(paid + " writes no SQL any more: remove it from SQL_DEBT", r.stdout)
 
 
 if __name__ == "__main__":

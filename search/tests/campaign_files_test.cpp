@@ -49,9 +49,9 @@ TEST_F(CampaignFilesTest, TheSpecAndItsSeedsLoadFromTheDatabaseAloneAfterTheSour
   EXPECT_EQ(files[0].role, "spec");
   EXPECT_EQ(files[0].name, "scale.spec");
   EXPECT_EQ(files[1].name, "scale.cu");
-  store_campaign_files(db.connection(), id, files);
-  store_campaign_files(db.connection(), id, files);  // a resumed campaign stores them again: kept once
-  EXPECT_EQ(campaign_files(db.connection(), id).size(), 2u);
+  tracedb::store_campaign_files(db.connection(), id, files);
+  tracedb::store_campaign_files(db.connection(), id, files);  // a resumed campaign stores them again: kept once
+  EXPECT_EQ(tracedb::campaign_files(db.connection(), id).size(), 2u);
   fs::remove_all(dir_ / "src");
 
   EXPECT_THROW(load_campaign_spec(db.connection(), id + 1, "", registry_, dir_ / "scratch"), std::runtime_error);
@@ -78,7 +78,7 @@ TEST_F(CampaignFilesTest, TheSplitSeedsPartsAreKeptAndExpandAsBeforeAfterTheSour
   ASSERT_EQ(files.size(), 3u);
   EXPECT_EQ(files[2].role, "seed");
   EXPECT_EQ(files[2].name, "parts/body.cuh");
-  store_campaign_files(db.connection(), id, files);
+  tracedb::store_campaign_files(db.connection(), id, files);
   fs::remove_all(dir_ / "src");
   const auto r = load_campaign_spec(db.connection(), id, "", registry_, dir_ / "scratch");
   ASSERT_TRUE(r.spec) << r.error->format();
@@ -91,7 +91,7 @@ TEST_F(CampaignFilesTest, TheSplitSeedsPartsAreKeptAndExpandAsBeforeAfterTheSour
 TEST_F(CampaignFilesTest, SeedsAboveTheSpecsFolderAreRestoredInsideTheRestoreFolder) {
   auto db = tracedb::TraceDb::open(dir_ / "t.db");
   const auto id = campaign(db);
-  store_campaign_files(db.connection(), id,
+  tracedb::store_campaign_files(db.connection(), id,
                        {{"spec", "a.spec", evaluator::sha256_hex("s"), "s"},
                         {"seed", "../../k/b.cu", evaluator::sha256_hex("b"), "b"}});
   const auto spec = restore_campaign_files(db.connection(), id, dir_ / "root");
@@ -103,7 +103,7 @@ TEST_F(CampaignFilesTest, SeedsAboveTheSpecsFolderAreRestoredInsideTheRestoreFol
 TEST_F(CampaignFilesTest, AlteredOrEscapingFilesAreRefused) {
   auto db = tracedb::TraceDb::open(dir_ / "t.db");
   const auto id = campaign(db);
-  store_campaign_files(db.connection(), id, {{"spec", "a.spec", evaluator::sha256_hex("s"), "altered"}});
+  tracedb::store_campaign_files(db.connection(), id, {{"spec", "a.spec", evaluator::sha256_hex("s"), "altered"}});
   try {
     restore_campaign_files(db.connection(), id, dir_ / "root");
     FAIL() << "an altered file was restored";
@@ -112,7 +112,7 @@ TEST_F(CampaignFilesTest, AlteredOrEscapingFilesAreRefused) {
   }
   auto db2 = tracedb::TraceDb::open(dir_ / "t2.db");
   const auto other = campaign(db2);
-  store_campaign_files(db2.connection(), other, {{"spec", "/etc/a.spec", evaluator::sha256_hex("s"), "s"}});
+  tracedb::store_campaign_files(db2.connection(), other, {{"spec", "/etc/a.spec", evaluator::sha256_hex("s"), "s"}});
   EXPECT_THROW(restore_campaign_files(db2.connection(), other, dir_ / "root2"), std::runtime_error);
   EXPECT_FALSE(fs::exists("/etc/a.spec"));
 }
@@ -134,7 +134,7 @@ TEST_F(CampaignFilesTest, AnOpDeclaredInAFileTravelsWithTheSpec) {
   EXPECT_EQ(files[3].name, "gelu_bias_ref.cu");
   auto db = tracedb::TraceDb::open(dir_ / "t.db");
   const auto id = campaign(db);
-  store_campaign_files(db.connection(), id, files);
+  tracedb::store_campaign_files(db.connection(), id, files);
   fs::remove_all(src);
   const evaluator::OpRegistry fresh(declared_ops::load_declared_op);
   const auto r = load_campaign_spec(db.connection(), id, "", fresh, dir_ / "scratch");
