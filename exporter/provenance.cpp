@@ -4,6 +4,7 @@
 #include <set>
 
 #include "exporter/inline_ptx.hpp"
+#include "tracedb/queries.hpp"
 #include "tracedb/sqlite_handle.hpp"
 
 namespace ptxevo::exporter {
@@ -16,7 +17,7 @@ tracedb::sqlite::Connection open_existing(const std::filesystem::path& db) {
   if (!std::filesystem::exists(db)) throw ExportError("trace database " + db.string() + " does not exist");
   try {
     auto c = tracedb::sqlite::Connection::open(db.string());
-    c.query_int("SELECT count(*) FROM candidates");  // a trace database at all?
+    if (!tracedb::is_trace_database(c)) throw ExportError(db.string() + ": not a ptxevo trace database (no candidates table)");
     return c;
   } catch (const tracedb::sqlite::SqliteError& e) {
     throw ExportError(db.string() + ": not a readable ptxevo trace database (" + e.what() + ")");
@@ -45,25 +46,18 @@ std::int64_t campaign_winner(const std::filesystem::path& db, std::optional<std:
   auto c = open_existing(db);
   std::int64_t id = 0;
   if (campaign) {
-    auto s = c.prepare("SELECT id FROM campaigns WHERE id = ?");
-    s.bind(1, *campaign);
-    if (!s.step()) throw ExportError(db.string() + " has no campaign " + std::to_string(*campaign));
+    if (!tracedb::campaign_exists(c, *campaign)) throw ExportError(db.string() + " has no campaign " + std::to_string(*campaign));
     id = *campaign;
   } else {
-    auto s = c.prepare("SELECT id FROM campaigns ORDER BY id DESC LIMIT 1");
-    if (!s.step()) throw ExportError(db.string() + " holds no campaign");
-    id = s.column_int(0);
+    const auto latest = tracedb::latest_campaign(c);
+    if (!latest) throw ExportError(db.string() + " holds no campaign");
+    id = *latest;
   }
-  // The ranking of tracedb::TraceDb::best_candidates: the fitness of each candidate's latest passing evaluation.
-  auto s = c.prepare(
-      "SELECT k.id FROM candidates k JOIN evaluations e ON e.id = (SELECT max(id) FROM evaluations "
-      "WHERE candidate_id = k.id AND verdict = 'pass' AND fitness IS NOT NULL) "
-      "WHERE k.campaign_id = ? ORDER BY e.fitness DESC, k.id LIMIT 1");
-  s.bind(1, id);
-  if (!s.step())
+  const auto best = tracedb::best_passing_candidate(c, id);
+  if (!best)
     throw ExportError("campaign " + std::to_string(id) + " in " + db.string() +
                       " has no candidate with a passing evaluation; export one by --candidate ID");
-  return s.column_int(0);
+  return *best;
 }
 
 Provenance read_provenance(const std::filesystem::path& db, std::int64_t candidate_id) {
@@ -72,47 +66,34 @@ Provenance read_provenance(const std::filesystem::path& db, std::int64_t candida
   p.db_path = db.string();
   p.candidate_id = candidate_id;
   {
-    auto s = c.prepare(
-        "SELECT k.campaign_id, k.genome_json, k.genome_hash, m.spec_path, m.spec_hash FROM candidates k "
-        "JOIN campaigns m ON m.id = k.campaign_id WHERE k.id = ?");
-    s.bind(1, candidate_id);
-    if (!s.step()) throw ExportError(db.string() + " has no candidate " + std::to_string(candidate_id));
-    p.campaign_id = s.column_int(0);
-    p.genome_json = s.column_text(1);
-    p.genome_hash = s.column_text(2);
-    p.spec_path = s.column_text(3);
-    p.spec_hash = s.column_text(4);
+    auto origin = tracedb::candidate_origin(c, candidate_id);
+    if (!origin) throw ExportError(db.string() + " has no candidate " + std::to_string(candidate_id));
+    p.campaign_id = origin->campaign_id;
+    p.genome_json = std::move(origin->genome_json);
+    p.genome_hash = std::move(origin->genome_hash);
+    p.spec_path = std::move(origin->spec_path);
+    p.spec_hash = std::move(origin->spec_hash);
   }
   std::set<std::int64_t> seen;  // a cycle in parent links is a broken file, not an endless loop
   for (std::optional<std::int64_t> id = candidate_id; id && seen.insert(*id).second;) {
-    auto s = c.prepare("SELECT operator, parent_id FROM candidates WHERE id = ?");
-    s.bind(1, *id);
-    if (!s.step()) break;
-    p.lineage.push_back({*id, s.column_text(0)});
-    id = s.column_opt_int(1);
+    const auto step = tracedb::candidate_parent(c, *id);
+    if (!step) break;
+    p.lineage.push_back({*id, step->operator_name});
+    id = step->parent_id;
   }
-  auto e = c.prepare(
-      "SELECT e.id, e.verdict, e.fitness, e.created_at, v.gpu, v.driver, v.cuda, v.toolchain_json "
-      "FROM evaluations e JOIN environments v ON v.id = e.environment_id "
-      "WHERE e.candidate_id = ? AND e.verdict = 'pass' ORDER BY e.id DESC LIMIT 1");
-  e.bind(1, candidate_id);
-  if (e.step()) {
+  if (const auto e = tracedb::latest_passing_evaluation(c, candidate_id)) {
     EvaluationEvidence ev;
-    ev.id = e.column_int(0);
-    ev.verdict = e.column_text(1);
-    ev.fitness = e.column_opt_double(2);
-    ev.created_at = e.column_text(3);
-    ev.gpu = e.column_text(4);
-    ev.driver = e.column_text(5);
-    ev.cuda = e.column_text(6);
-    ev.toolchain_json = e.column_text(7);
-    auto s = c.prepare(
-        "SELECT shape_json, class, passed, rel_l2_json, max_abs_json, cand_median, base_median, speedup "
-        "FROM shape_results WHERE evaluation_id = ? ORDER BY shape_index");
-    s.bind(1, ev.id);
-    while (s.step())
-      ev.shapes.push_back({shape_label(s.column_text(0)), s.column_text(1), s.column_int(2) != 0, s.column_text(3),
-                           s.column_text(4), s.column_opt_double(5), s.column_opt_double(6), s.column_opt_double(7)});
+    ev.id = e->id;
+    ev.verdict = e->verdict;
+    ev.fitness = e->fitness;
+    ev.created_at = e->created_at;
+    ev.gpu = e->gpu;
+    ev.driver = e->driver;
+    ev.cuda = e->cuda;
+    ev.toolchain_json = e->toolchain_json;
+    for (const auto& r : tracedb::shape_results(c, ev.id))
+      ev.shapes.push_back({shape_label(r.shape_json), r.cls, r.passed, r.rel_l2_json, r.max_abs_json, r.cand_median,
+                           r.base_median, r.speedup});
     p.evaluation = std::move(ev);
   }
   return p;

@@ -44,8 +44,6 @@ KNOWN_DEBT = {
 # file -> why it still writes SQL outside tracedb/ (each a query to move behind TraceDb).
 SQL_DEBT = {
     "report/data.cpp": "the report's reads (19 queries): to become tracedb report queries",
-    "search/llm_evidence.cpp": "the LLM agents' evidence (8 queries)",
-    "exporter/provenance.cpp": "an export's provenance (7 queries)",
 }
 SQL = re.compile(r'\b(prepare|exec)\(\s*"|#\s*include\s*<sqlite3\.h>')
 

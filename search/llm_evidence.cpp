@@ -10,6 +10,7 @@
 #include "evaluator/knob_constraints.hpp"
 #include "ir/analysis/instruction_mix.hpp"
 #include "search/operator_posterior.hpp"
+#include "tracedb/queries.hpp"
 
 namespace ptxevo::search {
 
@@ -218,127 +219,85 @@ agents::PromptContext gather_evidence(tracedb::TraceDb& db, const evaluator::Spe
   c.instruction_mix = in.instruction_mix;
 
   auto& conn = db.connection();
-  {
-    auto s = conn.prepare("SELECT report_json FROM evaluations WHERE candidate_id = ? AND verdict = 'pass' ORDER BY id DESC LIMIT 1");
-    s.bind(1, parent.candidate_id);
-    if (s.step()) {
-      try {
-        const auto report = evaluator::report_from_json(json::parse(s.column_text(0)));
-        for (const auto& sh : report.shapes) {
-          if (sh.cls != evaluator::ShapeClass::Benchmark) continue;
-          agents::ShapeFigure f;
-          f.shape = evaluator::shape_to_string(sh.shape);
-          if (sh.speedup) f.speedup = sh.speedup->ratio;
-          if (sh.candidate_ms) {
-            f.candidate_ms = sh.candidate_ms->median;
-            f.fraction_of_floor = sh.fraction_of_floor;
-          }
-          c.shapes.push_back(f);
+  if (const auto report_json = tracedb::latest_passing_report(conn, parent.candidate_id)) {
+    try {
+      const auto report = evaluator::report_from_json(json::parse(*report_json));
+      for (const auto& sh : report.shapes) {
+        if (sh.cls != evaluator::ShapeClass::Benchmark) continue;
+        agents::ShapeFigure f;
+        f.shape = evaluator::shape_to_string(sh.shape);
+        if (sh.speedup) f.speedup = sh.speedup->ratio;
+        if (sh.candidate_ms) {
+          f.candidate_ms = sh.candidate_ms->median;
+          f.fraction_of_floor = sh.fraction_of_floor;
         }
-      } catch (const std::exception&) {
-        // An unreadable report leaves the section at n/a rather than failing the proposal.
+        c.shapes.push_back(f);
       }
+    } catch (const std::exception&) {
+      // An unreadable report leaves the section at n/a rather than failing the proposal.
     }
   }
-  {
-    auto s = conn.prepare("SELECT resources_json FROM candidates WHERE id = ?");
-    s.bind(1, parent.candidate_id);
-    if (s.step()) {
-      const auto res = json::parse(s.column_text(0), nullptr, false);
-      if (res.is_array())
-        for (const auto& f : res)
-          c.resources.push_back({f.value("function", std::string()), f.value("registers", std::int64_t{0}),
-                                 f.value("spill_stores", std::int64_t{0}), f.value("spill_loads", std::int64_t{0}),
-                                 f.value("shared_bytes", std::int64_t{0})});
-    }
+  if (const auto resources = tracedb::candidate_resources_json(conn, parent.candidate_id)) {
+    const auto res = json::parse(*resources, nullptr, false);
+    if (res.is_array())
+      for (const auto& f : res)
+        c.resources.push_back({f.value("function", std::string()), f.value("registers", std::int64_t{0}),
+                               f.value("spill_stores", std::int64_t{0}), f.value("spill_loads", std::int64_t{0}),
+                               f.value("shared_bytes", std::int64_t{0})});
   }
-  {
-    // Recent build and screen failures, then gate failures.
-    auto s = conn.prepare(
-        "SELECT operator, build_stage, build_log FROM candidates WHERE campaign_id = ? AND build_ok = 0 ORDER BY id DESC LIMIT 3");
-    s.bind(1, in.campaign_id);
-    while (s.step()) c.failures.push_back(s.column_text(0) + " child, " + s.column_text(1) + " failed:\n" + clip_text(s.column_text(2), 800));
-    auto g = conn.prepare(
-        "SELECT c.operator, e.reasons_json FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
-        "WHERE c.campaign_id = ? AND e.verdict != 'pass' ORDER BY e.id DESC LIMIT 2");
-    g.bind(1, in.campaign_id);
-    while (g.step()) c.failures.push_back(g.column_text(0) + " child failed the gate: " + clip_text(g.column_text(1), 600));
+  // Recent build and screen failures, then gate failures.
+  for (const auto& f : tracedb::recent_build_failures(conn, in.campaign_id, 3))
+    c.failures.push_back(f.operator_name + " child, " + f.stage + " failed:\n" + clip_text(f.log, 800));
+  for (const auto& f : tracedb::recent_gate_failures(conn, in.campaign_id, 2))
+    c.failures.push_back(f.operator_name + " child failed the gate: " + clip_text(f.reasons_json, 600));
+  for (const auto& r : tracedb::recent_candidates(conn, in.campaign_id, 6)) {
+    std::string what = "candidate " + std::to_string(r.id) + " by " + r.operator_name;
+    if (!r.idea_name.empty()) what += " idea '" + r.idea_name + "' (" + r.idea_kind + ")";
+    try {
+      what += " (" + genome_from_json(json::parse(r.genome_json), op).describe() + ")";
+    } catch (const std::exception&) {
+    }
+    std::string outcome = outcome_text(r.state, r.build_stage, r.outcome);
+    if (r.latest_fitness) {
+      char buf[48];
+      std::snprintf(buf, sizeof buf, ", fitness %.3f", *r.latest_fitness);
+      outcome += buf;
+    }
+    c.attempts.push_back({what, outcome});
   }
-  {
-    auto s = conn.prepare(
-        "SELECT c.id, c.operator, c.genome_json, c.state, c.build_stage, c.outcome, "
-        "(SELECT fitness FROM evaluations e WHERE e.candidate_id = c.id ORDER BY e.id DESC LIMIT 1), "
-        "p.name, p.kind FROM candidates c LEFT JOIN llm_proposals p ON p.candidate_id = c.id "
-        "WHERE c.campaign_id = ? ORDER BY c.id DESC LIMIT 6");
-    s.bind(1, in.campaign_id);
-    while (s.step()) {
-      std::string what = "candidate " + std::to_string(s.column_int(0)) + " by " + s.column_text(1);
-      if (!s.column_text(7).empty()) what += " idea '" + s.column_text(7) + "' (" + s.column_text(8) + ")";
-      try {
-        what += " (" + genome_from_json(json::parse(s.column_text(2)), op).describe() + ")";
-      } catch (const std::exception&) {
-      }
-      std::string outcome = outcome_text(s.column_text(3), s.column_text(4), s.column_text(5));
-      if (auto fit = s.column_opt_double(6)) {
-        char buf[48];
-        std::snprintf(buf, sizeof buf, ", fitness %.3f", *fit);
-        outcome += buf;
-      }
-      c.attempts.push_back({what, outcome});
+  // Lessons: how each operator's children fared in this campaign.
+  for (const auto& t : tracedb::operator_tallies(conn, in.campaign_id, 8)) {
+    std::string line = t.operator_name + ": " + std::to_string(t.children) + " children, " +
+                       std::to_string(t.build_failures) + " failed to build, " + std::to_string(t.passed) +
+                       " passed the gate";
+    if (t.best_fitness) {
+      char buf[48];
+      std::snprintf(buf, sizeof buf, ", best fitness %.3f", *t.best_fitness);
+      line += buf;
     }
+    c.lessons.push_back(line);
   }
-  {
-    // Lessons: how each operator's children fared in this campaign.
-    auto s = conn.prepare(
-        "SELECT c.operator, count(*), sum(c.build_ok = 0), "
-        "sum(EXISTS (SELECT 1 FROM evaluations e WHERE e.candidate_id = c.id AND e.verdict = 'pass')), "
-        "max((SELECT max(fitness) FROM evaluations e WHERE e.candidate_id = c.id)) "
-        "FROM candidates c WHERE c.campaign_id = ? AND c.operator NOT IN ('seed', 'random') "
-        "GROUP BY c.operator ORDER BY count(*) DESC LIMIT 8");
-    s.bind(1, in.campaign_id);
-    while (s.step()) {
-      std::string line = s.column_text(0) + ": " + std::to_string(s.column_int(1)) + " children, " +
-                         std::to_string(s.column_int(2)) + " failed to build, " + std::to_string(s.column_int(3)) +
-                         " passed the gate";
-      if (auto best = s.column_opt_double(4)) {
-        char buf[48];
-        std::snprintf(buf, sizeof buf, ", best fitness %.3f", *best);
-        line += buf;
-      }
-      c.lessons.push_back(line);
+  // The LLM's own ideas: the best that passed, and the latest that did not.
+  for (const auto& idea : tracedb::llm_ideas(conn, in.campaign_id, 8)) {
+    std::string line = "LLM idea '" + idea.name + "': ";
+    if (idea.best_passing_fitness) {
+      char buf[48];
+      std::snprintf(buf, sizeof buf, "passed, fitness %.3f", *idea.best_passing_fitness);
+      line += buf;
+    } else {
+      line += outcome_text(idea.state, idea.build_stage, "");
     }
-    // The LLM's own ideas: the best that passed, and the latest that did not.
-    auto ideas = conn.prepare(
-        "SELECT p.name, (SELECT max(fitness) FROM evaluations e WHERE e.candidate_id = c.id AND e.verdict = 'pass'), "
-        "c.state, c.build_stage FROM llm_proposals p JOIN candidates c ON c.id = p.candidate_id "
-        "WHERE p.campaign_id = ? ORDER BY c.id DESC LIMIT 8");
-    ideas.bind(1, in.campaign_id);
-    while (ideas.step()) {
-      std::string line = "LLM idea '" + ideas.column_text(0) + "': ";
-      if (auto fit = ideas.column_opt_double(1)) {
-        char buf[48];
-        std::snprintf(buf, sizeof buf, "passed, fitness %.3f", *fit);
-        line += buf;
-      } else {
-        line += outcome_text(ideas.column_text(2), ideas.column_text(3), "");
-      }
-      c.lessons.push_back(line);
-    }
+    c.lessons.push_back(line);
   }
-  {
-    // What earlier campaigns on this op family and arch learned about the operators.
-    auto s = conn.prepare("SELECT key, hits, misses FROM operator_stats WHERE key LIKE ? ORDER BY hits DESC LIMIT 6");
-    const std::string prefix = op_family(spec.op) + "|" + in.arch + "|";
-    s.bind(1, prefix + "%");
-    while (s.step()) {
-      const double hits = s.column_double(1), misses = s.column_double(2);
-      if (hits + misses < 1) continue;
-      char buf[160];
-      std::snprintf(buf, sizeof buf, "across campaigns on %s/%s: operator %s paid off %.0f%% of %.0f tries",
-                    op_family(spec.op).c_str(), in.arch.c_str(), s.column_text(0).substr(prefix.size()).c_str(),
-                    100 * hits / (hits + misses), hits + misses);
-      c.lessons.push_back(buf);
-    }
+  // What earlier campaigns on this op family and arch learned about the operators.
+  const std::string prefix = op_family(spec.op) + "|" + in.arch + "|";
+  for (const auto& st : tracedb::operator_stats_with_prefix(conn, prefix, 6)) {
+    if (st.hits + st.misses < 1) continue;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "across campaigns on %s/%s: operator %s paid off %.0f%% of %.0f tries",
+                  op_family(spec.op).c_str(), in.arch.c_str(), st.key.substr(prefix.size()).c_str(),
+                  100 * st.hits / (st.hits + st.misses), st.hits + st.misses);
+    c.lessons.push_back(buf);
   }
   return c;
 }

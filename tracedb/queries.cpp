@@ -110,6 +110,143 @@ std::int64_t count_agent_rejections(sqlite::Connection& db, std::int64_t campaig
   return q.column_int(0);
 }
 
+bool is_trace_database(sqlite::Connection& db) {
+  return db.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'candidates'") > 0;
+}
+
+bool campaign_exists(sqlite::Connection& db, std::int64_t campaign_id) {
+  auto q = db.prepare("SELECT id FROM campaigns WHERE id = ?");
+  q.bind(1, campaign_id);
+  return q.step();
+}
+
+std::optional<std::int64_t> latest_campaign(sqlite::Connection& db) {
+  auto q = db.prepare("SELECT id FROM campaigns ORDER BY id DESC LIMIT 1");
+  if (!q.step()) return std::nullopt;
+  return q.column_int(0);
+}
+
+std::optional<std::int64_t> best_passing_candidate(sqlite::Connection& db, std::int64_t campaign_id) {
+  auto q = db.prepare(
+      "SELECT k.id FROM candidates k JOIN evaluations e ON e.id = (SELECT max(id) FROM evaluations "
+      "WHERE candidate_id = k.id AND verdict = 'pass' AND fitness IS NOT NULL) "
+      "WHERE k.campaign_id = ? ORDER BY e.fitness DESC, k.id LIMIT 1");
+  q.bind(1, campaign_id);
+  if (!q.step()) return std::nullopt;
+  return q.column_int(0);
+}
+
+std::optional<CandidateOrigin> candidate_origin(sqlite::Connection& db, std::int64_t candidate_id) {
+  auto q = db.prepare(
+      "SELECT k.campaign_id, k.genome_json, k.genome_hash, m.spec_path, m.spec_hash FROM candidates k "
+      "JOIN campaigns m ON m.id = k.campaign_id WHERE k.id = ?");
+  q.bind(1, candidate_id);
+  if (!q.step()) return std::nullopt;
+  return CandidateOrigin{q.column_int(0), q.column_text(1), q.column_text(2), q.column_text(3), q.column_text(4)};
+}
+
+std::optional<CandidateParent> candidate_parent(sqlite::Connection& db, std::int64_t candidate_id) {
+  auto q = db.prepare("SELECT operator, parent_id FROM candidates WHERE id = ?");
+  q.bind(1, candidate_id);
+  if (!q.step()) return std::nullopt;
+  return CandidateParent{q.column_text(0), q.column_opt_int(1)};
+}
+
+std::optional<EvaluationRow> latest_passing_evaluation(sqlite::Connection& db, std::int64_t candidate_id) {
+  auto q = db.prepare(
+      "SELECT e.id, e.verdict, e.fitness, e.created_at, v.gpu, v.driver, v.cuda, v.toolchain_json "
+      "FROM evaluations e JOIN environments v ON v.id = e.environment_id "
+      "WHERE e.candidate_id = ? AND e.verdict = 'pass' ORDER BY e.id DESC LIMIT 1");
+  q.bind(1, candidate_id);
+  if (!q.step()) return std::nullopt;
+  return EvaluationRow{q.column_int(0),  q.column_text(1), q.column_opt_double(2), q.column_text(3),
+                       q.column_text(4), q.column_text(5), q.column_text(6),       q.column_text(7)};
+}
+
+std::vector<ShapeResultRow> shape_results(sqlite::Connection& db, std::int64_t evaluation_id) {
+  std::vector<ShapeResultRow> out;
+  auto q = db.prepare(
+      "SELECT shape_json, class, passed, rel_l2_json, max_abs_json, cand_median, base_median, speedup "
+      "FROM shape_results WHERE evaluation_id = ? ORDER BY shape_index");
+  q.bind(1, evaluation_id);
+  while (q.step())
+    out.push_back({q.column_text(0), q.column_text(1), q.column_int(2) != 0, q.column_text(3), q.column_text(4),
+                   q.column_opt_double(5), q.column_opt_double(6), q.column_opt_double(7)});
+  return out;
+}
+
+std::optional<std::string> candidate_resources_json(sqlite::Connection& db, std::int64_t candidate_id) {
+  auto q = db.prepare("SELECT resources_json FROM candidates WHERE id = ?");
+  q.bind(1, candidate_id);
+  if (!q.step()) return std::nullopt;
+  return q.column_text(0);
+}
+
+std::vector<BuildFailure> recent_build_failures(sqlite::Connection& db, std::int64_t campaign_id, int n) {
+  std::vector<BuildFailure> out;
+  auto q = db.prepare(
+      "SELECT operator, build_stage, build_log FROM candidates WHERE campaign_id = ? AND build_ok = 0 ORDER BY id DESC LIMIT ?");
+  q.bind(1, campaign_id).bind(2, std::int64_t{n});
+  while (q.step()) out.push_back({q.column_text(0), q.column_text(1), q.column_text(2)});
+  return out;
+}
+
+std::vector<GateFailure> recent_gate_failures(sqlite::Connection& db, std::int64_t campaign_id, int n) {
+  std::vector<GateFailure> out;
+  auto q = db.prepare(
+      "SELECT c.operator, e.reasons_json FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
+      "WHERE c.campaign_id = ? AND e.verdict != 'pass' ORDER BY e.id DESC LIMIT ?");
+  q.bind(1, campaign_id).bind(2, std::int64_t{n});
+  while (q.step()) out.push_back({q.column_text(0), q.column_text(1)});
+  return out;
+}
+
+std::vector<RecentCandidate> recent_candidates(sqlite::Connection& db, std::int64_t campaign_id, int n) {
+  std::vector<RecentCandidate> out;
+  auto q = db.prepare(
+      "SELECT c.id, c.operator, c.genome_json, c.state, c.build_stage, c.outcome, "
+      "(SELECT fitness FROM evaluations e WHERE e.candidate_id = c.id ORDER BY e.id DESC LIMIT 1), "
+      "p.name, p.kind FROM candidates c LEFT JOIN llm_proposals p ON p.candidate_id = c.id "
+      "WHERE c.campaign_id = ? ORDER BY c.id DESC LIMIT ?");
+  q.bind(1, campaign_id).bind(2, std::int64_t{n});
+  while (q.step())
+    out.push_back({q.column_int(0), q.column_text(1), q.column_text(2), q.column_text(3), q.column_text(4),
+                   q.column_text(5), q.column_opt_double(6), q.column_text(7), q.column_text(8)});
+  return out;
+}
+
+std::vector<OperatorTally> operator_tallies(sqlite::Connection& db, std::int64_t campaign_id, int n) {
+  std::vector<OperatorTally> out;
+  auto q = db.prepare(
+      "SELECT c.operator, count(*), sum(c.build_ok = 0), "
+      "sum(EXISTS (SELECT 1 FROM evaluations e WHERE e.candidate_id = c.id AND e.verdict = 'pass')), "
+      "max((SELECT max(fitness) FROM evaluations e WHERE e.candidate_id = c.id)) "
+      "FROM candidates c WHERE c.campaign_id = ? AND c.operator NOT IN ('seed', 'random') "
+      "GROUP BY c.operator ORDER BY count(*) DESC LIMIT ?");
+  q.bind(1, campaign_id).bind(2, std::int64_t{n});
+  while (q.step()) out.push_back({q.column_text(0), q.column_int(1), q.column_int(2), q.column_int(3), q.column_opt_double(4)});
+  return out;
+}
+
+std::vector<LlmIdea> llm_ideas(sqlite::Connection& db, std::int64_t campaign_id, int n) {
+  std::vector<LlmIdea> out;
+  auto q = db.prepare(
+      "SELECT p.name, (SELECT max(fitness) FROM evaluations e WHERE e.candidate_id = c.id AND e.verdict = 'pass'), "
+      "c.state, c.build_stage FROM llm_proposals p JOIN candidates c ON c.id = p.candidate_id "
+      "WHERE p.campaign_id = ? ORDER BY c.id DESC LIMIT ?");
+  q.bind(1, campaign_id).bind(2, std::int64_t{n});
+  while (q.step()) out.push_back({q.column_text(0), q.column_opt_double(1), q.column_text(2), q.column_text(3)});
+  return out;
+}
+
+std::vector<OperatorStat> operator_stats_with_prefix(sqlite::Connection& db, const std::string& prefix, int n) {
+  std::vector<OperatorStat> out;
+  auto q = db.prepare("SELECT key, hits, misses FROM operator_stats WHERE key LIKE ? ORDER BY hits DESC LIMIT ?");
+  q.bind(1, prefix + "%").bind(2, std::int64_t{n});
+  while (q.step()) out.push_back({q.column_text(0), q.column_double(1), q.column_double(2)});
+  return out;
+}
+
 std::vector<OperatorStat> operator_stats(sqlite::Connection& db) {
   std::vector<OperatorStat> out;
   auto q = db.prepare("SELECT key, hits, misses FROM operator_stats ORDER BY key");

@@ -57,12 +57,77 @@ std::vector<EditBuild> edit_builds(sqlite::Connection& db, std::int64_t campaign
 std::optional<std::string> latest_passing_report(sqlite::Connection& db, std::int64_t candidate_id);
 std::int64_t count_agent_rejections(sqlite::Connection& db, std::int64_t campaign_id);
 
+// ---- a candidate's provenance, as an export cites it ----
+bool is_trace_database(sqlite::Connection& db);  // has the candidates table
+bool campaign_exists(sqlite::Connection& db, std::int64_t campaign_id);
+std::optional<std::int64_t> latest_campaign(sqlite::Connection& db);
+// The best candidate by the fitness of its latest passing evaluation (ties: the older), as
+// TraceDb::best_candidates ranks them.
+std::optional<std::int64_t> best_passing_candidate(sqlite::Connection& db, std::int64_t campaign_id);
+struct CandidateOrigin {
+  std::int64_t campaign_id = 0;
+  std::string genome_json, genome_hash, spec_path, spec_hash;
+};
+std::optional<CandidateOrigin> candidate_origin(sqlite::Connection& db, std::int64_t candidate_id);
+struct CandidateParent {
+  std::string operator_name;
+  std::optional<std::int64_t> parent_id;
+};
+std::optional<CandidateParent> candidate_parent(sqlite::Connection& db, std::int64_t candidate_id);
+struct EvaluationRow {
+  std::int64_t id = 0;
+  std::string verdict;
+  std::optional<double> fitness;
+  std::string created_at, gpu, driver, cuda, toolchain_json;
+};
+std::optional<EvaluationRow> latest_passing_evaluation(sqlite::Connection& db, std::int64_t candidate_id);
+struct ShapeResultRow {
+  std::string shape_json, cls;
+  bool passed = false;
+  std::string rel_l2_json, max_abs_json;
+  std::optional<double> cand_median, base_median, speedup;
+};
+std::vector<ShapeResultRow> shape_results(sqlite::Connection& db, std::int64_t evaluation_id);  // in shape order
+
+// ---- what the LLM agents are shown about a campaign ----
+std::optional<std::string> candidate_resources_json(sqlite::Connection& db, std::int64_t candidate_id);
+struct BuildFailure {
+  std::string operator_name, stage, log;
+};
+std::vector<BuildFailure> recent_build_failures(sqlite::Connection& db, std::int64_t campaign_id, int n);  // newest first
+struct GateFailure {
+  std::string operator_name, reasons_json;
+};
+std::vector<GateFailure> recent_gate_failures(sqlite::Connection& db, std::int64_t campaign_id, int n);  // newest first
+struct RecentCandidate {
+  std::int64_t id = 0;
+  std::string operator_name, genome_json, state, build_stage, outcome;
+  std::optional<double> latest_fitness;
+  std::string idea_name, idea_kind;  // of an LLM proposal; empty otherwise
+};
+std::vector<RecentCandidate> recent_candidates(sqlite::Connection& db, std::int64_t campaign_id, int n);  // newest first
+// Per operator (seeds and random genomes aside), most used first.
+struct OperatorTally {
+  std::string operator_name;
+  std::int64_t children = 0, build_failures = 0, passed = 0;
+  std::optional<double> best_fitness;
+};
+std::vector<OperatorTally> operator_tallies(sqlite::Connection& db, std::int64_t campaign_id, int n);
+struct LlmIdea {
+  std::string name;
+  std::optional<double> best_passing_fitness;
+  std::string state, build_stage;
+};
+std::vector<LlmIdea> llm_ideas(sqlite::Connection& db, std::int64_t campaign_id, int n);  // newest first
+
 // ---- the operator posterior (table operator_stats) ----
 struct OperatorStat {
   std::string key;
   double hits = 0, misses = 0;
 };
 std::vector<OperatorStat> operator_stats(sqlite::Connection& db);
+// Keys starting with `prefix`, most hits first, at most n.
+std::vector<OperatorStat> operator_stats_with_prefix(sqlite::Connection& db, const std::string& prefix, int n);
 void save_operator_stats(sqlite::Connection& db, const std::vector<OperatorStat>& stats);  // one transaction
 
 // ---- the cost model's training rows: per benchmark shape of every passing GPU evaluation on `op` ----
