@@ -42,9 +42,7 @@ KNOWN_DEBT = {
 }
 
 # file -> why it still writes SQL outside tracedb/ (each a query to move behind TraceDb).
-SQL_DEBT = {
-    "report/data.cpp": "the report's reads (19 queries): to become tracedb report queries",
-}
+SQL_DEBT: dict = {}
 SQL = re.compile(r'\b(prepare|exec)\(\s*"|#\s*include\s*<sqlite3\.h>')
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
