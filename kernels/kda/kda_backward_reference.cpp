@@ -71,7 +71,7 @@ std::vector<double> initial_state(const KdaInputs& in, std::int64_t n, std::int6
   return s;
 }
 
-// One token of the recurrence (docs/kda.md 1.3) on s in place; o (V, not null) gets the output.
+// One token of the recurrence (docs/kda.md 1.3) on s in place; o (V values; may be null) gets the output.
 void step(const Token& tok, double scale, std::vector<double>& s, std::vector<double>& r, double* o) {
   const std::size_t K = tok.k.size(), V = tok.v.size();
   // 1) decay the key rows, 2) residual against the decayed state.
