@@ -210,26 +210,108 @@ void kda_forward(const KdaInputs& in, double* out, double* final_state) {
   });
 }
 
-KdaGradients kda_backward(const KdaInputs& in, const double* dout, const double* dfinal_state, std::int64_t checkpoint) {
-  check_kda_inputs(in);
-  if (checkpoint < 1) throw std::invalid_argument("kda backward reference: checkpoint must be >= 1");
-  if (!dout) throw std::invalid_argument("kda backward reference: the output gradient is required");
+namespace {
+
+// Gradients with respect to what the recurrence itself consumes: the normalised q and k, the
+// log-decays, beta after the sigmoid, v; and the initial state.
+struct CoreGradients {
+  std::vector<double> dq, dk, da;  // [T_total, H, K]
+  std::vector<double> dv;          // [T_total, H, V]
+  std::vector<double> dbeta;       // [T_total, H]
+  std::vector<double> dinitial_state;  // [N, H, V, K]
+};
+
+CoreGradients core_gradients(const KdaInputs& in) {
   const auto K = static_cast<std::size_t>(in.k_dim), V = static_cast<std::size_t>(in.v_dim);
   const auto H = static_cast<std::size_t>(in.heads), N = static_cast<std::size_t>(in.sequences());
   const auto T = static_cast<std::size_t>(in.total_tokens());
-  KdaGradients gr;
-  gr.dq.assign(T * H * K, 0.0);
-  gr.dk.assign(T * H * K, 0.0);
-  gr.dg.assign(T * H * K, 0.0);
-  gr.dv.assign(T * H * V, 0.0);
-  gr.dbeta.assign(T * H, 0.0);
-  gr.dinitial_state.assign(N * H * V * K, 0.0);
-  // Per chain, summed over chains in a fixed order afterwards: deterministic under TBB.
-  std::vector<double> chain_da_log(N * H, 0.0), chain_ddt_bias(N * H * K, 0.0);
+  CoreGradients c;
+  c.dq.assign(T * H * K, 0.0);
+  c.dk.assign(T * H * K, 0.0);
+  c.da.assign(T * H * K, 0.0);
+  c.dv.assign(T * H * V, 0.0);
+  c.dbeta.assign(T * H, 0.0);
+  c.dinitial_state.assign(N * H * V * K, 0.0);
+  return c;
+}
 
+// dS_T of chain (n, h) as S[i * V + j], zero without one.
+std::vector<double> final_state_gradient(const KdaInputs& in, const double* dfinal_state, std::int64_t n, std::int64_t h) {
+  const auto K = static_cast<std::size_t>(in.k_dim), V = static_cast<std::size_t>(in.v_dim);
+  std::vector<double> dS(K * V, 0.0);
+  if (!dfinal_state) return dS;
+  const auto base = static_cast<std::size_t>((n * in.heads + h) * in.v_dim * in.k_dim);
+  for (std::size_t j = 0; j < V; ++j)
+    for (std::size_t i = 0; i < K; ++i) dS[i * V + j] = dfinal_state[base + j * K + i];
+  return dS;
+}
+
+void store_initial_state_gradient(const KdaInputs& in, std::int64_t n, std::int64_t h, const std::vector<double>& dS,
+                                  CoreGradients& c) {
+  const auto K = static_cast<std::size_t>(in.k_dim), V = static_cast<std::size_t>(in.v_dim);
+  const auto base = static_cast<std::size_t>((n * in.heads + h) * in.v_dim * in.k_dim);
+  for (std::size_t j = 0; j < V; ++j)
+    for (std::size_t i = 0; i < K; ++i) c.dinitial_state[base + j * K + i] = dS[i * V + j];
+}
+
+void check_backward_arguments(const KdaInputs& in, const double* dout, std::int64_t step, const char* what) {
+  check_kda_inputs(in);
+  if (step < 1) throw std::invalid_argument(std::string("kda backward reference: ") + what + " must be >= 1");
+  if (!dout) throw std::invalid_argument("kda backward reference: the output gradient is required");
+}
+
+// From the core's gradients to the inputs' (docs/kda.md 7.2): the L2 norms, the sigmoid and the
+// gate. dA_log and dt_bias sum per chain first, then over chains in a fixed order (deterministic
+// under TBB).
+KdaGradients preprocessing_backward(const KdaInputs& in, CoreGradients c) {
+  const auto K = static_cast<std::size_t>(in.k_dim), H = static_cast<std::size_t>(in.heads);
+  const auto N = static_cast<std::size_t>(in.sequences());
+  KdaGradients gr;
+  gr.dq.assign(c.dq.size(), 0.0);
+  gr.dk.assign(c.dk.size(), 0.0);
+  gr.dg.assign(c.da.size(), 0.0);
+  gr.dv = std::move(c.dv);
+  gr.dbeta.assign(c.dbeta.size(), 0.0);
+  gr.dinitial_state = std::move(c.dinitial_state);
+  std::vector<double> chain_da_log(N * H, 0.0), chain_ddt_bias(N * H * K, 0.0);
   for_each_chain(in, [&](std::int64_t n, std::int64_t h, std::int64_t chain) {
+    std::vector<double> dy(K);
+    for (std::int64_t t = in.cu_seqlens[static_cast<std::size_t>(n)]; t < in.cu_seqlens[static_cast<std::size_t>(n + 1)]; ++t) {
+      const Token tok = token(in, t, h);
+      const auto row = static_cast<std::size_t>(t * in.heads + h);
+      for (std::size_t i = 0; i < K; ++i) {
+        double ddx = 0, dda_log = 0;
+        gate_derivatives(in, in.a_log[static_cast<std::size_t>(h)], tok.x[i], tok.a[i], &ddx, &dda_log);
+        const double da = c.da[row * K + i];
+        gr.dg[row * K + i] = da * ddx;
+        chain_da_log[static_cast<std::size_t>(chain)] += da * dda_log;
+        chain_ddt_bias[static_cast<std::size_t>(chain) * K + i] += da * ddx;
+      }
+      gr.dbeta[row] = c.dbeta[row] * tok.beta * (1.0 - tok.beta);
+      for (std::size_t i = 0; i < K; ++i) dy[i] = c.dq[row * K + i];
+      l2_norm_backward(tok.q, tok.q_norm, dy, &gr.dq[row * K]);
+      for (std::size_t i = 0; i < K; ++i) dy[i] = c.dk[row * K + i];
+      l2_norm_backward(tok.k, tok.k_norm, dy, &gr.dk[row * K]);
+    }
+  });
+  gr.da_log.assign(H, 0.0);
+  gr.ddt_bias.assign(H * K, 0.0);
+  for (std::size_t ch = 0; ch < N * H; ++ch) {
+    const std::size_t h = ch % H;
+    gr.da_log[h] += chain_da_log[ch];
+    for (std::size_t i = 0; i < K; ++i) gr.ddt_bias[h * K + i] += chain_ddt_bias[ch * K + i];
+  }
+  return gr;
+}
+
+}  // namespace
+
+KdaGradients kda_backward(const KdaInputs& in, const double* dout, const double* dfinal_state, std::int64_t checkpoint) {
+  check_backward_arguments(in, dout, checkpoint, "checkpoint");
+  const auto K = static_cast<std::size_t>(in.k_dim), V = static_cast<std::size_t>(in.v_dim);
+  CoreGradients core = core_gradients(in);
+  for_each_chain(in, [&](std::int64_t n, std::int64_t h, std::int64_t) {
     const std::int64_t bos = in.cu_seqlens[static_cast<std::size_t>(n)], eos = in.cu_seqlens[static_cast<std::size_t>(n + 1)];
-    const auto state_base = static_cast<std::size_t>((n * in.heads + h) * in.v_dim * in.k_dim);
     // Forward: the state before every checkpoint-th token.
     std::vector<std::vector<double>> saved;
     std::vector<double> s = initial_state(in, n, h), r(V);
@@ -238,13 +320,8 @@ KdaGradients kda_backward(const KdaInputs& in, const double* dout, const double*
       step(token(in, t, h), in.scale, s, r, nullptr);
     }
     // dS: the gradient of the state after the last token processed so far (backwards).
-    std::vector<double> dS(K * V, 0.0);
-    if (dfinal_state)
-      for (std::size_t j = 0; j < V; ++j)
-        for (std::size_t i = 0; i < K; ++i) dS[i * V + j] = dfinal_state[state_base + j * K + i];
-    std::vector<double> sp(K * V), dsp(K * V), dqh(K), dkh(K), dr(V), dx(K);
-    double* da_log = &chain_da_log[static_cast<std::size_t>(chain)];
-    double* ddt = &chain_ddt_bias[static_cast<std::size_t>(chain) * K];
+    std::vector<double> dS = final_state_gradient(in, dfinal_state, n, h);
+    std::vector<double> sp(K * V), dsp(K * V), dr(V);
     for (auto seg = static_cast<std::int64_t>(saved.size()) - 1; seg >= 0; --seg) {
       const std::int64_t t0 = bos + seg * checkpoint, t1 = std::min(eos, t0 + checkpoint);
       // Recompute the segment: the state before each of its tokens, and the tokens.
@@ -259,6 +336,9 @@ KdaGradients kda_backward(const KdaInputs& in, const double* dout, const double*
       for (std::int64_t t = t1 - 1; t >= t0; --t) {
         const Token& tok = toks[static_cast<std::size_t>(t - t0)];
         const std::vector<double>& prev = before[static_cast<std::size_t>(t - t0)];
+        const auto row = static_cast<std::size_t>(t * in.heads + h);
+        double* dqh = &core.dq[row * K];
+        double* dkh = &core.dk[row * K];
         // Replay the token: S' = D prev, r = v - S'^T k, S = S' + b k r^T.
         for (std::size_t j = 0; j < V; ++j) r[j] = tok.v[j];
         for (std::size_t i = 0; i < K; ++i) {
@@ -291,6 +371,7 @@ KdaGradients kda_backward(const KdaInputs& in, const double* dout, const double*
           dbeta += tok.k[i] * dsr;
           dkh[i] = tok.beta * dsr;
         }
+        core.dbeta[row] = dbeta;
         // r = v - S'^T k.
         for (std::size_t i = 0; i < K; ++i) {
           double sdr = 0;
@@ -300,8 +381,8 @@ KdaGradients kda_backward(const KdaInputs& in, const double* dout, const double*
           }
           dkh[i] -= sdr;
         }
+        for (std::size_t j = 0; j < V; ++j) core.dv[row * V + j] = dr[j];
         // S' = diag(e^a) prev: the decay's gradient, and dS for the token before.
-        const auto row = static_cast<std::size_t>(t * in.heads + h);
         for (std::size_t i = 0; i < K; ++i) {
           double da = 0;
           const double d = std::exp(tok.a[i]);
@@ -309,31 +390,201 @@ KdaGradients kda_backward(const KdaInputs& in, const double* dout, const double*
             da += dsp[i * V + j] * sp[i * V + j];
             dS[i * V + j] = d * dsp[i * V + j];
           }
-          double ddx = 0, dda_log = 0;
-          gate_derivatives(in, in.a_log[static_cast<std::size_t>(h)], tok.x[i], tok.a[i], &ddx, &dda_log);
-          dx[i] = da * ddx;
-          *da_log += da * dda_log;
-          ddt[i] += dx[i];
+          core.da[row * K + i] = da;
         }
-        for (std::size_t i = 0; i < K; ++i) gr.dg[row * K + i] = dx[i];
-        for (std::size_t j = 0; j < V; ++j) gr.dv[row * V + j] = dr[j];
-        gr.dbeta[row] = dbeta * tok.beta * (1.0 - tok.beta);
-        l2_norm_backward(tok.q, tok.q_norm, dqh, &gr.dq[row * K]);
-        l2_norm_backward(tok.k, tok.k_norm, dkh, &gr.dk[row * K]);
       }
     }
-    for (std::size_t j = 0; j < V; ++j)
-      for (std::size_t i = 0; i < K; ++i) gr.dinitial_state[state_base + j * K + i] = dS[i * V + j];
+    store_initial_state_gradient(in, n, h, dS, core);
   });
+  return preprocessing_backward(in, std::move(core));
+}
 
-  gr.da_log.assign(H, 0.0);
-  gr.ddt_bias.assign(H * K, 0.0);
-  for (std::size_t c = 0; c < N * H; ++c) {
-    const std::size_t h = c % H;
-    gr.da_log[h] += chain_da_log[c];
-    for (std::size_t i = 0; i < K; ++i) gr.ddt_bias[h * K + i] += chain_ddt_bias[c * K + i];
-  }
-  return gr;
+KdaGradients kda_chunked_backward(const KdaInputs& in, const double* dout, const double* dfinal_state, std::int64_t chunk) {
+  check_backward_arguments(in, dout, chunk, "chunk");
+  const auto K = static_cast<std::size_t>(in.k_dim), V = static_cast<std::size_t>(in.v_dim);
+  CoreGradients core = core_gradients(in);
+  for_each_chain(in, [&](std::int64_t n, std::int64_t h, std::int64_t) {
+    const std::int64_t bos = in.cu_seqlens[static_cast<std::size_t>(n)], eos = in.cu_seqlens[static_cast<std::size_t>(n + 1)];
+    // Forward: the state entering every chunk (the token-serial steps give the same states).
+    std::vector<std::vector<double>> entering;
+    std::vector<double> s = initial_state(in, n, h), r(V);
+    for (std::int64_t t = bos; t < eos; ++t) {
+      if ((t - bos) % chunk == 0) entering.push_back(s);
+      step(token(in, t, h), in.scale, s, r, nullptr);
+    }
+    std::vector<double> dS = final_state_gradient(in, dfinal_state, n, h);
+    for (auto c = static_cast<std::int64_t>(entering.size()) - 1; c >= 0; --c) {
+      const std::int64_t t0 = bos + c * chunk;
+      const auto C = static_cast<std::size_t>(std::min(chunk, eos - t0));
+      const std::vector<double>& S0 = entering[static_cast<std::size_t>(c)];
+      std::vector<Token> tok;
+      for (std::size_t i = 0; i < C; ++i) tok.push_back(token(in, t0 + static_cast<std::int64_t>(i), h));
+      // ---- the chunk's forward (docs/kda.md 2.1) ----
+      std::vector<double> G(C * K);  // inclusive cumsum of the log-decays
+      for (std::size_t i = 0; i < C; ++i)
+        for (std::size_t d = 0; d < K; ++d) G[i * K + d] = tok[i].a[d] + (i ? G[(i - 1) * K + d] : 0.0);
+      const double* gtot = &G[(C - 1) * K];
+      auto E = [&](std::size_t i, std::size_t j, std::size_t d) { return std::exp(G[i * K + d] - G[j * K + d]); };
+      std::vector<double> P(C * C, 0.0), L(C * C, 0.0), M(C * C, 0.0);
+      for (std::size_t i = 0; i < C; ++i)
+        for (std::size_t j = 0; j <= i; ++j) {
+          double pk = 0, mq = 0;
+          for (std::size_t d = 0; d < K; ++d) {
+            const double e = E(i, j, d);
+            pk += tok[i].k[d] * tok[j].k[d] * e;
+            mq += tok[i].q[d] * tok[j].k[d] * e;
+          }
+          if (j < i) {
+            P[i * C + j] = pk;
+            L[i * C + j] = tok[i].beta * pk;
+          }
+          M[i * C + j] = in.scale * mq;
+        }
+      std::vector<double> Kd(C * K), Qd(C * K), Kr(C * K);
+      for (std::size_t i = 0; i < C; ++i)
+        for (std::size_t d = 0; d < K; ++d) {
+          Kd[i * K + d] = tok[i].k[d] * std::exp(G[i * K + d]);
+          Qd[i * K + d] = in.scale * tok[i].q[d] * std::exp(G[i * K + d]);
+          Kr[i * K + d] = tok[i].k[d] * std::exp(gtot[d] - G[i * K + d]);
+        }
+      // Y = V - Kd S0, W = diag(beta) Y, (I + L) U = W.
+      std::vector<double> Y(C * V), U(C * V);
+      for (std::size_t i = 0; i < C; ++i) {
+        for (std::size_t j = 0; j < V; ++j) {
+          double ks = 0;
+          for (std::size_t d = 0; d < K; ++d) ks += Kd[i * K + d] * S0[d * V + j];
+          Y[i * V + j] = tok[i].v[j] - ks;
+          U[i * V + j] = tok[i].beta * Y[i * V + j];
+        }
+        for (std::size_t m = 0; m < i; ++m)
+          for (std::size_t j = 0; j < V; ++j) U[i * V + j] -= L[i * C + m] * U[m * V + j];
+      }
+      // ---- its backward, given dO and dS (the gradient of the state it leaves) ----
+      std::vector<double> dG(C * K, 0.0), dGtot(K, 0.0), dU(C * V, 0.0), dKd(C * K, 0.0), dQd(C * K, 0.0),
+          dKr(C * K, 0.0), dS0(K * V, 0.0), dM(C * C, 0.0), dL(C * C, 0.0);
+      auto dO = [&](std::size_t i, std::size_t j) { return dout[((t0 + static_cast<std::int64_t>(i)) * in.heads + h) * in.v_dim + static_cast<std::int64_t>(j)]; };
+      // O = Qd S0 + M U.
+      for (std::size_t i = 0; i < C; ++i) {
+        for (std::size_t d = 0; d < K; ++d) {
+          double acc = 0;
+          for (std::size_t j = 0; j < V; ++j) acc += dO(i, j) * S0[d * V + j];
+          dQd[i * K + d] = acc;
+        }
+        for (std::size_t m = 0; m <= i; ++m) {
+          double acc = 0;
+          for (std::size_t j = 0; j < V; ++j) {
+            acc += dO(i, j) * U[m * V + j];
+            dU[m * V + j] += M[i * C + m] * dO(i, j);
+          }
+          dM[i * C + m] = acc;
+        }
+      }
+      for (std::size_t d = 0; d < K; ++d)
+        for (std::size_t j = 0; j < V; ++j) {
+          double acc = 0;
+          for (std::size_t i = 0; i < C; ++i) acc += Qd[i * K + d] * dO(i, j);
+          dS0[d * V + j] = acc;
+        }
+      // S1 = diag(e^Gtot) S0 + Kr^T U.
+      for (std::size_t d = 0; d < K; ++d) {
+        const double e = std::exp(gtot[d]);
+        for (std::size_t j = 0; j < V; ++j) {
+          dS0[d * V + j] += e * dS[d * V + j];
+          dGtot[d] += e * dS[d * V + j] * S0[d * V + j];
+        }
+      }
+      for (std::size_t i = 0; i < C; ++i) {
+        for (std::size_t d = 0; d < K; ++d) {
+          double acc = 0;
+          for (std::size_t j = 0; j < V; ++j) acc += U[i * V + j] * dS[d * V + j];
+          dKr[i * K + d] = acc;
+        }
+        for (std::size_t j = 0; j < V; ++j) {
+          double acc = 0;
+          for (std::size_t d = 0; d < K; ++d) acc += Kr[i * K + d] * dS[d * V + j];
+          dU[i * V + j] += acc;
+        }
+      }
+      // (I + L) U = W: dW = (I + L)^-T dU (back substitution), dL_ij = -dW_i . U_j for i > j.
+      std::vector<double> dW(C * V);
+      for (std::size_t i = C; i-- > 0;) {
+        for (std::size_t j = 0; j < V; ++j) dW[i * V + j] = dU[i * V + j];
+        for (std::size_t m = i + 1; m < C; ++m)
+          for (std::size_t j = 0; j < V; ++j) dW[i * V + j] -= L[m * C + i] * dW[m * V + j];
+      }
+      for (std::size_t i = 0; i < C; ++i)
+        for (std::size_t j = 0; j < i; ++j) {
+          double acc = 0;
+          for (std::size_t x = 0; x < V; ++x) acc += dW[i * V + x] * U[j * V + x];
+          dL[i * C + j] = -acc;
+        }
+      // W = diag(beta) Y, Y = V - Kd S0.
+      const auto row0 = static_cast<std::size_t>(t0 * in.heads + h);
+      const auto H = static_cast<std::size_t>(in.heads);
+      for (std::size_t i = 0; i < C; ++i) {
+        const std::size_t row = row0 + i * H;
+        double db = 0;
+        for (std::size_t j = 0; j < V; ++j) {
+          db += dW[i * V + j] * Y[i * V + j];
+          core.dv[row * V + j] = tok[i].beta * dW[i * V + j];
+        }
+        // L_ij = beta_i P_ij.
+        for (std::size_t j = 0; j < i; ++j) db += dL[i * C + j] * P[i * C + j];
+        core.dbeta[row] = db;
+        for (std::size_t d = 0; d < K; ++d) {
+          double acc = 0;
+          for (std::size_t j = 0; j < V; ++j) acc += tok[i].beta * dW[i * V + j] * S0[d * V + j];
+          dKd[i * K + d] = -acc;
+        }
+      }
+      for (std::size_t d = 0; d < K; ++d)
+        for (std::size_t j = 0; j < V; ++j) {
+          double acc = 0;
+          for (std::size_t i = 0; i < C; ++i) acc += Kd[i * K + d] * tok[i].beta * dW[i * V + j];
+          dS0[d * V + j] -= acc;
+        }
+      // P_ij = sum_d k_id k_jd e^(G_id - G_jd) (i > j) and M_ij = scale sum_d q_id k_jd e^(G_id - G_jd) (i >= j).
+      std::vector<double> dq(C * K, 0.0), dk(C * K, 0.0);
+      for (std::size_t i = 0; i < C; ++i)
+        for (std::size_t j = 0; j <= i; ++j) {
+          const double dp = j < i ? tok[i].beta * dL[i * C + j] : 0.0, dm = in.scale * dM[i * C + j];
+          for (std::size_t d = 0; d < K; ++d) {
+            const double e = E(i, j, d);
+            const double kk = tok[i].k[d] * tok[j].k[d] * e, qk = tok[i].q[d] * tok[j].k[d] * e;
+            dk[i * K + d] += dp * tok[j].k[d] * e;
+            dk[j * K + d] += dp * tok[i].k[d] * e + dm * tok[i].q[d] * e;
+            dq[i * K + d] += dm * tok[j].k[d] * e;
+            const double dg = dp * kk + dm * qk;
+            dG[i * K + d] += dg;
+            dG[j * K + d] -= dg;
+          }
+        }
+      // Kd = k e^G, Qd = scale q e^G, Kr = k e^(Gtot - G).
+      for (std::size_t i = 0; i < C; ++i)
+        for (std::size_t d = 0; d < K; ++d) {
+          const double eg = std::exp(G[i * K + d]), er = std::exp(gtot[d] - G[i * K + d]);
+          dk[i * K + d] += dKd[i * K + d] * eg + dKr[i * K + d] * er;
+          dq[i * K + d] += in.scale * dQd[i * K + d] * eg;
+          dG[i * K + d] += dKd[i * K + d] * Kd[i * K + d] + dQd[i * K + d] * Qd[i * K + d] - dKr[i * K + d] * Kr[i * K + d];
+          dGtot[d] += dKr[i * K + d] * Kr[i * K + d];
+        }
+      for (std::size_t d = 0; d < K; ++d) dG[(C - 1) * K + d] += dGtot[d];
+      // G = inclusive cumsum of a: da_m = sum over i >= m of dG_i.
+      std::vector<double> acc(K, 0.0);
+      for (std::size_t i = C; i-- > 0;) {
+        const std::size_t row = row0 + i * H;
+        for (std::size_t d = 0; d < K; ++d) {
+          acc[d] += dG[i * K + d];
+          core.da[row * K + d] = acc[d];
+          core.dq[row * K + d] = dq[i * K + d];
+          core.dk[row * K + d] = dk[i * K + d];
+        }
+      }
+      dS = std::move(dS0);
+    }
+    store_initial_state_gradient(in, n, h, dS, core);
+  });
+  return preprocessing_backward(in, std::move(core));
 }
 
 }  // namespace ptxevo::kernels

@@ -59,4 +59,11 @@ struct KdaGradients {
 KdaGradients kda_backward(const KdaInputs& in, const double* dout, const double* dfinal_state,
                           std::int64_t checkpoint = 64);
 
+// The same gradients through chunks of `chunk` tokens (>= 1), the algorithm a chunked backward
+// kernel implements (docs/kda.md 7.3): the state entering each chunk from a forward pass, then per
+// chunk from the last, the chunk's forward of docs/kda.md 2.1 (G, L, M, Kd, Qd, Kr, U) and its
+// reverse. Must match kda_backward to rounding.
+KdaGradients kda_chunked_backward(const KdaInputs& in, const double* dout, const double* dfinal_state,
+                                  std::int64_t chunk);
+
 }  // namespace ptxevo::kernels

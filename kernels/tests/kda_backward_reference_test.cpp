@@ -200,11 +200,56 @@ TEST(KdaBackwardReference, ForwardOnWidenedInputsIsTheRecurrentReference) {
   }
 }
 
+// The chunked algorithm against the token-serial one: chunk sizes that divide the sequences and
+// ones that do not, a chunk longer than every sequence, one token per chunk, both gates (the
+// softplus one with strong decays), with and without states.
+TEST(KdaBackwardReference, ChunkedAlgorithmMatchesTheRecurrentOne) {
+  double worst = 0;
+  for (const auto gate : {KdaGate::LowerBound, KdaGate::Softplus})
+    for (const bool states : {true, false}) {
+      auto in = random_inputs(2, 8, 6, {0, 7, 16, 33}, gate, states, 71);
+      if (gate == KdaGate::Softplus)
+        for (std::size_t i = 0; i < in.g.size(); i += 5) in.g[i] = 4.0;  // decays of several nats a token
+      std::vector<double> dout(static_cast<std::size_t>(33 * 2 * 6)), dfinal(static_cast<std::size_t>(3 * 2 * 6 * 8));
+      std::mt19937_64 rng(72);
+      std::normal_distribution<double> nd(0.0, 1.0);
+      for (auto& e : dout) e = nd(rng);
+      for (auto& e : dfinal) e = nd(rng);
+      const auto ref = ptxevo::kernels::kda_backward(in, dout.data(), states ? dfinal.data() : nullptr, 3);
+      for (const I chunk : {1, 4, 8, 16, 64}) {
+        SCOPED_TRACE("chunk " + std::to_string(chunk) + (gate == KdaGate::Softplus ? " softplus" : " lower bound") +
+                     (states ? " with states" : ""));
+        const auto got = ptxevo::kernels::kda_chunked_backward(in, dout.data(), states ? dfinal.data() : nullptr, chunk);
+        auto close = [&worst](const std::vector<double>& x, const std::vector<double>& y, const char* name) {
+          ASSERT_EQ(x.size(), y.size()) << name;
+          double num = 0, den = 0;
+          for (std::size_t i = 0; i < x.size(); ++i) {
+            num += (x[i] - y[i]) * (x[i] - y[i]);
+            den += y[i] * y[i];
+          }
+          const double rel = std::sqrt(num / std::max(den, 1e-300));
+          worst = std::max(worst, rel);
+          EXPECT_LT(rel, 1e-11) << name;
+        };
+        close(got.dq, ref.dq, "dq");
+        close(got.dk, ref.dk, "dk");
+        close(got.dv, ref.dv, "dv");
+        close(got.dg, ref.dg, "dg");
+        close(got.dbeta, ref.dbeta, "dbeta");
+        close(got.da_log, ref.da_log, "dA_log");
+        close(got.ddt_bias, ref.ddt_bias, "ddt_bias");
+        if (states) close(got.dinitial_state, ref.dinitial_state, "dinitial_state");
+      }
+    }
+  std::printf("worst relative L2 difference %.2e\n", worst);
+}
+
 TEST(KdaBackwardReference, BadInputsAreRefusedWithTheirName) {
   auto in = random_inputs(1, 4, 4, {0, 3}, KdaGate::LowerBound, false, 61);
   std::vector<double> dout(12, 1.0);
   EXPECT_THROW(ptxevo::kernels::kda_backward(in, dout.data(), nullptr, 0), std::invalid_argument);
   EXPECT_THROW(ptxevo::kernels::kda_backward(in, nullptr, nullptr, 4), std::invalid_argument);
+  EXPECT_THROW(ptxevo::kernels::kda_chunked_backward(in, dout.data(), nullptr, 0), std::invalid_argument);
   in.dt_bias.pop_back();
   try {
     ptxevo::kernels::kda_backward(in, dout.data(), nullptr, 4);
