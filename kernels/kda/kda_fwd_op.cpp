@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <variant>
 
+#include "kernels/kda/kda_device_reference.hpp"
+
 namespace ptxevo::kernels {
 
 using evaluator::DType;
@@ -681,6 +683,28 @@ void KdaFwdOp::reference(const Shape& s, const OpConfig& cfg, const std::vector<
   reference.clear();
   reference.push_back(std::move(out));
   if (c.final_state) reference.push_back(std::move(fin));
+}
+
+namespace {
+
+KdaRefConfig ref_config(const KdaFwdOp::Config& c) {
+  KdaRefConfig r;
+  r.softplus_gate = c.gate == KdaGate::Softplus;
+  r.lower_bound = static_cast<float>(c.lower_bound);
+  r.scale = static_cast<float>(c.scale);
+  r.initial_state = c.initial_state;
+  r.final_state = c.final_state;
+  return r;
+}
+
+}  // namespace
+
+std::string KdaFwdOp::device_reference_source(const OpConfig& cfg) const {
+  return kda_fwd_device_reference_source(ref_config(parse(cfg)));
+}
+
+evaluator::DeviceReferencePlan KdaFwdOp::device_reference_plan(const Shape& s, const OpConfig& cfg) const {
+  return kda_fwd_device_reference_plan(ref_config(parse(cfg)), kda_dims(s));
 }
 
 // docs/kda.md section 2.3: one fused pass reads q, k, g, v, beta and writes out (bf16), plus the

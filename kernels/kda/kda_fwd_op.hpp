@@ -206,6 +206,11 @@ class KdaFwdOp : public evaluator::Op {
   double bytes(const evaluator::Shape& s, const evaluator::OpConfig& cfg) const override;
   double flops(const evaluator::Shape& s, const evaluator::OpConfig& cfg) const override;
   evaluator::Tolerance tolerance(const std::string& output, const evaluator::OpConfig& cfg) const override;
+  // The recurrent fp64 reference on the GPU (kda_device_reference.hpp), with the float-rounded
+  // scale and lower bound the host reference uses.
+  std::string device_reference_source(const evaluator::OpConfig& cfg) const override;
+  evaluator::DeviceReferencePlan device_reference_plan(const evaluator::Shape& s,
+                                                       const evaluator::OpConfig& cfg) const override;
   // g, A_log, dt_bias and cu_seqlens are drawn here (see the .cpp for the ranges and why); q, k,
   // v, beta logits and the initial state follow the gate's distributions.
   void fill_fixed(const evaluator::TensorDesc& d, std::mt19937_64& rng, evaluator::HostTensor& t) const override;

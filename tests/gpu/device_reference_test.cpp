@@ -1,7 +1,7 @@
 // The device-side gate inputs and fp64 references on a real GPU: every RMSNorm configuration's
-// device reference agrees with the host reference on small shapes and every distribution; a
-// deliberately wrong one is caught; the device-drawn inputs have the distributions' statistics
-// and depend only on their seed. Without a GPU every test skips and says why.
+// and the KDA forward's device reference agrees with the host reference on small shapes and every
+// distribution; a deliberately wrong one is caught; the device-drawn inputs have the
+// distributions' statistics and depend only on their seed. Without a GPU every test skips and says why.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +11,7 @@
 #include "evaluator/device_checks.hpp"
 #include "evaluator/device_reference.hpp"
 #include "evaluator/gpu_context.hpp"
+#include "kernels/kda/kda_fwd_op.hpp"
 #include "kernels/rmsnorm/rmsnorm_bwd_op.hpp"
 #include "kernels/rmsnorm/rmsnorm_fwd_op.hpp"
 
@@ -58,6 +59,20 @@ TEST_F(DeviceReferenceGpu, BackwardAgreesWithTheHostWithAndWithoutWeight) {
   EXPECT_EQ(verify(op, {}, kShapes), "");
   EXPECT_EQ(verify(op, {{"x_dtype", "fp16"}, {"has_weight", "false"}}, kShapes), "");
   EXPECT_EQ(verify(op, {{"x_dtype", "fp32"}, {"w_dtype", "same"}}, {{{"M", 2000}, {"N", 2048}}}), "");
+}
+
+// The KDA forward's fp64 recurrence on the GPU against the host's, batched and packed shapes (a
+// sequence of one token, partial value blocks none: V = 128), both gates, every state option.
+TEST_F(DeviceReferenceGpu, KdaForwardAgreesWithTheHostInEveryConfiguration) {
+  kernels::KdaFwdOp op;
+  const std::vector<Shape> shapes = {{{"B", 1}, {"T", 1}, {"H", 1}, {"N", 1}},
+                                     {{"B", 2}, {"T", 37}, {"H", 3}, {"N", 2}},
+                                     {{"B", 1}, {"T", 8192}, {"H", 2}, {"N", 6}}};
+  for (const OpConfig& cfg : std::vector<OpConfig>{{},
+                                                   {{"gate", "softplus"}, {"initial_state", "false"}},
+                                                   {{"final_state", "false"}, {"lower_bound", "-2.5"}}}) {
+    EXPECT_EQ(verify(op, cfg, shapes), "") << cfg.size();
+  }
 }
 
 // A device reference that computes something else (eps 1 instead of 1e-6) must not pass.
