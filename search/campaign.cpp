@@ -266,7 +266,7 @@ std::size_t CampaignEngine::finish(Round& round, std::set<std::int64_t>& in_flig
       continue;
     }
     ++result_.built_this_run;
-    tracedb::BuildResult rec;
+    tracedb::BuildRecord rec;
     rec.ok = b.ok;
     rec.stage = b.ok ? "done" : b.stage;
     rec.log = b.ok ? b.nvrtc_log + b.link_log : b.error;
@@ -702,7 +702,7 @@ CampaignResult CampaignEngine::run() {
     try {
       p.genome = genome_from_json(json::parse(row.genome_json), op_);
     } catch (const std::exception& e) {
-      db_.record_build(row.id, tracedb::BuildResult{false, "", "genome", std::string("unreadable genome: ") + e.what(), "{}", ""});
+      db_.record_build(row.id, tracedb::BuildRecord{false, "", "genome", std::string("unreadable genome: ") + e.what(), "{}", ""});
       continue;
     }
     p.parent_id = row.parent_id;

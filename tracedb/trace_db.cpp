@@ -208,7 +208,7 @@ RecordedCandidate TraceDb::record_candidate(std::int64_t campaign_id, const NewC
   return r;
 }
 
-void TraceDb::record_build(std::int64_t candidate_id, const BuildResult& b) {
+void TraceDb::record_build(std::int64_t candidate_id, const BuildRecord& b) {
   // A measured candidate keeps its state: rebuilding it (e.g. for export) does not unmeasure it.
   db_.prepare(
          "UPDATE candidates SET ptx_hash = ?, build_ok = ?, build_stage = ?, build_log = ?, resources_json = ?, "

@@ -63,7 +63,8 @@ struct RecordedCandidate {
   bool done() const { return state == CandidateState::Measured || state == CandidateState::Failed; }
 };
 
-struct BuildResult {
+// What a candidate's build left in the database (the builder's own result is evaluator::BuildResult).
+struct BuildRecord {
   bool ok = false;
   std::string ptx_hash;         // empty when the build stopped before PTX existed
   std::string stage;            // stage that failed ("nvrtc", "edit", "ptxas", "link"), or "done"
@@ -189,7 +190,7 @@ class TraceDb {
   // Idempotent on (campaign, genome_hash): a duplicate returns the existing row unchanged.
   RecordedCandidate record_candidate(std::int64_t campaign_id, const NewCandidate& c);
   // Moves a candidate to "built", or "failed" when !b.ok.
-  void record_build(std::int64_t candidate_id, const BuildResult& b);
+  void record_build(std::int64_t candidate_id, const BuildRecord& b);
   // One transaction: the evaluation, one row per shape, and the candidate's state "measured".
   std::int64_t record_evaluation(std::int64_t candidate_id, std::int64_t environment_id,
                                  const evaluator::EvalReport& report, const EvaluationMeta& meta = {});

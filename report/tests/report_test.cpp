@@ -27,7 +27,7 @@ tracedb::CampaignKey key(const std::string& path = "specs/rmsnorm.toml", const s
 tracedb::Environment env(const std::string& driver = "580.65") {
   return {"NVIDIA H200", driver, "13.0", R"({"ptxas":"13.0"})", R"({"sm_mhz":1980})"};
 }
-tracedb::BuildResult built() { return {true, "ptxhash", "done", "", R"({"registers":32})", ""}; }
+tracedb::BuildRecord built() { return {true, "ptxhash", "done", "", R"({"registers":32})", ""}; }
 
 // Evaluation `id` happened `seconds` after 2026-01-01T00:00:00Z.
 void set_time(tracedb::TraceDb& db, std::int64_t id, int seconds, const char* table = "evaluations") {

@@ -21,7 +21,7 @@ Environment env() { return {"NVIDIA H200", "580.65", "13.0", R"({"ptxas":"13.0"}
 NewCandidate genome(int i, std::optional<std::int64_t> parent = std::nullopt) {
   return {"hash-" + std::to_string(i), R"({"knobs":{"BLOCK":)" + std::to_string(i) + "}}", parent, "knob-step"};
 }
-BuildResult built() { return {true, "ptxhash", "done", "", R"({"registers":32})", ""}; }
+BuildRecord built() { return {true, "ptxhash", "done", "", R"({"registers":32})", ""}; }
 
 TEST(TraceDbTest, CreatesSchemaAtLatestVersion) {
   TempDbPath tmp;
@@ -201,7 +201,7 @@ TEST(TraceDbTest, BuildsKeepTheirPtxProfile) {
   const auto campaign = db.open_campaign(key()).id;
   const auto a = db.record_candidate(campaign, genome(1)).id;
   const auto b = db.record_candidate(campaign, genome(2)).id;
-  BuildResult with = built();
+  BuildRecord with = built();
   with.ptx_profile_json = R"([{"function":"k","instructions":10}])";
   db.record_build(a, with);
   db.record_build(a, built());
