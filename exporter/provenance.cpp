@@ -5,6 +5,7 @@
 
 #include "exporter/inline_ptx.hpp"
 #include "tracedb/queries.hpp"
+#include "tracedb/report_queries.hpp"
 #include "tracedb/sqlite_handle.hpp"
 
 namespace ptxevo::exporter {
@@ -53,11 +54,11 @@ std::int64_t campaign_winner(const std::filesystem::path& db, std::optional<std:
     if (!latest) throw ExportError(db.string() + " holds no campaign");
     id = *latest;
   }
-  const auto best = tracedb::best_passing_candidate(c, id);
+  const auto best = tracedb::winner_row(c, id);  // the ranking of TraceDb::best_candidates
   if (!best)
     throw ExportError("campaign " + std::to_string(id) + " in " + db.string() +
                       " has no candidate with a passing evaluation; export one by --candidate ID");
-  return *best;
+  return best->candidate_id;
 }
 
 Provenance read_provenance(const std::filesystem::path& db, std::int64_t candidate_id) {

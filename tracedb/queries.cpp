@@ -126,16 +126,6 @@ std::optional<std::int64_t> latest_campaign(sqlite::Connection& db) {
   return q.column_int(0);
 }
 
-std::optional<std::int64_t> best_passing_candidate(sqlite::Connection& db, std::int64_t campaign_id) {
-  auto q = db.prepare(
-      "SELECT k.id FROM candidates k JOIN evaluations e ON e.id = (SELECT max(id) FROM evaluations "
-      "WHERE candidate_id = k.id AND verdict = 'pass' AND fitness IS NOT NULL) "
-      "WHERE k.campaign_id = ? ORDER BY e.fitness DESC, k.id LIMIT 1");
-  q.bind(1, campaign_id);
-  if (!q.step()) return std::nullopt;
-  return q.column_int(0);
-}
-
 std::optional<CandidateOrigin> candidate_origin(sqlite::Connection& db, std::int64_t candidate_id) {
   auto q = db.prepare(
       "SELECT k.campaign_id, k.genome_json, k.genome_hash, m.spec_path, m.spec_hash FROM candidates k "

@@ -61,9 +61,6 @@ std::int64_t count_agent_rejections(sqlite::Connection& db, std::int64_t campaig
 bool is_trace_database(sqlite::Connection& db);  // has the candidates table
 bool campaign_exists(sqlite::Connection& db, std::int64_t campaign_id);
 std::optional<std::int64_t> latest_campaign(sqlite::Connection& db);
-// The best candidate by the fitness of its latest passing evaluation (ties: the older), as
-// TraceDb::best_candidates ranks them.
-std::optional<std::int64_t> best_passing_candidate(sqlite::Connection& db, std::int64_t campaign_id);
 struct CandidateOrigin {
   std::int64_t campaign_id = 0;
   std::string genome_json, genome_hash, spec_path, spec_hash;

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "evaluator/builder.hpp"
+#include "kernels/tests/ptx_entry_params.hpp"
 #include "kernels/kda/kda_fwd_op.hpp"
 
 namespace ptxevo::kernels {
@@ -16,15 +17,7 @@ namespace {
 using evaluator::OpConfig;
 using evaluator::Shape;
 
-int entry_params(const std::string& ptx, const std::string& name) {
-  const auto at = ptx.find(".entry " + name + "(");
-  if (at == std::string::npos) return -1;
-  const auto end = ptx.find(')', at);
-  const std::string sig = ptx.substr(at, end - at);
-  int n = 0;
-  for (std::size_t p = sig.find(".param"); p != std::string::npos; p = sig.find(".param", p + 1)) ++n;
-  return n;
-}
+using testing::entry_params;
 
 class KdaDeviceReference : public ::testing::TestWithParam<std::string> {};
 

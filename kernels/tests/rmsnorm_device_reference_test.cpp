@@ -8,6 +8,7 @@
 #include <set>
 
 #include "evaluator/builder.hpp"
+#include "kernels/tests/ptx_entry_params.hpp"
 #include "kernels/rmsnorm/rmsnorm_bwd_op.hpp"
 #include "kernels/rmsnorm/rmsnorm_fwd_op.hpp"
 
@@ -17,16 +18,7 @@ namespace {
 using evaluator::OpConfig;
 using evaluator::Shape;
 
-// Parameters of `.entry name(...)` in the PTX; -1 when the entry is missing.
-int entry_params(const std::string& ptx, const std::string& name) {
-  const auto at = ptx.find(".entry " + name + "(");
-  if (at == std::string::npos) return -1;
-  const auto end = ptx.find(')', at);
-  const std::string sig = ptx.substr(at, end - at);
-  int n = 0;
-  for (std::size_t p = sig.find(".param"); p != std::string::npos; p = sig.find(".param", p + 1)) ++n;
-  return n;
-}
+using testing::entry_params;
 
 void check_op(const evaluator::Op& op, const OpConfig& cfg, const std::string& arch) {
   SCOPED_TRACE(op.name() + " on " + arch);
