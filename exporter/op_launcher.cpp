@@ -10,7 +10,8 @@ namespace ptxevo::exporter {
 
 namespace {
 
-// The plan mirrors RmsNormFwdOp::dispatch and launch_plan line for line; the launcher checks
+// The plan mirrors RmsNormFwdOp::dispatch and launch_plan line for line (spread, persistent CTAs
+// and the programmatic launch included); the launcher checks
 // that the optional tensors match the options the kernel was built with (a weight passed to a
 // kernel built without one would be ignored silently).
 constexpr const char* kRmsNormFwdHost = R"cpp(
@@ -23,6 +24,7 @@ typedef struct {
   int entry;  // index into ptxevo_rmsnorm_fwd_entries
   unsigned grid[3], block[3], cluster[3];
   unsigned shared_bytes;
+  int programmatic;  // 1: launched as a programmatic dependent (EARLY_LAUNCH)
 } ptxevo_rmsnorm_fwd_plan_t;
 
 [[maybe_unused]] static const char* const ptxevo_rmsnorm_fwd_entries[] = {@ENTRY_NAMES@};
@@ -33,11 +35,15 @@ static long long ptxevo_rmsnorm_fwd_next_pow2(long long v) {
   return p;
 }
 static long long ptxevo_rmsnorm_fwd_ceil_div(long long a, long long b) { return (a + b - 1) / b; }
+// CTAs the grid has before PERSISTENT_CTAS: a cluster per row, or a CTA per rows_per_cta rows.
+static long long ptxevo_rmsnorm_fwd_ctas(long long M, long long cluster, long long rows_per_cta) {
+  return cluster > 1 ? M * cluster : ptxevo_rmsnorm_fwd_ceil_div(M, rows_per_cta);
+}
 
 // The plan for x of [M, N] (RmsNormFwdOp::launch_plan with the knobs above): 0, or -1 with *why.
 extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_fwd_plan_t* plan, const char** why) {
   const long long kVec = @VEC@, kThreads = @THREADS@, kTpr = @TPR@, kItems = @ITEMS@, kCluster = @CLUSTER@;
-  const long long kStageKb = @STAGE_KB@;
+  const long long kStageKb = @STAGE_KB@, kSpreadCtas = @SPREAD_CTAS@, kPersistentCtas = @PERSISTENT_CTAS@;
   const long long kStageElemBytes = @STAGE_ELEM_BYTES@;  // fp32 h with a residual, else sizeof(x)
   if (M < 1 || N < 1) {
     if (why) *why = "ptxevo_rmsnorm_fwd: M and N must be >= 1";
@@ -50,13 +56,22 @@ extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_
   // Threads per row: the fewest (at least TPR) that hold the row in registers, at most THREADS.
   const long long need = ptxevo_rmsnorm_fwd_ceil_div(N, kItems * kVec);
   const long long p2 = ptxevo_rmsnorm_fwd_next_pow2(need);
-  const long long tpr = need >= kThreads ? kThreads : (kTpr > p2 ? kTpr : p2);
-  const long long rows_per_cta = kThreads / tpr;
+  long long tpr = need >= kThreads ? kThreads : (kTpr > p2 ? kTpr : p2);
   long long cluster = 1;
-  int entry = 0;
   if (need > kThreads && kCluster > 1) {  // a row longer than a CTA holds: split over a cluster
     const long long c = ptxevo_rmsnorm_fwd_next_pow2(ptxevo_rmsnorm_fwd_ceil_div(need, kThreads));
     cluster = c < kCluster ? c : kCluster;
+  }
+  // Few rows: spread a row over more threads, then more CTAs of a cluster, up to SPREAD_CTAS CTAs.
+  while (ptxevo_rmsnorm_fwd_ctas(M, cluster, kThreads / tpr) < kSpreadCtas && tpr < kThreads &&
+         tpr < ptxevo_rmsnorm_fwd_next_pow2(ptxevo_rmsnorm_fwd_ceil_div(N, kVec)))
+    tpr *= 2;
+  while (ptxevo_rmsnorm_fwd_ctas(M, cluster, kThreads / tpr) < kSpreadCtas && kCluster > 1 && tpr == kThreads && cluster < kCluster &&
+         N / (2 * cluster) >= kThreads * kVec)
+    cluster *= 2;
+  const long long rows_per_cta = kThreads / tpr;
+  int entry = 0;
+  if (cluster > 1) {
     entry = @CLUSTER_ENTRY@;
   } else {
     for (long long t = kTpr; t < tpr; t *= 2) ++entry;
@@ -71,7 +86,9 @@ extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_
     const long long fit = kStageKb * 1024 / (kThreads * slot);
     shared = (over < fit ? over : fit) * kThreads * slot;
   }
-  const long long groups = cluster > 1 ? M : ptxevo_rmsnorm_fwd_ceil_div(M, rows_per_cta);
+  long long groups = cluster > 1 ? M : ptxevo_rmsnorm_fwd_ceil_div(M, rows_per_cta);
+  // PERSISTENT_CTAS: the CTAs walk the row groups, so fewer CTAs than groups suffice.
+  if (cluster == 1 && kPersistentCtas > 0 && groups > kPersistentCtas) groups = kPersistentCtas;
   const long long max_x = ((1LL << 31) - 1) / cluster;
   long long gx = groups, gy = 1;
   if (groups > max_x) {  // the kernel's CTA index is blockIdx.y * gridDim.x + blockIdx.x
@@ -91,6 +108,7 @@ extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_
   plan->cluster[0] = (unsigned)cluster;
   plan->cluster[1] = plan->cluster[2] = 1;
   plan->shared_bytes = (unsigned)shared;
+  plan->programmatic = @EARLY_LAUNCH@;
   return 0;
 }
 
@@ -160,15 +178,22 @@ extern "C" cudaError_t ptxevo_rmsnorm_fwd_launch(const void* x, const void* w, c
   cfg.blockDim = dim3(p.block[0], p.block[1], p.block[2]);
   cfg.dynamicSmemBytes = p.shared_bytes;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
+  unsigned n_attr = 0;
   if (p.cluster[0] > 1) {
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = p.cluster[0];
-    attr[0].val.clusterDim.y = p.cluster[1];
-    attr[0].val.clusterDim.z = p.cluster[2];
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
+    attr[n_attr].val.clusterDim.x = p.cluster[0];
+    attr[n_attr].val.clusterDim.y = p.cluster[1];
+    attr[n_attr].val.clusterDim.z = p.cluster[2];
+    ++n_attr;
   }
+  if (p.programmatic) {  // the kernel waits (griddepcontrol.wait) before it reads what its predecessor wrote
+    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
+    ++n_attr;
+  }
+  cfg.attrs = n_attr ? attr : 0;
+  cfg.numAttrs = n_attr;
   e = cudaLaunchKernelEx(&cfg, k, (const XT*)x, (const WT*)w, (const BT*)b, (const XT*)residual, (XT*)out,
                          (RT*)residual_out, rstd, M, N, eps);
   if (e != cudaSuccess) *why = cudaGetErrorString(e);
@@ -212,6 +237,9 @@ OpLauncher rmsnorm_fwd_launcher(const evaluator::OpConfig& cfg, const evaluator:
                                         {"ITEMS", std::to_string(g.items)},
                                         {"CLUSTER", std::to_string(g.cluster)},
                                         {"STAGE_KB", std::to_string(g.stage_kb)},
+                                        {"SPREAD_CTAS", std::to_string(g.spread_ctas)},
+                                        {"PERSISTENT_CTAS", std::to_string(g.persistent_ctas)},
+                                        {"EARLY_LAUNCH", g.early_launch == 1 ? "1" : "0"},
                                         {"STAGE_ELEM_BYTES", std::to_string(c.has_residual ? 4 : xs)}});
   l.prototype =
       "extern \"C\" cudaError_t ptxevo_rmsnorm_fwd_launch(const void* x, const void* w, const void* b, "

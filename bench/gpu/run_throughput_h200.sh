@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root, with the bundle of scripts/pack_gpu_bundle.sh
-# in .gpu/: a real RMSNorm-forward campaign on the H200 from the seed defaults for MINUTES, to
+# in .gpu/: a real campaign on the H200 (SPEC, default the RMSNorm forward) from the seed defaults
+# for MINUTES, to
 # measure candidates per GPU-hour and the GPU-busy fraction with the campaign's default timing
 # (sequential stopping per shape). Then the cost of stopping early: the five best candidates are
 # measured again by `ptxevo eval` with every one of the 30 paired samples on every shape, and
 # their campaign fitness is printed beside the full one. Everything lands in $OUT.
 # Usage: bench/gpu/run_throughput_h200.sh COMMIT MINUTES [extra campaign options]
 # Env: BEST_EVALS (default 5) candidates re-measured with every sample at the end (0: none);
-#      OUT_SUB: a sub-folder of $OUT for this run (several runs in one call).
+#      OUT_SUB: a sub-folder of $OUT for this run (several runs in one call);
+#      SPEC (default kernels/rmsnorm/rmsnorm_fwd.spec): the campaign's spec.
 set -uo pipefail
 commit="${1:?commit}"; minutes="${2:?minutes}"; shift 2
 [ -f .gpu/commit.txt ] && commit="$(cat .gpu/commit.txt)"  # what the bundle was built from
@@ -18,11 +20,12 @@ export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 ldd .gpu/ptxevo 2>/dev/null | grep -q "libmpi.*not found" && export LD_LIBRARY_PATH="$PWD/.gpu/lib/mpi:$LD_LIBRARY_PATH"
 export PTXEVO_CACHE_DIR=/tmp/ptxevo-cache
 bin="$PWD/.gpu/ptxevo"
-spec=kernels/rmsnorm/rmsnorm_fwd.spec
+spec="${SPEC:-kernels/rmsnorm/rmsnorm_fwd.spec}"
 db="$out/campaign.db"
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: $commit"
+  echo "spec: $spec"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv
   /usr/local/cuda/bin/nvcc --version | tail -2
   echo "cores: $(nproc)"
@@ -40,11 +43,12 @@ c = sqlite3.connect(db)
 n, gpu, timing, gate = c.execute("""SELECT count(*), avg(json_extract(report_json,'$.gpu_seconds')),
   avg(json_extract(report_json,'$.phase_seconds.timing')), avg(json_extract(report_json,'$.phase_seconds.gate'))
   FROM evaluations WHERE purpose='candidate' AND mode='gpu'""").fetchone()
-print(f"== {n} candidate evaluations; GPU seconds each: {gpu:.3f} (timing {timing:.3f}, gate {gate:.3f})")
+f = lambda x: "-" if x is None else f"{x:.3f}"
+print(f"== {n} candidate evaluations; GPU seconds each: {f(gpu)} (timing {f(timing)}, gate {f(gate)})")
 print("== benchmark shapes: mean paired samples, mean CI width of the speedup (%)")
-for N, k, w in c.execute("""SELECT json_extract(shape_json,'$.N'), avg(json_extract(timing_json,'$.speedup.n')),
+for shape, k, w in c.execute("""SELECT shape_json, avg(json_extract(timing_json,'$.speedup.n')),
     avg((speedup_ci_high-speedup_ci_low)/speedup)*100 FROM shape_results WHERE speedup IS NOT NULL GROUP BY 1 ORDER BY 1"""):
-    print(f"N={N:>7}: {k:5.1f} samples, CI {w:.2f}%")
+    print(f"{shape}: {k:5.1f} samples, CI {w:.2f}%")
 print("== the five best again with every sample (ptxevo eval) against their campaign figure")
 import os
 rows = c.execute("""SELECT candidate_id, fitness, fitness_low, fitness_high FROM evaluations

@@ -106,12 +106,13 @@ TEST(ExportNvcc, UnknownPassesAndKnobsAreRefusedWithTheirNames) {
 
 // The launcher's plan, compiled by nvcc into a host program (PTX only for the device side, so no
 // ptxas run) and printed for many shapes, against RmsNormFwdOp::launch_plan.
-TEST(ExportNvcc, LauncherPlanMatchesTheOpsLaunchPlan) {
+void expect_launcher_plan_matches(const std::string& spec, const std::string& knobs, const std::string& name) {
+  SCOPED_TRACE(spec + " " + knobs);
   ExportRequest r;
-  r.spec = kSpec;
-  r.knobs = "STAGE_KB=112,THREADS=256,TPR=16,CLUSTER=8,ITEMS=2";
+  r.spec = spec;
+  r.knobs = knobs;
   r.verify = false;
-  r.out_dir = temp_dir("plan").string();
+  r.out_dir = temp_dir(name).string();
   const ResolvedCandidate c = resolve_candidate(r, registry());
   const ExportOutcome o = write_export(r, c);
   const fs::path dir = r.out_dir;
@@ -124,8 +125,8 @@ TEST(ExportNvcc, LauncherPlanMatchesTheOpsLaunchPlan) {
   for (const auto& [m, n] : shapes) main_cu += "{" + std::to_string(m) + "LL, " + std::to_string(n) + "LL}, ";
   main_cu += "};\n  for (const auto& x : s) {\n    ptxevo_rmsnorm_fwd_plan_t p;\n    const char* why = 0;\n"
              "    if (ptxevo_rmsnorm_fwd_plan(x[0], x[1], &p, &why)) { std::printf(\"error %s\\n\", why); continue; }\n"
-             "    std::printf(\"%s %u %u %u %u %u %u\\n\", ptxevo_rmsnorm_fwd_entries[p.entry], p.grid[0], p.grid[1], "
-             "p.block[0], p.shared_bytes, p.cluster[0], p.grid[2]);\n  }\n"
+             "    std::printf(\"%s %u %u %u %u %u %u %d\\n\", ptxevo_rmsnorm_fwd_entries[p.entry], p.grid[0], p.grid[1], "
+             "p.block[0], p.shared_bytes, p.cluster[0], p.grid[2], p.programmatic);\n  }\n"
              "  const char* why = 0;\n  int dummy = 0;\n"
              "  const int rc = (int)ptxevo_rmsnorm_fwd_launch(&dummy, 0, 0, 0, &dummy, 0, 0, 4, 4, 1e-6f, 0, &why);\n"
              "  std::printf(\"%d %s\\n\", rc, why);\n"
@@ -154,7 +155,7 @@ TEST(ExportNvcc, LauncherPlanMatchesTheOpsLaunchPlan) {
       const auto& k = plan.kernels.at(0);
       expected += k.entry + " " + std::to_string(k.grid.x) + " " + std::to_string(k.grid.y) + " " +
                   std::to_string(k.block.x) + " " + std::to_string(k.shared_bytes) + " " + std::to_string(k.cluster.x) +
-                  " " + std::to_string(k.grid.z) + "\n";
+                  " " + std::to_string(k.grid.z) + " " + (k.programmatic ? "1" : "0") + "\n";
     } catch (const std::invalid_argument&) {
       expected += "error\n";
     }
@@ -165,6 +166,18 @@ TEST(ExportNvcc, LauncherPlanMatchesTheOpsLaunchPlan) {
     got.erase(at + 5, got.find('\n', at) - at - 5);  // keep the word, drop the message
   EXPECT_EQ(got, expected);
   EXPECT_NE(output.find("built with a weight; pass w"), std::string::npos) << output;
+}
+
+TEST(ExportNvcc, LauncherPlanMatchesTheOpsLaunchPlan) {
+  expect_launcher_plan_matches(kSpec, "STAGE_KB=112,THREADS=256,TPR=16,CLUSTER=8,ITEMS=2", "plan");
+}
+
+// The latency paths of the decode spec: rows spread over more threads and clusters, persistent
+// CTAs, the programmatic launch.
+TEST(ExportNvcc, LauncherPlanMatchesTheOpsLaunchPlanOnTheLatencyPaths) {
+  const std::string decode = std::string(PTXEVO_SOURCE_DIR) + "/kernels/rmsnorm/rmsnorm_fwd_decode.spec";
+  expect_launcher_plan_matches(decode, "SPREAD_CTAS=528,CLUSTER=8,THREADS=128,ITEMS=1,EARLY_LAUNCH=1", "plan_spread");
+  expect_launcher_plan_matches(decode, "PERSISTENT_CTAS=132,ITEMS=2,THREADS=256,SPREAD_CTAS=264", "plan_persistent");
 }
 
 // A campaign in a trace database: the seed and an edited child that passed the gate. The winner
