@@ -133,6 +133,18 @@ ResolvedCandidate resolve_candidate(const ExportRequest& r, std::shared_ptr<cons
     const auto* base = evaluator::baseline_seed(c.spec);
     if (!base) throw ExportError(spec_path + ": the spec has no seed template");
     c.genome.seed = base->name;
+    if (!r.seed.empty()) {
+      std::string names;
+      bool found = false;
+      for (const auto& s : c.spec.seeds) {
+        names += (names.empty() ? "" : ", ") + s.name;
+        found = found || s.name == r.seed;
+      }
+      if (!found) throw ExportError("--seed " + r.seed + ": " + spec_path + " has no such seed (seeds: " + names + ")");
+      c.genome.seed = r.seed;
+    }
+  } else if (!r.seed.empty()) {
+    throw ExportError("--seed is for a spec without --db (a database's candidate names its seed)");
   }
   std::optional<evaluator::BuildCache> cache;
   if (!r.no_cache) cache.emplace(evaluator::BuildCache::default_dir());

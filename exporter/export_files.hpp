@@ -17,6 +17,7 @@ struct ExportRequest {
   std::string arch;  // normalised target; empty: the campaign's (with db), else the spec's
   std::string db;
   std::optional<std::int64_t> campaign, candidate;  // with db: the campaign's winner or a candidate
+  std::string seed;   // without db: the seed template by name (default: the spec's baseline)
   std::string knobs;  // without db: NAME=VALUE,... over the seed's defaults
   std::string edits;  // without db: PTX edits "pass[:key=value...],..." e.g. "store_streaming,l2_evict_hint:policy=evict_first"
   std::string format = "cuda";  // cuda | torch (ptx is written by the command through `ptxevo build`)

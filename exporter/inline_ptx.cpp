@@ -204,14 +204,21 @@ LoweredEntry lower_entry(const ir::Module& m, const ir::Function& f, const std::
         const std::size_t i = param_index.at(addr.items[0].text);
         const auto& reg = f.registers.at(static_cast<std::size_t>(ins->operands[0].reg));
         const ParamType t = param_type(f.params[i]);
-        if (reg.width_bits != t.bytes * 8)
+        // A 32-bit integer parameter may be loaded widened (ld.param.s32 %rd, ...): the operand
+        // is 32-bit, so the widening becomes a cvt of it.
+        const bool widened = reg.width_bits == 64 && t.bytes == 4 && !t.is_float &&
+                             (ins->has_modifier(".s32") || ins->has_modifier(".u32"));
+        if (reg.width_bits != t.bytes * 8 && !widened)
           throw ExportError(where + "'" + ir::print_instruction(*ins) + "' loads a " + std::to_string(t.bytes * 8) +
                             "-bit parameter into a " + std::to_string(reg.width_bits) + "-bit register");
         ir::Instruction mov;
         mov.id = ins->id;
         mov.guard = ins->guard;
-        mov.opcode = "mov";
+        mov.opcode = widened ? "cvt" : "mov";
         mov.modifiers = {".b" + std::to_string(reg.width_bits)};
+        if (widened)
+          mov.modifiers = ins->has_modifier(".s32") ? std::vector<std::string>{".s64", ".s32"}
+                                                    : std::vector<std::string>{".u64", ".u32"};
         mov.operands = {ins->operands[0], ir::Operand{}};
         mov.operands[1].kind = ir::OperandKind::Immediate;
         mov.operands[1].text = arg_placeholder(i);

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "exporter/declared_export.hpp"
+#include "exporter/kda_launcher.hpp"
 #include "exporter/text_template.hpp"
 #include "kernels/rmsnorm/rmsnorm_fwd_op.hpp"
 
@@ -257,8 +258,9 @@ OpLauncher op_launcher(const evaluator::Op& op, const evaluator::OpConfig& cfg, 
                        const std::set<std::string>& defined) {
   if (const auto* d = dynamic_cast<const declared_ops::DeclaredOp*>(&op)) return declared_launcher(*d, cfg, knobs, defined);
   if (op.name() == "rmsnorm_fwd") return rmsnorm_fwd_launcher(cfg, knobs);
+  if (op.name() == "kda_fwd") return kda_fwd_launcher(cfg, knobs, defined);
   throw ExportError("export has no host launcher for op '" + op.name() +
-                    "' (ops declared in files and rmsnorm_fwd have one); `ptxevo export --format ptx` writes its PTX and launch.json");
+                    "' (ops declared in files, rmsnorm_fwd and kda_fwd have one); `ptxevo export --format ptx` writes its PTX and launch.json");
 }
 
 }  // namespace ptxevo::exporter

@@ -3,7 +3,8 @@
 // reproduces the op's launch plan (entry, grid, block, dynamic shared memory, cluster) for any
 // shape, with the candidate's knobs baked in. Ops declared in files get one generated from their
 // declaration; of the ops compiled in, rmsnorm_fwd has a hand-written one (its plan code mirrors
-// RmsNormFwdOp::dispatch and launch_plan, and exporter/tests checks the two agree).
+// RmsNormFwdOp::dispatch and launch_plan, and exporter/tests checks the two agree) and kda_fwd one
+// around the plan code KdaFwdOp itself runs (kda_launcher.hpp).
 #pragma once
 
 #include <map>

@@ -128,7 +128,9 @@ std::vector<std::string> normalized_sequence(const ir::Function& f) {
     if (!ins) continue;
     std::string s = ins->guard ? "@" + std::string(ins->guard->negated ? "!" : "") + c.operand(ins->guard->pred) + " " : "";
     int p = param_load(*ins, c.params);
-    if (p < 0 && ins->opcode == "mov" && ins->operands.size() == 2 &&
+    // The lowering's stand-ins for ld.param: a mov of the operand, or a cvt widening a 32-bit one.
+    const bool widening = ins->opcode == "cvt" && (ins->full_opcode() == "cvt.s64.s32" || ins->full_opcode() == "cvt.u64.u32");
+    if (p < 0 && (ins->opcode == "mov" || widening) && ins->operands.size() == 2 &&
         ins->operands[1].kind == ir::OperandKind::Register) {
       auto it = outer.find(ins->operands[1].text);
       if (it != outer.end()) p = it->second;

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "exporter/inline_ptx.hpp"
+#include "exporter/kda_torch_export.hpp"
 #include "exporter/text_template.hpp"
 #include "kernels/rmsnorm/rmsnorm_fwd_op.hpp"
 
@@ -267,8 +268,9 @@ std::string torch_loader(const std::string& ext_name, const std::string& cu, con
 
 TorchFiles torch_export(const evaluator::Spec& spec, const std::string& cu_name, const std::string& tag,
                         const std::string& launcher_prototype, const std::string& description) {
+  if (spec.op == "kda_fwd") return kda_torch_export(spec, cu_name, tag, launcher_prototype, description);
   if (spec.op != "rmsnorm_fwd")
-    throw ExportError("export has no torch binding for op '" + spec.op + "' yet (only rmsnorm_fwd)");
+    throw ExportError("export has no torch binding for op '" + spec.op + "' yet (rmsnorm_fwd and kda_fwd have one)");
   kernels::RmsNormFwdOp::Config c;
   try {
     c = kernels::RmsNormFwdOp::parse(spec.config);

@@ -3,14 +3,16 @@
 side by side on one GPU.
 
     python3 bench/kda/fla_bench.py --candidate chunked=DIR1 --candidate recurrent=DIR2 --out OUTDIR \
-        [--commit SHA] [--samples 30] [--budget-s 225] [--shapes 1 4 ...] [--no-fla] [--fla-safe-gate]
+        [--export exported=DIR3] [--commit SHA] [--samples 30] [--budget-s 225] [--shapes 1 4 ...] [--no-fla]
+        [--fla-safe-gate]
 
 For every benchmark shape of the candidates' launch.json (kernels/kda/kda_fwd.spec: the six
 docs/targets.md scenarios), on the same inputs (docs/kda.md 3.5: q, k normalised randn, v, g, beta randn,
 bf16; A_log, dt_bias U[0, 1); fp32 V-first initial state; cu_seqlens for packed shapes): run each
 candidate (cubin through the driver API) and FLA's chunk_kda with the op's flags, check all of
 them against an fp64 recurrent reference computed on the GPU and the candidates against FLA, then
-time them interleaved round-robin with CUDA events. Writes results.json and results.md to --out
+time them interleaved round-robin with CUDA events. An --export (the module of `ptxevo export --format
+torch`, called through its FlashKDA-style fwd) is checked and timed beside them. Writes results.json and results.md to --out
 after every shape. README.md beside this says more.
 
 A preflight process first runs each candidate once per shape (a kernel that faults or hangs is
@@ -49,7 +51,7 @@ from kda_bench_core import (CUTLASS_MS, HEAD_DIM, TARGETS_FLA_MS, BenchError, Pr
                             scenario_number, select_shapes, sequences, shape_of, tolerance)
 from kda_report import FLA, FLA_SAFE, markdown_report, short_table  # noqa: E402
 from launch_json import BuildDir, LaunchFormatError, ShapeSpec, load_build_dir, parse_candidate_arg  # noqa: E402
-from torch_bench import ErrorAcc, Provider, calibrate, nvidia_driver, time_round_robin  # noqa: E402
+from torch_bench import ErrorAcc, Provider, calibrate, load_exports, nvidia_driver, time_round_robin  # noqa: E402
 
 DEVICE = "cuda"  # the tests run the torch parts on "cpu"
 
@@ -114,18 +116,20 @@ def poisoned_outputs(shape: ShapeSpec) -> Dict[str, Any]:
     return outs
 
 
-def kda_reference(inp: Dict[str, Any], shape: ShapeSpec, opts: Dict[str, Any], heads: int = 0) -> Dict[str, Any]:
+def kda_reference(inp: Dict[str, Any], shape: ShapeSpec, opts: Dict[str, Any], heads: int = 0,
+                  seqs: Optional[List[Tuple[int, int]]] = None) -> Dict[str, Any]:
     """fp64 `out` [B, T, h, 128] and V-first `final_state` [N, h, 128, 128] of the first h heads
     (h = heads, all when 0): the token-serial recurrence of docs/kda.md 1.3 (kernels/kda/kda_reference.cpp)
     with the gate, sigmoid and L2 norms in fp64, every sequence and head at once, one step per
-    token position (a sequence past its end decays by 1 and writes nothing, so its state stays)."""
+    token position (a sequence past its end decays by 1 and writes nothing, so its state stays).
+    `seqs` ((first token, length) per sequence) replaces the shape's own sequences (its length set)."""
     import torch
     import torch.nn.functional as F
     f64 = torch.float64
     B, T, H, N = dims_of(shape)
     h = H if heads <= 0 else min(heads, H)
     D = HEAD_DIM
-    seqs = sequences(B, T, N)
+    seqs = seqs if seqs is not None else sequences(B, T, N)
     n = len(seqs)
 
     def tok(name):
@@ -414,9 +418,16 @@ def run_preflight(argv: Sequence[str], labels: Sequence[str], keys: Sequence[str
 
 # ---------------------------------------------------------------- one shape
 
+def export_call(mod: Any, inp: Dict[str, Any], outs: Dict[str, Any], opts: Dict[str, Any], longest: int) -> None:
+    """An exported module's flash_kda.fwd-style call on one input set, writing into `outs`."""
+    mod.fwd(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], opts["scale"], outs["out"], inp["A_log"],
+            inp["dt_bias"], opts["lower_bound"] if opts["gate"] == "lower_bound" else None, inp.get("initial_state"),
+            outs.get("final_state"), inp.get("cu_seqlens"), longest)
+
+
 def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opts: Dict[str, Any],
               fla: Fla, fla_state: Dict[str, Dict[str, Any]], env: Dict[str, Any],
-              args: argparse.Namespace) -> Dict[str, Any]:
+              args: argparse.Namespace, exports: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     import torch
     from cuda_ctypes import prepare_plan, run_plan
 
@@ -438,7 +449,8 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
     B, T, H, N = dims_of(shape)
     reserve = 16 * 1024 * B * T * H
     want = pool_sets(in_bytes + out_bytes, env["l2_bytes"], args.pool_l2_multiple)
-    fit = sets_that_fit(in_bytes + len(builds) * out_bytes, free, reserve)
+    exports = exports or {}
+    fit = sets_that_fit(in_bytes + (len(builds) + len(exports)) * out_bytes, free, reserve)
     nsets = max(1, min(want, fit))
     if nsets < want:
         row["errors"].append(f"pool limited by memory to {nsets} sets (wanted {want})")
@@ -452,6 +464,9 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
                                      **{k: v.data_ptr() for k, v in outs[b.label][i].items()}})
                        for i in range(nsets)] for b in builds}
     stream = torch.cuda.current_stream().cuda_stream
+    ex_outs = {l: [poisoned_outputs(shape) for _ in range(nsets)] for l in exports}
+    seq_list = sequences(B, T, N)
+    longest = max(m for _, m in seq_list)
 
     # ---- the reference first (from untouched inputs), then every candidate on the first and the
     # last set, then FLA on the first, before any timing; set 0's inputs must stay as they were
@@ -477,6 +492,19 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
         bad_in = changed_inputs()
         if bad_in:
             input_faults[b.label] = bad_in
+    for l, mod in exports.items():
+        try:
+            export_call(mod, sets[0], ex_outs[l][0], opts, longest)
+            if nsets > 1:
+                export_call(mod, sets[nsets - 1], ex_outs[l][nsets - 1], opts, longest)
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 -- the export's own checks raise ValueError / RuntimeError
+            row["failed"][l] = f"the call raised {type(e).__name__}: {str(e)[:300]}"
+            if not context_alive():
+                raise
+        bad_in = changed_inputs()
+        if bad_in:
+            input_faults[l] = bad_in
     fla_out: Dict[str, Dict[str, Any]] = {}
     fla_kw: Dict[str, Dict[str, Any]] = {}
     for f, st in row["fla"].items():
@@ -501,11 +529,17 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
     pristine.clear()
     for b in builds:
         row["checks"][b.label] = check_against(shape, outs[b.label][0], ref, args)
+    for l in exports:
+        if l not in row["failed"]:
+            row["checks"][l] = check_against(shape, ex_outs[l][0], ref, args)
     for f, o in fla_out.items():
         row["checks"][f] = check_against(shape, o, ref, args)  # reported, not enforced
     if FLA in fla_out:  # RMSE(ours - FLA) / RMS(FLA), every head
         for b in builds:
             row["vs_fla"][b.label] = {name: rel_l2(outs[b.label][0][name], v) for name, v in fla_out[FLA].items()}
+        for l in exports:
+            if l not in row["failed"]:
+                row["vs_fla"][l] = {name: rel_l2(ex_outs[l][0][name], v) for name, v in fla_out[FLA].items()}
     alive = []
     for b in builds:
         bad = [f"{name}: {r['message']}" for name, r in row["checks"][b.label].items() if not r["ok"]]
@@ -520,11 +554,25 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
             print(f"  {key}: {b.label} FAILED the check, not timed: {'; '.join(bad)}", flush=True)
         else:
             alive.append(b)
+    alive_exports = []
+    for l in exports:
+        if l in row["failed"]:
+            continue
+        bad = [f"{name}: {r['message']}" for name, r in row["checks"][l].items() if not r["ok"]]
+        if l in input_faults:
+            bad.append(f"modified its inputs {input_faults[l]}")
+        if bad:
+            row["failed"][l] = "; ".join(bad)
+            print(f"  {key}: {l} FAILED the check, not timed: {'; '.join(bad)}", flush=True)
+        else:
+            alive_exports.append(l)
     del fla_out
 
     # ---- timing, round-robin over the candidates and FLA, inputs rotating over the pool
     providers = [Provider(b.label, (lambda pl: lambda i, s: run_plan(pl[i], s))(plans[b.label]), nsets)
                  for b in alive]
+    providers += [Provider(l, (lambda m, o: lambda i, s: export_call(m, sets[i], o[i], opts, longest))(
+        exports[l], ex_outs[l]), nsets) for l in alive_exports]
     providers += [Provider(f, (lambda kw: lambda i, s: fla.call(sets[i], kw))(fla_kw[f]), nsets)
                   for f, st in row["fla"].items() if st["status"] == "ran"]
     times: Dict[str, List[float]] = {}
@@ -545,15 +593,24 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
         if bad:
             row["failed"][b.label] = "timed outputs wrong: " + "; ".join(bad)
             row["providers"].pop(b.label, None)
-    for b in alive:
-        if b.label not in row["providers"]:
+    for l in alive_exports:
+        after = check_against(shape, ex_outs[l][0], ref, args)
+        bad = [f"{name}: {r['message']}" for name, r in after.items() if not r["ok"]]
+        if bad:
+            row["failed"][l] = "timed outputs wrong: " + "; ".join(bad)
+            row["providers"].pop(l, None)
+    for label in [b.label for b in alive] + alive_exports:
+        if label not in row["providers"]:
             continue
-        med = row["providers"][b.label]["median"]
+        med = row["providers"][label]["median"]
         r: Dict[str, Any] = {"cutlass_over_ours": row["cutlass_ms"] / med if row["cutlass_ms"] else None}
         for f in row["fla"]:
             if f in row["providers"]:
-                r[("fla" if f == FLA else f) + "_over_ours"] = paired_ratio(times[f], times[b.label])
-        row["ratios"][b.label] = r
+                r[("fla" if f == FLA else f) + "_over_ours"] = paired_ratio(times[f], times[label])
+        if label in exports and builds and builds[0].label in row["providers"]:
+            # the export against the first candidate (the same kernels): > 1 the export is faster
+            r["candidate_over_export"] = paired_ratio(times[builds[0].label], times[label])
+        row["ratios"][label] = r
     if FLA in row["providers"] and row["targets_fla_ms"]:
         row["fla_vs_targets"] = row["providers"][FLA]["median"] / row["targets_fla_ms"]
     del ref
@@ -590,6 +647,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--candidate", action="append", required=True, metavar="LABEL=DIR",
                     help="a build dir of `ptxevo build` (repeatable)")
+    ap.add_argument("--export", action="append", default=[], metavar="LABEL=DIR",
+                    help="a `ptxevo export --format torch` of kda_fwd, timed beside the candidates (repeatable)")
     ap.add_argument("--out", required=True, help="directory for results.json and results.md")
     ap.add_argument("--commit", default="unknown", help="the commit the candidates were built from")
     ap.add_argument("--samples", type=int, default=30, help="timed batches per provider (>= 20)")
@@ -758,8 +817,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             base_notes.append(f"{b.label}: {excluded[b.label]}")
             status = 1
 
+    exports: Dict[str, Any] = {}
+    if args.export:
+        try:
+            exports = load_exports(args.export, set(labels) | {FLA, FLA_SAFE})
+        except Exception as e:  # noqa: BLE001 -- a module that does not load or build is reported, the rest run
+            base_notes.append(f"the exports were not loaded: {type(e).__name__}: {str(e)[:500]}")
+            status = 1
     rows: List[Dict[str, Any]] = []
-    shown = labels
+    shown = labels + list(exports)
     md = ""
     try:
         for i, key in enumerate(keys):
@@ -778,7 +844,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     fla_state[f] = {"status": "untested", "message": ""}
             print(f"== {key} ({scenario_label(shape_of(builds[0], key))})", flush=True)
             try:
-                row = run_shape(key, run_builds, modules, opts, fla, fla_state, env, args)
+                row = run_shape(key, run_builds, modules, opts, fla, fla_state, env, args, exports)
             except CudaError as e:
                 base_notes.append(f"{key}: CUDA error, run stopped: {e}")
                 print(f"  {key}: CUDA error, stopping: {e}", file=sys.stderr, flush=True)

@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "kernels/kda/kda_device_reference.hpp"
+#include "kernels/kda/kda_plan_source.hpp"
 
 namespace ptxevo::kernels {
 
@@ -272,97 +273,39 @@ Knobs KdaFwdOp::chunked_tcgen05_knob_defaults() {
   return k;
 }
 
-// Mirrors the enum layout of kda_fwd_chunked.cu: region A (fp32 q, k, cumsum-of-decays rows of
-// 129 floats, each array rounded up to 16 bytes; U and its bf16 terms reuse it), then V, beta,
-// 2^Gtot, Kd, Qd (bf16 rows of 136), KrT (bf16 rows of C + 8), S^T hi and lo (bf16 rows of 136),
-// L (fp32 C x C), M's hi and lo terms (bf16 rows of C + 8) and, with STAGE = 1, the staging buffer
-// (bf16 q, k, g rows of 128 and v rows of BV).
-//
-// kda_fwd_chunked_tcgen05.cu (g.tcgen05): a union of region A, S^T's two bf16 terms (128 x 128
-// each, region B1) and U' (fp32 C x BV) with U^T's two bf16 terms (128 x C each, region B2),
-// rounded up to 1 KB; then V, beta, 2^Gtot, [Kd; Qd] (bf16 2C x 128), Kr^T (bf16 128 x C), L (fp32
-// C x C), M's two terms (bf16 C x C), 16 bytes for the mbarrier and the tensor-memory address, and
-// the same staging buffer.
-//
-// FUSED = 0 (kda_fwd_recurrence): STAGE + 1 buffers of the workspace's dense, swizzled
-// layout: Qd and W0 (bf16 C x 128), Kr^T (bf16 128 x C), M's two terms (bf16 C x C), 2^Gtot
-// (fp32 128) and the slice's rows of U0^T (BV x C, fp32 or bf16 by U0_BITS); with KSPLIT > 1 two
-// buffers (by chunk parity) of every warp's partial W^T and Qs^T (2 x C / 8 x 4 floats a lane);
-// at CHUNK 16 two buffers of out's C token rows of BV bf16 values, each row padded by 16 bytes.
-std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) {
-  auto round16 = [](std::int64_t b) { return (b + 15) / 16 * 16; };
-  const std::int64_t c = g.chunk, bv = g.bv;
-  if (!g.fused)
-    return (g.stage + 1) * (3 * c * D * 2 + 2 * c * c * 2 + D * 4 +
-                            (g.wy_in_recurrence == 1   ? 2 * c * c * 2 + c * (2 * bv + 16)
-                             : g.wy_in_recurrence == 2 ? c * (2 * bv + 16)
-                                                       : bv * c * (g.u0_bits / 8))) +
-           (g.ksplit > 1 ? 16 * bv * g.ksplit * c : 0) +  // 2 buffers x BV / 16 x KSPLIT warps x 32 lanes x C floats
-           (c == 16 ? 2 * c * (2 * bv + 16) : 0) +          // out's staging
-           (g.bulk ? 32 : 0);                              // BULK: the stage buffers' mbarriers
-  const std::int64_t region_a = 3 * round16(c * (D + 1) * 4);
-  if (g.tcgen05) {
-    const std::int64_t b1 = 2 * 128 * D * 2, b2 = c * bv * 4 + 2 * 128 * c * 2;
-    const std::int64_t un = (std::max({region_a, b1, b2}) + 1023) / 1024 * 1024;
-    const std::int64_t staging = g.stage ? 3 * c * D * 2 + c * bv * 2 : 0;
-    return un + c * bv * 4 + round16(c * 4) + D * 4 + 2 * c * D * 2 + D * c * 2 + c * c * 4 + 2 * c * c * 2 + 16 +
-           staging;
-  }
-  const std::int64_t staging = g.stage ? 3 * c * D * 2 + c * bv * 2 : 0;
-  return region_a + c * bv * 4 + round16(c * 4) + D * 4 + 2 * c * (D + 8) * 2 + D * (c + 8) * 2 +
-         2 * bv * (D + 8) * 2 + c * c * 4 + 2 * c * (c + 8) * 2 + staging;
-}
+std::int64_t KdaFwdOp::chunked_smem_bytes(const ChunkedGeometry& g) { return kda_plan::chunked_smem_bytes(g); }
 
-// kda_fwd_prepare's layout: fp32 q, k and G rows of 132 floats (each array rounded up to 16
-// bytes), beta (fp32 C, rounded up), L (fp32 C x C), the left factors of one 16-token block (four
-// bf16 arrays of 16 rows of F + 8) and the right factors (two bf16 arrays of C rows of F + 8), F
-// the channels of one round of factors (64 at CHUNK 16, which writes them in two rounds; else 128),
-// and the raw v rows (bf16 C x 128). Without q's rows where the kernel keeps q in registers
-// (KDA_Q_REGS: CHUNK 16, LM_TENSOR_CORES 1, the lower-bound gate, MMA sync, WY_TENSOR_CORES 0).
 std::int64_t KdaFwdOp::prepare_smem_bytes(const ChunkedGeometry& g, bool softplus) {
-  auto round16 = [](std::int64_t b) { return (b + 15) / 16 * 16; };
-  const std::int64_t c = g.chunk, f = c == 16 ? 64 : D;
-  const bool q_regs = c == 16 && g.lm_tensor_cores == 1 && !softplus && !g.wgmma && g.wy_tensor_cores == 0;
-  return (q_regs ? 2 : 3) * round16(c * (D + 4) * 4) + round16(c * 4) + c * c * 4 + 4 * 16 * (f + 8) * 2 +
-         2 * c * (f + 8) * 2 +
-         (g.wy_in_recurrence == 1   ? 0
-          : g.wy_in_recurrence == 2 ? 2 * c * c * 4 + 2 * c * (c + 8) * 2
-                                    : c * D * 2);
+  return kda_plan::prepare_smem_bytes(g, softplus);
 }
 
-// Qd, W0 (bf16 C x 128), Kr^T (bf16 128 x C), M's two terms (bf16 C x C), 2^Gtot (fp32 128),
-// U0^T (fp32 or bf16 128 x C).
 std::int64_t KdaFwdOp::workspace_chunk_bytes(std::int64_t c, std::int64_t u0_bits, std::int64_t wy_in_recurrence) {
-  return 3 * c * D * 2 + 2 * c * c * 2 + D * 4 +
-         (wy_in_recurrence == 1   ? 2 * c * c * 2
-          : wy_in_recurrence == 2 ? 0
-                                  : D * c * (u0_bits / 8));
+  return kda_plan::workspace_chunk_bytes(c, u0_bits, wy_in_recurrence);
+}
+
+kda_plan::Dims KdaFwdOp::plan_dims(const KdaDims& d) {
+  kda_plan::Dims p;
+  p.batch = d.batch;
+  p.tokens = d.tokens;
+  p.heads = d.heads;
+  p.sequences = d.sequences;
+  p.packed = d.packed;
+  p.longest = d.tokens;
+  if (d.packed) {
+    p.longest = 0;
+    for (std::size_t i = 0; i + 1 < d.cu_seqlens.size(); ++i)
+      p.longest = std::max(p.longest, d.cu_seqlens[i + 1] - d.cu_seqlens[i]);
+  }
+  return p;
 }
 
 std::int64_t KdaFwdOp::seq_segments(const KdaDims& d, std::int64_t chunk, std::int64_t seqsplit) {
-  if (seqsplit <= 1) return 1;
-  std::int64_t longest = d.tokens;
-  if (d.packed) {
-    longest = 0;
-    for (std::size_t i = 0; i + 1 < d.cu_seqlens.size(); ++i)
-      longest = std::max(longest, d.cu_seqlens[i + 1] - d.cu_seqlens[i]);
-  }
-  const std::int64_t p =
-      std::min({seqsplit, kSeqSplitChains / (d.sequences * d.heads), (longest + chunk - 1) / chunk});
-  return p >= 4 ? p : 1;
+  return kda_plan::seq_segments(plan_dims(d), chunk, seqsplit);
 }
 
-// The largest chunk layout, then PREPARE_CTAS's flags: a word a (head, slot) of CHUNK 16, the most
-// slots; then (16-byte aligned) the sequence split's segment states for the most segments the shape
-// gets.
-std::int64_t KdaFwdOp::workspace_bytes(const KdaDims& d) {
-  std::int64_t most = 0;
-  for (const std::int64_t c : {16, 32, 64})
-    most = std::max(most, d.heads * (d.sequences + d.total_tokens() / c) * workspace_chunk_bytes(c));
-  const std::int64_t segs = seq_segments(d, 16, kMaxSeqSplit);
-  const std::int64_t seg_bytes = segs > 1 ? d.sequences * d.heads * (segs - 1) * (2 * D * D * 4) + 16 : 0;
-  return most + d.heads * (d.sequences + d.total_tokens() / 16) * 4 + seg_bytes;
-}
+std::int64_t KdaFwdOp::workspace_bytes(const KdaDims& d) { return kda_plan::workspace_bytes(plan_dims(d)); }
+
+const char* KdaFwdOp::plan_source() { return kKdaPlanSource; }
 
 KdaFwdOp::ChunkedGeometry KdaFwdOp::chunked_geometry(const Knobs& given) {
   const Knobs k = evaluator::canonical_knobs(knob_renames(), given);
@@ -531,114 +474,57 @@ std::map<std::string, std::string> KdaFwdOp::template_defines(const OpConfig& cf
 evaluator::LaunchPlan KdaFwdOp::launch_plan(const Shape& s, const OpConfig& cfg, const Knobs& k) const {
   const Config c = parse(cfg);
   const KdaDims d = kda_dims(s);
-  if (d.sequences > (std::int64_t{1} << 31) - 1) fail("N=" + std::to_string(d.sequences) + " needs too many CTAs");
-  evaluator::KernelLaunch l;
-  // One CTA per (sequence, head, value slice): x = sequence (up to 2^31 - 1), y = head, z = slice.
-  std::int64_t bv = 0, threads = 0;
-  if (is_chunked(k) && !chunked_geometry(k).fused) {
-    // kda_fwd_prepare: one CTA per (chunk slot, head), slots as the workspace counts them; slots
-    // that no chunk uses return at once. Then kda_fwd_recurrence per (sequence, head, slice).
-    const ChunkedGeometry g = chunked_geometry(k);
-    const std::int64_t slots = d.sequences + d.total_tokens() / g.chunk;
-    if (slots > (std::int64_t{1} << 31) - 1) fail("T=" + std::to_string(d.total_tokens()) + " needs too many CTAs");
-    const auto f_scale = static_cast<float>(c.scale);
-    const auto f_lb = static_cast<float>(c.lower_bound);
-    evaluator::KernelLaunch prep;
-    prep.entry = kPrepareEntry;
-    prep.grid = {static_cast<std::uint32_t>(slots), static_cast<std::uint32_t>(d.heads), 1};
-    prep.block = {static_cast<std::uint32_t>(g.warps * 32), 1, 1};
-    prep.shared_bytes = static_cast<std::uint32_t>(prepare_smem_bytes(g, c.gate == KdaGate::Softplus));
-    prep.args = input_args(d.packed);
-    prep.args.insert(prep.args.end(), {evaluator::ArgTensor{"workspace"},
-                 std::int64_t{d.tokens},
-                 static_cast<std::int32_t>(d.heads),
-                 static_cast<std::int32_t>(d.sequences),
-                 f_scale,
-                 f_lb});
-    l.entry = kRecurrenceEntry;
-    l.grid = {static_cast<std::uint32_t>(d.sequences), static_cast<std::uint32_t>(d.heads),
-              static_cast<std::uint32_t>(D / g.bv)};
-    l.block = {static_cast<std::uint32_t>(g.bv * 2 * g.ksplit), 1, 1};  // KSPLIT warps per 16 value columns
-    l.shared_bytes = static_cast<std::uint32_t>(chunked_smem_bytes(g));
-    l.args = {evaluator::ArgTensor{"workspace"},
-              evaluator::ArgTensor{d.packed ? "cu_seqlens" : ""},
-              evaluator::ArgTensor{c.initial_state ? "initial_state" : ""},
-              evaluator::ArgTensor{"out"},
-              evaluator::ArgTensor{c.final_state ? "final_state" : ""},
-              std::int64_t{d.tokens},
-              static_cast<std::int32_t>(d.heads),
-              static_cast<std::int32_t>(d.sequences),
-              f_scale,
-              f_lb,
-              evaluator::ArgTensor{"v"},  // read with WY_IN_RECURRENCE = 1 only
-              std::int32_t{1},            // segments (SEQSPLIT)
-              std::int32_t{0}};           // pass 0: whole sequences
-    evaluator::LaunchPlan p;
-    if (const std::int64_t segs = seq_segments(d, g.chunk, g.seqsplit); segs > 1) {
-      // The sequence split: pass 1 (segments 0 .. P-2, 256 value columns: the segment from zero
-      // and its transition), the combine, pass 3 (segments 1 .. P-1 from their entering states).
-      if (d.sequences * (segs - 1) > (std::int64_t{1} << 31) - 1) fail("N=" + std::to_string(d.sequences) + " needs too many CTAs");
-      const auto x = static_cast<std::uint32_t>(d.sequences * (segs - 1));
-      l.args[11] = static_cast<std::int32_t>(segs);
-      evaluator::KernelLaunch pass1 = l, pass3 = l;
-      pass1.grid = {x, l.grid.y, 2 * l.grid.z};
-      pass1.args[12] = std::int32_t{1};
-      pass3.grid = {x, l.grid.y, l.grid.z};
-      pass3.args[12] = std::int32_t{3};
-      evaluator::KernelLaunch comb;
-      comb.entry = kSegCombineEntry;
-      comb.grid = {static_cast<std::uint32_t>(d.sequences), static_cast<std::uint32_t>(d.heads), 16};
-      comb.block = {256, 1, 1};
-      comb.shared_bytes = 2 * D * D * 4 + 8 * D * 4;  // X_j double-buffered, 8 rows of E^T
-      comb.args = {evaluator::ArgTensor{"workspace"}, evaluator::ArgTensor{d.packed ? "cu_seqlens" : ""},
-                   std::int64_t{d.tokens}, static_cast<std::int32_t>(d.heads), static_cast<std::int32_t>(d.sequences),
-                   static_cast<std::int32_t>(segs)};
-      p.kernels = {std::move(prep), std::move(pass1), std::move(comb), std::move(pass3)};
-      return p;
-    }
-    if (g.prepare_ctas > 0) {
-      // The flags to 0, then the prepare as persistent CTAs (never more than its items), then the
-      // recurrence launched programmatically: it starts once every prepare CTA is running.
-      const std::int64_t flags = slots * d.heads;
-      evaluator::KernelLaunch reset;
-      reset.entry = kFlagsResetEntry;
-      reset.grid = {static_cast<std::uint32_t>(std::min<std::int64_t>((flags + 255) / 256, 1024)), 1, 1};
-      reset.block = {256, 1, 1};
-      reset.args = {evaluator::ArgTensor{"workspace"}, evaluator::ArgTensor{d.packed ? "cu_seqlens" : ""},
-                    std::int64_t{d.tokens}, static_cast<std::int32_t>(d.heads), static_cast<std::int32_t>(d.sequences)};
-      p.kernels.push_back(std::move(reset));
-      prep.grid = {static_cast<std::uint32_t>(std::min(g.prepare_ctas, flags)), 1, 1};
-      l.programmatic = true;
-    }
-    p.kernels.push_back(std::move(prep));
-    p.kernels.push_back(std::move(l));
-    return p;
-  }
-  if (is_chunked(k)) {
-    const ChunkedGeometry g = chunked_geometry(k);
-    l.entry = g.tcgen05 ? kChunkedTcgen05Entry : kChunkedEntry;
-    bv = g.bv;
-    threads = g.warps * 32;
-    l.shared_bytes = static_cast<std::uint32_t>(chunked_smem_bytes(g));
-  } else {
-    const Geometry g = geometry(k);
-    l.entry = kEntry;
-    bv = g.bv;
-    threads = g.bv * g.ksplit;
-  }
-  l.grid = {static_cast<std::uint32_t>(d.sequences), static_cast<std::uint32_t>(d.heads),
-            static_cast<std::uint32_t>(D / bv)};
-  l.block = {static_cast<std::uint32_t>(threads), 1, 1};
-  l.args = input_args(d.packed);
-  l.args.insert(l.args.end(), {evaluator::ArgTensor{c.initial_state ? "initial_state" : ""},
-            evaluator::ArgTensor{"out"},
-            evaluator::ArgTensor{c.final_state ? "final_state" : ""},
-            std::int64_t{d.tokens},
-            static_cast<std::int32_t>(d.heads),
-            static_cast<float>(c.scale),
-            static_cast<float>(c.lower_bound)});
+  kda_plan::Plan plan;
+  const char* why = is_chunked(k) ? kda_plan::chunked_plan(plan_dims(d), chunked_geometry(k), c.gate == KdaGate::Softplus, &plan)
+                                  : kda_plan::recurrent_plan(plan_dims(d), geometry(k), &plan);
+  if (why)
+    fail(std::string(why) + " (B=" + std::to_string(d.batch) + " T=" + std::to_string(d.tokens) +
+         " H=" + std::to_string(d.heads) + " N=" + std::to_string(d.sequences) + ")");
+  // Every kernel's arguments, in the order of its entry's parameters.
+  const evaluator::ArgTensor cu{d.packed ? "cu_seqlens" : ""};
+  const evaluator::ArgTensor ws{"workspace"};
+  const auto tokens = std::int64_t{d.tokens};
+  const auto heads = static_cast<std::int32_t>(d.heads);
+  const auto sequences = static_cast<std::int32_t>(d.sequences);
+  const auto scale = static_cast<float>(c.scale);
+  const auto lower_bound = static_cast<float>(c.lower_bound);
+  const evaluator::ArgTensor state_in{c.initial_state ? "initial_state" : ""};
+  const evaluator::ArgTensor state_out{c.final_state ? "final_state" : ""};
   evaluator::LaunchPlan p;
-  p.kernels.push_back(std::move(l));
+  for (int i = 0; i < plan.count; ++i) {
+    const kda_plan::Launch& x = plan.launches[i];
+    evaluator::KernelLaunch l;
+    l.entry = kda_plan::entry_name(x.kernel);
+    l.grid = {x.grid[0], x.grid[1], x.grid[2]};
+    l.block = {x.block[0], x.block[1], x.block[2]};
+    l.shared_bytes = x.shared_bytes;
+    l.programmatic = x.programmatic;
+    switch (x.kernel) {
+      case kda_plan::Kernel::Prepare:
+        l.args = input_args(d.packed);
+        l.args.insert(l.args.end(), {ws, tokens, heads, sequences, scale, lower_bound});
+        break;
+      case kda_plan::Kernel::Recurrence:
+        // v is read with WY_IN_RECURRENCE = 1 only; segments and pass: the sequence split.
+        l.args = {ws, cu, state_in, evaluator::ArgTensor{"out"}, state_out, tokens, heads, sequences, scale,
+                  lower_bound, evaluator::ArgTensor{"v"}, x.segments, x.pass};
+        break;
+      case kda_plan::Kernel::SegCombine:
+        l.args = {ws, cu, tokens, heads, sequences, x.segments};
+        break;
+      case kda_plan::Kernel::FlagsReset:
+        l.args = {ws, cu, tokens, heads, sequences};
+        break;
+      case kda_plan::Kernel::Recurrent:
+      case kda_plan::Kernel::Chunked:
+      case kda_plan::Kernel::ChunkedTcgen05:
+        l.args = input_args(d.packed);
+        l.args.insert(l.args.end(),
+                      {state_in, evaluator::ArgTensor{"out"}, state_out, tokens, heads, scale, lower_bound});
+        break;
+    }
+    p.kernels.push_back(std::move(l));
+  }
   return p;
 }
 

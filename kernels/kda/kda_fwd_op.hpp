@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "evaluator/op.hpp"
+#include "kernels/kda/kda_plan.hpp"
 #include "kernels/kda/kda_reference.hpp"
 #include "kernels/kda/kda_shape.hpp"
 
@@ -48,12 +49,8 @@ class KdaFwdOp : public evaluator::Op {
   static Config parse(const evaluator::OpConfig& cfg);
 
   // The seed's knobs after validation (defaults as in kda_fwd.cu).
-  struct Geometry {
-    std::int64_t bv = 32;         // value columns per CTA: the grid has 128 / BV CTAs per (sequence, head)
-    std::int64_t ksplit = 4;      // threads per value column; each holds 128 / KSPLIT state rows
-    std::int64_t tb = 8;          // tokens pre-processed per stage (staged in shared memory)
-    std::int64_t min_blocks = 0;  // second __launch_bounds__ argument (0: none)
-  };
+  using Geometry = kda_plan::RecurrentGeometry;
+
   // Old knob names (knob_renames) are accepted. Throws std::invalid_argument for unknown knobs or
   // values the template cannot build.
   static Geometry geometry(const evaluator::Knobs& k);
@@ -61,76 +58,8 @@ class KdaFwdOp : public evaluator::Op {
   static constexpr const char* kEntry = "kda_fwd_recurrent";
 
   // The chunked seed's knobs after validation (defaults as in kda_fwd_chunked.cu).
-  struct ChunkedGeometry {
-    std::int64_t chunk = 16;  // tokens per chunk: 16, 32, 64
-    std::int64_t bv = 32;     // value columns per CTA: 16, 32, 64, 128
-    std::int64_t warps = 4;   // warps per CTA: 4, 8
-    std::int64_t stage = 1;   // 1: the next chunk's inputs are staged in shared memory with cp.async
-    std::int64_t lm_tensor_cores = 1;  // 1: L and M on tensor cores (lower-bound gate, CHUNK = 16 only)
-    // Knob MMA, the matrix unit of the state GEMMs: "sync" (absent: mma.sync, kda_fwd_chunked.cu,
-    // any arch) or "tcgen05" (tcgen05.mma with tensor-memory accumulators,
-    // kda_fwd_chunked_tcgen05.cu, sm_100a only: the source refuses other arches with an #error
-    // naming the knob and the arch, since launch plans do not see the arch; compile-only, never run).
-    bool tcgen05 = false;
-    // Knob FUSED: 1 (absent: 1) the one fused kernel kda_fwd_chunked; 0 the prepare + recurrence
-    // pair kda_fwd_prepare (parallel over chunks: everything that does not depend on the state,
-    // into the workspace) and kda_fwd_recurrence (per chunk only tensor-core products with the
-    // state). With FUSED = 0, WARPS is the prepare's warps, the recurrence runs BV / 16 warps,
-    // STAGE = 1 double-buffers the recurrence's operands (cp.async) and LM_TENSOR_CORES = 1 factors
-    // the diagonal blocks of L and M about a pivot token (lower-bound gate, any CHUNK).
-    bool fused = true;
-    // Knob U0_BITS (FUSED = 0 only; absent: 32, kda_fwd.spec's default 16): the workspace's U0 in
-    // fp32 (32) or bf16 (16).
-    std::int64_t u0_bits = 32;
-    // Knob KSPLIT (FUSED = 0 only; absent: 1): recurrence warps a group of 16 value columns, each
-    // holding 128 / KSPLIT key channels of the state (1, 2, 4); they exchange partial products
-    // through shared memory once a chunk.
-    std::int64_t ksplit = 1;
-    // Knob PREFETCH_CHUNKS (FUSED = 0 only; absent: 0): the recurrence asks the copy engine to
-    // prefetch into L2 the chunk PREFETCH_CHUNKS ahead (0, 2, 4, 8). With FUSED = 0, STAGE (0-3) is
-    // how many chunks the recurrence copies ahead into shared-memory buffers (the fused kernel:
-    // 0 or 1).
-    std::int64_t prefetch_chunks = 0;
-    // Knob WY_TENSOR_CORES (FUSED = 0 only; absent: 0, kda_fwd.spec's default 1): the prepare's WY
-    // form on tensor cores (T' = (I + L)^-1 diag(beta) once, then W0 = T' Kd and U0 = T' V by
-    // mma.sync) instead of one fp32 forward substitution per column.
-    std::int64_t wy_tensor_cores = 0;
-    // Knob STATE_HI_LO (FUSED = 0 only; absent: 1): 1 the recurrence multiplies S^T as hi + lo bf16
-    // terms into W^T and Qs^T, 0 as its bf16 rounding alone (half those products).
-    std::int64_t state_hi_lo = 1;
-    // Knob U_HI_LO (FUSED = 0 only; absent: 1, kda_fwd.spec's default 0): 1 the recurrence's U^T
-    // enters the state update and out^T as hi + lo bf16 terms, 0 as its bf16 rounding alone (FLA's
-    // bf16 v_new).
-    std::int64_t u_hi_lo = 1;
-    // Knob LMTERMS (absent: 3, kda_fwd.spec's default 1): the prepare's one-pass L and M products
-    // (FUSED = 0, CHUNK 16, LM_TENSOR_CORES 1, lower-bound gate) as 3 bf16 terms (hi hi + hi lo +
-    // lo hi), 2 (the right factor's bf16 rounding alone) or 1 (both factors single bf16 terms).
-    std::int64_t lmterms = 3;
-    // Knob WY_IN_RECURRENCE (FUSED = 0, MMA sync, KSPLIT 1, WY_TENSOR_CORES 0; absent: 0): 1 the
-    // prepare writes Kd and T' = (I + L)^-1 diag(beta) instead of W0 and U0, and the recurrence
-    // forms U = T' (V - Kd S) from v's rows (it then takes v, and its stage buffers hold v's rows
-    // instead of U0^T's); 2 (CHUNK 16) the prepare folds T' into Kr and M instead (Kr2 = T'^T Kr,
-    // M2 = M T'), so the recurrence's updates take V - Kd S as it is.
-    std::int64_t wy_in_recurrence = 0;
-    // Knob MMA = "wgmma" (FUSED = 0 only, sm_90a): the recurrence's state products on warpgroup
-    // MMAs (wgmma.mma_async, B operands from shared memory in wgmma's core-matrix layout, which the
-    // prepare then writes); BV 64 or 128, KSPLIT 1, STATE_HI_LO 0.
-    bool wgmma = false;
-    // Knob BULK (FUSED = 0 only; absent: 0): 1 the recurrence's stage copies on the bulk copy
-    // engine (two cp.async.bulk by one thread a chunk, an mbarrier a buffer counting the bytes);
-    // 0 per-thread 16-byte cp.async.
-    std::int64_t bulk = 0;
-    // Knob PREPARE_CTAS (FUSED = 0, BULK = 1; absent: 0): > 0 runs the prepare as min(PREPARE_CTAS,
-    // items) persistent CTAs beside the recurrence (programmatic dependent launch), the recurrence
-    // waiting on a flag a chunk in the workspace; a flag-reset kernel runs first. 0: the prepare
-    // one CTA a chunk, the recurrence after it.
-    std::int64_t prepare_ctas = 0;
-    // Knob SEQSPLIT (FUSED = 0, WY_IN_RECURRENCE 1, PREPARE_CTAS 0; absent: 1): the most segments
-    // each sequence's chain is split into where the (sequence, head) chains are few (seq_segments
-    // picks the count for a shape): the recurrence then runs in two passes around
-    // kda_fwd_seg_combine (1, 2, 4, 8, 16, 32; 1: never split).
-    std::int64_t seqsplit = 1;
-  };
+  using ChunkedGeometry = kda_plan::ChunkedGeometry;
+
   // True when the knobs are the chunked seed's (they name CHUNK).
   static bool is_chunked(const evaluator::Knobs& k);
   // Old knob names (knob_renames) are accepted. Throws std::invalid_argument for unknown knobs or
@@ -176,8 +105,12 @@ class KdaFwdOp : public evaluator::Op {
   // when that leaves fewer than 4 (2 segments take as long as one: pass 1 runs the first half, pass
   // 3 the second; 3 save at most a third, less the combine and the busier SMs).
   static std::int64_t seq_segments(const KdaDims& d, std::int64_t chunk, std::int64_t seqsplit);
-  static constexpr std::int64_t kSeqSplitChains = 128;  // about one chain a SM of an H100 / H200 (132)
-  static constexpr std::int64_t kMaxSeqSplit = 32;
+  static constexpr std::int64_t kSeqSplitChains = kda_plan::kSeqSplitChains;
+  static constexpr std::int64_t kMaxSeqSplit = kda_plan::kMaxSeqSplit;
+  // The plan's view of a shape (kda_plan.hpp): the longest packed sequence instead of cu_seqlens.
+  static kda_plan::Dims plan_dims(const KdaDims& d);
+  // The text of kda_plan.hpp, which an export pastes into its .cu (the launcher plans with it).
+  static const char* plan_source();
   static constexpr const char* kSegCombineEntry = "kda_fwd_seg_combine";  // SEQSPLIT > 1
   static constexpr const char* kPrepareEntry = "kda_fwd_prepare";
   static constexpr const char* kRecurrenceEntry = "kda_fwd_recurrence";
