@@ -31,6 +31,8 @@ _spec.loader.exec_module(_script)
 DEBT = {
     "exporter/op_launcher.cpp": '#include "kernels/rmsnorm/rmsnorm_fwd_op.hpp"\n',
     "exporter/torch_export.cpp": '#include "kernels/rmsnorm/rmsnorm_fwd_op.hpp"\n',
+    "exporter/kda_launcher.cpp": '#include "kernels/kda/kda_fwd_op.hpp"\n',
+    "exporter/kda_torch_export.cpp": '#include "kernels/kda/kda_fwd_op.hpp"\n',
 }
 for _f in _script.SQL_DEBT:
     DEBT[_f] = DEBT.get(_f, "") + 'auto q = db.prepare("SELECT 1");\n'
