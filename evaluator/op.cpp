@@ -96,6 +96,12 @@ void Op::fill_fixed(const TensorDesc& d, std::mt19937_64&, HostTensor&) const {
 
 std::string Op::check_seed_knobs(const Knobs&) const { return {}; }
 
+std::optional<HostExport> Op::host_export(const OpConfig&, const Knobs&, const std::set<std::string>&) const {
+  return std::nullopt;
+}
+
+std::optional<TorchExport> Op::torch_export(const OpConfig&) const { return std::nullopt; }
+
 struct OpRegistry::FileOps {
   std::mutex mu;
   std::map<std::string, std::unique_ptr<Op>> ops;  // by name

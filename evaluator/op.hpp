@@ -9,10 +9,12 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "evaluator/op_export.hpp"
 #include "evaluator/spec_error.hpp"
 #include "evaluator/tensor.hpp"
 
@@ -168,6 +170,13 @@ class Op {
   virtual std::vector<std::string> declaration_files() const { return {}; }
   // Old knob names of renamed knobs, mapped to the current ones (canonical_knobs).
   virtual KnobAliases knob_aliases() const { return {}; }
+  // For `ptxevo export` (op_export.hpp): the host side of the exported .cu for these options and
+  // knobs, given the entries the candidate's PTX defines; nullopt for an op that has none.
+  // Throws std::invalid_argument with a user-facing message for what it cannot export.
+  virtual std::optional<HostExport> host_export(const OpConfig& cfg, const Knobs& k,
+                                                const std::set<std::string>& defined) const;
+  // The PyTorch binding and module (op_export.hpp), or nullopt. Throws std::invalid_argument.
+  virtual std::optional<TorchExport> torch_export(const OpConfig& cfg) const;
 };
 
 // canonical_knobs with the op's aliases; the one step every place that takes knobs from a user,

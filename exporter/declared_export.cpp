@@ -8,7 +8,6 @@
 
 #include "evaluator/expression.hpp"
 #include "evaluator/toml_reader.hpp"
-#include "exporter/text_template.hpp"
 
 namespace ptxevo::exporter {
 
@@ -19,6 +18,9 @@ using declared_ops::DeclaredOp;
 using declared_ops::OpDeclaration;
 using declared_ops::TensorDecl;
 using evaluator::DType;
+using evaluator::substitute;
+using evaluator::torch_dtype_cpp;
+using evaluator::torch_dtype_py;
 using evaluator::ExprKind;
 using evaluator::Role;
 

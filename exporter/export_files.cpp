@@ -209,7 +209,7 @@ ExportOutcome write_export(const ExportRequest& r, const ResolvedCandidate& c) {
                                                   : std::string("spec ") + c.spec.path + ", genome " + c.genome.describe());
     const auto* declared = dynamic_cast<const declared_ops::DeclaredOp*>(c.op);
     const TorchFiles t = declared ? declared_torch_export(*declared, c.spec, cu.file_name, tag, cu.launcher.prototype, what)
-                                  : torch_export(c.spec, cu.file_name, tag, cu.launcher.prototype, what);
+                                  : torch_export(*c.op, c.spec, cu.file_name, tag, cu.launcher.prototype, what);
     write_text(dir / t.binding_name, t.binding);
     write_text(dir / t.module_name, t.module);
     o.files.push_back((dir / t.binding_name).string());

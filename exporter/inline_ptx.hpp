@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "evaluator/op_export.hpp"
 #include "ir/module.hpp"
 
 namespace ptxevo::exporter {
@@ -30,11 +31,7 @@ class ExportError : public std::runtime_error {
 };
 
 // A kernel parameter as the exported C++ declares it, in PTX parameter order.
-struct KernelParam {
-  std::string type;        // e.g. "const XT* __restrict__", "long long", "float"
-  std::string name;        // e.g. "x"
-  std::string constraint;  // asm operand constraint: "l" (64-bit), "r" (32-bit int), "f" (float)
-};
+using KernelParam = evaluator::ExportParam;
 
 // The name of the file-scope dynamic shared array that lowered entries refer to.
 inline constexpr const char* kDynamicSmemName = "ptxevo_dynamic_smem";

@@ -2,9 +2,8 @@
 // launcher `ptxevo_<op>_launch(..., cudaStream_t, const char** why)` that checks its arguments and
 // reproduces the op's launch plan (entry, grid, block, dynamic shared memory, cluster) for any
 // shape, with the candidate's knobs baked in. Ops declared in files get one generated from their
-// declaration; of the ops compiled in, rmsnorm_fwd has a hand-written one (its plan code mirrors
-// RmsNormFwdOp::dispatch and launch_plan, and exporter/tests checks the two agree) and kda_fwd one
-// around the plan code KdaFwdOp itself runs (kda_launcher.hpp).
+// declaration; ops compiled in write their own (Op::host_export, evaluator/op_export.hpp:
+// rmsnorm_fwd's mirrors RmsNormFwdOp's plan, kda_fwd's pastes the plan code KdaFwdOp runs).
 #pragma once
 
 #include <map>

@@ -1,8 +1,9 @@
 // A candidate as a PyTorch extension: the exported .cu (cuda_export.hpp), a C++ binding that
 // validates its inputs against the options the kernel was built for and launches on the current
-// stream, and a Python module with QuACK's names (rmsnorm_fwd, rmsnorm_bwd, rmsnorm) that builds
-// the extension with torch.utils.cpp_extension.load on first use. Only rmsnorm_fwd so far: the
-// backward of that module is PyTorch eager (fp32 math), since the campaign evolved the forward.
+// stream, and a Python module that builds the extension with torch.utils.cpp_extension.load on
+// first use. The binding and module are the op's (Op::torch_export: rmsnorm_fwd's has QuACK's
+// names, kda_fwd's FlashKDA's fwd and an FLA backend); ops declared in files get generated ones
+// (declared_export.hpp). This file fills in what every export shares: names, sources, the loader.
 #pragma once
 
 #include <string>
@@ -17,10 +18,6 @@ struct TorchFiles {
   std::string module_name, module;    // "ptxevo_<op>.py"
 };
 
-// What the torch exports share. The ATen and Python names of a dtype ("at::kBFloat16",
-// "torch.bfloat16").
-const char* torch_dtype_cpp(evaluator::DType t);
-const char* torch_dtype_py(evaluator::DType t);
 // "sm_90a" -> {"9.0a", "compute_90a", "sm_90a"}; throws ExportError for other spellings.
 struct TorchArch {
   std::string list, compute, sm;
@@ -33,7 +30,7 @@ std::string torch_loader(const std::string& ext_name, const std::string& cu, con
 
 // `cu_name` is the exported .cu beside them; `tag` makes the extension's name unique per export
 // (torch caches builds by name). Throws ExportError for an op without a torch binding.
-TorchFiles torch_export(const evaluator::Spec& spec, const std::string& cu_name, const std::string& tag,
-                        const std::string& launcher_prototype, const std::string& description);
+TorchFiles torch_export(const evaluator::Op& op, const evaluator::Spec& spec, const std::string& cu_name,
+                        const std::string& tag, const std::string& launcher_prototype, const std::string& description);
 
 }  // namespace ptxevo::exporter

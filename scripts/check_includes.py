@@ -34,17 +34,7 @@ LAYERS = {
 TOP = {"cli", "bench", "tests", "examples", "scripts"}
 
 # (file, included path) -> why the crossing is still there.
-KNOWN_DEBT = {
-    ("exporter/op_launcher.cpp", "kernels/rmsnorm/rmsnorm_fwd_op.hpp"):
-        "the built-in RMSNorm forward's host launcher mirrors RmsNormFwdOp's plan; a generic Op export interface would remove it",
-    ("exporter/torch_export.cpp", "kernels/rmsnorm/rmsnorm_fwd_op.hpp"):
-        "the built-in RMSNorm forward's torch binding reads its options from RmsNormFwdOp",
-    ("exporter/kda_launcher.cpp", "kernels/kda/kda_fwd_op.hpp"):
-        "the KDA export bakes KdaFwdOp's validated knobs into its launcher and pastes KdaFwdOp's plan source; "
-        "a generic Op export interface would remove it",
-    ("exporter/kda_torch_export.cpp", "kernels/kda/kda_fwd_op.hpp"):
-        "the KDA torch binding reads its options (gate, states) from KdaFwdOp",
-}
+KNOWN_DEBT: dict = {}
 
 # file -> why it still writes SQL outside tracedb/ (each a query to move behind TraceDb).
 SQL_DEBT: dict = {}

@@ -147,6 +147,12 @@ class KdaFwdOp : public evaluator::Op {
   // g, A_log, dt_bias and cu_seqlens are drawn here (see the .cpp for the ranges and why); q, k,
   // v, beta logits and the initial state follow the gate's distributions.
   void fill_fixed(const evaluator::TensorDesc& d, std::mt19937_64& rng, evaluator::HostTensor& t) const override;
+  // The export (kda_fwd_export.cpp): ptxevo_kda_fwd_{workspace_bytes,plan,launch} around this
+  // file's plan code, and a binding and module with FlashKDA's fwd, a torch custom op and a
+  // flash-linear-attention backend (docs/export.md).
+  std::optional<evaluator::HostExport> host_export(const evaluator::OpConfig& cfg, const evaluator::Knobs& k,
+                                                   const std::set<std::string>& defined) const override;
+  std::optional<evaluator::TorchExport> torch_export(const evaluator::OpConfig& cfg) const override;
 
   // The reference's view of `tensors` (shared with the tests).
   static KdaProblem problem(const KdaDims& d, const Config& c, const std::vector<evaluator::HostTensor>& tensors);

@@ -83,6 +83,11 @@ class RmsNormFwdOp : public evaluator::Op {
   std::string device_reference_source(const evaluator::OpConfig& cfg) const override;
   evaluator::DeviceReferencePlan device_reference_plan(const evaluator::Shape& s,
                                                        const evaluator::OpConfig& cfg) const override;
+  // The export (rmsnorm_fwd_export.cpp): a launcher whose plan mirrors dispatch() and
+  // launch_plan(), and a binding and QuACK-compatible module (docs/export.md).
+  std::optional<evaluator::HostExport> host_export(const evaluator::OpConfig& cfg, const evaluator::Knobs& k,
+                                                   const std::set<std::string>& defined) const override;
+  std::optional<evaluator::TorchExport> torch_export(const evaluator::OpConfig& cfg) const override;
   // The weight is drawn near 1 (1 + 0.5 N(0,1)) and the bias as 0.5 N(0,1): a gate distribution
   // such as U(-1e3, 1e3) on w would overflow a correct fp16 output, and on b it would swamp the
   // normalised part of out (and so hide errors in it).

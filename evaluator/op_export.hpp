@@ -1,0 +1,46 @@
+// What an op compiled into ptxevo hands `ptxevo export` beyond its launch plan: the host side of
+// the exported .cu (plan and launcher, with the knobs baked in) and its PyTorch binding. The op
+// writes them because only it knows its plan and its users' calling convention; exporter/ lowers
+// the kernels, assembles the files and verifies them. Ops declared in files get both generated
+// from their declaration instead (exporter/declared_export.hpp).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "evaluator/tensor.hpp"
+
+namespace ptxevo::evaluator {
+
+// A kernel parameter as the exported C++ declares it, in PTX parameter order.
+struct ExportParam {
+  std::string type;        // e.g. "const XT* __restrict__", "long long", "float"
+  std::string name;        // e.g. "x"
+  std::string constraint;  // asm operand constraint: "l" (64-bit), "r" (32-bit int), "f" (float)
+};
+
+struct HostExport {
+  std::vector<std::string> entries;  // the entries the plan may launch (the export lowers these)
+  // Every entry's parameters; an entry missing here takes `kernel_params`.
+  std::map<std::string, std::vector<ExportParam>> params_by_entry;
+  std::vector<ExportParam> kernel_params;
+  std::string code;            // plan + launcher: host code after the kernels, inside #ifndef __CUDACC_RTC__
+  std::string prototype;       // the launcher's declarations, for bindings
+  std::string plan_prototype;  // the plan function's declaration
+};
+
+// Texts of the PyTorch binding (C++) and module (Python). The exporter fills @BINDING@, @CU@,
+// @ARCH@, @TAG@ (unique per export), @DESCRIPTION@, @PROTOTYPE@ (HostExport::prototype) and
+// @LOADER@ (the Python that builds the extension: EXTENSION_NAME, SOURCES, load()).
+struct TorchExport {
+  std::string binding, module;
+};
+
+// "@KEY@" -> value, for every key.
+std::string substitute(std::string text, const std::map<std::string, std::string>& values);
+// The ATen and Python names of a dtype ("at::kBFloat16", "torch.bfloat16").
+const char* torch_dtype_cpp(DType t);
+const char* torch_dtype_py(DType t);
+
+}  // namespace ptxevo::evaluator
