@@ -100,7 +100,7 @@ void register_export_command(CLI::App& app) {
   cmd->add_option("--db", r->db, "Trace database: exports its campaign's winner, or --candidate");
   auto* cand = cmd->add_option("--candidate", *candidate, "Candidate id in --db");
   auto* camp = cmd->add_option("--campaign", *campaign, "Campaign id in --db (default: the latest)");
-  cmd->add_option("--seed", r->seed, "Without --db: the seed template by name (default: the spec's baseline)");
+  cmd->add_option("--seed-name", r->seed, "Without --db: the seed template by name (default: the spec's baseline)");
   cmd->add_option("--knobs", r->knobs, "Without --db: knob values over the seed's defaults, NAME=VALUE,...");
   cmd->add_option("--edits", r->edits, "Without --db: PTX edits, pass[:key=value...],... (ptxevo mutate --list)");
   cmd->add_option("--arch", r->arch, std::string(kArchHelp) + " (with --db: the campaign's)");

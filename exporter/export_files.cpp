@@ -140,11 +140,11 @@ ResolvedCandidate resolve_candidate(const ExportRequest& r, std::shared_ptr<cons
         names += (names.empty() ? "" : ", ") + s.name;
         found = found || s.name == r.seed;
       }
-      if (!found) throw ExportError("--seed " + r.seed + ": " + spec_path + " has no such seed (seeds: " + names + ")");
+      if (!found) throw ExportError("--seed-name " + r.seed + ": " + spec_path + " has no such seed (seeds: " + names + ")");
       c.genome.seed = r.seed;
     }
   } else if (!r.seed.empty()) {
-    throw ExportError("--seed is for a spec without --db (a database's candidate names its seed)");
+    throw ExportError("--seed-name is for a spec without --db (a database's candidate names its seed)");
   }
   std::optional<evaluator::BuildCache> cache;
   if (!r.no_cache) cache.emplace(evaluator::BuildCache::default_dir());

@@ -35,7 +35,7 @@ fi
 
 step "export (cuda and torch) and the candidate's build"
 for fmt in cuda torch; do
-  LD_LIBRARY_PATH="$ptxevo_ld" timeout 300 .gpu/ptxevo export kernels/kda/kda_fwd.spec --seed kda_fwd_chunked_seed \
+  LD_LIBRARY_PATH="$ptxevo_ld" timeout 300 .gpu/ptxevo export kernels/kda/kda_fwd.spec --seed-name kda_fwd_chunked_seed \
     --format "$fmt" --out "$work/$fmt" > "$work/export_$fmt.txt" 2>&1
   echo "export $fmt rc=$?"; grep -E "verified|error" "$work/export_$fmt.txt"
 done
