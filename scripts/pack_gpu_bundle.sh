@@ -35,5 +35,17 @@ if [ -n "${PTXEVO_EXPERT_RMSNORM:-}" ]; then
   mkdir -p "$out/anchors/RMSNorm-H100"
   (cd "$PTXEVO_EXPERT_RMSNORM" && tar --exclude=.git -cf - .) | tar -C "$out/anchors/RMSNorm-H100" -xf -
 fi
+# The KDA anchor (bench/kda/fla_bench.py --flashkda): a MoonshotAI/FlashKDA checkout named by
+# PTXEVO_EXPERT_FLASHKDA whose cutlass/ holds CUTLASS's include, tools/util/include and
+# examples/common at the submodule's commit (31 MB), travels as .gpu/anchors/FlashKDA.tgz (3 MB).
+# Prepare one with:
+#   git --git-dir=<FlashKDA mirror> archive 1ce47ea | tar -x -C DIR && mkdir -p DIR/cutlass &&
+#   git --git-dir=<cutlass mirror> archive 5c149f52 include tools/util/include examples/common | tar -x -C DIR/cutlass
+if [ -n "${PTXEVO_EXPERT_FLASHKDA:-}" ]; then
+  [ -f "$PTXEVO_EXPERT_FLASHKDA/flash_kda/__init__.py" ] && [ -d "$PTXEVO_EXPERT_FLASHKDA/cutlass/include/cute" ] ||
+    { echo "pack: $PTXEVO_EXPERT_FLASHKDA is no FlashKDA checkout with CUTLASS in cutlass/" >&2; exit 1; }
+  mkdir -p "$out/anchors"
+  tar -C "$PTXEVO_EXPERT_FLASHKDA" --exclude=.git --exclude=docs/assets -czf "$out/anchors/FlashKDA.tgz" .
+fi
 git describe --always --dirty --abbrev=7 > "$out/commit.txt"
 du -sh "$out"

@@ -418,11 +418,58 @@ def run_preflight(argv: Sequence[str], labels: Sequence[str], keys: Sequence[str
 
 # ---------------------------------------------------------------- one shape
 
+FLASHKDA = "flashkda"  # MoonshotAI/FlashKDA's flash_kda.fwd, built from a checkout (--flashkda)
+
+
 def export_call(mod: Any, inp: Dict[str, Any], outs: Dict[str, Any], opts: Dict[str, Any], longest: int) -> None:
-    """An exported module's flash_kda.fwd-style call on one input set, writing into `outs`."""
-    mod.fwd(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], opts["scale"], outs["out"], inp["A_log"],
+    """A flash_kda.fwd-style call on one input set, writing into `outs`: an export of ptxevo (which
+    also takes max_seqlen, sparing a device-to-host copy) or FlashKDA itself."""
+    args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], opts["scale"], outs["out"], inp["A_log"],
             inp["dt_bias"], opts["lower_bound"] if opts["gate"] == "lower_bound" else None, inp.get("initial_state"),
-            outs.get("final_state"), inp.get("cu_seqlens"), longest)
+            outs.get("final_state"), inp.get("cu_seqlens"))
+    if getattr(mod, "CONFIG", None) is not None:
+        mod.fwd(*args, longest)
+    else:
+        mod.fwd(*args)
+
+
+def load_flashkda(path: str, arch: str = "90a") -> Any:
+    """MoonshotAI/FlashKDA from a checkout whose cutlass/ holds CUTLASS's include, tools/util/include
+    and examples/common (the submodule's commit): its extension built the way its setup.py builds it
+    (same sources, includes and nvcc flags, for `arch` only) with torch.utils.cpp_extension.load,
+    then its flash_kda package, whose fwd allocates the workspace and calls the extension."""
+    import importlib.util
+    from torch.utils.cpp_extension import load
+    need = [os.path.join(path, "csrc", "flash_kda.cpp"), os.path.join(path, "csrc", "smxx", "fwd_launch.cu"),
+            os.path.join(path, "flash_kda", "__init__.py"), os.path.join(path, "cutlass", "include", "cute")]
+    missing = [n for n in need if not os.path.exists(n)]
+    if missing:
+        raise BenchError(f"--flashkda {path}: not a FlashKDA checkout with CUTLASS in cutlass/ (missing {missing})")
+    saved = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    os.environ["TORCH_CUDA_ARCH_LIST"] = f"{arch[0]}.{arch[1:]}"
+    try:
+        ext = load(name="flash_kda_C", sources=need[:2],
+                   extra_include_paths=[os.path.join(path, "cutlass", "include"),
+                                        os.path.join(path, "cutlass", "examples", "common"),
+                                        os.path.join(path, "cutlass", "tools", "util", "include"),
+                                        os.path.join(path, "csrc")],
+                   extra_cflags=["-O3", "-Wno-psabi"],
+                   extra_cuda_cflags=["-O3", "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
+                                      "-U__CUDA_NO_HALF2_OPERATORS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
+                                      "--expt-relaxed-constexpr", "--expt-extended-lambda", "--use_fast_math",
+                                      "--ptxas-options=-v,--register-usage-level=10,--warn-on-spills", "-lineinfo",
+                                      "--threads", os.environ.get("NVCC_THREADS", "16"),
+                                      "-gencode", f"arch=compute_{arch},code=sm_{arch}"])
+    finally:
+        if saved is None:
+            os.environ.pop("TORCH_CUDA_ARCH_LIST", None)
+        else:
+            os.environ["TORCH_CUDA_ARCH_LIST"] = saved
+    sys.modules["flash_kda_C"] = ext
+    spec = importlib.util.spec_from_file_location("flash_kda", need[2])
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opts: Dict[str, Any],
@@ -561,7 +608,10 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
         bad = [f"{name}: {r['message']}" for name, r in row["checks"][l].items() if not r["ok"]]
         if l in input_faults:
             bad.append(f"modified its inputs {input_faults[l]}")
-        if bad:
+        if bad and l == FLASHKDA:  # the anchor's accuracy is reported, not enforced (as FLA's)
+            row["errors"].append(f"{l} outside the gate's tolerances: {'; '.join(bad)}")
+            alive_exports.append(l)
+        elif bad:
             row["failed"][l] = "; ".join(bad)
             print(f"  {key}: {l} FAILED the check, not timed: {'; '.join(bad)}", flush=True)
         else:
@@ -594,6 +644,8 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
             row["failed"][b.label] = "timed outputs wrong: " + "; ".join(bad)
             row["providers"].pop(b.label, None)
     for l in alive_exports:
+        if l == FLASHKDA:
+            continue
         after = check_against(shape, ex_outs[l][0], ref, args)
         bad = [f"{name}: {r['message']}" for name, r in after.items() if not r["ok"]]
         if bad:
@@ -607,6 +659,8 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
         for f in row["fla"]:
             if f in row["providers"]:
                 r[("fla" if f == FLA else f) + "_over_ours"] = paired_ratio(times[f], times[label])
+        if FLASHKDA in row["providers"] and label != FLASHKDA:
+            r["flashkda_over_ours"] = paired_ratio(times[FLASHKDA], times[label])
         if label in exports and builds and builds[0].label in row["providers"]:
             # the export against the first candidate (the same kernels): > 1 the export is faster
             r["candidate_over_export"] = paired_ratio(times[builds[0].label], times[label])
@@ -649,6 +703,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                     help="a build dir of `ptxevo build` (repeatable)")
     ap.add_argument("--export", action="append", default=[], metavar="LABEL=DIR",
                     help="a `ptxevo export --format torch` of kda_fwd, timed beside the candidates (repeatable)")
+    ap.add_argument("--flashkda", metavar="DIR",
+                    help="a MoonshotAI/FlashKDA checkout with CUTLASS in DIR/cutlass: built here and timed live "
+                         "(label flashkda; the lower-bound gate only)")
     ap.add_argument("--out", required=True, help="directory for results.json and results.md")
     ap.add_argument("--commit", default="unknown", help="the commit the candidates were built from")
     ap.add_argument("--samples", type=int, default=30, help="timed batches per provider (>= 20)")
@@ -820,10 +877,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     exports: Dict[str, Any] = {}
     if args.export:
         try:
-            exports = load_exports(args.export, set(labels) | {FLA, FLA_SAFE})
+            exports = load_exports(args.export, set(labels) | {FLA, FLA_SAFE, FLASHKDA})
         except Exception as e:  # noqa: BLE001 -- a module that does not load or build is reported, the rest run
             base_notes.append(f"the exports were not loaded: {type(e).__name__}: {str(e)[:500]}")
             status = 1
+    if args.flashkda:
+        if opts["gate"] != "lower_bound":
+            base_notes.append("FlashKDA not run: it implements the lower-bound gate only")
+        else:
+            try:
+                t0 = time.monotonic()
+                exports[FLASHKDA] = load_flashkda(args.flashkda)
+                print(f"FlashKDA built and loaded in {time.monotonic() - t0:.0f} s", flush=True)
+            except Exception as e:  # noqa: BLE001 -- a build that fails is reported, the rest run
+                base_notes.append(f"FlashKDA was not built: {type(e).__name__}: {str(e)[-800:]}")
+                status = 1
     rows: List[Dict[str, Any]] = []
     shown = labels + list(exports)
     md = ""

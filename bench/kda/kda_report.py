@@ -50,7 +50,8 @@ def ratio_of(row: Dict[str, Any], label: str, what: str) -> Optional[float]:
 def time_table(rows: Sequence[Dict[str, Any]], labels: Sequence[str], fla_names: Sequence[str]) -> str:
     """One line per scenario: FLA's time(s), docs/targets.md's FLA and CUTLASS times, then per candidate
     its median [95% CI], FLA / ours (median of paired ratios: > 1 means ours is faster) and
-    CUTLASS / ours (docs/targets.md's time over our median). The last line holds geometric means."""
+    CUTLASS / ours: FlashKDA run live in the same process (paired, when it was: --flashkda), else
+    docs/targets.md's time over our median (marked "docs"). The last line holds geometric means."""
     head = ["#", "scenario"] + [f"{f} ms [95% CI]" for f in fla_names]
     head += ["FLA ms (docs/targets.md)", "CUTLASS ms (docs/targets.md)"]
     for l in labels:
@@ -66,11 +67,12 @@ def time_table(rows: Sequence[Dict[str, Any]], labels: Sequence[str], fla_names:
             if l not in r.get("providers", {}):
                 cells += [_why_missing(r, l), "—", "—"]
                 continue
-            vs_fla, vs_cut = ratio_of(r, l, "fla_over_ours"), ratio_of(r, l, "cutlass_over_ours")
+            vs_fla, vs_live = ratio_of(r, l, "fla_over_ours"), ratio_of(r, l, "flashkda_over_ours")
+            vs_cut = vs_live if vs_live is not None else ratio_of(r, l, "cutlass_over_ours")
             for name, v in (("fla", vs_fla), ("cutlass", vs_cut)):
                 if v is not None and math.isfinite(v):
                     geo.setdefault(f"{l}/{name}", []).append(v)
-            cells += [_ms_ci(r, l), _x(vs_fla), _x(vs_cut)]
+            cells += [_ms_ci(r, l), _x(vs_fla), _x(vs_cut) + ("" if vs_live is not None or vs_cut is None else " docs")]
         lines.append("| " + " | ".join(cells) + " |")
     if rows:
         cells = ["", "geomean"] + [""] * len(fla_names) + ["", ""]

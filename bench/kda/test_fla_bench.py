@@ -469,7 +469,7 @@ class ReportTest(unittest.TestCase):
         t = kda_report.time_table(rows, ["chunked", "rec"], ["fla"])
         lines = t.strip().splitlines()
         self.assertEqual(len(lines), 5)
-        self.assertIn("| 1 | H=96 8192 | 2.800 [2.772, 2.828] | 2.920 | 1.400 | 1.400 [1.386, 1.414] | 2.00x | 1.00x |",
+        self.assertIn("| 1 | H=96 8192 | 2.800 [2.772, 2.828] | 2.920 | 1.400 | 1.400 [1.386, 1.414] | 2.00x | 1.00x docs |",
                       lines[2])
         self.assertIn("| timeout |", lines[3])
         self.assertIn("| failed | — | — |", lines[3])
@@ -486,6 +486,14 @@ class ReportTest(unittest.TestCase):
         self.assertIn("2.00x", s)
         self.assertIn("failed", s)
         self.assertEqual(len(s.strip().splitlines()), 4)
+
+    def test_live_flashkda_replaces_the_docs_column(self):
+        r = row(1, "H=96 8192", 2.8, {"chunked": 1.4})
+        r["providers"]["flashkda"] = {"median": 2.1, "ci_low": 2.0, "ci_high": 2.2}
+        r["ratios"]["chunked"]["flashkda_over_ours"] = {"ratio": 1.5, "ci_low": 1.4, "ci_high": 1.6}
+        t = kda_report.time_table([r], ["chunked"], ["fla"])
+        self.assertIn("| 2.00x | 1.50x |", t)
+        self.assertNotIn("docs", t.splitlines()[2])
 
     def test_empty(self):
         self.assertEqual(len(kda_report.time_table([], ["a"], ["fla"]).strip().splitlines()), 2)
