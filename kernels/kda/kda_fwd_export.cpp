@@ -320,9 +320,8 @@ void fwd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at
   TORCH_CHECK(!packed || B == 1, "packed sequences (cu_seqlens) need B == 1, got B = ", B);
   const int64_t N = packed ? cu_seqlens->numel() - 1 : B;
   TORCH_CHECK(N >= 1, "cu_seqlens must hold at least 2 offsets");
-  for (const auto& [t, name] : {std::pair<const at::Tensor*, const char*>{&q, "q"}, {&k, "k"}, {&v, "v"}, {&g, "g"},
-                                {&out, "out"}})
-    check_tensor(*t, name, at::kBFloat16, {B, T, H, kD}, q);
+  const std::pair<const at::Tensor*, const char*> tokens[] = {{&q, "q"}, {&k, "k"}, {&v, "v"}, {&g, "g"}, {&out, "out"}};
+  for (const auto& [t, name] : tokens) check_tensor(*t, name, at::kBFloat16, {B, T, H, kD}, q);
   check_tensor(beta, "beta", at::kBFloat16, {B, T, H}, q);
   check_tensor(A_log, "A_log", at::kFloat, {H}, q);
   check_tensor(dt_bias, "dt_bias", at::kFloat, {H, kD}, q);
