@@ -47,8 +47,10 @@ def load_module(path: str):
     files = [f for f in os.listdir(path) if f.startswith("ptxevo_") and f.endswith(".py")]
     if len(files) != 1:
         raise SystemExit(f"export_check.py: {path} holds no single ptxevo_*.py module")
-    spec = importlib.util.spec_from_file_location("ptxevo_kda_export", os.path.join(path, files[0]))
+    name = files[0][:-3]
+    spec = importlib.util.spec_from_file_location(name, os.path.join(path, files[0]))
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # torch.compile imports the custom op's module by name, as a user's import would
     spec.loader.exec_module(mod)
     mod.load()
     return mod
