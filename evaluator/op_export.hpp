@@ -37,6 +37,20 @@ struct TorchExport {
   std::string binding, module;
 };
 
+// The torch bindings' argument check, as C++ text for their templates (@CHECK_TENSOR@): a CUDA
+// tensor on `anchor`'s device, of the dtype and shape the kernel was built for, contiguous.
+inline constexpr const char* kTorchCheckTensor =
+    R"cpp(void check_tensor(const at::Tensor& t, const char* name, at::ScalarType dtype, at::IntArrayRef shape,
+                  const at::Tensor& anchor) {
+  TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor");
+  TORCH_CHECK(t.device() == anchor.device(), name, " must be on ", anchor.device(), " like the other tensors, got ",
+              t.device());
+  TORCH_CHECK(t.scalar_type() == dtype, name, " must be ", dtype, " (the exported kernel was built for it), got ",
+              t.scalar_type());
+  TORCH_CHECK(t.sizes() == shape, name, " must have shape ", shape, ", got ", t.sizes());
+  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
+})cpp";
+
 // "@KEY@" -> value, for every key.
 std::string substitute(std::string text, const std::map<std::string, std::string>& values);
 // The ATen and Python names of a dtype ("at::kBFloat16", "torch.bfloat16").

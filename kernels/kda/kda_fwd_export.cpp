@@ -297,14 +297,7 @@ namespace {
 constexpr bool kInitialState = @HAS_INITIAL@, kFinalState = @HAS_FINAL@;
 constexpr int64_t kD = 128;
 
-void check_tensor(const at::Tensor& t, const char* name, at::ScalarType dtype, at::IntArrayRef shape,
-                  const at::Tensor& q) {
-  TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor");
-  TORCH_CHECK(t.device() == q.device(), name, " must be on ", q.device(), " like q, got ", t.device());
-  TORCH_CHECK(t.scalar_type() == dtype, name, " must be ", dtype, ", got ", t.scalar_type());
-  TORCH_CHECK(t.sizes() == shape, name, " must have shape ", shape, ", got ", t.sizes());
-  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
-}
+@CHECK_TENSOR@
 
 }  // namespace
 
@@ -397,6 +390,8 @@ def _kda_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: fl
                longest)
 
 
+# The fake for torch.compile's tracing: the op returns nothing (it writes out and final_state in
+# place), so there is no output to describe.
 @_kda_fwd.register_fake
 def _(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens, longest):
     return None
@@ -610,6 +605,7 @@ std::optional<evaluator::HostExport> KdaFwdOp::host_export(const OpConfig& cfg, 
 std::optional<evaluator::TorchExport> KdaFwdOp::torch_export(const OpConfig& cfg) const {
   const Config c = parse(cfg);
   const std::map<std::string, std::string> values = {
+      {"CHECK_TENSOR", evaluator::kTorchCheckTensor},
       {"GATE", c.gate == KdaGate::Softplus ? "softplus" : "lower_bound"},
       {"HAS_INITIAL", c.initial_state ? "true" : "false"},
       {"HAS_FINAL", c.final_state ? "true" : "false"},

@@ -222,15 +222,7 @@ namespace {
 
 constexpr bool kHasWeight = @HAS_WEIGHT@, kHasBias = @HAS_BIAS@, kHasResidual = @HAS_RESIDUAL@, kStoreRstd = @STORE_RSTD@;
 
-void check_tensor(const at::Tensor& t, const char* name, at::ScalarType dtype, at::IntArrayRef shape,
-                  const at::Tensor& x) {
-  TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor");
-  TORCH_CHECK(t.device() == x.device(), name, " must be on ", x.device(), " like x, got ", t.device());
-  TORCH_CHECK(t.scalar_type() == dtype, name, " must be ", dtype, " (the exported kernel was built for it), got ",
-              t.scalar_type());
-  TORCH_CHECK(t.sizes() == shape, name, " must have shape ", shape, ", got ", t.sizes());
-  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
-}
+@CHECK_TENSOR@
 
 void check_present(const c10::optional<at::Tensor>& t, bool built_with, const char* name) {
   TORCH_CHECK(t.has_value() == built_with, "the exported kernel was built ", built_with ? "with" : "without", " ",
@@ -437,6 +429,7 @@ std::optional<evaluator::HostExport> RmsNormFwdOp::host_export(const OpConfig& c
 std::optional<evaluator::TorchExport> RmsNormFwdOp::torch_export(const OpConfig& cfg) const {
   const Config c = parse(cfg);
   const std::map<std::string, std::string> values = {
+      {"CHECK_TENSOR", evaluator::kTorchCheckTensor},
       {"OP", name()},
       {"HAS_WEIGHT", c.has_weight ? "true" : "false"},
       {"HAS_BIAS", c.has_bias ? "true" : "false"},
