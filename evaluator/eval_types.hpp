@@ -107,10 +107,13 @@ struct EvalReport {
   double prep_seconds = 0;
   // Of `seconds`, the time the worker held the GPU (gate runs, timing), its share of the batch.
   double gpu_seconds = 0;
-  // Wall seconds by phase of the worker's batch (its share): device memory ("alloc", "free"),
-  // inputs and references drawn or computed on the device ("device_prep"), gate runs and their
-  // checks ("gate"), interleaved timing ("timing"), re-checks of the timed outputs
-  // ("timed_checks"). Says where an evaluation's GPU time goes.
+  // Wall seconds by phase of the worker's batch (its share): the gate's guarded buffers
+  // ("gate_alloc", before the GPU lock is taken, so it may include waiting on another worker's
+  // work), the timing pool's buffers ("pool_alloc") and their inputs drawn or uploaded and
+  // outputs poisoned ("pool_fill"), freeing ("free"), inputs and references drawn or computed on
+  // the device ("device_prep"), gate runs and their checks ("gate"), interleaved timing
+  // ("timing"), re-checks of the timed outputs ("timed_checks"). Says where an evaluation's GPU
+  // time goes.
   std::map<std::string, double> phase_seconds;
 };
 

@@ -313,7 +313,7 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
       for (const auto& d : descs) host.emplace_back(d.name, d.dtype, d.shape);
     std::optional<DeviceSet> dev_holder;
     {
-      PhaseTimer pt(phases, "alloc");
+      PhaseTimer pt(phases, "gate_alloc");
       dev_holder.emplace(allocate(&api, descs, side, 16));
       // Say in every report whether the guard pages were there (a driver without VMM falls back).
       if (!dev_holder->buffers.empty())
@@ -569,11 +569,12 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
       }
       prep_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - p1).count();
       GpuLock::Guard gpu(lock_);
-      std::optional<PhaseTimer> alloc_timer;
-      alloc_timer.emplace(phases, "alloc");
       for (int s = 0; s < nsets; ++s) {
+        std::optional<PhaseTimer> pool_timer;
+        pool_timer.emplace(phases, "pool_alloc");
         DeviceSet cs = allocate(&api, descs);
         DeviceSet bs;
+        pool_timer.emplace(phases, "pool_fill");
         if (dev_prep)
           draw_inputs_on_device(op, descs, s == 0 ? dist0 : Distribution::Normal, set_seeds[static_cast<std::size_t>(s)],
                                 *checks_, ctx_, cs.pointers);
@@ -597,7 +598,6 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
         cand_sets.push_back(std::move(cs));
         base_sets.push_back(std::move(bs));
       }
-      alloc_timer.reset();
       std::map<std::string, DeviceBuffer> refs1_dev;
       std::optional<PhaseTimer> prep_timer;
       prep_timer.emplace(phases, "device_prep");

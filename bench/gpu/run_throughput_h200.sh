@@ -45,6 +45,12 @@ n, gpu, timing, gate = c.execute("""SELECT count(*), avg(json_extract(report_jso
   FROM evaluations WHERE purpose='candidate' AND mode='gpu'""").fetchone()
 f = lambda x: "-" if x is None else f"{x:.3f}"
 print(f"== {n} candidate evaluations; GPU seconds each: {f(gpu)} (timing {f(timing)}, gate {f(gate)})")
+phases = {}
+for (rj,) in c.execute("SELECT report_json FROM evaluations WHERE purpose='candidate' AND mode='gpu'"):
+    for k, v in json.loads(rj).get("phase_seconds", {}).items():
+        phases.setdefault(k, []).append(v)
+print("== wall seconds by phase, mean per evaluation: " +
+      ", ".join(f"{k} {sum(v) / len(v):.3f}" for k, v in sorted(phases.items())))
 print("== benchmark shapes: mean paired samples, mean CI width of the speedup (%)")
 for shape, k, w in c.execute("""SELECT shape_json, avg(json_extract(timing_json,'$.speedup.n')),
     avg((speedup_ci_high-speedup_ci_low)/speedup)*100 FROM shape_results WHERE speedup IS NOT NULL GROUP BY 1 ORDER BY 1"""):
