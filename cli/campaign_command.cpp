@@ -84,12 +84,24 @@ class StopOnSignal {
 
 fs::path default_run_dir(const std::string& spec) { return fs::path("ptxevo-runs") / fs::path(spec).stem(); }
 
-namespace {
-
 fs::path default_replay(const std::string& spec) {
   const fs::path p(spec);
-  return p.parent_path() / (p.stem().string() + ".replay.json");
+  const std::string name = p.stem().string() + ".replay.json";
+  const fs::path beside = p.parent_path() / name;
+  if (fs::exists(beside)) return beside;
+  std::error_code ec;
+  for (fs::path dir = fs::absolute(p, ec).parent_path(); !ec && !dir.empty(); dir = dir.parent_path()) {
+    const fs::path candidate = dir / "data" / "replay" / name;
+    if (fs::exists(candidate)) {
+      const fs::path rel = fs::proximate(candidate, ec);  // as the user would type it from here
+      return !ec && !rel.empty() && *rel.begin() != ".." ? rel : candidate;
+    }
+    if (dir == dir.parent_path()) break;
+  }
+  return beside;
 }
+
+namespace {
 
 // Each timed shape: candidate and baseline medians, paired speedup with its CI, fraction of floor.
 void print_shape_table(const EvalReport& r, std::ostream& out) {

@@ -54,7 +54,7 @@ struct CampaignCliOptions {
   std::string spec;
   std::string arch;    // sm_90a, sm_100a (sm_90, sm_100 accepted); default: the spec's
   std::string db;      // default: ptxevo-runs/<spec stem>/campaign.db in the current directory (default_run_dir)
-  std::string replay;  // replay data file; default when no GPU: <stem>.replay.json beside the spec
+  std::string replay;  // replay data file; default when no GPU: <stem>.replay.json beside the spec or in the nearest data/replay/ above it
   bool replay_only = false;  // --replay given without a GPU attempt
   std::int64_t budget = 0;   // candidate evaluations (0: the spec's)
   double minutes = 0;
@@ -105,6 +105,10 @@ struct ReplayExportOptions {
 // Where a campaign keeps its trace database and report unless --db says otherwise: a run folder
 // outside the sources, ./ptxevo-runs/<spec stem>/.
 std::filesystem::path default_run_dir(const std::string& spec);
+// The replay data a campaign of `spec` takes without a GPU: `<stem>.replay.json` beside the spec,
+// else in the nearest data/replay/ of the spec's folder or one above it (relative to the current
+// directory when below it); the path beside the spec when neither exists.
+std::filesystem::path default_replay(const std::string& spec);
 
 int run_replay_export(const ReplayExportOptions& o, std::ostream& out, std::ostream& err);
 

@@ -30,7 +30,7 @@ int run_cli(int argc, char** argv, ptxevo::cluster::Session* mpi) {
   app.add_option("--arch", camp.arch, ptxevo::cli::kArchHelp);
   app.add_option("--db", camp.db, "Trace database (default: ptxevo-runs/<spec stem>/campaign.db, the run folder, with its HTML report)");
   app.add_option("--replay", camp.replay,
-                 "Take timings from this replay data instead of a GPU (default without a GPU: <spec stem>.replay.json)");
+                 "Take timings from this replay data instead of a GPU (default without a GPU: <spec stem>.replay.json beside the spec, else in the nearest data/replay/ above it)");
   app.add_option("--budget", camp.budget, "Candidate evaluations (default: the spec's [budget])");
   app.add_option("--minutes", camp.minutes, "Wall-time limit in minutes");
   app.add_option("--target", camp.target, "Stop once the best fitness reaches this");

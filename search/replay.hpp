@@ -1,5 +1,5 @@
 // Replay data: measurements recorded on a real GPU, exported from a campaign's trace database,
-// shipped next to a spec (e.g. kernels/rmsnorm/rmsnorm_fwd.replay.json) so that a machine
+// shipped in the repository (data/replay/rmsnorm_fwd.replay.json, found for kernels/rmsnorm/rmsnorm_fwd.spec) so that a machine
 // without a GPU can run a campaign whose candidates are really built but whose timings come from
 // the record. A candidate the record lacks is unmeasured and never counts. Format
 // "ptxevo-replay-1": JSON with the provenance (GPU, driver, toolchain, commit, date), the spec's

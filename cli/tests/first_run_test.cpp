@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
 
+#include "cli/campaign_command.hpp"
 #include "evaluator/subprocess.hpp"
 
 namespace {
@@ -89,6 +90,27 @@ TEST(CliFirstRun, EvalAndBuildTakeArch) {
   fs::remove_all(d);
 }
 
+// The shipped replay data lives in data/replay/, apart from the sources: a spec finds its record
+// beside it first, else in the nearest data/replay/ above it.
+TEST(CliFirstRun, ReplayDataIsFoundBesideTheSpecOrInTheNearestDataFolder) {
+  const fs::path root = temp_dir("replay-lookup");
+  fs::create_directories(root / "ops" / "norm");
+  fs::create_directories(root / "data" / "replay");
+  const fs::path spec = root / "ops" / "norm" / "norm.spec";
+  std::ofstream(spec) << "op = \"rmsnorm_fwd\"\n";
+  EXPECT_EQ(ptxevo::cli::default_replay(spec.string()), root / "ops" / "norm" / "norm.replay.json")
+      << "nothing recorded: the path beside the spec, for the message";
+  std::ofstream(root / "data" / "replay" / "norm.replay.json") << "{}";
+  EXPECT_EQ(fs::weakly_canonical(ptxevo::cli::default_replay(spec.string())),
+            fs::weakly_canonical(root / "data" / "replay" / "norm.replay.json"));
+  std::ofstream(root / "ops" / "norm" / "norm.replay.json") << "{}";
+  EXPECT_EQ(ptxevo::cli::default_replay(spec.string()), root / "ops" / "norm" / "norm.replay.json") << "beside wins";
+  // The repository's own spec finds the shipped record.
+  EXPECT_EQ(fs::weakly_canonical(ptxevo::cli::default_replay(kSpec)),
+            fs::weakly_canonical(PTXEVO_SOURCE_DIR "/data/replay/rmsnorm_fwd.replay.json"));
+  fs::remove_all(root);
+}
+
 // The README's first command, without a GPU: replay proposes only what the record holds, so
 // every build is scored; the run folder is named first, outside the sources; the winner's
 // replayed speedups per shape, the HTML report's path and how to run on a GPU are printed.
@@ -96,7 +118,7 @@ TEST(CliFirstRun, EvalAndBuildTakeArch) {
 TEST(CliFirstRun, ReplayDemoScoresEveryBuildAndTheDatabaseStandsAlone) {
   // --replay names the record, so the campaign replays on a machine with a GPU too.
   const fs::path work = temp_dir("demo");
-  const std::string replay = " --replay '" PTXEVO_SOURCE_DIR "/kernels/rmsnorm/rmsnorm_fwd.replay.json'";
+  const std::string replay = " --replay '" PTXEVO_SOURCE_DIR "/data/replay/rmsnorm_fwd.replay.json'";
   auto r = ptxevo_in(work, "'" + kSpec + "' --budget 24" + replay);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.rfind("run folder: ptxevo-runs/rmsnorm_fwd (trace database campaign.db)", 0), 0u) << r.output;

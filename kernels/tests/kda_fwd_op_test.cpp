@@ -631,6 +631,22 @@ TEST(KdaFwdOp, ReferenceOnFilledInputsAgreesWithTheChunkedOne) {
     }
 }
 
+// The gate inputs are drawn in parallel chunks: the values depend on the generator's state only.
+TEST(KdaFwdOp, GateInputFillIsReproducibleFromTheSeed) {
+  const KdaFwdOp op;
+  const auto descs = op.tensors(shape(1, 3000, 6, 1), {});
+  for (const auto& d : descs) {
+    if (d.name != "g" && d.name != "dt_bias") continue;
+    HostTensor a(d.name, d.dtype, d.shape), b(d.name, d.dtype, d.shape), c(d.name, d.dtype, d.shape);
+    std::mt19937_64 r1(11), r2(11), r3(12);
+    op.fill_fixed(d, r1, a);
+    op.fill_fixed(d, r2, b);
+    op.fill_fixed(d, r3, c);
+    EXPECT_EQ(a.data, b.data) << d.name;
+    EXPECT_NE(a.data, c.data) << d.name;
+  }
+}
+
 TEST(KdaFwdOp, FillRangesForGateInputs) {
   const KdaFwdOp op;
   const Shape s = shape(1, 8192, 12, 8);

@@ -24,8 +24,8 @@ namespace fs = std::filesystem;
 
 const std::string kRoot = PTXEVO_SOURCE_DIR;
 const std::string kSpec = kRoot + "/kernels/rmsnorm/rmsnorm_fwd.spec";
-const std::string kShipped = kRoot + "/kernels/rmsnorm/rmsnorm_fwd.universe.json";
-const std::string kShippedEdits = kRoot + "/kernels/rmsnorm/rmsnorm_fwd.edits.universe.json";
+const std::string kShipped = kRoot + "/data/universes/rmsnorm_fwd.universe.json";
+const std::string kShippedEdits = kRoot + "/data/universes/rmsnorm_fwd.edits.universe.json";
 const std::string kBuilds = kRoot + "/search/tests/data/rmsnorm_fwd.universe.builds.json";
 const std::string kEditBuilds = kRoot + "/search/tests/data/rmsnorm_fwd.edits.universe.builds.json";
 
@@ -157,7 +157,7 @@ TEST(PriorStudy, TransferBetweenTwoUniversesOfTheSameGrid) {
   EXPECT_THROW(run_prior_study_transfer(other, l.spec, u, l.spec, *l.op, o), std::invalid_argument);
 }
 
-// The study on a universe measured on the H200 and shipped beside the spec, at the defaults.
+// The study on a universe measured on the H200 and shipped in data/universes/, at the defaults.
 void study_shipped(const std::string& path) {
   ASSERT_TRUE(fs::exists(path)) << path << " is shipped with the repository (measured on the H200: docs/prior_study.md)";
   const Loaded l = load();
@@ -193,7 +193,7 @@ TEST(PriorStudy, OnTheShippedH200KnobGridWithPtxEdits) {
 // significantly sooner and ends with a better best at the budget, and the shuffled-label control
 // shows no gain. R(1.00) <= 0.25 is printed, not asserted: it holds for some seed lists only.
 TEST(PriorStudy, AcrossDtypesOnTheShippedH200Universes) {
-  const std::string fp16_universe = kRoot + "/kernels/rmsnorm/rmsnorm_fwd_fp16.edits.universe.json";
+  const std::string fp16_universe = kRoot + "/data/universes/rmsnorm_fwd_fp16.edits.universe.json";
   ASSERT_TRUE(fs::exists(fp16_universe)) << "shipped with the repository (measured on the H200)";
   Loaded l = load();
   auto fp16 = evaluator::load_spec(kRoot + "/kernels/rmsnorm/rmsnorm_fwd_fp16.spec", l.registry);
@@ -228,7 +228,7 @@ TEST(PriorStudy, AcrossDtypesOnTheShippedH200Universes) {
 // What warm start is worth here is printed (docs/prior_study.md, "The larger universe"), not
 // asserted: over 10 seeds its CIs reach 1.
 TEST(PriorStudy, OnTheShippedH200WideUniverse) {
-  const std::string wide = kRoot + "/kernels/rmsnorm/rmsnorm_fwd.wide.universe.json";
+  const std::string wide = kRoot + "/data/universes/rmsnorm_fwd.wide.universe.json";
   ASSERT_TRUE(fs::exists(wide)) << "shipped with the repository (measured on the H200)";
   const Loaded l = load();
   const Universe u = load_universe(wide);

@@ -1,7 +1,7 @@
 // TEST FIXTURE ONLY: SYNTHETIC timings for a universe of real builds, so the prior study can be
 // developed and tested before a GPU has measured the universe. Nothing here was measured; the
 // universe it returns says so (synthetic = true) and every study table built on it is marked.
-// Never write it where the shipped data lives (kernels/*/...universe.json).
+// Never write it where the shipped data lives (data/universes/).
 //
 // The model, per (candidate, benchmark shape): time = roofline x exp(inefficiency), where the
 // inefficiency is what a kernel engineer would guess for RMSNorm forward: half the analytic
