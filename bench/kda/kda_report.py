@@ -134,9 +134,10 @@ def markdown_report(env: Dict[str, Any], rows: Sequence[Dict[str, Any]], labels:
 
 def short_table(rows: Sequence[Dict[str, Any]], labels: Sequence[str]) -> str:
     """Plain text for the end of a log: per scenario FLA's median and each candidate's median with
-    FLA/ours and CUTLASS/ours; geomeans last."""
+    FLA/ours and CUTLASS/ours (FlashKDA live and paired when it ran, as in time_table; else
+    docs/targets.md's time, marked with a "d"); geomeans last."""
     lines = []
-    head = f"{'#':>2} {'scenario':<32} {'FLA ms':>8}" + "".join(f" {l[:22]:>22}" for l in labels)
+    head = f"{'#':>2} {'scenario':<32} {'FLA ms':>8}" + "".join(f" {l[:23]:>23}" for l in labels)
     lines.append(head)
     geo: Dict[str, List[float]] = {}
     for r in rows:
@@ -146,17 +147,18 @@ def short_table(rows: Sequence[Dict[str, Any]], labels: Sequence[str]) -> str:
         for l in labels:
             p = r.get("providers", {}).get(l)
             if not p:
-                line += f" {_why_missing(r, l):>22}"
+                line += f" {_why_missing(r, l):>23}"
                 continue
-            a, c = ratio_of(r, l, "fla_over_ours"), ratio_of(r, l, "cutlass_over_ours")
+            a, live = ratio_of(r, l, "fla_over_ours"), ratio_of(r, l, "flashkda_over_ours")
+            c = live if live is not None else ratio_of(r, l, "cutlass_over_ours")
             for name, v in (("fla", a), ("cut", c)):
                 if v is not None and math.isfinite(v):
                     geo.setdefault(f"{l}/{name}", []).append(v)
-            line += f" {p['median']:7.3f} {_x(a):>6} {_x(c):>6}"
+            line += f" {p['median']:7.3f} {_x(a):>6} {_x(c) + ('' if live is not None or c is None else 'd'):>7}"
         lines.append(line)
     line = f"{'':>2} {'geomean (FLA/ours, CUTLASS/ours)':<32} {'':>8}"
     for l in labels:
         a, c = geo.get(f"{l}/fla"), geo.get(f"{l}/cut")
-        line += f" {'':>7} {_x(geomean(a)) if a else '—':>6} {_x(geomean(c)) if c else '—':>6}"
+        line += f" {'':>7} {_x(geomean(a)) if a else '—':>6} {_x(geomean(c)) if c else '—':>7}"
     lines.append(line)
     return "\n".join(lines) + "\n"

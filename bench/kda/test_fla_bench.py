@@ -494,6 +494,12 @@ class ReportTest(unittest.TestCase):
         t = kda_report.time_table([r], ["chunked"], ["fla"])
         self.assertIn("| 2.00x | 1.50x |", t)
         self.assertNotIn("docs", t.splitlines()[2])
+        # The log's short table takes the same live ratio (an H100 run printed the docs' H200 one).
+        s = kda_report.short_table([r], ["chunked"])
+        self.assertIn(" 1.50x", s.splitlines()[1])
+        self.assertNotIn("1.50xd", s)
+        del r["ratios"]["chunked"]["flashkda_over_ours"]
+        self.assertRegex(kda_report.short_table([r], ["chunked"]).splitlines()[1], r"\d\.\d\dxd")
 
     def test_empty(self):
         self.assertEqual(len(kda_report.time_table([], ["a"], ["fla"]).strip().splitlines()), 2)
