@@ -877,10 +877,16 @@ CampaignResult CampaignEngine::run() {
       if (strategy_.reserve().empty() || !stop_reason.empty()) break;
       const bool remeasure = opt_.remeasure_every > 0 && batches > 0 && batches % opt_.remeasure_every == 0;
       std::int64_t budget_left = std::max<std::int64_t>(0, budget_ - (evaluations_done() + queued));
-      // Near the deadline a batch shrinks to what one measurer can measure before it.
-      if (deadline_ > 0 && measure_per_item_s_ > 0)
-        budget_left = std::min<std::int64_t>(
-            budget_left, static_cast<std::int64_t>(std::max(0.0, (deadline_ - now_s()) / measure_per_item_s_)));
+      // Near the deadline a batch shrinks to what the measurers can still finish before it, less
+      // what is queued ahead of it: workers sharing a GPU take turns on it, so batches sized on one
+      // worker's pace alone ran past the deadline and were abandoned (on an H100, 34 KDA candidates
+      // of a 2-minute campaign).
+      if (deadline_ > 0 && measure_per_item_s_ > 0) {
+        double per_s = static_cast<double>(measurers_.size()) / measure_per_item_s_;
+        if (gpu_per_item_s_ > 0) per_s = std::min(per_s, static_cast<double>(gpu_count()) / gpu_per_item_s_);
+        const double can = std::floor(std::max(0.0, deadline_ - now_s()) * per_s) - static_cast<double>(queued);
+        budget_left = std::min<std::int64_t>(budget_left, static_cast<std::int64_t>(std::max(0.0, can)));
+      }
       if (budget_left == 0 && deadline_ > 0 && measure_per_item_s_ > 0) break;
       auto batch = dispatch(generation, remeasure, candidates_in_flight, budget_left);
       ++batches;
@@ -927,6 +933,10 @@ CampaignResult CampaignEngine::run() {
     if (!b->items.empty() && b->measure_s > 0 && !abandon_.load()) {
       const double per_item = b->measure_s / static_cast<double>(b->items.size());
       measure_per_item_s_ = measure_per_item_s_ > 0 ? 0.5 * measure_per_item_s_ + 0.5 * per_item : per_item;
+      if (b->gpu_s > 0) {
+        const double gpu_item = b->gpu_s / static_cast<double>(b->items.size());
+        gpu_per_item_s_ = gpu_per_item_s_ > 0 ? 0.5 * gpu_per_item_s_ + 0.5 * gpu_item : gpu_item;
+      }
     }
     --in_flight;
     for (const auto& it : b->items) {

@@ -215,7 +215,8 @@ class CampaignEngine {
   // not started and the measurers' calls in flight.
   double deadline_ = 0;
   double round_build_s_ = 0;
-  double measure_per_item_s_ = 0;
+  double measure_per_item_s_ = 0;  // a measurer's wall seconds an item (recent batches)
+  double gpu_per_item_s_ = 0;      // GPU-held seconds an item (GPU measurers; 0: unknown)
   std::atomic<bool> abandon_{false};
   std::shared_ptr<const ReplayProjection> projection_;
   std::set<std::string> taken_;  // genome hashes of this campaign's candidates (with a projection)

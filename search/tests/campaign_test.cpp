@@ -537,6 +537,54 @@ TEST_F(CampaignTest, DeadlineEndsTheCampaignOnTimeAndKeepsWhatWasInFlight) {
   for (const auto& [hash, n] : fast.all_calls()) EXPECT_EQ(n, 1) << hash;
 }
 
+// A measurer at a steady `per_item` seconds a candidate that counts what it was given and had
+// to give up at the deadline.
+class SteadyMeasurer : public KnobModelMeasurer {
+ public:
+  explicit SteadyMeasurer(double per_item) : per_item_(per_item) {}
+  std::vector<evaluator::EvalReport> measure(const evaluator::EvalRequest& common,
+                                             const std::vector<MeasureItem>& items) override {
+    const auto end = std::chrono::steady_clock::now() +
+                     std::chrono::duration<double>(per_item_ * static_cast<double>(items.size()));
+    while (std::chrono::steady_clock::now() < end) {
+      if (abandoned_.load()) {
+        given_up_ += static_cast<int>(items.size());
+        evaluator::EvalReport r;
+        r.verdict = "not-run";
+        r.reasons.push_back("abandoned: the campaign reached its deadline");
+        return std::vector<evaluator::EvalReport>(items.size(), r);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return KnobModelMeasurer::measure(common, items);
+  }
+  void abandon() override { abandoned_.store(true); }
+  int given_up() const { return given_up_.load(); }
+
+ private:
+  double per_item_;
+  std::atomic<bool> abandoned_{false};
+  std::atomic<int> given_up_{0};
+};
+
+// Near the deadline a batch is sized on what the measurers can finish before it, counting the
+// batch queued ahead of it: a batch that waits behind a running one and could only run past the
+// deadline is not sent (it was, and was abandoned with its measurement half done).
+TEST_F(CampaignTest, NearTheDeadlineNoBatchIsSentThatCannotFinish) {
+  auto db = tracedb::TraceDb::open(dir_ / "deadline_sizing.db");
+  SteadyMeasurer m(0.4);  // a batch of 4: 1.6 s
+  auto o = small();
+  o.max_evaluations = 200;
+  o.max_minutes = 0.15;  // 9 s
+  o.remeasure_every = 0;
+  o.final_check = false;
+  const auto r = run(db, {&m}, o);
+  EXPECT_EQ(r.stop_reason, "time");
+  EXPECT_GT(r.evaluations_this_run, 4);
+  // One batch at most was caught at the deadline by the estimate's error, not one queued behind it.
+  EXPECT_LE(m.given_up(), 4) << log_;
+}
+
 // A measurer that throws from its third call on (a GPU worker pool or an MPI rank gone).
 class FailingMeasurer : public KnobModelMeasurer {
  public:
