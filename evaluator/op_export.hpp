@@ -32,7 +32,7 @@ struct HostExport {
 
 // Texts of the PyTorch binding (C++) and module (Python). The exporter fills @BINDING@, @CU@,
 // @ARCH@, @TAG@ (unique per export), @DESCRIPTION@, @PROTOTYPE@ (HostExport::prototype) and
-// @LOADER@ (the Python that builds the extension: EXTENSION_NAME, SOURCES, load()).
+// @LOADER@ (the Python that builds the extension: EXTENSION_NAME, CU, BINDING, load()).
 struct TorchExport {
   std::string binding, module;
 };

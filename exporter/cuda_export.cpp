@@ -103,7 +103,10 @@ CudaExport cuda_export(const evaluator::Spec& spec, const evaluator::Op& op, con
 
   std::string s;
   s += "// " + x.file_name + ": the " + spec.op + " kernel for " + spec.arch + ", exported by `ptxevo export`.\n";
-  s += "// Build: nvcc -arch=" + spec.arch + " -c " + x.file_name + "   (or load it through the torch export)\n";
+  s += "// Build: nvcc -arch=" + spec.arch + " -rdc=true -c " + x.file_name +
+       ", then a device link (nvcc -dlink; CMake: CUDA_SEPARABLE_COMPILATION), or load it through the torch\n"
+       "// export. Relocatable compilation gives the machine code ptxevo timed (nvJitLink's); a whole-program\n"
+       "// build of the same PTX can differ (docs/export.md, \"Same machine code\").\n";
   s += "// Call ptxevo_" + spec.op + "_launch(...) below; it checks its arguments and launches on the given stream.\n";
   s += "//\n";
   s += provenance_comment(provenance);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "evaluator/op.hpp"
 #include "evaluator/spec.hpp"
@@ -23,8 +24,13 @@ struct TorchArch {
   std::string list, compute, sm;
 };
 TorchArch torch_arch(const std::string& arch);
-// The Python that names the extension and its sources and builds it on first use with
-// torch.utils.cpp_extension.load, for `arch` only: `EXTENSION_NAME`, `SOURCES`, `load()`.
+// nvcc's arguments for the exported kernels' objects, as the torch loader runs them: the .cu
+// compiled as relocatable device code ("CU" -> "OBJ"), then device-linked ("OBJ" -> "DLINK");
+// the code generation of nvJitLink, which built the candidate that was gated and timed.
+std::vector<std::vector<std::string>> device_build_commands(const std::string& arch);
+// The Python that names the extension and its files and builds it on first use: the kernels by
+// device_build_commands, then the binding with torch.utils.cpp_extension.load linking them, for
+// `arch` only: `EXTENSION_NAME`, `CU`, `BINDING`, `DEVICE_BUILD`, `load()`.
 std::string torch_loader(const std::string& ext_name, const std::string& cu, const std::string& binding,
                          const std::string& arch);
 

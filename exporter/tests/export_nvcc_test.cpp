@@ -8,9 +8,13 @@
 #include <fstream>
 #include <sstream>
 
+#include <dlfcn.h>
+
 #include "evaluator/build_cache.hpp"
+#include "evaluator/ptxas.hpp"
 #include "evaluator/subprocess.hpp"
 #include "exporter/export_files.hpp"
+#include "exporter/torch_export.hpp"
 #include "kernels/builtin_ops.hpp"
 #include "tracedb/trace_db.hpp"
 
@@ -178,6 +182,61 @@ TEST(ExportNvcc, LauncherPlanMatchesTheOpsLaunchPlanOnTheLatencyPaths) {
   const std::string decode = std::string(PTXEVO_SOURCE_DIR) + "/kernels/rmsnorm/rmsnorm_fwd_decode.spec";
   expect_launcher_plan_matches(decode, "SPREAD_CTAS=528,CLUSTER=8,THREADS=128,ITEMS=1,EARLY_LAUNCH=1", "plan_spread");
   expect_launcher_plan_matches(decode, "PERSISTENT_CTAS=132,ITEMS=2,THREADS=256,SPREAD_CTAS=264", "plan_persistent");
+}
+
+// The torch module builds the kernels with device_build_commands: relocatable device code and a
+// device link, which gives the machine code ptxevo built and timed (nvJitLink's). On the KDA
+// forward nvcc's default whole-program build differs (its combine entry: 48 registers against
+// the candidate's 78); the loader's build must report every entry's registers and spills as the
+// candidate's, and its objects must link into a shared library whose launcher resolves.
+TEST(ExportNvcc, TorchLoaderBuildsTheCandidatesMachineCode) {
+  const std::string nvcc = find_nvcc();
+  ASSERT_FALSE(nvcc.empty()) << "the export tests need nvcc at $CUDA_HOME or /usr/local/cuda";
+  ExportRequest r;
+  r.spec = std::string(PTXEVO_SOURCE_DIR) + "/kernels/kda/kda_fwd.spec";
+  r.seed = "kda_fwd_chunked_seed";
+  r.format = "torch";
+  r.out_dir = temp_dir("rdc").string();
+  const ResolvedCandidate c = resolve_candidate(r, registry());
+  write_export(r, c);
+  const fs::path dir(r.out_dir);
+  const fs::path cu = dir / "ptxevo_kda_fwd.cu", obj = dir / "k.o", dlink = dir / "k_dlink.o";
+  ASSERT_TRUE(fs::exists(cu));
+  std::string log;
+  for (const auto& args : device_build_commands(c.spec.arch)) {
+    std::vector<std::string> argv = {nvcc};
+    for (const auto& a : args) argv.push_back(a == "CU" ? cu.string() : a == "OBJ" ? obj.string() : a == "DLINK" ? dlink.string() : a);
+    if (args.back() == "OBJ") argv.push_back("-Xptxas=-v");
+    const auto p = evaluator::run_process(argv);
+    ASSERT_EQ(p.exit_code, 0) << p.output;
+    log += p.output;
+  }
+  const auto built = evaluator::parse_ptxas_resources(log);
+  std::size_t compared = 0;
+  for (const auto& want : c.build.build.resources) {
+    if (!want.is_entry) continue;
+    for (const auto& got : built) {
+      if (got.name != want.name) continue;
+      ++compared;
+      EXPECT_EQ(got.registers, want.registers) << want.name;
+      EXPECT_EQ(got.spill_stores, want.spill_stores) << want.name;
+      EXPECT_EQ(got.stack_frame, want.stack_frame) << want.name;
+    }
+  }
+  EXPECT_EQ(compared, 3u) << log;  // prepare, recurrence, the sequence split's combine
+  // The objects link into a shared library (torch links them with the binding) and load.
+  const fs::path so = dir / "libk.so";
+  const auto link = evaluator::run_process({nvcc, "-shared", "-o", so.string(), obj.string(), dlink.string()});
+  ASSERT_EQ(link.exit_code, 0) << link.output;
+  void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  EXPECT_NE(dlsym(h, "ptxevo_kda_fwd_launch"), nullptr);
+  dlclose(h);
+  // The module runs the same commands.
+  const std::string module = read(dir / "ptxevo_kda_fwd.py");
+  EXPECT_NE(module.find("\"-rdc=true\""), std::string::npos);
+  EXPECT_NE(module.find("\"-dlink\""), std::string::npos);
+  EXPECT_NE(module.find("extra_ldflags=objects"), std::string::npos);
 }
 
 // A campaign in a trace database: the seed and an edited child that passed the gate. The winner
