@@ -12,6 +12,7 @@
 #include <fstream>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <curl/curl.h>
@@ -23,9 +24,11 @@
 #include "evaluator/runner.hpp"
 #include "evaluator/spec.hpp"
 #include "kernels/builtin_ops.hpp"
+#include "mutators/pass.hpp"
 #include "search/campaign.hpp"
 #include "search/campaign_files.hpp"
 #include "search/measurer.hpp"
+#include "search/proposer.hpp"
 #include "report/data.hpp"
 #include "report/html.hpp"
 #include "search/replay.hpp"
@@ -296,6 +299,23 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
     out << mpi->banner << std::endl;
   }
 
+  std::optional<std::vector<std::string>> ptx_passes;
+  if (!o.passes.empty()) {
+    ptx_passes.emplace();
+    if (o.passes != "none") {
+      std::stringstream list(o.passes);
+      for (std::string name; std::getline(list, name, ',');)
+        if (!name.empty()) ptx_passes->push_back(name);
+    }
+    try {
+      const auto registry_of_passes = mutators::builtin_passes();
+      search::Proposer check(spec, registry_of_passes, &*ptx_passes);
+    } catch (const std::invalid_argument& e) {
+      err << "error: --passes: " << e.what() << "\n";
+      return 2;
+    }
+  }
+
   std::optional<tracedb::TraceDb> db;
   try {
     db.emplace(tracedb::TraceDb::open(db_path));
@@ -317,6 +337,7 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
   co.random_edits.share = o.random_edit_share;
   co.random_edits.max_edits = o.random_max_edits;
   co.build_rounds = o.build_rounds;
+  co.ptx_passes = ptx_passes;
   co.warm_start = o.warm_start;
   co.initial = o.initial;
   co.max_evaluations = o.budget;

@@ -69,6 +69,7 @@ struct CampaignCliOptions {
   double random_edit_share = 0.5;  // search::RandomEdits: random first-population genomes with PTX edits
   int random_max_edits = 2;
   int build_rounds = 2;
+  std::string passes;  // PTX passes the campaign uses, comma-separated; "none": knob moves only; "": all
   double ci_width = 0.01;
   int warm_start = -1;
   int initial = 12;

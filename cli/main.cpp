@@ -76,6 +76,9 @@ int run_cli(int argc, char** argv, ptxevo::cluster::Session* mpi) {
       ->capture_default_str();
   app.add_flag("--no-cost-model", camp.no_cost_model,
                "Measure candidates in proposal order instead of letting the learned cost model choose among them");
+  app.add_option("--passes", camp.passes,
+                 "PTX passes the campaign's children and random genomes may carry, comma-separated ('none': knob "
+                 "moves only; default: every built-in pass but launch_bounds)");
   app.add_option("--build-rounds", camp.build_rounds,
                  "Build rounds (about a batch of proposals each) running at once while the GPU measures")
       ->check(CLI::Range(1, 8))

@@ -111,6 +111,14 @@ void register_prior_study_command(CLI::App& app) {
   cmd->add_option("--build-factor", o->study.build_factor, "Candidates built per measured one")
       ->check(CLI::Range(1.0, 8.0))
       ->capture_default_str();
+  cmd->add_option("--build-rounds", o->study.build_rounds,
+                  "Rounds of proposals building at once, ahead of the measurer (the campaign's default)")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
+  cmd->add_option("--top-up-rounds", o->study.top_up_rounds,
+                  "Rounds beyond the first a batch may wait for to fill up (the campaign's default)")
+      ->check(CLI::Range(0, 16))
+      ->capture_default_str();
   cmd->add_option("--random-edit-share", o->study.random_edits.share,
                   "Share of the first population's random genomes that carry PTX edits (the campaign's default)")
       ->check(CLI::Range(0.0, 1.0))

@@ -3,8 +3,6 @@
 #include <tbb/concurrent_queue.h>
 
 #include <algorithm>
-#include <deque>
-#include <numeric>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -22,6 +20,7 @@
 #include "search/llm_evidence.hpp"
 #include "search/prior/selection.hpp"
 #include "search/screen.hpp"
+#include "search/search_loop.hpp"
 #include "tracedb/queries.hpp"
 
 namespace ptxevo::search {
@@ -91,11 +90,9 @@ struct CampaignEngine::Item {
   std::string build_key;  // final PTX + launch knobs: twins are one measurement
 };
 
-struct CampaignEngine::Round {
+struct CampaignEngine::Round : SearchPipeline::Round {
   int generation = 0;
   double launched_at = 0;
-  std::size_t proposed = 0;
-  bool agents_only = false;  // LLM answers only: finished first, not counted in the yield
   std::vector<Item> fresh;  // recorded, building
   std::future<std::vector<evaluator::BuildResult>> built;
 };
@@ -122,7 +119,7 @@ CampaignEngine::CampaignEngine(const evaluator::Spec& spec, const evaluator::Op&
       log_(log),
       stop_(stop),
       passes_(std::make_shared<const mutators::PassRegistry>(mutators::builtin_passes())),
-      proposer_(spec_, *passes_),
+      proposer_(spec_, *passes_, opt_.ptx_passes ? &*opt_.ptx_passes : nullptr),
       strategy_(proposer_, OperatorPosterior(op_family(spec.op), opt_.arch.empty() ? spec.arch : opt_.arch),
                 [&] {
                   const auto ops = proposer_.operators();
@@ -130,7 +127,7 @@ CampaignEngine::CampaignEngine(const evaluator::Spec& spec, const evaluator::Op&
                 }(),
                 StrategyOptions{opt_.islands, opt_.island_size, opt_.batch, opt_.initial, opt_.random_edits,
                                 opt_.refusals_before_rare, opt_.reserve_factor, feature_layout(spec_, *passes_).size()},
-                opt_.seed * 0x9e3779b97f4a7c15ULL + 17, &log_) {
+                strategy_model_seed(opt_.seed), &log_) {
   if (opt_.arch.empty()) opt_.arch = spec_.arch;
   for (const auto& s : spec_.seeds) sources_[s.name] = read_seed(s.source_path);
   layout_ = feature_layout(spec_, *passes_);
@@ -235,6 +232,7 @@ std::unique_ptr<CampaignEngine::Round> CampaignEngine::launch(int generation, st
     it.ready.candidate_id = rc.id;
     round->fresh.push_back(std::move(it));
   }
+  round->building = round->fresh.size();
   round->launched_at = now_s();
   std::vector<BuildJob> jobs;
   for (const auto& it : round->fresh) jobs.push_back({build_request(it.ready.proposal.genome), it.ready.proposal.genome.edits});
@@ -585,6 +583,193 @@ void CampaignEngine::progress(bool force) {
   log_ << std::endl;
 }
 
+// The campaign's side of the search loop (search/search_loop.hpp): rounds build in the
+// background on the build service, batches go to one measurement thread per measurer, and
+// everything is recorded in the trace database as it happens.
+class CampaignEngine::Pipeline : public SearchPipeline {
+ public:
+  Pipeline(CampaignEngine& engine, std::mt19937_64 rng, int generation) : e_(engine), rng_(rng), generation_(generation) {
+    for (Measurer* m : e_.measurers_)
+      threads_.emplace_back([this, m] {
+        while (true) {
+          Batch* b = nullptr;
+          work_.pop(b);
+          if (!b) return;
+          const double t0 = now_s();
+          try {
+            std::vector<MeasureItem> items;
+            for (const auto& it : b->items) items.push_back(it.measure);
+            auto reports = m->measure(b->common, items);
+            for (std::size_t i = 0; i < b->items.size() && i < reports.size(); ++i) b->items[i].report = std::move(reports[i]);
+          } catch (const std::exception& e) {
+            b->error = e.what();
+          }
+          b->measure_s = now_s() - t0;
+          // A replay's reports carry the recording's GPU times: they are not this run's.
+          if (m->mode() == "gpu")
+            for (const auto& it : b->items) {
+              b->prep_s += it.report.prep_seconds;
+              b->gpu_s += it.report.gpu_seconds;
+            }
+          done_.push(b);
+        }
+      });
+  }
+  ~Pipeline() override { join(); }
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  // Stops the measurement threads once nothing is in flight.
+  void join() {
+    for (std::size_t i = 0; i < threads_.size(); ++i) work_.push(nullptr);
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+  std::vector<Proposal> propose(bool allow_llm) override {
+    auto props = e_.propose(generation_, rng_, allow_llm);
+    e_.project_onto_record(props);
+    ++generation_;
+    return props;
+  }
+
+  std::vector<std::unique_ptr<SearchPipeline::Round>> launch(std::vector<Proposal> props) override {
+    std::vector<std::unique_ptr<SearchPipeline::Round>> rounds;
+    // The LLM's answers build in a round of their own, ahead of the rule agents' round: a
+    // failure reaches the fixer when that one build is done, not when the whole round is.
+    std::vector<Proposal> answers;
+    for (auto it = props.begin(); it != props.end();) {
+      if (e_.is_llm(*it)) {
+        answers.push_back(std::move(*it));
+        it = props.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (!answers.empty()) {
+      rounds.push_back(e_.launch(generation_, std::move(answers), in_flight_));
+      rounds.back()->agents_only = true;
+    }
+    if (!props.empty()) rounds.push_back(e_.launch(generation_, std::move(props), in_flight_));
+    ++generation_;
+    return rounds;
+  }
+
+  std::size_t finish(SearchPipeline::Round& r) override { return e_.finish(static_cast<CampaignEngine::Round&>(r), in_flight_); }
+
+  Dispatched dispatch(std::int64_t slots, bool remeasure_best) override {
+    auto batch = e_.dispatch(generation_, remeasure_best, in_flight_, slots);
+    if (batch->items.empty()) return {};
+    Dispatched d;
+    d.sent = true;
+    for (const auto& it : batch->items) d.candidates += it.purpose == "candidate" ? 1 : 0;
+    work_.push(batch.release());
+    return d;
+  }
+
+  Collected collect() override {
+    Batch* raw = nullptr;
+    // At the deadline what is in flight is abandoned: the measurers answer at once and the
+    // candidates stay built for a resumed campaign.
+    while (!done_.try_pop(raw)) {
+      if (e_.deadline_ > 0 && !e_.abandon_.load() && now_s() > e_.deadline_) {
+        e_.abandon_.store(true);
+        for (Measurer* m : e_.measurers_) m->abandon();
+        e_.log_ << "deadline: abandoning the batches and builds in flight (they stay recorded; a resumed campaign "
+                   "measures them)"
+                << std::endl;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::unique_ptr<Batch> b(raw);
+    if (!b->items.empty() && b->measure_s > 0 && !e_.abandon_.load()) {
+      const double per_item = b->measure_s / static_cast<double>(b->items.size());
+      e_.measure_per_item_s_ = e_.measure_per_item_s_ > 0 ? 0.5 * e_.measure_per_item_s_ + 0.5 * per_item : per_item;
+      if (b->gpu_s > 0) {
+        const double gpu_item = b->gpu_s / static_cast<double>(b->items.size());
+        e_.gpu_per_item_s_ = e_.gpu_per_item_s_ > 0 ? 0.5 * e_.gpu_per_item_s_ + 0.5 * gpu_item : gpu_item;
+      }
+    }
+    Collected c;
+    for (const auto& it : b->items) {
+      if (it.purpose != "candidate") continue;
+      ++c.candidates;
+      in_flight_.erase(it.ready.candidate_id);
+    }
+    e_.result_.measure_s += b->measure_s;
+    e_.result_.prep_s += b->prep_s;
+    e_.result_.gpu_s += b->gpu_s;
+    if (!b->error.empty()) {
+      e_.log_ << "error: the measurer failed on a batch: " << b->error << "\n";
+      c.failed = true;
+      return c;
+    }
+    e_.absorb(*b);
+    e_.strategy_.posterior().save(e_.db_);
+    return c;
+  }
+
+  // A replayed candidate the record lacks still spends budget: on a GPU it would have cost an
+  // evaluation, and a replay campaign stands in for one of equal budget.
+  std::int64_t evaluations_done() const override {
+    std::int64_t n = e_.db_.count_candidate_evaluations(e_.campaign_id_);
+    if (e_.mode() == "replay") n += tracedb::count_unmeasured(e_.db_.connection(), e_.campaign_id_);
+    return n;
+  }
+  std::int64_t built() const override { return e_.result_.built_this_run; }
+
+  std::string stop_reason(int batches_in_flight) const override {
+    if (e_.stop_.load()) return "interrupted";
+    const CampaignOptions& o = e_.opt_;
+    if (o.max_minutes > 0 && now_s() - e_.started_ > o.max_minutes * 60) return "time";
+    // Nothing in flight and not even one more candidate's measurement fits before the deadline.
+    if (e_.deadline_ > 0 && batches_in_flight == 0 && e_.measure_per_item_s_ > 0 &&
+        now_s() + e_.measure_per_item_s_ > e_.deadline_)
+      return "time";
+    const Member* best = e_.strategy_.population().best();
+    if (o.target_fitness > 0 && best && best->fitness >= o.target_fitness) return "target";
+    return "";
+  }
+  bool round_fits_deadline() const override {
+    return !(e_.deadline_ > 0 && now_s() + e_.round_build_s_ + e_.measure_per_item_s_ > e_.deadline_);
+  }
+  // Near the deadline a batch shrinks to what the measurers can still finish before it, less
+  // what is queued ahead of it: workers sharing a GPU take turns on it, so batches sized on one
+  // worker's pace alone ran past the deadline and were abandoned (on an H100, 34 KDA candidates
+  // of a 2-minute campaign).
+  std::optional<std::int64_t> deadline_capacity(std::int64_t queued) const override {
+    if (e_.deadline_ <= 0 || e_.measure_per_item_s_ <= 0) return std::nullopt;
+    double per_s = static_cast<double>(e_.measurers_.size()) / e_.measure_per_item_s_;
+    if (e_.gpu_per_item_s_ > 0) per_s = std::min(per_s, static_cast<double>(e_.gpu_count()) / e_.gpu_per_item_s_);
+    const double can = std::floor(std::max(0.0, e_.deadline_ - now_s()) * per_s) - static_cast<double>(queued);
+    return static_cast<std::int64_t>(std::max(0.0, can));
+  }
+  bool fix_waiting() const override { return e_.llm_ && e_.llm_->fix_queued() && e_.llm_->available(); }
+  std::unique_ptr<SearchPipeline::Round> launch_fix() override {
+    LlmProposal r = e_.llm_->fix();
+    if (!r.proposal) return nullptr;  // the proposer recorded why
+    std::vector<Proposal> one;
+    one.push_back(std::move(*r.proposal));
+    auto round = e_.launch(generation_, std::move(one), in_flight_);
+    round->agents_only = true;
+    return round;
+  }
+  // Builds still running finish and are recorded (a resumed campaign measures what passed); past
+  // the deadline, those not started yet are left for a resumed campaign.
+  void stopping(const std::string& reason) override {
+    if (reason == "time" && e_.deadline_ > 0) e_.abandon_.store(true);
+  }
+  void progress() override { e_.progress(false); }
+
+ private:
+  CampaignEngine& e_;
+  std::mt19937_64 rng_;
+  int generation_;
+  std::set<std::int64_t> in_flight_;  // building, waiting in the reserve, or at a measurer
+  tbb::concurrent_bounded_queue<Batch*> work_, done_;
+  std::vector<std::thread> threads_;
+};
+
 CampaignResult CampaignEngine::run() {
   started_ = now_s();
   deadline_ = opt_.max_minutes > 0 ? started_ + opt_.max_minutes * 60 : 0;
@@ -666,35 +851,6 @@ CampaignResult CampaignEngine::run() {
   std::mt19937_64 rng(opt_.seed ^ static_cast<std::uint64_t>(db_.count_candidates(campaign_id_)));
   int generation = db_.max_generation(campaign_id_) + 1;
 
-  // ---- measurement threads, one per measurer ----
-  tbb::concurrent_bounded_queue<Batch*> work, done;
-  std::vector<std::thread> threads;
-  for (Measurer* m : measurers_)
-    threads.emplace_back([m, &work, &done] {
-      while (true) {
-        Batch* b = nullptr;
-        work.pop(b);
-        if (!b) return;
-        const double t0 = now_s();
-        try {
-          std::vector<MeasureItem> items;
-          for (const auto& it : b->items) items.push_back(it.measure);
-          auto reports = m->measure(b->common, items);
-          for (std::size_t i = 0; i < b->items.size() && i < reports.size(); ++i) b->items[i].report = std::move(reports[i]);
-        } catch (const std::exception& e) {
-          b->error = e.what();
-        }
-        b->measure_s = now_s() - t0;
-        // A replay's reports carry the recording's GPU times: they are not this run's.
-        if (m->mode() == "gpu")
-          for (const auto& it : b->items) {
-            b->prep_s += it.report.prep_seconds;
-            b->gpu_s += it.report.gpu_seconds;
-          }
-        done.push(b);
-      }
-    });
-
   // A resumed campaign first finishes what was in flight when it stopped.
   std::vector<Proposal> pending;
   for (const auto& row : db_.pending_candidates(campaign_id_)) {
@@ -710,262 +866,22 @@ CampaignResult CampaignEngine::run() {
     pending.push_back(std::move(p));
   }
 
-  int in_flight = 0, batches = 0, empty_rounds = 0;
-  std::set<std::int64_t> candidates_in_flight;  // building, waiting in the reserve, or at a measurer
-  std::int64_t queued = 0;  // candidate items handed to measurers and not yet absorbed
-  // A replayed candidate the record lacks still spends budget: on a GPU it would have cost an
-  // evaluation, and a replay campaign stands in for one of equal budget.
-  auto evaluations_done = [&] {
-    std::int64_t n = db_.count_candidate_evaluations(campaign_id_);
-    if (mode() == "replay") n += tracedb::count_unmeasured(db_.connection(), campaign_id_);
-    return n;
-  };
-  // A measurer that failed stops the campaign for good: the loop only drains what is in flight.
-  bool measurer_failed = false;
-  auto out_of_budget = [&]() -> std::string {
-    if (measurer_failed) return "measurer-failed";
-    if (stop_.load()) return "interrupted";
-    if (opt_.max_minutes > 0 && now_s() - started_ > opt_.max_minutes * 60) return "time";
-    // Nothing in flight and not even one more candidate's measurement fits before the deadline.
-    if (deadline_ > 0 && in_flight == 0 && measure_per_item_s_ > 0 && now_s() + measure_per_item_s_ > deadline_)
-      return "time";
-    if (opt_.target_fitness > 0 && strategy_.population().best() && strategy_.population().best()->fitness >= opt_.target_fitness) return "target";
-    if (measurers_.empty() ? result_.built_this_run >= budget_ : evaluations_done() + queued >= budget_) return "budget";
-    return "";
-  };
-  std::string stop_reason;
-  double yield_estimate = 0.5;  // candidates that reach the reserve per proposal (duplicates, failed builds, screens)
-  std::deque<std::unique_ptr<Round>> building;
-  bool first_population_launched = !strategy_.population().empty();
-  const bool choosing = opt_.cost_model && !measurers_.empty();
-  // Candidates a batch waits for: `batch`, or with the cost model enough that it has a choice.
-  const auto target = static_cast<std::size_t>(
-      std::max(1, choosing ? static_cast<int>(std::ceil(opt_.batch * opt_.build_factor)) : opt_.batch));
-  const std::size_t reserve_cap = static_cast<std::size_t>(std::max(opt_.reserve_factor, 1) * std::max(1, opt_.batch));
-
-  // The next proposals: what was in flight when the last run stopped first, a batch at a time;
-  // never more than the budget has left counting what is building or waiting (the rest waits,
-  // unrecorded, for a later round).
-  auto next_proposals = [&](std::int64_t committed, bool allow_llm) -> std::vector<Proposal> {
-    std::vector<Proposal> props;
-    if (!pending.empty()) {
-      const std::size_t take = std::min<std::size_t>(pending.size(), static_cast<std::size_t>(std::max(1, opt_.batch)));
-      props.assign(std::make_move_iterator(pending.begin()), std::make_move_iterator(pending.begin() + static_cast<std::ptrdiff_t>(take)));
-      pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(take));
-    } else {
-      props = propose(generation, rng, allow_llm);
-      project_onto_record(props);
-      ++generation;
-    }
-    const std::int64_t left = budget_ - committed;
-    if (left <= 0) {
-      pending.insert(pending.begin(), std::make_move_iterator(props.begin()), std::make_move_iterator(props.end()));
-      return {};
-    }
-    if (static_cast<std::int64_t>(props.size()) > left) {
-      pending.insert(pending.begin(), std::make_move_iterator(props.begin() + left), std::make_move_iterator(props.end()));
-      props.resize(static_cast<std::size_t>(left));
-    }
-    return props;
-  };
-  // What the budget already holds: measured, at a measurer, waiting, or expected from builds.
-  auto committed = [&]() -> std::int64_t {
-    std::int64_t expected = 0;
-    for (const auto& r : building) expected += static_cast<std::int64_t>(std::ceil(yield_estimate * static_cast<double>(r->fresh.size())));
-    if (measurers_.empty()) return result_.built_this_run + static_cast<std::int64_t>(std::accumulate(
-                                                                 building.begin(), building.end(), std::size_t{0},
-                                                                 [](std::size_t n, const auto& r) { return n + r->fresh.size(); }));
-    return evaluations_done() + queued + static_cast<std::int64_t>(strategy_.reserve().size()) + expected;
-  };
-  // Keeps up to build_rounds rounds building in the background, each sized by the yield seen so
-  // far to bring about `target` candidates. Only counts decide, never timing: a campaign with one
-  // measurer makes the same choices every run.
-  auto launch_rounds = [&] {
-    while (static_cast<int>(building.size()) < std::max(1, opt_.build_rounds)) {
-      if (!out_of_budget().empty()) return;
-      // Near the deadline: no round that could not be built (and measured) before it.
-      if (deadline_ > 0 && now_s() + round_build_s_ + measure_per_item_s_ > deadline_) return;
-      if (strategy_.reserve().size() >= reserve_cap) return;  // the GPU is the bottleneck: no need to build more
-      const bool first = strategy_.population().empty();
-      // The first population is building or measured and nothing has come back: another round
-      // now would be another first population (seeds and random genomes again), not children.
-      if (first && first_population_launched && pending.empty() &&
-          (in_flight > 0 || !building.empty() || !strategy_.reserve().empty()))
-        return;
-      const double per_call = std::max(1.0, static_cast<double>(opt_.batch) * std::max(0.2, yield_estimate));
-      const int calls = first ? 1 : std::clamp(static_cast<int>(std::ceil(static_cast<double>(target) / per_call)), 1, 8);
-      std::vector<Proposal> props;
-      for (int k = 0; k < calls; ++k) {
-        // Only a round's first call asks the LLM agents: filling it is the cheap rule agents' job.
-        auto p = next_proposals(committed() + static_cast<std::int64_t>(std::ceil(yield_estimate * static_cast<double>(props.size()))), k == 0);
-        if (p.empty()) break;
-        for (auto& x : p) props.push_back(std::move(x));
-        if (first) break;
-      }
-      if (first) first_population_launched = true;
-      if (props.empty()) {
-        ++empty_rounds;
-        return;
-      }
-      strategy_.new_round();
-      // The LLM's answers build in a round of their own, ahead of the rule agents' round: a
-      // failure reaches the fixer when that one build is done, not when the whole round is.
-      std::vector<Proposal> answers;
-      for (auto it = props.begin(); it != props.end();) {
-        if (is_llm(*it)) {
-          answers.push_back(std::move(*it));
-          it = props.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      if (!answers.empty()) {
-        building.push_back(launch(generation, std::move(answers), candidates_in_flight));
-        building.back()->agents_only = true;
-      }
-      if (!props.empty()) building.push_back(launch(generation, std::move(props), candidates_in_flight));
-      ++generation;
-    }
-  };
-  // A failed LLM answer (build, IR check or gate) goes to the fixer as soon as the campaign
-  // learns of it, in a round of its own outside the round cap: in a short campaign it would
-  // otherwise wait for a slot the posterior gives the LLM, which may never come.
-  auto launch_fixes = [&] {
-    while (llm_ && llm_->fix_queued() && llm_->available() && out_of_budget().empty()) {
-      if (deadline_ > 0 && now_s() + round_build_s_ + measure_per_item_s_ > deadline_) return;
-      if (committed() >= budget_) return;
-      LlmProposal r = llm_->fix();
-      if (!r.proposal) continue;  // the proposer recorded why
-      std::vector<Proposal> one;
-      one.push_back(std::move(*r.proposal));
-      building.push_back(launch(generation, std::move(one), candidates_in_flight));
-      building.back()->agents_only = true;
-    }
-  };
-
-  while (true) {
-    stop_reason = out_of_budget();
-    const double prep_t0 = now_s();
-    launch_fixes();
-    launch_rounds();
-    // Fill the measurers plus one batch ready: the GPU never waits for the compiler while the
-    // builds run ahead.
-    while (!measurers_.empty() && in_flight < static_cast<int>(measurers_.size()) + 1 && stop_reason.empty()) {
-      // A measurer with nothing to do takes a plain batch now; otherwise the queued batch waits
-      // until the model has its choice. (In flight counts batches, so this is still counts only.)
-      const std::size_t want =
-          in_flight < static_cast<int>(measurers_.size()) ? static_cast<std::size_t>(std::max(1, opt_.batch)) : target;
-      int rounds_waited = 0;
-      while (strategy_.reserve().size() < want && !building.empty() &&
-             (rounds_waited <= opt_.top_up_rounds || strategy_.reserve().empty())) {
-        auto r = std::move(building.front());
-        building.pop_front();
-        const std::size_t added = finish(*r, candidates_in_flight);
-        if (!r->agents_only) {
-          if (r->proposed > 0)
-            yield_estimate = 0.7 * yield_estimate + 0.3 * static_cast<double>(added) / static_cast<double>(r->proposed);
-          ++rounds_waited;
-          // Every child a duplicate, a failed build or screened out, round after round: the
-          // space reachable from this population is spent.
-          empty_rounds = added > 0 ? 0 : empty_rounds + 1;
-        }
-        stop_reason = empty_rounds > 50 ? "no-proposals" : out_of_budget();
-        if (!stop_reason.empty()) break;
-        launch_fixes();
-        launch_rounds();  // keep the cores busy while this batch goes out
-      }
-      if (strategy_.reserve().empty() || !stop_reason.empty()) break;
-      const bool remeasure = opt_.remeasure_every > 0 && batches > 0 && batches % opt_.remeasure_every == 0;
-      std::int64_t budget_left = std::max<std::int64_t>(0, budget_ - (evaluations_done() + queued));
-      // Near the deadline a batch shrinks to what the measurers can still finish before it, less
-      // what is queued ahead of it: workers sharing a GPU take turns on it, so batches sized on one
-      // worker's pace alone ran past the deadline and were abandoned (on an H100, 34 KDA candidates
-      // of a 2-minute campaign).
-      if (deadline_ > 0 && measure_per_item_s_ > 0) {
-        double per_s = static_cast<double>(measurers_.size()) / measure_per_item_s_;
-        if (gpu_per_item_s_ > 0) per_s = std::min(per_s, static_cast<double>(gpu_count()) / gpu_per_item_s_);
-        const double can = std::floor(std::max(0.0, deadline_ - now_s()) * per_s) - static_cast<double>(queued);
-        budget_left = std::min<std::int64_t>(budget_left, static_cast<std::int64_t>(std::max(0.0, can)));
-      }
-      if (budget_left == 0 && deadline_ > 0 && measure_per_item_s_ > 0) break;
-      auto batch = dispatch(generation, remeasure, candidates_in_flight, budget_left);
-      ++batches;
-      if (opt_.migrate_every > 0 && batches % opt_.migrate_every == 0) strategy_.population().migrate();
-      if (batch->items.empty()) break;
-      for (const auto& it : batch->items) queued += it.purpose == "candidate" ? 1 : 0;
-      work.push(batch.release());
-      ++in_flight;
-    }
-    if (measurers_.empty()) {
-      // Static mode: build and screen, nothing to measure.
-      if (!building.empty()) {
-        auto r = std::move(building.front());
-        building.pop_front();
-        const std::size_t added = finish(*r, candidates_in_flight);
-        if (!r->agents_only) empty_rounds = added > 0 || !r->fresh.empty() ? 0 : empty_rounds + 1;
-        progress(false);
-      }
-    }
-    result_.prepare_s += now_s() - prep_t0;
-    if (empty_rounds > 50 && in_flight == 0) {
-      stop_reason = "no-proposals";
-      break;
-    }
-    if (in_flight == 0) {
-      if (!stop_reason.empty()) break;
-      // Nothing building and nothing to measure: proposals came back empty (counted above).
-      continue;
-    }
-    Batch* raw = nullptr;
-    // At the deadline what is in flight is abandoned: the measurers answer at once and the
-    // candidates stay built for a resumed campaign.
-    while (!done.try_pop(raw)) {
-      if (deadline_ > 0 && !abandon_.load() && now_s() > deadline_) {
-        abandon_.store(true);
-        for (Measurer* m : measurers_) m->abandon();
-        log_ << "deadline: abandoning the batches and builds in flight (they stay recorded; a resumed campaign "
-                "measures them)"
-             << std::endl;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    std::unique_ptr<Batch> b(raw);
-    if (!b->items.empty() && b->measure_s > 0 && !abandon_.load()) {
-      const double per_item = b->measure_s / static_cast<double>(b->items.size());
-      measure_per_item_s_ = measure_per_item_s_ > 0 ? 0.5 * measure_per_item_s_ + 0.5 * per_item : per_item;
-      if (b->gpu_s > 0) {
-        const double gpu_item = b->gpu_s / static_cast<double>(b->items.size());
-        gpu_per_item_s_ = gpu_per_item_s_ > 0 ? 0.5 * gpu_per_item_s_ + 0.5 * gpu_item : gpu_item;
-      }
-    }
-    --in_flight;
-    for (const auto& it : b->items) {
-      queued -= it.purpose == "candidate" ? 1 : 0;
-      if (it.purpose == "candidate") candidates_in_flight.erase(it.ready.candidate_id);
-    }
-    result_.measure_s += b->measure_s;
-    result_.prep_s += b->prep_s;
-    result_.gpu_s += b->gpu_s;
-    if (!b->error.empty()) {
-      log_ << "error: the measurer failed on a batch: " << b->error << "\n";
-      measurer_failed = true;
-      stop_reason = "measurer-failed";
-      // What was in flight stays built; a resumed campaign measures it.
-      continue;
-    }
-    absorb(*b);
-    strategy_.posterior().save(db_);
-    progress(false);
-  }
-  // Builds still running finish and are recorded (a resumed campaign measures what passed); past
-  // the deadline, those not started yet are left for a resumed campaign.
-  if (stop_reason == "time" && deadline_ > 0) abandon_.store(true);
-  while (!building.empty()) {
-    finish(*building.front(), candidates_in_flight);
-    building.pop_front();
-  }
-  for (std::size_t i = 0; i < threads.size(); ++i) work.push(nullptr);
-  for (auto& t : threads) t.join();
+  LoopOptions loop_options;
+  loop_options.budget = budget_;
+  loop_options.batch = opt_.batch;
+  loop_options.measurers = static_cast<int>(measurers_.size());
+  loop_options.choosing = opt_.cost_model;
+  loop_options.build_factor = opt_.build_factor;
+  loop_options.reserve_factor = opt_.reserve_factor;
+  loop_options.build_rounds = opt_.build_rounds;
+  loop_options.top_up_rounds = opt_.top_up_rounds;
+  loop_options.migrate_every = opt_.migrate_every;
+  loop_options.remeasure_every = opt_.remeasure_every;
+  Pipeline pipeline(*this, rng, generation);
+  const LoopResult loop = run_search_loop(strategy_, pipeline, loop_options, std::move(pending));
+  const std::string& stop_reason = loop.stop_reason;
+  result_.prepare_s += loop.prepare_s;
+  pipeline.join();
 
   // ---- the winner, re-measured against the baseline ----
   if (const Member* best = strategy_.population().best()) {
@@ -1003,7 +919,7 @@ CampaignResult CampaignEngine::run() {
       }
     }
   }
-  result_.stop_reason = stop_reason.empty() ? "budget" : stop_reason;
+  result_.stop_reason = stop_reason;
   if (llm_) llm_->campaign_ended();
   result_.evaluations = db_.count_candidate_evaluations(campaign_id_);
   result_.wall_s = now_s() - started_;

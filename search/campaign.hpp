@@ -40,6 +40,9 @@ struct CampaignOptions {
   // drawn among the passes this campaign uses that apply to the baseline's PTX (and not among
   // those that refused every parent so far). share 0: knob assignments only (as before).
   RandomEdits random_edits;
+  // The PTX passes children and random genomes may carry, by name; nullopt: every built-in pass
+  // but launch_bounds; empty: knob moves only.
+  std::optional<std::vector<std::string>> ptx_passes;
   std::int64_t max_evaluations = 0;  // candidate evaluations; 0: the spec's budget (200 without one)
   double max_minutes = 0;            // 0: no wall-time limit
   double target_fitness = 0;         // stop once the best reaches it; 0: none
@@ -149,6 +152,7 @@ class CampaignEngine {
   struct Batch;
   struct Round;
   class LlmOperator;
+  class Pipeline;  // the campaign's side of the search loop (campaign.cpp)
 
   std::string mode() const;
   int gpu_count() const;  // distinct devices among the measurers

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -19,6 +20,7 @@
 
 #include "evaluator/evaluation.hpp"
 #include "mutators/pass.hpp"
+#include "search/search_loop.hpp"
 #include "search/strategy.hpp"
 #include "search/population.hpp"
 #include "search/prior/bayes_linear.hpp"
@@ -103,45 +105,168 @@ struct SimOutput {
   std::vector<CostRow> rows;              // relabelled as the earlier campaign's
   std::vector<std::size_t> best_members;  // by the best measured fitness, best first
   std::vector<std::size_t> first_random;  // the first population's random genomes, as drawn
+  std::vector<std::size_t> measured;      // members in the order measured, re-measurements included
 };
 
-// One campaign over the universe: the campaign's strategy (search/strategy.hpp) told what the
-// universe recorded; see the header for what differs from a campaign's pipeline.
-SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, const Landscape& land, const Transfer& t,
-                   std::uint64_t seed, const StudyOptions& o, std::int64_t budget) {
-  SimOutput out;
-  StudyRun& run = out.run;
-  std::mt19937_64 rng(seed), noise_rng(mix(seed, 29));
-  OperatorPosterior posterior(c.family, c.spec.arch);
-  if (t.posterior) posterior.carry(*t.posterior);
-  EvolutionStrategy strategy(*c.proposer, std::move(posterior), c.ops,
-                             StrategyOptions{o.islands, o.island_size, o.batch, o.initial, o.random_edits,
-                                             o.refusals_before_rare, o.reserve_factor, c.layout.size()},
-                             mix(seed, 17), nullptr);
-  strategy.set_random_passes(c.random_passes);
-  strategy.restrict_proposals([&c](const Genome& g) { return c.find(g).has_value(); });
-  std::vector<CostRow> own_rows;
-  std::map<std::size_t, double> best_measured;  // member -> its best measured fitness
-  std::set<std::size_t> seen;
-  std::int64_t outside = 0;  // seeds or warm genomes the universe lacks
-  double best_true = 0;
-  const std::size_t ns = shapes.size();
-  const auto member_of = [](const Ready& r) { return static_cast<std::size_t>(r.candidate_id - 1); };
+// The universe's side of the search loop (search/search_loop.hpp): a "build" is the record of
+// the proposal's genome, a "measurement" its stored figures with noise. Builds and measurements
+// answer in the order the loop asks, so the loop's schedule (rounds ahead, a batch queued behind
+// the one at the measurer, re-measurements) is the campaign's.
+class UniversePipeline : public SearchPipeline {
+ public:
+  struct UniverseRound : Round {
+    std::vector<std::pair<Proposal, std::size_t>> members;  // proposal, the member it found
+  };
+
+  UniversePipeline(const Context& c, const std::vector<std::size_t>& shapes, const Landscape& land, const Transfer& t,
+                   std::uint64_t seed, const StudyOptions& o, EvolutionStrategy& strategy, SimOutput& out)
+      : c_(c), shapes_(shapes), land_(land), t_(t), o_(o), strategy_(strategy), out_(out), rng_(seed),
+        noise_rng_(mix(seed, 29)) {
+    if (t.best)
+      for (const auto m : *t.best) warm_.push_back(WarmGenome{c.u->members[m].genome, "warm_start"});
+  }
+
+  // Generations count as a campaign's do: one a call for proposals, one a round launched.
+  std::vector<Proposal> propose(bool /*allow_llm*/) override {
+    if (!strategy_.population().empty()) return strategy_.children(generation_++, rng_, nullptr);
+    ++generation_;
+    auto props = strategy_.first_population(warm_, std::numeric_limits<int>::max(), t_.as_drawn, rng_);
+    out_.run.warm_seeds = strategy_.warm_taken();
+    for (const auto& g : strategy_.first_random()) out_.first_random.push_back(*c_.find(g));
+    return props;
+  }
+
+  // Proposals the universe lacks (only seeds or warm genomes: proposals are restricted to it) and
+  // members proposed before are dropped at once, as a campaign drops what it recorded before.
+  std::vector<std::unique_ptr<Round>> launch(std::vector<Proposal> props) override {
+    auto round = std::make_unique<UniverseRound>();
+    round->proposed = props.size();
+    for (auto& p : props) {
+      const auto found = c_.find(p.genome);
+      if (!found) {
+        ++outside_;
+        strategy_.dropped(p);
+        continue;
+      }
+      if (!seen_.insert(*found).second) {
+        ++out_.run.duplicates;
+        strategy_.dropped(p);
+        continue;
+      }
+      round->members.emplace_back(std::move(p), *found);
+    }
+    round->building = round->members.size();
+    ++generation_;
+    std::vector<std::unique_ptr<Round>> rounds;
+    rounds.push_back(std::move(round));
+    return rounds;
+  }
+
+  std::size_t finish(Round& r) override {
+    std::size_t added = 0;
+    for (auto& [p, m] : static_cast<UniverseRound&>(r).members) {
+      ++built_;
+      const UniverseMember& um = c_.u->members[m];
+      const bool refused = um.build == "failed" && um.stage == "pass" && um.reason.rfind("pass-refused", 0) == 0;
+      strategy_.built(p, refused, um.build == "ok" || um.build == "screened", c_.data[m].buildable, um.reason);
+      if (!c_.data[m].buildable) continue;
+      Ready ready;
+      ready.candidate_id = static_cast<std::int64_t>(m) + 1;
+      ready.proposal = std::move(p);
+      ready.features.assign(c_.layout.size(), 0.0);
+      for (const auto j : shapes_) {
+        const FeatureRow& fr = c_.data[m].features[j];
+        for (std::size_t k = 0; k < fr.x.size() && k < ready.features.size(); ++k) ready.features[k] += fr.x[k];
+        ready.analytic += fr.analytic_log_time;
+      }
+      for (auto& v : ready.features) v /= static_cast<double>(shapes_.size());
+      ready.analytic /= static_cast<double>(shapes_.size());
+      strategy_.add_ready(std::move(ready));
+      ++added;
+    }
+    return added;
+  }
+
+  Dispatched dispatch(std::int64_t slots, bool remeasure_best) override {
+    Batch b;
+    const auto n = std::min<std::int64_t>(o_.batch, slots);
+    b.picked = strategy_.choose(static_cast<std::size_t>(std::max<std::int64_t>(0, n)),
+                                [this](CostModel& model, std::mt19937_64& model_rng) { refit(model, model_rng); })
+                   .picked;
+    if (remeasure_best)
+      if (const Member* best = strategy_.population().best();
+          best && best->measurements + remeasures_in_flight_[best->candidate_id] < o_.max_measurements) {
+        b.remeasure = best->candidate_id;
+        ++remeasures_in_flight_[best->candidate_id];
+      }
+    Dispatched d;
+    d.candidates = b.picked.size();
+    d.sent = !b.picked.empty() || b.remeasure;
+    if (d.sent) queue_.push_back(std::move(b));
+    return d;
+  }
+
+  Collected collect() override {
+    Batch b = std::move(queue_.front());
+    queue_.pop_front();
+    StudyRun& run = out_.run;
+    for (const auto& r : b.picked) {
+      ++run.evaluations;
+      const auto m = static_cast<std::size_t>(r.candidate_id - 1);
+      const auto fig = measure(m);
+      strategy_.measured(r, fig);
+      if (!fig) {
+        ++run.failed;
+      } else {
+        auto& bm = best_measured_[m];
+        bm = std::max(bm, fig->fitness);
+        best_true_ = std::max(best_true_, true_fitness(c_, land_, m, shapes_));
+      }
+      run.best_true.push_back(best_true_);
+    }
+    // The best measured again (not charged to the budget, as in a campaign).
+    if (b.remeasure) {
+      const std::int64_t id = *b.remeasure;
+      if (--remeasures_in_flight_[id] <= 0) remeasures_in_flight_.erase(id);
+      const auto m = static_cast<std::size_t>(id - 1);
+      if (const auto fig = measure(m)) {
+        strategy_.remeasured(id, *fig);
+        auto& bm = best_measured_[m];
+        bm = std::max(bm, fig->fitness);
+        ++run.remeasures;
+      }
+    }
+    return Collected{b.picked.size(), false};
+  }
+
+  std::int64_t evaluations_done() const override { return out_.run.evaluations; }
+  std::int64_t built() const override { return built_; }
+
+  std::int64_t outside() const { return outside_; }
+  double best_true() const { return best_true_; }
+  std::vector<CostRow>& rows() { return own_rows_; }
+  const std::map<std::size_t, double>& best_measured() const { return best_measured_; }
+
+ private:
+  struct Batch {
+    std::vector<Ready> picked;
+    std::optional<std::int64_t> remeasure;
+  };
 
   // A measurement: noisy per-shape speedups around the stored medians, bounds shifted with them.
-  auto measure = [&](std::size_t member) -> std::optional<Figures> {
-    const MemberData& d = c.data[land.figure_of[member]];
+  std::optional<Figures> measure(std::size_t member) {
+    out_.measured.push_back(member);
+    const MemberData& d = c_.data[land_.figure_of[member]];
     if (!d.passes) return std::nullopt;
     double f = 0, lo = 0, hi = 0;
-    for (std::size_t k = 0; k < ns; ++k) {
-      const std::size_t j = shapes[k];
+    for (const auto j : shapes_) {
       double ls = d.log_s[j];
-      if (o.noise && d.sd[j] > 0) ls += std::normal_distribution<double>(0.0, d.sd[j])(noise_rng);
+      if (o_.noise && d.sd[j] > 0) ls += std::normal_distribution<double>(0.0, d.sd[j])(noise_rng_);
       f += ls;
       lo += ls + (d.log_low[j] - d.log_s[j]);
       hi += ls + (d.log_high[j] - d.log_s[j]);
       // The cost row: this member's features, the figures' time (faster by the noisy speedup).
-      const FeatureRow& fr = c.data[member].features[j];
+      const FeatureRow& fr = c_.data[member].features[j];
       CostRow row;
       row.campaign_id = kOwnCampaign;
       row.candidate_id = static_cast<std::int64_t>(member) + 1;
@@ -150,124 +275,77 @@ SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, con
       row.x = fr.x;
       row.y = std::log(d.cand_ms[j] * std::exp(d.log_s[j] - ls) / fr.roofline_ms);
       row.analytic = fr.analytic_log_time;
-      own_rows.push_back(std::move(row));
+      own_rows_.push_back(std::move(row));
     }
-    const double n = static_cast<double>(ns);
+    const double n = static_cast<double>(shapes_.size());
     return Figures{std::exp(f / n), std::exp(lo / n), std::exp(hi / n)};
-  };
-
-  // A "build": the universe's record of the proposal's genome.
-  auto prepare = [&](std::vector<Proposal> props, std::vector<Ready>& ready) {
-    for (auto& p : props) {
-      const auto found = c.find(p.genome);
-      if (!found) {  // only a seed or warm genome can get here; proposals are checked
-        ++outside;
-        strategy.dropped(p);
-        continue;
-      }
-      const std::size_t m = *found;
-      if (!seen.insert(m).second) {
-        ++run.duplicates;
-        strategy.dropped(p);
-        continue;
-      }
-      const UniverseMember& um = c.u->members[m];
-      const bool refused = um.build == "failed" && um.stage == "pass" && um.reason.rfind("pass-refused", 0) == 0;
-      strategy.built(p, refused, um.build == "ok" || um.build == "screened", c.data[m].buildable, um.reason);
-      if (!c.data[m].buildable) continue;
-      Ready r;
-      r.candidate_id = static_cast<std::int64_t>(m) + 1;
-      r.proposal = std::move(p);
-      r.features.assign(c.layout.size(), 0.0);
-      for (const auto j : shapes) {
-        const FeatureRow& fr = c.data[m].features[j];
-        for (std::size_t k = 0; k < fr.x.size() && k < r.features.size(); ++k) r.features[k] += fr.x[k];
-        r.analytic += fr.analytic_log_time;
-      }
-      for (auto& v : r.features) v /= static_cast<double>(ns);
-      r.analytic /= static_cast<double>(ns);
-      ready.push_back(std::move(r));
-    }
-  };
-
-  // The earlier campaign's best genomes (or the shuffled control's random genomes, as drawn).
-  std::vector<WarmGenome> warm;
-  if (t.best)
-    for (const auto m : *t.best) warm.push_back(WarmGenome{c.u->members[m].genome, "warm_start"});
-  auto refit = [&](CostModel& model, std::mt19937_64& model_rng) {
-    CostDataset d;
-    d.layout = c.layout;
-    d.rows = own_rows;
-    if (t.rows) d.rows.insert(d.rows.end(), t.rows->begin(), t.rows->end());
-    model.fit_for_campaign(d, kOwnCampaign, kStudyGpu, "", "", model_rng);
-  };
-
-  int batches = 0, empty_rounds = 0, generation = 0;
-  const std::int64_t target_built =
-      std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(o.batch * o.build_factor)));
-  Population& pop = strategy.population();
-  while (run.evaluations < budget) {
-    std::vector<Ready> fresh;
-    strategy.new_round();  // one round of proposals: the first population, or a batch's top-up
-    if (pop.empty()) {
-      prepare(strategy.first_population(warm, std::numeric_limits<int>::max(), t.as_drawn, rng), fresh);
-      run.warm_seeds = strategy.warm_taken();
-      for (const auto& g : strategy.first_random()) out.first_random.push_back(*c.find(g));
-    } else {
-      // About build_factor x batch built and screened candidates (counting the reserve) for the
-      // model to choose from, in whole rounds of proposals as the campaign tops a batch up.
-      const std::int64_t want =
-          std::max<std::int64_t>(1, target_built - static_cast<std::int64_t>(strategy.reserve().size()));
-      for (int call = 0; call < 8 && static_cast<std::int64_t>(fresh.size()) < want; ++call)
-        prepare(strategy.children(generation++, rng, nullptr), fresh);
-    }
-    for (auto& r : fresh) strategy.add_ready(std::move(r));
-    ++batches;
-    if (o.migrate_every > 0 && batches % o.migrate_every == 0) pop.migrate();
-    if (strategy.reserve().empty()) {
-      if (++empty_rounds > 50) break;
-      continue;
-    }
-    empty_rounds = 0;
-    const Choice choice =
-        strategy.choose(std::min<std::size_t>(static_cast<std::size_t>(o.batch), static_cast<std::size_t>(budget - run.evaluations)), refit);
-    for (const auto& r : choice.picked) {
-      ++run.evaluations;
-      const std::size_t m = member_of(r);
-      const auto fig = measure(m);
-      strategy.measured(r, fig);
-      if (!fig) {
-        ++run.failed;
-      } else {
-        auto& bm = best_measured[m];
-        bm = std::max(bm, fig->fitness);
-        best_true = std::max(best_true, true_fitness(c, land, m, shapes));
-      }
-      run.best_true.push_back(best_true);
-    }
-    // The best is measured again now and then (not charged to the budget, as in a campaign).
-    if (o.remeasure_every > 0 && batches % o.remeasure_every == 0)
-      if (const Member* best = pop.best(); best && best->measurements < o.max_measurements) {
-        const auto m = static_cast<std::size_t>(best->candidate_id - 1);
-        const std::int64_t id = best->candidate_id;
-        if (const auto fig = measure(m)) {
-          strategy.remeasured(id, *fig);
-          auto& bm = best_measured[m];
-          bm = std::max(bm, fig->fitness);
-          ++run.remeasures;
-        }
-      }
   }
-  run.outside = outside + strategy.outside();
-  run.final_best = best_true;
+
+  void refit(CostModel& model, std::mt19937_64& model_rng) {
+    CostDataset d;
+    d.layout = c_.layout;
+    d.rows = own_rows_;
+    if (t_.rows) d.rows.insert(d.rows.end(), t_.rows->begin(), t_.rows->end());
+    model.fit_for_campaign(d, kOwnCampaign, kStudyGpu, "", "", model_rng);
+  }
+
+  const Context& c_;
+  const std::vector<std::size_t>& shapes_;
+  const Landscape& land_;
+  const Transfer& t_;
+  const StudyOptions& o_;
+  EvolutionStrategy& strategy_;
+  SimOutput& out_;
+  std::mt19937_64 rng_, noise_rng_;
+  int generation_ = 0;
+  std::vector<WarmGenome> warm_;  // the earlier campaign's best genomes (or the shuffled control's, as drawn)
+  std::set<std::size_t> seen_;
+  std::int64_t outside_ = 0, built_ = 0;
+  std::deque<Batch> queue_;
+  std::map<std::int64_t, int> remeasures_in_flight_;
+  std::vector<CostRow> own_rows_;
+  std::map<std::size_t, double> best_measured_;  // member -> its best measured fitness
+  double best_true_ = 0;
+};
+
+// One campaign over the universe: the campaign's strategy and search loop, told what the universe
+// recorded.
+SimOutput simulate(const Context& c, const std::vector<std::size_t>& shapes, const Landscape& land, const Transfer& t,
+                   std::uint64_t seed, const StudyOptions& o, std::int64_t budget) {
+  SimOutput out;
+  OperatorPosterior posterior(c.family, c.spec.arch);
+  if (t.posterior) posterior.carry(*t.posterior);
+  EvolutionStrategy strategy(*c.proposer, std::move(posterior), c.ops,
+                             StrategyOptions{o.islands, o.island_size, o.batch, o.initial, o.random_edits,
+                                             o.refusals_before_rare, o.reserve_factor, c.layout.size()},
+                             strategy_model_seed(seed), nullptr);
+  strategy.set_random_passes(c.random_passes);
+  strategy.restrict_proposals([&c](const Genome& g) { return c.find(g).has_value(); });
+  UniversePipeline pipeline(c, shapes, land, t, seed, o, strategy, out);
+  LoopOptions lo;
+  lo.budget = budget;
+  lo.batch = o.batch;
+  lo.measurers = 1;
+  lo.choosing = true;
+  lo.build_factor = o.build_factor;
+  lo.reserve_factor = o.reserve_factor;
+  lo.build_rounds = o.build_rounds;
+  lo.top_up_rounds = o.top_up_rounds;
+  lo.migrate_every = o.migrate_every;
+  lo.remeasure_every = o.remeasure_every;
+  run_search_loop(strategy, pipeline, lo);
+
+  StudyRun& run = out.run;
+  run.outside = pipeline.outside() + strategy.outside();
+  run.final_best = pipeline.best_true();
   out.posterior = strategy.posterior().counts();
-  out.rows = std::move(own_rows);
+  out.rows = std::move(pipeline.rows());
   for (auto& r : out.rows) {
     r.campaign_id = kEarlierCampaign;
     r.group = kEarlierCampaign * 1000 + (r.group % 1000);
   }
   std::vector<std::pair<double, std::size_t>> order;
-  for (const auto& [m, f] : best_measured) order.emplace_back(f, m);
+  for (const auto& [m, f] : pipeline.best_measured()) order.emplace_back(f, m);
   // Ties by member index (std::sort: libstdc++ 12's stable_sort trips clang's -Werror).
   std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
   for (const auto& [f, m] : order) out.best_members.push_back(m);
@@ -300,8 +378,9 @@ const ArmSummary* StudyDirection::arm(const std::string& name) const {
 namespace {
 
 void check_options(const StudyOptions& o) {
-  if (o.seeds < 1 || o.batch < 1 || o.islands < 1 || o.island_size < 1 || o.build_factor < 1)
-    throw std::invalid_argument("seeds, batch, islands and island size must be positive and build factor at least 1");
+  if (o.seeds < 1 || o.batch < 1 || o.islands < 1 || o.island_size < 1 || o.build_factor < 1 || o.build_rounds < 1 ||
+      o.top_up_rounds < 0)
+    throw std::invalid_argument("seeds, batch, islands, island size and build rounds must be positive, top-up rounds not negative and build factor at least 1");
 }
 
 std::vector<std::string> study_arms(const StudyOptions& o) {
@@ -641,6 +720,25 @@ StudyDirection run_direction(const Context& tc, const std::vector<std::size_t>& 
 }
 
 }  // namespace
+
+SimulatedCampaign simulate_campaign(const Universe& u, const evaluator::Spec& spec, const evaluator::Op& op,
+                                    const StudyOptions& o, std::uint64_t seed, std::int64_t budget) {
+  check_options(o);
+  if (budget < 1) throw std::invalid_argument("a simulated campaign needs a budget of at least one evaluation");
+  StudyResult res = new_result(u, o);
+  Context c;
+  make_context(c, u, spec, op, &res);
+  std::vector<std::size_t> shapes(u.benchmark_shapes.size());
+  std::iota(shapes.begin(), shapes.end(), std::size_t{0});
+  Landscape identity;
+  identity.figure_of.resize(u.members.size());
+  std::iota(identity.figure_of.begin(), identity.figure_of.end(), std::size_t{0});
+  SimOutput out = simulate(c, shapes, identity, Transfer{}, seed, o, budget);
+  SimulatedCampaign sc;
+  for (const auto m : out.measured) sc.measured.push_back(u.members[m].genome);
+  sc.run = std::move(out.run);
+  return sc;
+}
 
 StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, const evaluator::Op& op,
                             const StudyOptions& o) {

@@ -10,10 +10,9 @@
 // under the operator posterior, applicability and validity, the population, the cost model's
 // choice of each batch from about build_factor x batch built candidates), told what the universe
 // recorded. Proposals outside the universe (e.g. a pass with other parameters) are drawn again
-// and not charged (docs/prior_study.md 6.2); passes the universe lacks are not offered. What
-// differs from a campaign is the pipeline: the measurement is immediate, so each batch is
-// measured before the next is proposed (a GPU campaign keeps a batch queued behind the one at the
-// GPU and builds rounds ahead, so its children come from a population one or two batches older).
+// and not charged (docs/prior_study.md 6.2); passes the universe lacks are not offered. The
+// schedule is the campaign's search loop (search/search_loop.hpp): rounds built ahead, a batch
+// queued behind the one being measured, re-measurements of the best; only the answers differ.
 //
 // The "earlier campaign" of a warm arm is a cold simulated campaign of the same budget on the
 // OTHER shape set (its own seed); what it leaves behind is what a real earlier campaign in the
@@ -58,6 +57,7 @@ struct StudyOptions {
   RandomEdits random_edits;  // the campaign's default share of random genomes with PTX edits
   double build_factor = 1.5;
   int reserve_factor = 4;
+  int build_rounds = 2, top_up_rounds = 3;  // CampaignOptions': rounds building at once, rounds a batch waits for
   int migrate_every = 4, remeasure_every = 5, max_measurements = 3;
   int refusals_before_rare = 4;  // CampaignOptions::refusals_before_rare
   bool noise = true;          // measured figures drawn within each shape's stored 95% CI
@@ -139,6 +139,18 @@ StudyResult run_prior_study(const Universe& u, const evaluator::Spec& spec, cons
 // given. Throws std::invalid_argument as run_prior_study, or when the universes' seeds or ops differ.
 StudyResult run_prior_study_transfer(const Universe& source, const evaluator::Spec& source_spec, const Universe& target,
                                      const evaluator::Spec& target_spec, const evaluator::Op& op, const StudyOptions& o);
+
+// One cold simulated campaign on every benchmark shape of `u`, its proposals seeded by `seed`:
+// the genomes it measured, in order (re-measurements of the best included), and its run. A
+// campaign with the same options and seed, given the same builds and measurements, measures the
+// same genomes in the same order: one search loop (search/search_loop.hpp) drives both
+// (search/tests/search_loop_test.cpp). Throws std::invalid_argument as run_prior_study.
+struct SimulatedCampaign {
+  std::vector<Genome> measured;
+  StudyRun run;
+};
+SimulatedCampaign simulate_campaign(const Universe& u, const evaluator::Spec& spec, const evaluator::Op& op,
+                                    const StudyOptions& o, std::uint64_t seed, std::int64_t budget);
 
 // The table, with the provenance and what each column means.
 std::string format_study(const StudyResult& r);

@@ -1,6 +1,7 @@
 #include "search/proposer.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "evaluator/knob_constraints.hpp"
 #include "mutators/knob_moves.hpp"
@@ -13,11 +14,24 @@ std::string UniformPolicy::choose(const std::vector<std::string>& applicable, st
   return applicable[pick(rng)];
 }
 
-Proposer::Proposer(const evaluator::Spec& spec, const mutators::PassRegistry& passes) : spec_(spec), passes_(passes) {
+Proposer::Proposer(const evaluator::Spec& spec, const mutators::PassRegistry& passes, const std::vector<std::string>* only)
+    : spec_(spec), passes_(passes) {
   // launch_bounds rewrites the CTA size the op's launch plan decides; the knobs own that, so
   // the campaign leaves it to them (the pass stays available to `ptxevo mutate`).
-  for (const auto& name : passes_.names())
-    if (name != "launch_bounds") ptx_passes_.push_back(name);
+  const auto names = passes_.names();
+  if (only) {
+    for (const auto& name : *only) {
+      if (name == "launch_bounds" || std::find(names.begin(), names.end(), name) == names.end()) {
+        std::string known;
+        for (const auto& n : names)
+          if (n != "launch_bounds") known += (known.empty() ? "" : ", ") + n;
+        throw std::invalid_argument("unknown PTX pass '" + name + "' (a campaign may use: " + known + ")");
+      }
+    }
+  }
+  for (const auto& name : names)
+    if (name != "launch_bounds" && (!only || std::find(only->begin(), only->end(), name) != only->end()))
+      ptx_passes_.push_back(name);
 }
 
 const evaluator::SeedTemplate* Proposer::seed(const std::string& name) const {

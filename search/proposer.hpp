@@ -45,8 +45,11 @@ class UniformPolicy : public OperatorPolicy {
 
 class Proposer {
  public:
-  // `block_threads` is the CTA size of the baseline's launch (launch-bound edits must match it).
-  Proposer(const evaluator::Spec& spec, const mutators::PassRegistry& passes);
+  // `only`: the PTX passes the campaign uses, by name (null: every registered pass but
+  // launch_bounds; empty: knob moves only). Throws std::invalid_argument for a name `passes`
+  // does not hold, or for launch_bounds (the knobs own the CTA size).
+  Proposer(const evaluator::Spec& spec, const mutators::PassRegistry& passes,
+           const std::vector<std::string>* only = nullptr);
 
   // Every operator id this proposer can use.
   std::vector<std::string> operators() const;
@@ -67,7 +70,7 @@ class Proposer {
   // exactly what the knobs-only overload draws (the same random stream).
   std::optional<Genome> random_genome(const std::string& seed_name, std::mt19937_64& rng, const RandomEdits& e,
                                       const std::vector<std::string>& passes) const;
-  // The passes the campaign may use (every registered pass but launch_bounds).
+  // The passes the campaign may use (every registered pass but launch_bounds, unless restricted).
   const std::vector<std::string>& ptx_passes() const { return ptx_passes_; }
   // Applies one operator; nullopt with *why set when it produced nothing legal.
   std::optional<Genome> apply(const std::string& op, const Genome& parent, const Genome* mate, std::mt19937_64& rng,

@@ -81,6 +81,10 @@ struct Choice {
   std::vector<Ready> evicted;              // the ones the model liked least, over the reserve's cap
 };
 
+// The cost model's seed in a campaign whose proposals are seeded with `seed` (the campaign's and
+// the prior study's simulated campaigns alike).
+inline std::uint64_t strategy_model_seed(std::uint64_t seed) { return seed * 0x9e3779b97f4a7c15ULL + 17; }
+
 class EvolutionStrategy {
  public:
   // `policy_ops`: operators the posterior chooses among (others are never credited).

@@ -144,6 +144,26 @@ TEST(CliCampaign, RejectsOutOfRangeSearchOptions) {
   }
 }
 
+// --passes names the PTX passes a campaign uses; a name it cannot use is refused before any
+// database is opened, with the names it can.
+TEST(CliCampaign, PassesOptionTakesKnownPassesOrNone) {
+  const std::string db = temp_file("");
+  std::remove(db.c_str());
+  for (const char* bad : {"l2_evict_hint,bogus", "launch_bounds"}) {
+    auto r = run_process({PTXEVO_BIN, PTXEVO_SOURCE_DIR "/kernels/rmsnorm/rmsnorm_fwd.spec", "--db", db, "--passes", bad});
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("--passes: unknown PTX pass"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("store_streaming"), std::string::npos) << r.output;
+    EXPECT_FALSE(std::ifstream(db).good()) << "no database for a refused command";
+  }
+  for (const char* good : {"none", "l2_evict_hint,store_streaming"}) {
+    auto r = run_process({PTXEVO_BIN, "--arch", "sm_100", PTXEVO_SOURCE_DIR "/kernels/rmsnorm/rmsnorm_fwd.spec", "--db", db,
+                          "--budget", "2", "--initial", "1", "--passes", good});
+    EXPECT_EQ(r.exit_code, 0) << good << "\n" << r.output;
+    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((db + suffix).c_str());
+  }
+}
+
 TEST(CliCampaign, ReplayFileMustExistAndFit) {
   auto r = run_process({PTXEVO_BIN, PTXEVO_SOURCE_DIR "/kernels/rmsnorm/rmsnorm_fwd.spec", "--replay", "/nonexistent/r.json",
                         "--db", "/tmp/ptxevo-cli-never.db"});
