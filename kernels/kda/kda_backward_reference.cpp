@@ -110,8 +110,8 @@ void for_each_chain(const KdaInputs& in, Body&& body) {
 void gate_derivatives(const KdaInputs& in, double a_log, double x, double a, double* dx, double* da_log) {
   const double e = std::exp(a_log);
   if (in.gate == KdaGate::LowerBound) {
-    const double s = sigmoid(e * x);
-    const double ds = in.lower_bound * s * (1.0 - s);  // d a / d(e x)
+    // s (1 - s) as sigmoid(z) sigmoid(-z): 1 - s rounds to 0 for z > 37 in fp64.
+    const double ds = in.lower_bound * sigmoid(e * x) * sigmoid(-e * x);  // d a / d(e x)
     *dx = ds * e;
     *da_log = ds * e * x;
     return;
@@ -287,7 +287,8 @@ KdaGradients preprocessing_backward(const KdaInputs& in, CoreGradients c) {
         chain_da_log[static_cast<std::size_t>(chain)] += da * dda_log;
         chain_ddt_bias[static_cast<std::size_t>(chain) * K + i] += da * ddx;
       }
-      gr.dbeta[row] = c.dbeta[row] * tok.beta * (1.0 - tok.beta);
+      const double logit = in.beta[row];
+      gr.dbeta[row] = c.dbeta[row] * sigmoid(logit) * sigmoid(-logit);  // b (1 - b), without 1 - b's cancellation
       for (std::size_t i = 0; i < K; ++i) dy[i] = c.dq[row * K + i];
       l2_norm_backward(tok.q, tok.q_norm, dy, &gr.dq[row * K]);
       for (std::size_t i = 0; i < K; ++i) dy[i] = c.dk[row * K + i];

@@ -1,0 +1,422 @@
+// kda_bwd seed template (recurrent): the Kimi Delta Attention backward, token by token
+// (docs/kda.md section 7). From q, k, v, g, the beta logits, A_log, dt_bias, the optional initial
+// state, the output gradient dO and the optional final-state gradient, the gradients of q, k, v,
+// g, the beta logits, A_log, dt_bias and the initial state (all fp32).
+//
+// Compiled by NVRTC (device code only) with the op's defines (KDA_GATE_SOFTPLUS,
+// HAS_INITIAL_STATE, HAS_FINAL_STATE) and the knobs below. KdaBwdOp::launch_plan
+// (kernels/kda/kda_bwd_op.cpp) launches three entries in order:
+//   kda_bwd_zero       zeroes the outputs the other two accumulate into
+//   kda_bwd_recurrent  grid (N sequences, H heads, 128 / BV value slices), 128 threads: thread i
+//                      holds key row i of the chain's state slice S[i][z BV .. z BV + BV) and of
+//                      its gradient. (1) The forward over the sequence, keeping the state entering
+//                      every CKPT-th token in the workspace; (2) per checkpoint segment, last
+//                      first, and per SUB tokens of it, last first: the forward again from the
+//                      segment's checkpoint, keeping the state entering each of the SUB tokens in
+//                      the thread's local memory, then those tokens backwards (docs/kda.md 7.1).
+//                      dv and the initial-state gradient are complete per slice (a value column
+//                      needs only its own); the gradients of the normalised q and k, of the
+//                      log-decay and of beta sum over every column, so each slice adds its share
+//                      atomically into dq, dk, dg and dbeta.
+//   kda_bwd_finish     grid (T_total, H), 128 threads: turns those sums into the inputs' gradients
+//                      through the fused pre-processing (docs/kda.md 7.2) in place, and adds each
+//                      token's share of dA_log and ddt_bias atomically.
+//
+// Knobs (each has a default here that matches the op's):
+//   BV    value columns per CTA (8, 16 or 32)
+//   CKPT  tokens between the states the forward pass keeps (32, 64 or 128; the workspace holds
+//         T_total / 32 + N of them per head)
+//   SUB   tokens replayed into local memory at once (2 ... 16; SUB * BV <= 256 floats a thread)
+//
+// This is the simple correct seed (fp32 on CUDA cores, a block-wide reduction per token); the
+// chunked algorithm of docs/kda.md 7.3 is the direction for the search.
+#include <cuda_bf16.h>
+
+#ifndef KDA_GATE_SOFTPLUS
+#define KDA_GATE_SOFTPLUS 0
+#endif
+#ifndef HAS_INITIAL_STATE
+#define HAS_INITIAL_STATE 1
+#endif
+#ifndef HAS_FINAL_STATE
+#define HAS_FINAL_STATE 1
+#endif
+#ifndef BV
+#define BV 16
+#endif
+#ifndef CKPT
+#define CKPT 64
+#endif
+#ifndef SUB
+#define SUB 8
+#endif
+
+namespace kda_bwd {
+
+// Compile-time constants as enumerators: namespace-scope constexpr variables would be emitted as
+// .global variables in the PTX, and a candidate must have no device globals.
+enum : int {
+  kD = 128,  // K = V; also the threads of a CTA (one key row each)
+  kBv = BV,
+  kSlices = kD / BV,
+  kCkpt = CKPT,
+  kSub = SUB,
+  kWarps = kD / 32,
+  kZeroThreads = 256,
+};
+
+static_assert(kBv == 8 || kBv == 16 || kBv == 32, "BV: 8, 16 or 32");
+static_assert(kCkpt == 32 || kCkpt == 64 || kCkpt == 128, "CKPT: 32, 64 or 128");
+static_assert(kSub >= 2 && kSub <= 16 && kSub <= kCkpt, "SUB: 2 ... 16");
+static_assert(kSub * kBv <= 256, "SUB * BV: at most 256 floats of local memory a thread");
+
+// The PTX primitives. kernels/tests/kda_host_emulation.hpp defines KDA_HOST_EMULATION and
+// supplies CPU versions of these (and kda_bwd_host_test.cpp an atomic add), so the rest of this
+// file runs on the CPU against the reference.
+#ifndef KDA_HOST_EMULATION
+__device__ __forceinline__ float ex2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float lg2(float x) {
+  float r;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float rcp(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float rsqrt(float x) {
+  float r;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float shfl_bfly(float v, int lane_mask) {
+  float r;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(lane_mask));
+  return r;
+}
+__device__ __forceinline__ float load_bf16(const __nv_bfloat16* p) {
+  unsigned short h;
+  asm("ld.global.nc.u16 %0, [%1];" : "=h"(h) : "l"(p));
+  return __uint_as_float((unsigned int)h << 16);
+}
+__device__ __forceinline__ void atomic_add(float* p, float v) { atomicAdd(p, v); }
+#endif  // KDA_HOST_EMULATION
+
+#define KDA_LOG2E 1.4426950408889634f
+#define KDA_LN2 0.6931471805599453f
+
+__device__ __forceinline__ float sigmoid(float z) { return rcp(1.f + ex2(-z * KDA_LOG2E)); }
+// v s (1 - s) with s = sigmoid(z), the chain rule through a sigmoid. Not 1 - s (it rounds to 0 in
+// fp32 for z > 17, where the slope is still e^-|z|); and from |z| = 40 in log space, since e^-|z|
+// leaves fp32's normal range at 87 while the product may not ((1 + e^-|z|)^2 rounds to 1 there).
+__device__ __forceinline__ float times_sigmoid_slope(float v, float z) {
+  const float az = fabsf(z);
+  if (az < 40.f) return v * sigmoid(z) * sigmoid(-z);
+  if (v == 0.f) return 0.f;
+  const float m = ex2(lg2(fabsf(v)) - az * KDA_LOG2E);
+  return v < 0.f ? -m : m;
+}
+__device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : KDA_LN2 * lg2(1.f + ex2(x * KDA_LOG2E)); }
+
+// The gate (docs/kda.md 1.2): log-decay a <= 0 from x = g + dt_bias, ea = exp(A_log).
+__device__ __forceinline__ float log_decay(float x, float ea, float lower_bound) {
+#if KDA_GATE_SOFTPLUS
+  (void)lower_bound;
+  return -ea * softplus(x);
+#else
+  return lower_bound * sigmoid(ea * x);
+#endif
+}
+
+struct Args {
+  const __nv_bfloat16* __restrict__ q;
+  const __nv_bfloat16* __restrict__ k;
+  const __nv_bfloat16* __restrict__ v;
+  const __nv_bfloat16* __restrict__ g;
+  const __nv_bfloat16* __restrict__ beta;
+  const float* __restrict__ a_log;
+  const float* __restrict__ dt_bias;
+  const long long* __restrict__ cu_seqlens;  // null: fixed rows of T tokens
+  const float* __restrict__ initial_state;   // [N, H, V, K]
+  const __nv_bfloat16* __restrict__ d_out;   // [T_total, H, V]
+  const float* __restrict__ d_final_state;   // [N, H, V, K]
+  float* __restrict__ dq;                    // [T_total, H, K]: the normalised q's gradient, then q's
+  float* __restrict__ dk;                    // the same for k
+  float* __restrict__ dv;                    // [T_total, H, V]
+  float* __restrict__ dg;                    // [T_total, H, K]: the log-decay's gradient, then g's
+  float* __restrict__ dbeta;                 // [T_total, H]: beta's gradient, then the logit's
+  float* __restrict__ da_log;                // [H]
+  float* __restrict__ ddt_bias;              // [H, K]
+  float* __restrict__ d_initial_state;       // [N, H, V, K]
+  float* __restrict__ ws;                    // checkpoints: [H][T_total / 32 + N][slices][K][BV]
+  long long T;
+  int H;
+  float scale, lower_bound;
+};
+
+// Sums x[0 .. M) over the CTA's 128 threads; every thread gets the sums. `red` holds kWarps * M
+// floats of shared memory.
+template <int M>
+__device__ __forceinline__ void block_sum(float (&x)[M], float* red) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x[m] += shfl_bfly(x[m], o);
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int m = 0; m < M; ++m) red[warp * M + m] = x[m];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    float s = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) s += red[w * M + m];
+    x[m] = s;
+  }
+  __syncthreads();
+}
+
+// One token, as thread i (key row i) sees it: the normalised q_i, k_i, the decay e^(a_i), beta and
+// this slice's columns of v.
+struct Token {
+  float q, k, a, ea, b;
+  float v[kBv];
+};
+
+__device__ __forceinline__ Token load_token(const Args& p, long long tok, int h, int z, float dtb, float ea_log,
+                                            float* red) {
+  const int i = threadIdx.x;
+  const long long row = (tok * p.H + h) * (long long)kD;
+  Token t;
+  const float q = load_bf16(p.q + row + i), k = load_bf16(p.k + row + i), g = load_bf16(p.g + row + i);
+  float sq[2] = {q * q, k * k};
+  block_sum<2>(sq, red);
+  t.q = q * rsqrt(sq[0] + 1e-6f);
+  t.k = k * rsqrt(sq[1] + 1e-6f);
+  t.a = log_decay(g + dtb, ea_log, p.lower_bound);
+  t.ea = ex2(t.a * KDA_LOG2E);
+  t.b = sigmoid(load_bf16(p.beta + tok * p.H + h));
+#pragma unroll
+  for (int j = 0; j < kBv; ++j) t.v[j] = load_bf16(p.v + row + z * kBv + j);
+  return t;
+}
+
+// S <- Diag(e^a) S;  r = v - S^T k;  S <- S + beta k r^T (row i of the slice).
+__device__ __forceinline__ void forward_step(const Token& t, float (&s)[kBv], float* red) {
+  float ks[kBv];
+#pragma unroll
+  for (int j = 0; j < kBv; ++j) {
+    s[j] *= t.ea;
+    ks[j] = s[j] * t.k;
+  }
+  block_sum<kBv>(ks, red);
+#pragma unroll
+  for (int j = 0; j < kBv; ++j) s[j] = fmaf(t.b * t.k, t.v[j] - ks[j], s[j]);
+}
+
+// The chain's first checkpoint slot: sequence n's segments follow those of the sequences before
+// it, floor(bos / CKPT) + n of them at most, within T_total / 32 + N slots for any CKPT >= 32.
+__device__ __forceinline__ long long slot_base(long long bos, int n) { return bos / kCkpt + n; }
+
+__device__ __forceinline__ float* checkpoint(const Args& p, int h, int z, long long slot, long long slots) {
+  return p.ws + (((long long)h * slots + slot) * kSlices + z) * (long long)(kD * kBv) + threadIdx.x * kBv;
+}
+
+__device__ __forceinline__ void recurrent_body(const Args& p, int nseq, float* red) {
+  const int n = blockIdx.x, h = blockIdx.y, z = blockIdx.z, i = threadIdx.x;
+  const long long bos = p.cu_seqlens ? p.cu_seqlens[n] : (long long)n * p.T;
+  const long long eos = p.cu_seqlens ? p.cu_seqlens[n + 1] : bos + p.T;
+  const long long total = p.cu_seqlens ? p.cu_seqlens[nseq] : (long long)nseq * p.T;
+  const long long slots = total / 32 + nseq;
+  const float dtb = p.dt_bias[h * kD + i], ea_log = ex2(p.a_log[h] * KDA_LOG2E);
+  const long long state = (((long long)n * p.H + h) * kD + z * kBv) * kD + i;  // [n][h][col][row i]
+
+  // (1) The forward, keeping the state entering every CKPT-th token.
+  float s[kBv];
+#pragma unroll
+  for (int j = 0; j < kBv; ++j) s[j] = HAS_INITIAL_STATE ? p.initial_state[state + (long long)j * kD] : 0.f;
+  for (long long tok = bos; tok < eos; ++tok) {
+    if ((tok - bos) % kCkpt == 0) {
+      float* c = checkpoint(p, h, z, slot_base(bos, n) + (tok - bos) / kCkpt, slots);
+#pragma unroll
+      for (int j = 0; j < kBv; ++j) c[j] = s[j];
+    }
+    const Token t = load_token(p, tok, h, z, dtb, ea_log, red);
+    forward_step(t, s, red);
+  }
+
+  // (2) Backwards, a segment and SUB tokens of it at a time.
+  float ds[kBv];
+#pragma unroll
+  for (int j = 0; j < kBv; ++j) ds[j] = HAS_FINAL_STATE ? p.d_final_state[state + (long long)j * kD] : 0.f;
+  const long long segments = (eos - bos + kCkpt - 1) / kCkpt;
+  for (long long seg = segments - 1; seg >= 0; --seg) {
+    const long long s0 = bos + seg * kCkpt, s1 = s0 + kCkpt < eos ? s0 + kCkpt : eos;
+    const float* c = checkpoint(p, h, z, slot_base(bos, n) + seg, slots);
+    for (long long u1 = s1; u1 > s0;) {
+      const long long u0 = u1 - kSub > s0 ? u1 - kSub : s0;
+      // The states entering tokens u0 .. u1 - 1, replayed from the checkpoint.
+      float kept[kSub][kBv];
+#pragma unroll
+      for (int j = 0; j < kBv; ++j) s[j] = c[j];
+      for (long long tok = s0; tok < u1; ++tok) {
+        if (tok >= u0) {
+#pragma unroll
+          for (int j = 0; j < kBv; ++j) kept[tok - u0][j] = s[j];
+        }
+        const Token t = load_token(p, tok, h, z, dtb, ea_log, red);
+        forward_step(t, s, red);
+      }
+      for (long long tok = u1 - 1; tok >= u0; --tok) {
+        const Token t = load_token(p, tok, h, z, dtb, ea_log, red);
+        const long long row = (tok * p.H + h) * (long long)kD;
+        float sp[kBv], d_o[kBv], x[2 * kBv];  // x: k^T S' (r), then k^T dS (dr / beta)
+#pragma unroll
+        for (int j = 0; j < kBv; ++j) {
+          sp[j] = kept[tok - u0][j] * t.ea;
+          d_o[j] = load_bf16(p.d_out + row + z * kBv + j);
+          ds[j] = fmaf(p.scale * t.q, d_o[j], ds[j]);  // o_t = scale S_t^T q_t
+          x[j] = sp[j] * t.k;
+          x[kBv + j] = ds[j] * t.k;
+        }
+        block_sum<2 * kBv>(x, red);
+        float dq = 0.f, dk = 0.f, da = 0.f, db = 0.f;
+#pragma unroll
+        for (int j = 0; j < kBv; ++j) {
+          const float r = t.v[j] - x[j];
+          const float st = fmaf(t.b * t.k, r, sp[j]);  // S_t
+          const float dr = t.b * x[kBv + j];
+          dq = fmaf(st, d_o[j], dq);
+          db = fmaf(r, x[kBv + j], db);
+          dk = fmaf(t.b * ds[j], r, dk);
+          dk = fmaf(-sp[j], dr, dk);
+          const float dsp = fmaf(-t.k, dr, ds[j]);  // dS'
+          da = fmaf(dsp, sp[j], da);
+          ds[j] = dsp * t.ea;
+          if (i == j) p.dv[row + z * kBv + j] = dr;
+        }
+        atomic_add(p.dq + row + i, p.scale * dq);
+        atomic_add(p.dk + row + i, dk);
+        atomic_add(p.dg + row + i, da);
+        if (i == 0) atomic_add(p.dbeta + tok * p.H + h, db);
+      }
+      u1 = u0;
+    }
+  }
+#if HAS_INITIAL_STATE
+#pragma unroll
+  for (int j = 0; j < kBv; ++j) p.d_initial_state[state + (long long)j * kD] = ds[j];
+#endif
+}
+
+// Back through the pre-processing (docs/kda.md 7.2), for token blockIdx.x of head blockIdx.y.
+__device__ __forceinline__ void finish_body(const Args& p, float* red) {
+  const long long tok = blockIdx.x;
+  const int h = blockIdx.y, i = threadIdx.x;
+  const long long row = (tok * p.H + h) * (long long)kD + i;
+  const float q = load_bf16(p.q + row), k = load_bf16(p.k + row), g = load_bf16(p.g + row);
+  const float dqh = p.dq[row], dkh = p.dk[row], da = p.dg[row];
+  float sq[2] = {q * q, k * k};
+  block_sum<2>(sq, red);
+  const float rq = rsqrt(sq[0] + 1e-6f), rk = rsqrt(sq[1] + 1e-6f);
+  const float qh = q * rq, kh = k * rk;
+  float dots[2] = {qh * dqh, kh * dkh};
+  block_sum<2>(dots, red);
+  p.dq[row] = (dqh - qh * dots[0]) * rq;  // y = x / n: dx = (dy - y (y . dy)) / n
+  p.dk[row] = (dkh - kh * dots[1]) * rk;
+  const float ea_log = ex2(p.a_log[h] * KDA_LOG2E), x = g + p.dt_bias[h * kD + i];
+#if KDA_GATE_SOFTPLUS
+  const float dgv = da * -ea_log * (x > 20.f ? 1.f : sigmoid(x));
+  float dA[1] = {da * -ea_log * softplus(x)};  // d a / d A_log = a
+#else
+  const float dgv = times_sigmoid_slope(da * p.lower_bound * ea_log, ea_log * x);
+  float dA[1] = {dgv * x};  // d a / d A_log = (d a / d x) x
+#endif
+  p.dg[row] = dgv;
+  atomic_add(p.ddt_bias + h * kD + i, dgv);
+  block_sum<1>(dA, red);
+  if (i == 0) {
+    atomic_add(p.da_log + h, dA[0]);
+    p.dbeta[tok * p.H + h] = times_sigmoid_slope(p.dbeta[tok * p.H + h], load_bf16(p.beta + tok * p.H + h));
+  }
+}
+
+// The accumulated outputs to zero: dq, dk, dg ([T_total, H, K] each), dbeta, dA_log, ddt_bias.
+__device__ __forceinline__ void zero_body(const Args& p, long long token_heads) {
+  const long long stride = (long long)gridDim.x * kZeroThreads;
+  const long long start = (long long)blockIdx.x * kZeroThreads + threadIdx.x;
+  for (long long e = start; e < token_heads * kD; e += stride) {
+    p.dq[e] = 0.f;
+    p.dk[e] = 0.f;
+    p.dg[e] = 0.f;
+  }
+  for (long long e = start; e < token_heads; e += stride) p.dbeta[e] = 0.f;
+  for (long long e = start; e < (long long)p.H * kD; e += stride) {
+    p.ddt_bias[e] = 0.f;
+    if (e < p.H) p.da_log[e] = 0.f;
+  }
+}
+
+}  // namespace kda_bwd
+
+#ifndef KDA_HOST_EMULATION
+extern "C" __global__ void __launch_bounds__(kda_bwd::kZeroThreads) kda_bwd_zero(
+    float* __restrict__ dq, float* __restrict__ dk, float* __restrict__ dg, float* __restrict__ dbeta,
+    float* __restrict__ da_log, float* __restrict__ ddt_bias, long long token_heads, int H) {
+  kda_bwd::Args p{};
+  p.dq = dq;
+  p.dk = dk;
+  p.dg = dg;
+  p.dbeta = dbeta;
+  p.da_log = da_log;
+  p.ddt_bias = ddt_bias;
+  p.H = H;
+  kda_bwd::zero_body(p, token_heads);
+}
+
+extern "C" __global__ void __launch_bounds__(kda_bwd::kD) kda_bwd_recurrent(
+    const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
+    const __nv_bfloat16* __restrict__ g, const __nv_bfloat16* __restrict__ beta, const float* __restrict__ a_log,
+    const float* __restrict__ dt_bias, const long long* __restrict__ cu_seqlens,
+    const float* __restrict__ initial_state, const __nv_bfloat16* __restrict__ d_out,
+    const float* __restrict__ d_final_state, float* __restrict__ dq, float* __restrict__ dk, float* __restrict__ dv,
+    float* __restrict__ dg, float* __restrict__ dbeta, float* __restrict__ d_initial_state,
+    float* __restrict__ ws, long long T, int H, int nseq, float scale, float lower_bound) {
+  __shared__ float red[kda_bwd::kWarps * 2 * kda_bwd::kBv];
+  kda_bwd::recurrent_body({q, k, v, g, beta, a_log, dt_bias, cu_seqlens, initial_state, d_out, d_final_state, dq, dk,
+                           dv, dg, dbeta, nullptr, nullptr, d_initial_state, ws, T, H, scale, lower_bound},
+                          nseq, red);
+}
+
+extern "C" __global__ void __launch_bounds__(kda_bwd::kD) kda_bwd_finish(
+    const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ g,
+    const __nv_bfloat16* __restrict__ beta, const float* __restrict__ a_log, const float* __restrict__ dt_bias,
+    float* __restrict__ dq, float* __restrict__ dk, float* __restrict__ dg, float* __restrict__ dbeta,
+    float* __restrict__ da_log, float* __restrict__ ddt_bias, int H, float lower_bound) {
+  __shared__ float red[kda_bwd::kWarps * 2];
+  kda_bwd::Args p{};
+  p.q = q;
+  p.k = k;
+  p.g = g;
+  p.beta = beta;
+  p.a_log = a_log;
+  p.dt_bias = dt_bias;
+  p.dq = dq;
+  p.dk = dk;
+  p.dg = dg;
+  p.dbeta = dbeta;
+  p.da_log = da_log;
+  p.ddt_bias = ddt_bias;
+  p.H = H;
+  p.lower_bound = lower_bound;
+  kda_bwd::finish_body(p, red);
+}
+#endif  // KDA_HOST_EMULATION

@@ -1,0 +1,88 @@
+// Kimi Delta Attention backward (docs/kda.md section 7): from the forward's inputs, the output
+// gradient and the final-state gradient, the gradients of every input, on the forward's calling
+// convention (kda_fwd_op.hpp). Tensors, in kernel-argument order (K = V = 128):
+//   q, k, v, g      bf16 [B, T, H, 128]    in (g: raw gate input)
+//   beta            bf16 [B, T, H]         in (logits)
+//   A_log           fp32 [H]               in
+//   dt_bias         fp32 [H, 128]          in
+//   cu_seqlens      int64 [N + 1]          in, only for packed sequences (B = 1, N > 1)
+//   initial_state   fp32 [N, H, 128, 128]  in, V-first (S^T), option initial_state
+//   d_out           bf16 [B, T, H, 128]    in: the gradient of out
+//   d_final_state   fp32 [N, H, 128, 128]  in, V-first, option final_state (the forward returned it)
+//   dq, dk, dv, dg  fp32 [B, T, H, 128]    out (dg: of the raw gate input)
+//   dbeta           fp32 [B, T, H]         out (of the logits)
+//   dA_log          fp32 [H]               out
+//   ddt_bias        fp32 [H, 128]          out
+//   d_initial_state fp32 [N, H, 128, 128]  out, V-first, option initial_state
+//   workspace       fp32 [words]           scratch: the states the forward pass keeps
+// Shapes and options are the forward's (kda_shape.hpp, KdaFwdOp::Config). The seed is the
+// recurrent kda_bwd.cu (knobs BV, CKPT, SUB); kernels/kda/README.md documents the contract.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "evaluator/op.hpp"
+#include "kernels/kda/kda_backward_reference.hpp"
+#include "kernels/kda/kda_fwd_op.hpp"
+#include "kernels/kda/kda_shape.hpp"
+
+namespace ptxevo::kernels {
+
+class KdaBwdOp : public evaluator::Op {
+ public:
+  static constexpr std::int64_t kHeadDim = 128;
+  using Config = KdaFwdOp::Config;
+
+  // The seed's knobs after validation (defaults as in kda_bwd.cu).
+  struct Geometry {
+    std::int64_t bv = 16, ckpt = 64, sub = 8;
+  };
+  // Throws std::invalid_argument for unknown knobs or values the template cannot build.
+  static Geometry geometry(const evaluator::Knobs& k);
+  static evaluator::Knobs knob_defaults();
+  // Assignments that cover the template's paths: every BV, CKPT and SUB value, both gates come
+  // from the specs (the build test builds each under every option set).
+  static std::vector<evaluator::Knobs> covering_knobs();
+  // fp32 words of the workspace: the checkpoint slots of the smallest CKPT (32) for every head.
+  static std::int64_t workspace_words(const KdaDims& d);
+
+  static constexpr const char* kZeroEntry = "kda_bwd_zero";
+  static constexpr const char* kRecurrentEntry = "kda_bwd_recurrent";
+  static constexpr const char* kFinishEntry = "kda_bwd_finish";
+  static constexpr std::uint32_t kZeroThreads = 256;
+
+  // The outputs, in tensor order, for these options.
+  static std::vector<std::string> outputs(const Config& c);
+
+  std::string name() const override { return "kda_bwd"; }
+  std::string validate(const evaluator::OpConfig& cfg) const override;
+  std::vector<evaluator::TensorDesc> tensors(const evaluator::Shape& s, const evaluator::OpConfig& cfg) const override;
+  std::map<std::string, std::string> template_defines(const evaluator::OpConfig& cfg) const override;
+  evaluator::LaunchPlan launch_plan(const evaluator::Shape& s, const evaluator::OpConfig& cfg,
+                                    const evaluator::Knobs& k) const override;
+  // kda_backward (kda_backward_reference.hpp) on the inputs widened to fp64.
+  void reference(const evaluator::Shape& s, const evaluator::OpConfig& cfg,
+                 const std::vector<evaluator::HostTensor>& tensors,
+                 std::vector<evaluator::HostTensor>& reference) const override;
+  double bytes(const evaluator::Shape& s, const evaluator::OpConfig& cfg) const override;
+  double flops(const evaluator::Shape& s, const evaluator::OpConfig& cfg) const override;
+  evaluator::Tolerance tolerance(const std::string& output, const evaluator::OpConfig& cfg) const override;
+  // g, A_log, dt_bias and cu_seqlens as the forward draws them (KdaFwdOp::fill_fixed).
+  void fill_fixed(const evaluator::TensorDesc& d, std::mt19937_64& rng, evaluator::HostTensor& t) const override;
+
+  // The reference's inputs: the forward's problem (KdaFwdOp::problem) widened, the output
+  // gradient and, with option final_state, the final-state gradient, all fp64.
+  struct Problem {
+    KdaInputs inputs;
+    std::vector<double> d_out, d_final_state;
+  };
+  static Problem problem(const KdaDims& d, const Config& c, const std::vector<evaluator::HostTensor>& tensors);
+
+ private:
+  KdaFwdOp forward_;
+};
+
+}  // namespace ptxevo::kernels

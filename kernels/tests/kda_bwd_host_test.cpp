@@ -1,0 +1,272 @@
+// kda_bwd.cu run on the CPU through the emulation of kda_host_emulation.hpp: the op's plan
+// (kda_bwd_zero, kda_bwd_recurrent, kda_bwd_finish) CTA by CTA, each thread a coroutine, outputs
+// and workspace poisoned with NaN, against the op's fp64 backward (kda_backward_reference.hpp) on
+// fresh inputs of every distribution: both gates, every state combination, every BV and CKPT and
+// SUB values at both ends, shapes with one token, batched rows, packed sequences and lengths
+// across the checkpoint boundaries.
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+
+#include "kernels/tests/kda_host_emulation.hpp"
+#include "evaluator/gate.hpp"
+#include "evaluator/gpu_evaluation.hpp"
+#include "kernels/kda/kda_bwd_op.hpp"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunknown-pragmas"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wshadow"
+
+// Each configuration: the template under its #defines in a namespace of its own, with the
+// emulation's primitives and an atomic add (the emulation is one OS thread: an add).
+// Configuration B0: the seed's defaults, lower-bound gate, both states.
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define BV 16
+#define CKPT 64
+#define SUB 8
+namespace bwd0 {
+using namespace ::kda_host;
+inline void atomic_add(float* p, float v) { *p += v; }
+#include "kernels/kda/kda_bwd.cu"
+}  // namespace bwd0
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef BV
+#undef CKPT
+#undef SUB
+
+// B1: the smallest slices, checkpoints and deepest replays; softplus gate, no states.
+#define KDA_GATE_SOFTPLUS 1
+#define HAS_INITIAL_STATE 0
+#define HAS_FINAL_STATE 0
+#define BV 8
+#define CKPT 32
+#define SUB 16
+namespace bwd1 {
+using namespace ::kda_host;
+inline void atomic_add(float* p, float v) { *p += v; }
+#include "kernels/kda/kda_bwd.cu"
+}  // namespace bwd1
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef BV
+#undef CKPT
+#undef SUB
+
+// B2: the widest slices, the longest checkpoint segments and the largest replay buffer (SUB x BV
+// = 256 floats a thread); initial state only.
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 0
+#define BV 32
+#define CKPT 128
+#define SUB 8
+namespace bwd2 {
+using namespace ::kda_host;
+inline void atomic_add(float* p, float v) { *p += v; }
+#include "kernels/kda/kda_bwd.cu"
+}  // namespace bwd2
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef BV
+#undef CKPT
+#undef SUB
+
+// B3: softplus gate, final-state gradient only, BV 32 with CKPT 32.
+#define KDA_GATE_SOFTPLUS 1
+#define HAS_INITIAL_STATE 0
+#define HAS_FINAL_STATE 1
+#define BV 32
+#define CKPT 32
+#define SUB 8
+namespace bwd3 {
+using namespace ::kda_host;
+inline void atomic_add(float* p, float v) { *p += v; }
+#include "kernels/kda/kda_bwd.cu"
+}  // namespace bwd3
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef BV
+#undef CKPT
+#undef SUB
+
+#pragma GCC diagnostic pop
+
+namespace {
+
+using ptxevo::evaluator::Distribution;
+using ptxevo::evaluator::HostTensor;
+using ptxevo::evaluator::KernelLaunch;
+using ptxevo::evaluator::Knobs;
+using ptxevo::evaluator::OpConfig;
+using ptxevo::evaluator::Shape;
+using ptxevo::kernels::KdaBwdOp;
+using I = std::int64_t;
+
+// One compiled configuration: the three bodies behind one Args type.
+template <typename Args>
+struct Config {
+  const char* name;
+  OpConfig options;
+  Knobs knobs;
+  void (*zero)(const Args&, long long);
+  void (*recurrent)(const Args&, int, float*);
+  void (*finish)(const Args&, float*);
+};
+
+#define KDA_BWD_CONFIG(NS, OPTIONS, KNOBS)                                                        \
+  Config<NS::kda_bwd::Args> {                                                                     \
+#NS, OPTIONS, KNOBS, [](const NS::kda_bwd::Args& a, long long n) { NS::kda_bwd::zero_body(a, n); }, \
+        [](const NS::kda_bwd::Args& a, int nseq, float* red) { NS::kda_bwd::recurrent_body(a, nseq, red); }, \
+        [](const NS::kda_bwd::Args& a, float* red) { NS::kda_bwd::finish_body(a, red); }                \
+  }
+
+Shape shape(I b, I t, I h, I n) { return {{"B", b}, {"T", t}, {"H", h}, {"N", n}}; }
+
+// Runs every CTA of a launch; "" or the first fault the emulation saw.
+std::string run_grid(const KernelLaunch& l, const std::function<void()>& body) {
+  kda_host::g_cta.grid = {l.grid.x, l.grid.y, l.grid.z};
+  for (unsigned x = 0; x < l.grid.x; ++x)
+    for (unsigned y = 0; y < l.grid.y; ++y)
+      for (unsigned z = 0; z < l.grid.z; ++z) {
+        kda_host::run_cta(static_cast<int>(l.block.x), {x, y, z}, 0, body);
+        std::string fault = kda_host::g_cta.fault;
+        kda_host::g_cta.fault.clear();
+        if (!fault.empty()) return fault;
+      }
+  return "";
+}
+
+// rel_l2 of each output against the reference (infinite where an element is not finite).
+template <typename Args>
+std::map<std::string, ptxevo::evaluator::OutputCheck> run(const Config<Args>& c, const Shape& s, Distribution dist, std::uint64_t seed,
+                                  std::string* fault) {
+  const KdaBwdOp op;
+  const auto descs = op.tensors(s, c.options);
+  std::vector<HostTensor> ts;
+  for (const auto& d : descs) ts.emplace_back(d.name, d.dtype, d.shape);
+  ptxevo::evaluator::fill_inputs(op, descs, dist, seed, ts);
+  std::vector<HostTensor> ref;
+  op.reference(s, c.options, ts, ref);
+  const auto plan = op.launch_plan(s, c.options, c.knobs);
+  EXPECT_EQ(plan.kernels.size(), 3u);
+  auto find = [&](const std::string& name) -> HostTensor* {
+    for (auto& t : ts)
+      if (t.name == name) return &t;
+    return nullptr;
+  };
+  auto bf = [&](const char* name) { return reinterpret_cast<const __nv_bfloat16*>(find(name)->data.data()); };
+  auto in32 = [&](const char* name) {
+    HostTensor* t = find(name);
+    return t ? reinterpret_cast<const float*>(t->data.data()) : nullptr;
+  };
+  // Outputs and workspace poisoned with NaN: an element the kernels neither zero nor write, or a
+  // workspace word read before it was written, fails the comparison.
+  auto out32 = [&](const char* name) -> float* {
+    HostTensor* t = find(name);
+    if (!t) return nullptr;
+    ptxevo::evaluator::poison(*t, 0);
+    return reinterpret_cast<float*>(t->data.data());
+  };
+  const HostTensor* cu = find("cu_seqlens");
+  const auto& rec = plan.kernels.at(1);
+  Args a{bf("q"),
+         bf("k"),
+         bf("v"),
+         bf("g"),
+         bf("beta"),
+         in32("A_log"),
+         in32("dt_bias"),
+         cu ? reinterpret_cast<const long long*>(cu->data.data()) : nullptr,
+         in32("initial_state"),
+         bf("d_out"),
+         in32("d_final_state"),
+         out32("dq"),
+         out32("dk"),
+         out32("dv"),
+         out32("dg"),
+         out32("dbeta"),
+         out32("dA_log"),
+         out32("ddt_bias"),
+         out32("d_initial_state"),
+         out32("workspace"),
+         std::get<I>(rec.args.at(18)),
+         std::get<std::int32_t>(rec.args.at(19)),
+         std::get<float>(rec.args.at(21)),
+         std::get<float>(rec.args.at(22))};
+  const int nseq = std::get<std::int32_t>(rec.args.at(20));
+  alignas(16) static float red[4 * 2 * 32];
+  *fault = run_grid(plan.kernels.at(0), [&] { c.zero(a, std::get<I>(plan.kernels.at(0).args.at(6))); });
+  if (fault->empty()) *fault = run_grid(rec, [&] { c.recurrent(a, nseq, red); });
+  if (fault->empty()) *fault = run_grid(plan.kernels.at(2), [&] { c.finish(a, red); });
+  // The gate's own judgement of each output (evaluator/gate.hpp), with the op's tolerances.
+  std::map<std::string, ptxevo::evaluator::OutputCheck> errors;
+  for (const auto& r : ref) errors[r.name] = ptxevo::evaluator::check_output(*find(r.name), r, op.tolerance(r.name, c.options), 0);
+  return errors;
+}
+
+// One token, two heads of 17, 70 tokens (three CKPT 32 segments, two of CKPT 64), batched rows
+// across a CKPT 32 boundary, packed sets [1, 1] and [16, 4, 8, 12]. The emulation switches
+// between 128 coroutines at every barrier (four a token, and the replays walk a segment's tokens
+// again for each SUB of it): these take about a minute a configuration on two cores.
+const std::vector<Shape> kShapes = {shape(1, 1, 1, 1), shape(1, 17, 2, 1), shape(1, 70, 1, 1),
+                                    shape(2, 33, 1, 2), shape(1, 2, 2, 2),  shape(1, 40, 1, 4)};
+
+template <typename Args>
+void check(const Config<Args>& c, const std::vector<Shape>& shapes = kShapes) {
+  const auto& dists = ptxevo::evaluator::all_distributions();
+  std::map<std::string, double> worst;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const Distribution dist = dists[i % dists.size()];
+    SCOPED_TRACE(std::string(c.name) + " " + ptxevo::evaluator::shape_to_string(shapes[i]) + " " + to_string(dist));
+    std::string fault;
+    const auto errors = run(c, shapes[i], dist, 2000 + i, &fault);
+    ASSERT_EQ(fault, "");
+    for (const auto& [name, e] : errors) {
+      EXPECT_TRUE(e.passed) << name << ": " << e.reason;
+      // Well inside the gate's 1e-2, except where every value lies below fp32's range (the
+      // gate passes zeros there).
+      if (e.ref_rms > 1e-30) {
+        EXPECT_LT(e.rel_l2, 2e-3) << name;
+      }
+      worst[name] = std::max(worst[name], e.ref_rms > 1e-30 ? e.rel_l2 : 0.0);
+    }
+  }
+  std::printf("%s (kda_bwd.cu on the CPU) vs the fp64 backward, worst rel_l2:", c.name);
+  for (const auto& [name, e] : worst) std::printf(" %s %.2g", name.c_str(), e);
+  std::printf("\n");
+}
+
+OpConfig options(const char* gate, bool initial, bool final) {
+  return {{"gate", gate}, {"initial_state", initial ? "true" : "false"}, {"final_state", final ? "true" : "false"}};
+}
+Knobs knobs(I bv, I ckpt, I sub) { return {{"BV", bv}, {"CKPT", ckpt}, {"SUB", sub}}; }
+
+TEST(KdaBwdOnHost, SeedDefaultsLowerBoundGateBothStates) {
+  check(KDA_BWD_CONFIG(bwd0, options("lower_bound", true, true), knobs(16, 64, 8)));
+}
+// The sanitized build's share (scripts/test.sh runs the others in the release build only).
+TEST(KdaBwdOnHost, SeedDefaultsOnOneTokenAndShortPackedSequences) {
+  check(KDA_BWD_CONFIG(bwd0, options("lower_bound", true, true), knobs(16, 64, 8)),
+        {shape(1, 1, 1, 1), shape(1, 2, 2, 2), shape(1, 9, 1, 1)});
+}
+TEST(KdaBwdOnHost, SmallestSlicesSoftplusGateNoStates) {
+  check(KDA_BWD_CONFIG(bwd1, options("softplus", false, false), knobs(8, 32, 16)));
+}
+TEST(KdaBwdOnHost, WidestSlicesLongSegmentsInitialStateOnly) {
+  check(KDA_BWD_CONFIG(bwd2, options("lower_bound", true, false), knobs(32, 128, 8)));
+}
+TEST(KdaBwdOnHost, SoftplusGateFinalStateGradientOnly) {
+  check(KDA_BWD_CONFIG(bwd3, options("softplus", false, true), knobs(32, 32, 8)));
+}
+
+}  // namespace

@@ -1,0 +1,198 @@
+// kda_bwd: the op's contract (tensors per option, knobs, the three-kernel plan, the reference's
+// outputs), the spec, and the seed's builds for sm_90a through the engine's Builder (NVRTC -> PTX
+// IR -> nvJitLink) and ptxas under every option combination and covering knob assignment, with the
+// gate's static IR checks on every spec shape's plan.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "evaluator/builder.hpp"
+#include "evaluator/evaluation.hpp"
+#include "evaluator/gpu_evaluation.hpp"
+#include "evaluator/ir_checks.hpp"
+#include "evaluator/ptxas.hpp"
+#include "evaluator/spec.hpp"
+#include "evaluator/template_source.hpp"
+#include "ir/parser.hpp"
+#include "kernels/builtin_ops.hpp"
+#include "kernels/kda/kda_bwd_op.hpp"
+
+namespace {
+
+using ptxevo::evaluator::Knobs;
+using ptxevo::evaluator::OpConfig;
+using ptxevo::evaluator::Shape;
+using ptxevo::evaluator::Spec;
+using ptxevo::kernels::KdaBwdOp;
+using I = std::int64_t;
+
+const std::string kKdaDir = std::string(PTXEVO_SOURCE_DIR) + "/kernels/kda";
+
+Shape shape(I b, I t, I h, I n) { return {{"B", b}, {"T", t}, {"H", h}, {"N", n}}; }
+
+OpConfig options(const char* gate, bool initial, bool final) {
+  return {{"gate", gate}, {"initial_state", initial ? "true" : "false"}, {"final_state", final ? "true" : "false"}};
+}
+
+std::vector<std::string> names_of(const std::vector<ptxevo::evaluator::TensorDesc>& ts, ptxevo::evaluator::Role role) {
+  std::vector<std::string> out;
+  for (const auto& t : ts)
+    if (t.role == role) out.push_back(t.name);
+  return out;
+}
+
+TEST(KdaBwdOp, TensorsFollowTheOptions) {
+  const KdaBwdOp op;
+  using ptxevo::evaluator::Role;
+  const auto all = op.tensors(shape(1, 115, 4, 3), options("lower_bound", true, true));
+  EXPECT_EQ(names_of(all, Role::In), (std::vector<std::string>{"q", "k", "v", "g", "beta", "A_log", "dt_bias", "cu_seqlens",
+                                                               "initial_state", "d_out", "d_final_state"}));
+  EXPECT_EQ(names_of(all, Role::Out), (std::vector<std::string>{"dq", "dk", "dv", "dg", "dbeta", "dA_log", "ddt_bias",
+                                                                "d_initial_state"}));
+  EXPECT_EQ(all.back().name, "workspace");
+  EXPECT_EQ(all.back().shape, (std::vector<I>{KdaBwdOp::workspace_words(ptxevo::kernels::kda_dims(shape(1, 115, 4, 3)))}));
+  EXPECT_EQ(KdaBwdOp::workspace_words(ptxevo::kernels::kda_dims(shape(1, 115, 4, 3))), 4 * (115 / 32 + 3) * 128 * 128);
+  const auto none = op.tensors(shape(2, 17, 1, 2), options("softplus", false, false));
+  EXPECT_EQ(names_of(none, Role::In), (std::vector<std::string>{"q", "k", "v", "g", "beta", "A_log", "dt_bias", "d_out"}));
+  EXPECT_EQ(names_of(none, Role::Out),
+            (std::vector<std::string>{"dq", "dk", "dv", "dg", "dbeta", "dA_log", "ddt_bias"}));
+  for (const auto& o : KdaBwdOp::outputs(KdaBwdOp::Config{})) EXPECT_NO_THROW(op.tolerance(o, {}));
+  EXPECT_THROW(op.tolerance("out", {}), std::invalid_argument);
+}
+
+TEST(KdaBwdOp, OptionsAndKnobsAreCheckedWithTheirNames) {
+  const KdaBwdOp op;
+  EXPECT_EQ(op.validate({}), "");
+  EXPECT_NE(op.validate({{"gate", "relu"}}).find("kda_bwd: gate must be lower_bound or softplus"), std::string::npos)
+      << op.validate({{"gate", "relu"}});
+  auto error = [](const Knobs& k) {
+    try {
+      KdaBwdOp::geometry(k);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error(KdaBwdOp::knob_defaults()), "");
+  EXPECT_NE(error({{"BV", I{64}}}).find("BV must be 8, 16 or 32"), std::string::npos);
+  EXPECT_NE(error({{"CKPT", I{16}}}).find("CKPT must be 32, 64 or 128"), std::string::npos);
+  EXPECT_NE(error({{"BV", I{32}}, {"SUB", I{16}}}).find("SUB * BV must be at most 256"), std::string::npos);
+  EXPECT_NE(error({{"TB", I{4}}}).find("unknown knob 'TB'"), std::string::npos);
+}
+
+TEST(KdaBwdOp, PlanIsZeroThenOneCtaPerChainSliceThenOnePerTokenHead) {
+  const KdaBwdOp op;
+  const auto p = op.launch_plan(shape(1, 115, 4, 3), options("lower_bound", true, true),
+                                {{"BV", I{32}}, {"CKPT", I{64}}, {"SUB", I{4}}});
+  ASSERT_EQ(p.kernels.size(), 3u);
+  EXPECT_EQ(p.kernels[0].entry, KdaBwdOp::kZeroEntry);
+  EXPECT_EQ(p.kernels[1].entry, KdaBwdOp::kRecurrentEntry);
+  EXPECT_EQ(p.kernels[2].entry, KdaBwdOp::kFinishEntry);
+  EXPECT_EQ(p.kernels[1].grid.x, 3u);  // sequences
+  EXPECT_EQ(p.kernels[1].grid.y, 4u);  // heads
+  EXPECT_EQ(p.kernels[1].grid.z, 4u);  // 128 / BV slices
+  EXPECT_EQ(p.kernels[1].block.x, 128u);
+  EXPECT_EQ(p.kernels[2].grid.x, 115u);
+  EXPECT_EQ(p.kernels[2].grid.y, 4u);
+  EXPECT_EQ(std::get<I>(p.kernels[0].args.at(6)), 115 * 4);
+}
+
+// The reference's outputs are the fp64 backward's, by name and shape, for every option set.
+TEST(KdaBwdOp, ReferenceGivesEveryOutput) {
+  const KdaBwdOp op;
+  for (const bool initial : {false, true})
+    for (const bool final : {false, true}) {
+      const OpConfig cfg = options("lower_bound", initial, final);
+      const Shape s = shape(1, 17, 2, 1);
+      const auto descs = op.tensors(s, cfg);
+      std::vector<ptxevo::evaluator::HostTensor> ts;
+      for (const auto& d : descs) ts.emplace_back(d.name, d.dtype, d.shape);
+      ptxevo::evaluator::fill_inputs(op, descs, ptxevo::evaluator::Distribution::Normal, 7, ts);
+      std::vector<ptxevo::evaluator::HostTensor> ref;
+      op.reference(s, cfg, ts, ref);
+      std::vector<std::string> names;
+      for (const auto& r : ref) names.push_back(r.name);
+      EXPECT_EQ(names, KdaBwdOp::outputs(ptxevo::kernels::KdaFwdOp::parse(cfg)));
+      for (const auto& r : ref) {
+        double norm = 0;
+        for (I i = 0; i < r.numel(); ++i) norm += r.get(i) * r.get(i);
+        EXPECT_GT(norm, 0) << r.name << " is all zero";
+        for (const auto& d : descs) {
+          if (d.name == r.name) {
+            EXPECT_EQ(r.shape, d.shape) << r.name;
+          }
+        }
+      }
+    }
+}
+
+Spec load(const std::string& file) {
+  const auto registry = ptxevo::kernels::builtin_ops();
+  auto r = ptxevo::evaluator::load_spec(kKdaDir + "/" + file, registry);
+  if (!r.spec) throw std::runtime_error(r.error->format());
+  return *r.spec;
+}
+
+TEST(KdaBwdSpec, HoldsTheForwardsScenariosAndDefaultsMatchTheOp) {
+  const Spec spec = load("kda_bwd.spec");
+  EXPECT_EQ(spec.op, "kda_bwd");
+  ASSERT_EQ(spec.benchmark_shapes.size(), 6u);
+  const Spec fwd = load("kda_fwd.spec");
+  EXPECT_EQ(spec.benchmark_shapes, fwd.benchmark_shapes);
+  EXPECT_EQ(ptxevo::evaluator::default_knobs(spec.seeds.at(0)), KdaBwdOp::knob_defaults());
+  EXPECT_GE(spec.correctness_shapes.size(), 10u);
+}
+
+// The gate's static checks on a build's PTX for the plans of every shape of `spec`.
+void expect_ir_clean(const std::string& ptx, const Spec& spec, const OpConfig& cfg, const Knobs& knobs) {
+  const auto parsed = ptxevo::ir::parse_ptx(ptx);
+  ASSERT_TRUE(parsed.ok()) << (parsed.error ? parsed.error->message : std::string("parse failed"));
+  std::vector<Shape> shapes = spec.benchmark_shapes;
+  shapes.insert(shapes.end(), spec.correctness_shapes.begin(), spec.correctness_shapes.end());
+  for (const auto& s : shapes)
+    for (const auto& v : ptxevo::evaluator::check_ir(*parsed.module, KdaBwdOp().launch_plan(s, cfg, knobs)))
+      ADD_FAILURE() << ptxevo::evaluator::shape_to_string(s) << ": " << v.rule << ": " << v.message;
+}
+
+TEST(KdaBwdBuild, SeedBuildsUnderEveryOptionSetAndCoveringKnobs) {
+  const Spec spec = load("kda_bwd.spec");
+  const auto& seed = spec.seeds.at(0);
+  std::string why;
+  const auto text = ptxevo::evaluator::read_template(seed.source_path, &why);
+  ASSERT_TRUE(text) << why;
+  const ptxevo::evaluator::Builder builder(nullptr);
+  int built = 0;
+  for (const char* gate : {"lower_bound", "softplus"})
+    for (const bool initial : {false, true})
+      for (const bool final : {false, true})
+        for (const auto& knobs : KdaBwdOp::covering_knobs()) {
+          const OpConfig cfg = options(gate, initial, final);
+          SCOPED_TRACE(std::string(gate) + (initial ? " +in" : "") + (final ? " +out" : "") + " BV " +
+                       std::to_string(std::get<I>(knobs.at("BV"))));
+          ptxevo::evaluator::BuildRequest r;
+          r.name = "kda_bwd";
+          r.source = text->text;
+          r.source_path = seed.source_path;
+          r.defines = KdaBwdOp().template_defines(cfg);
+          r.knobs = knobs;
+          r.arch = spec.arch;
+          const auto b = builder.build(r);
+          ASSERT_TRUE(b.ok) << b.stage << ": " << b.error;
+          std::set<std::string> entries;
+          for (const auto& res : b.resources) {
+            entries.insert(res.name);
+            EXPECT_EQ(res.spill_stores, 0) << res.name;
+          }
+          EXPECT_EQ(entries, (std::set<std::string>{KdaBwdOp::kZeroEntry, KdaBwdOp::kRecurrentEntry,
+                                                    KdaBwdOp::kFinishEntry}));
+          expect_ir_clean(b.ptx, spec, cfg, knobs);
+          if (built++ % 4 == 0) {
+            const auto sass = ptxevo::evaluator::run_ptxas(b.ptx, spec.arch);
+            EXPECT_TRUE(sass.ok) << sass.log;
+          }
+        }
+}
+
+}  // namespace
