@@ -74,36 +74,7 @@ static_assert(kSub * kBv <= 256, "SUB * BV: at most 256 floats of local memory a
 // supplies CPU versions of these (and kda_bwd_host_test.cpp an atomic add), so the rest of this
 // file runs on the CPU against the reference.
 #ifndef KDA_HOST_EMULATION
-__device__ __forceinline__ float ex2(float x) {
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
-__device__ __forceinline__ float lg2(float x) {
-  float r;
-  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
-__device__ __forceinline__ float rcp(float x) {
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
-__device__ __forceinline__ float rsqrt(float x) {
-  float r;
-  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
-__device__ __forceinline__ float shfl_bfly(float v, int lane_mask) {
-  float r;
-  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(lane_mask));
-  return r;
-}
-__device__ __forceinline__ float load_bf16(const __nv_bfloat16* p) {
-  unsigned short h;
-  asm("ld.global.nc.u16 %0, [%1];" : "=h"(h) : "l"(p));
-  return __uint_as_float((unsigned int)h << 16);
-}
+#include "../common/fast_math.cuh"
 __device__ __forceinline__ void atomic_add(float* p, float v) { atomicAdd(p, v); }
 #endif  // KDA_HOST_EMULATION
 

@@ -95,16 +95,10 @@ std::vector<TensorDesc> KdaBwdOp::tensors(const Shape& s, const OpConfig& cfg) c
   const KdaDims d = kda_dims(s);
   const std::vector<std::int64_t> tok = {d.batch, d.tokens, d.heads, D};
   const std::vector<std::int64_t> state = {d.sequences, d.heads, D, D};
+  // The forward's inputs, in its order (q ... initial_state), then the gradients coming back.
   std::vector<TensorDesc> out;
-  out.push_back({"q", DType::BF16, tok, Role::In, false});
-  out.push_back({"k", DType::BF16, tok, Role::In, false});
-  out.push_back({"v", DType::BF16, tok, Role::In, false});
-  out.push_back({"g", DType::BF16, tok, Role::In, true});
-  out.push_back({"beta", DType::BF16, {d.batch, d.tokens, d.heads}, Role::In, false});
-  out.push_back({"A_log", DType::F32, {d.heads}, Role::In, true});
-  out.push_back({"dt_bias", DType::F32, {d.heads, D}, Role::In, true});
-  if (d.packed) out.push_back({"cu_seqlens", DType::I64, {d.sequences + 1}, Role::In, true});
-  if (c.initial_state) out.push_back({"initial_state", DType::F32, state, Role::In, false});
+  for (auto& t : forward_.tensors(s, cfg))
+    if (t.role == Role::In) out.push_back(std::move(t));
   out.push_back({"d_out", DType::BF16, tok, Role::In, false});
   if (c.final_state) out.push_back({"d_final_state", DType::F32, state, Role::In, false});
   out.push_back({"dq", DType::F32, tok, Role::Out, false});
