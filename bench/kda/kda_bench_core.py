@@ -62,10 +62,11 @@ def _bool(cfg: Dict[str, str], key: str, default: bool, where: str) -> bool:
     raise BenchError(f"{where}: option {key} = '{v}' is not true or false")
 
 
-def kda_options(b: BuildDir) -> Dict[str, Any]:
-    """The options of a kda_fwd build (its launch.json "config"), with KdaFwdOp's defaults."""
-    if b.op != "kda_fwd":
-        raise BenchError(f"{b.label}: op '{b.op}'; fla_bench.py benchmarks kda_fwd only")
+def kda_options(b: BuildDir, op: str = "kda_fwd") -> Dict[str, Any]:
+    """The options of a kda_fwd (or, with op, kda_bwd: the same options) build (its launch.json
+    "config"), with KdaFwdOp's defaults."""
+    if b.op != op:
+        raise BenchError(f"{b.label}: op '{b.op}'; expected a build of {op}")
     cfg = b.config
     unknown = sorted(set(cfg) - KNOWN_OPTIONS)
     if unknown:
@@ -238,7 +239,7 @@ def select_shapes(builds: Sequence[BuildDir], wanted: Sequence[str], max_shapes:
         raise BenchError(f"{first.path}/launch.json has no benchmark shapes: build with --shapes benchmark or all")
     keys = [s.key() for s in shapes]
     if wanted:
-        opts = kda_options(first)
+        opts = kda_options(first, "kda_bwd" if first.op == "kda_bwd" else "kda_fwd")
         by_number = {str(scenario_number(s, opts)): s.key() for s in shapes if scenario_number(s, opts)}
         resolved = []
         for w in wanted:

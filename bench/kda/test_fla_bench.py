@@ -105,7 +105,7 @@ class OptionsAndShapesTest(unittest.TestCase):
         self.assertEqual(core.kda_options(build(scale="0.5"))["scale"], 0.5)
 
     def test_options_errors(self):
-        cases = [({"op": "rmsnorm_fwd"}, "kda_fwd only"), ({"config": {"gate": "relu"}}, "gate 'relu'"),
+        cases = [({"op": "rmsnorm_fwd"}, "expected a build of kda_fwd"), ({"config": {"gate": "relu"}}, "gate 'relu'"),
                  ({"config": {"bias": "true"}}, "['bias'] are unknown"),
                  ({"config": {"gate": "softplus", "lower_bound": "-5"}}, "gate is softplus"),
                  ({"config": {"initial_state": "yes"}}, "not true or false"),

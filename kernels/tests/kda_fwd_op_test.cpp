@@ -631,6 +631,21 @@ TEST(KdaFwdOp, ReferenceOnFilledInputsAgreesWithTheChunkedOne) {
     }
 }
 
+// The kernel takes scale and lower_bound as floats, so the fp64 reference must use the same
+// rounded values (GCC 12's SLP vectorizer once dropped the rounding: CMakeLists.txt).
+TEST(KdaFwdOp, ProblemGivesTheReferenceTheKernelsFloatScalars) {
+  const KdaFwdOp op;
+  const Shape s = shape(1, 3, 1, 1);
+  const OpConfig cfg{{"scale", "0.1"}, {"lower_bound", "-4.3"}};
+  const auto ts = filled(op, s, cfg, Distribution::Normal, 1);
+  const auto p = KdaFwdOp::problem(ptxevo::kernels::kda_dims(s), KdaFwdOp::parse(cfg), ts);
+  EXPECT_EQ(p.scale, static_cast<double>(0.1f));
+  EXPECT_EQ(p.lower_bound, static_cast<double>(-4.3f));
+  EXPECT_NE(p.scale, 0.1);
+  const auto d = KdaFwdOp::problem(ptxevo::kernels::kda_dims(s), KdaFwdOp::parse({}), ts);
+  EXPECT_EQ(d.scale, static_cast<double>(static_cast<float>(1 / std::sqrt(128.0))));
+}
+
 // The gate inputs are drawn in parallel chunks: the values depend on the generator's state only.
 TEST(KdaFwdOp, GateInputFillIsReproducibleFromTheSeed) {
   const KdaFwdOp op;
