@@ -5,8 +5,8 @@
 //
 // Compiled by NVRTC (device code only) with the op's defines (KDA_GATE_SOFTPLUS,
 // HAS_INITIAL_STATE, HAS_FINAL_STATE) and the knobs below. KdaBwdOp::launch_plan
-// (kernels/kda/kda_bwd_op.cpp) launches three entries in order:
-//   kda_bwd_zero       zeroes the outputs the other two accumulate into
+// (kernels/kda/kda_bwd_op.cpp) launches three entries in order; none uses atomics, so every
+// output is the same bit for bit from run to run (the gate checks it):
 //   kda_bwd_recurrent  grid (N sequences, H heads, 128 / BV value slices), 128 threads: thread i
 //                      holds key row i of the chain's state slice S[i][z BV .. z BV + BV) and of
 //                      its gradient. (1) The forward over the sequence, keeping the state entering
@@ -16,14 +16,16 @@
 //                      the thread's local memory, then those tokens backwards (docs/kda.md 7.1).
 //                      dv and the initial-state gradient are complete per slice (a value column
 //                      needs only its own); the gradients of the normalised q and k, of the
-//                      log-decay and of beta sum over every column, so each slice adds its share
-//                      atomically into dq, dk, dg and dbeta.
-//   kda_bwd_finish     grid (T_total, H), 128 threads: turns those sums into the inputs' gradients
-//                      through the fused pre-processing (docs/kda.md 7.2) in place, and adds each
-//                      token's share of dA_log and ddt_bias atomically.
+//                      log-decay and of beta sum over every column, so each slice writes its
+//                      share to its own part of the workspace.
+//   kda_bwd_finish     grid (T_total / 32 chunks, H), 128 threads: per token of its chunk, sums
+//                      the slices' shares in slice order and takes them through the fused
+//                      pre-processing (docs/kda.md 7.2) to dq, dk, dg and dbeta; writes the
+//                      chunk's sums of the dA_log and ddt_bias terms to the workspace.
+//   kda_bwd_reduce     grid H, 128 threads: dA_log and ddt_bias, the chunk sums in chunk order.
 //
 // Knobs (each has a default here that matches the op's):
-//   BV    value columns per CTA (8, 16 or 32)
+//   BV    value columns per CTA (16 or 32: at most 8 slices' shares fit the workspace)
 //   CKPT  tokens between the states the forward pass keeps (32, 64 or 128; the workspace holds
 //         T_total / 32 + N of them per head)
 //   SUB   tokens replayed into local memory at once (2 ... 16; SUB * BV <= 256 floats a thread)
@@ -62,20 +64,19 @@ enum : int {
   kCkpt = CKPT,
   kSub = SUB,
   kWarps = kD / 32,
-  kZeroThreads = 256,
+  kMaxSlices = 8,      // the slices' shares the workspace holds (KdaBwdOp::kMaxSlices)
+  kFinishTokens = 32,  // tokens per kda_bwd_finish CTA (KdaBwdOp::kFinishTokens)
 };
 
-static_assert(kBv == 8 || kBv == 16 || kBv == 32, "BV: 8, 16 or 32");
+static_assert(kBv == 16 || kBv == 32, "BV: 16 or 32");
 static_assert(kCkpt == 32 || kCkpt == 64 || kCkpt == 128, "CKPT: 32, 64 or 128");
 static_assert(kSub >= 2 && kSub <= 16 && kSub <= kCkpt, "SUB: 2 ... 16");
 static_assert(kSub * kBv <= 256, "SUB * BV: at most 256 floats of local memory a thread");
 
 // The PTX primitives. kernels/tests/kda_host_emulation.hpp defines KDA_HOST_EMULATION and
-// supplies CPU versions of these (and kda_bwd_host_test.cpp an atomic add), so the rest of this
-// file runs on the CPU against the reference.
+// supplies CPU versions of these, so the rest of this file runs on the CPU against the reference.
 #ifndef KDA_HOST_EMULATION
 #include "../common/fast_math.cuh"
-__device__ __forceinline__ void atomic_add(float* p, float v) { atomicAdd(p, v); }
 #endif  // KDA_HOST_EMULATION
 
 #define KDA_LOG2E 1.4426950408889634f
@@ -116,19 +117,33 @@ struct Args {
   const float* __restrict__ initial_state;   // [N, H, V, K]
   const __nv_bfloat16* __restrict__ d_out;   // [T_total, H, V]
   const float* __restrict__ d_final_state;   // [N, H, V, K]
-  float* __restrict__ dq;                    // [T_total, H, K]: the normalised q's gradient, then q's
-  float* __restrict__ dk;                    // the same for k
+  float* __restrict__ dq;                    // [T_total, H, K]
+  float* __restrict__ dk;                    // [T_total, H, K]
   float* __restrict__ dv;                    // [T_total, H, V]
-  float* __restrict__ dg;                    // [T_total, H, K]: the log-decay's gradient, then g's
-  float* __restrict__ dbeta;                 // [T_total, H]: beta's gradient, then the logit's
+  float* __restrict__ dg;                    // [T_total, H, K]
+  float* __restrict__ dbeta;                 // [T_total, H] (of the logits)
   float* __restrict__ da_log;                // [H]
   float* __restrict__ ddt_bias;              // [H, K]
   float* __restrict__ d_initial_state;       // [N, H, V, K]
-  float* __restrict__ ws;                    // checkpoints: [H][T_total / 32 + N][slices][K][BV]
-  long long T;
+  // The workspace (fp32 words; KdaBwdOp::workspace_words): checkpoints [H][T_total / 32 + N]
+  // [slices][K][BV] from word 0; the slices' shares from part_off: [kMaxSlices][dq, dk, da]
+  // [T_total][H][K], then the dbeta shares [kMaxSlices][T_total][H]; the chunk sums from sums_off:
+  // [chunks][H][K ddt_bias terms, 1 dA_log term].
+  float* __restrict__ ws;
+  long long T;  // tokens per sequence (fixed rows); kda_bwd_finish: T_total
   int H;
   float scale, lower_bound;
+  long long part_off, sums_off;
 };
+
+// Where slice z's share of quantity w (0: dq, 1: dk, 2: da) of token-head row e (tok H + h) lies,
+// and its dbeta share, for `th` = T_total H token-heads.
+__device__ __forceinline__ float* share(const Args& p, int z, int w, long long th, long long e) {
+  return p.ws + p.part_off + ((long long)(z * 3 + w) * th + e) * kD;
+}
+__device__ __forceinline__ float* beta_share(const Args& p, int z, long long th, long long e) {
+  return p.ws + p.part_off + (long long)kMaxSlices * 3 * th * kD + (long long)z * th + e;
+}
 
 // Sums x[0 .. M) over the CTA's 128 threads; every thread gets the sums. `red` holds kWarps * M
 // floats of shared memory.
@@ -274,10 +289,11 @@ __device__ __forceinline__ void recurrent_body(const Args& p, int nseq, float* r
           ds[j] = dsp * t.ea;
           if (i == j) p.dv[row + z * kBv + j] = dr;
         }
-        atomic_add(p.dq + row + i, p.scale * dq);
-        atomic_add(p.dk + row + i, dk);
-        atomic_add(p.dg + row + i, da);
-        if (i == 0) atomic_add(p.dbeta + tok * p.H + h, db);
+        const long long th = total * p.H, e = tok * p.H + h;
+        share(p, z, 0, th, e)[i] = p.scale * dq;
+        share(p, z, 1, th, e)[i] = dk;
+        share(p, z, 2, th, e)[i] = da;
+        if (i == 0) *beta_share(p, z, th, e) = db;
       }
       u1 = u0;
     }
@@ -288,82 +304,81 @@ __device__ __forceinline__ void recurrent_body(const Args& p, int nseq, float* r
 #endif
 }
 
-// Back through the pre-processing (docs/kda.md 7.2), for token blockIdx.x of head blockIdx.y.
+// Back through the pre-processing (docs/kda.md 7.2), for the tokens of chunk blockIdx.x of head
+// blockIdx.y (p.T is T_total here).
 __device__ __forceinline__ void finish_body(const Args& p, float* red) {
-  const long long tok = blockIdx.x;
   const int h = blockIdx.y, i = threadIdx.x;
-  const long long row = (tok * p.H + h) * (long long)kD + i;
-  const float q = load_bf16(p.q + row), k = load_bf16(p.k + row), g = load_bf16(p.g + row);
-  const float dqh = p.dq[row], dkh = p.dk[row], da = p.dg[row];
-  float sq[2] = {q * q, k * k};
-  block_sum<2>(sq, red);
-  const float rq = rsqrt(sq[0] + 1e-6f), rk = rsqrt(sq[1] + 1e-6f);
-  const float qh = q * rq, kh = k * rk;
-  float dots[2] = {qh * dqh, kh * dkh};
-  block_sum<2>(dots, red);
-  p.dq[row] = (dqh - qh * dots[0]) * rq;  // y = x / n: dx = (dy - y (y . dy)) / n
-  p.dk[row] = (dkh - kh * dots[1]) * rk;
-  const float ea_log = ex2(p.a_log[h] * KDA_LOG2E), x = g + p.dt_bias[h * kD + i];
+  const long long t0 = (long long)blockIdx.x * kFinishTokens;
+  const long long t1 = t0 + kFinishTokens < p.T ? t0 + kFinishTokens : p.T;
+  const long long th = p.T * p.H;
+  const float ea_log = ex2(p.a_log[h] * KDA_LOG2E), dtb = p.dt_bias[h * kD + i];
+  float dtb_sum = 0.f, a_sum = 0.f;  // this thread's terms of ddt_bias[h][i] and of dA_log[h]
+  for (long long tok = t0; tok < t1; ++tok) {
+    const long long e = tok * p.H + h, row = e * kD + i;
+    float dqh = 0.f, dkh = 0.f, da = 0.f, db = 0.f;
+#pragma unroll
+    for (int z = 0; z < kSlices; ++z) {
+      dqh += share(p, z, 0, th, e)[i];
+      dkh += share(p, z, 1, th, e)[i];
+      da += share(p, z, 2, th, e)[i];
+      db += *beta_share(p, z, th, e);
+    }
+    const float q = load_bf16(p.q + row), k = load_bf16(p.k + row), g = load_bf16(p.g + row);
+    float sq[2] = {q * q, k * k};
+    block_sum<2>(sq, red);
+    const float rq = rsqrt(sq[0] + 1e-6f), rk = rsqrt(sq[1] + 1e-6f);
+    const float qh = q * rq, kh = k * rk;
+    float dots[2] = {qh * dqh, kh * dkh};
+    block_sum<2>(dots, red);
+    p.dq[row] = (dqh - qh * dots[0]) * rq;  // y = x / n: dx = (dy - y (y . dy)) / n
+    p.dk[row] = (dkh - kh * dots[1]) * rk;
+    const float x = g + dtb;
 #if KDA_GATE_SOFTPLUS
-  const float dgv = da * -ea_log * (x > 20.f ? 1.f : sigmoid(x));
-  float dA[1] = {da * -ea_log * softplus(x)};  // d a / d A_log = a
+    const float dgv = da * -ea_log * (x > 20.f ? 1.f : sigmoid(x));
+    a_sum += da * -ea_log * softplus(x);  // d a / d A_log = a
 #else
-  const float dgv = times_sigmoid_slope(da * p.lower_bound * ea_log, ea_log * x);
-  float dA[1] = {dgv * x};  // d a / d A_log = (d a / d x) x
+    const float dgv = times_sigmoid_slope(da * p.lower_bound * ea_log, ea_log * x);
+    a_sum += dgv * x;  // d a / d A_log = (d a / d x) x
 #endif
-  p.dg[row] = dgv;
-  atomic_add(p.ddt_bias + h * kD + i, dgv);
-  block_sum<1>(dA, red);
-  if (i == 0) {
-    atomic_add(p.da_log + h, dA[0]);
-    p.dbeta[tok * p.H + h] = times_sigmoid_slope(p.dbeta[tok * p.H + h], load_bf16(p.beta + tok * p.H + h));
+    p.dg[row] = dgv;
+    dtb_sum += dgv;
+    if (i == 0) p.dbeta[e] = times_sigmoid_slope(db, load_bf16(p.beta + e));
   }
+  float a[1] = {a_sum};
+  block_sum<1>(a, red);
+  float* sums = p.ws + p.sums_off + ((long long)blockIdx.x * p.H + h) * (kD + 1);
+  sums[i] = dtb_sum;
+  if (i == 0) sums[kD] = a[0];
 }
 
-// The accumulated outputs to zero: dq, dk, dg ([T_total, H, K] each), dbeta, dA_log, ddt_bias.
-__device__ __forceinline__ void zero_body(const Args& p, long long token_heads) {
-  const long long stride = (long long)gridDim.x * kZeroThreads;
-  const long long start = (long long)blockIdx.x * kZeroThreads + threadIdx.x;
-  for (long long e = start; e < token_heads * kD; e += stride) {
-    p.dq[e] = 0.f;
-    p.dk[e] = 0.f;
-    p.dg[e] = 0.f;
+// dA_log[h] and ddt_bias[h][i], the `chunks` chunk sums in chunk order, for head blockIdx.x.
+__device__ __forceinline__ void reduce_body(const Args& p, int chunks) {
+  const int h = blockIdx.x, i = threadIdx.x;
+  float dtb = 0.f, a = 0.f;
+#pragma unroll 8
+  for (int c = 0; c < chunks; ++c) {
+    const float* sums = p.ws + p.sums_off + ((long long)c * p.H + h) * (kD + 1);
+    dtb += sums[i];
+    if (i == 0) a += sums[kD];
   }
-  for (long long e = start; e < token_heads; e += stride) p.dbeta[e] = 0.f;
-  for (long long e = start; e < (long long)p.H * kD; e += stride) {
-    p.ddt_bias[e] = 0.f;
-    if (e < p.H) p.da_log[e] = 0.f;
-  }
+  p.ddt_bias[h * kD + i] = dtb;
+  if (i == 0) p.da_log[h] = a;
 }
 
 }  // namespace kda_bwd
 
 #ifndef KDA_HOST_EMULATION
-extern "C" __global__ void __launch_bounds__(kda_bwd::kZeroThreads) kda_bwd_zero(
-    float* __restrict__ dq, float* __restrict__ dk, float* __restrict__ dg, float* __restrict__ dbeta,
-    float* __restrict__ da_log, float* __restrict__ ddt_bias, long long token_heads, int H) {
-  kda_bwd::Args p{};
-  p.dq = dq;
-  p.dk = dk;
-  p.dg = dg;
-  p.dbeta = dbeta;
-  p.da_log = da_log;
-  p.ddt_bias = ddt_bias;
-  p.H = H;
-  kda_bwd::zero_body(p, token_heads);
-}
-
 extern "C" __global__ void __launch_bounds__(kda_bwd::kD) kda_bwd_recurrent(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
     const __nv_bfloat16* __restrict__ g, const __nv_bfloat16* __restrict__ beta, const float* __restrict__ a_log,
     const float* __restrict__ dt_bias, const long long* __restrict__ cu_seqlens,
     const float* __restrict__ initial_state, const __nv_bfloat16* __restrict__ d_out,
-    const float* __restrict__ d_final_state, float* __restrict__ dq, float* __restrict__ dk, float* __restrict__ dv,
-    float* __restrict__ dg, float* __restrict__ dbeta, float* __restrict__ d_initial_state,
-    float* __restrict__ ws, long long T, int H, int nseq, float scale, float lower_bound) {
+    const float* __restrict__ d_final_state, float* __restrict__ dv, float* __restrict__ d_initial_state,
+    float* __restrict__ ws, long long T, int H, int nseq, float scale, float lower_bound, long long part_off) {
   __shared__ float red[kda_bwd::kWarps * 2 * kda_bwd::kBv];
-  kda_bwd::recurrent_body({q, k, v, g, beta, a_log, dt_bias, cu_seqlens, initial_state, d_out, d_final_state, dq, dk,
-                           dv, dg, dbeta, nullptr, nullptr, d_initial_state, ws, T, H, scale, lower_bound},
+  kda_bwd::recurrent_body({q, k, v, g, beta, a_log, dt_bias, cu_seqlens, initial_state, d_out, d_final_state, nullptr,
+                           nullptr, dv, nullptr, nullptr, nullptr, nullptr, d_initial_state, ws, T, H, scale, lower_bound,
+                           part_off, 0},
                           nseq, red);
 }
 
@@ -371,7 +386,7 @@ extern "C" __global__ void __launch_bounds__(kda_bwd::kD) kda_bwd_finish(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ g,
     const __nv_bfloat16* __restrict__ beta, const float* __restrict__ a_log, const float* __restrict__ dt_bias,
     float* __restrict__ dq, float* __restrict__ dk, float* __restrict__ dg, float* __restrict__ dbeta,
-    float* __restrict__ da_log, float* __restrict__ ddt_bias, int H, float lower_bound) {
+    float* __restrict__ ws, long long total, int H, float lower_bound, long long part_off, long long sums_off) {
   __shared__ float red[kda_bwd::kWarps * 2];
   kda_bwd::Args p{};
   p.q = q;
@@ -384,10 +399,24 @@ extern "C" __global__ void __launch_bounds__(kda_bwd::kD) kda_bwd_finish(
   p.dk = dk;
   p.dg = dg;
   p.dbeta = dbeta;
+  p.ws = ws;
+  p.T = total;
+  p.H = H;
+  p.lower_bound = lower_bound;
+  p.part_off = part_off;
+  p.sums_off = sums_off;
+  kda_bwd::finish_body(p, red);
+}
+
+extern "C" __global__ void __launch_bounds__(kda_bwd::kD) kda_bwd_reduce(
+    float* __restrict__ ws, float* __restrict__ da_log, float* __restrict__ ddt_bias, long long sums_off, int chunks,
+    int H) {
+  kda_bwd::Args p{};
+  p.ws = ws;
   p.da_log = da_log;
   p.ddt_bias = ddt_bias;
   p.H = H;
-  p.lower_bound = lower_bound;
-  kda_bwd::finish_body(p, red);
+  p.sums_off = sums_off;
+  kda_bwd::reduce_body(p, chunks);
 }
 #endif  // KDA_HOST_EMULATION

@@ -54,7 +54,9 @@ KdaBwdOp::Geometry KdaBwdOp::geometry(const Knobs& k) {
     else if (name == "SUB") g.sub = *v;
     else fail("unknown knob '" + name + "' (knobs: BV, CKPT, SUB)");
   }
-  if (g.bv != 8 && g.bv != 16 && g.bv != 32) fail("BV must be 8, 16 or 32, got " + std::to_string(g.bv));
+  if (g.bv != 16 && g.bv != 32)
+    fail("BV must be 16 or 32 (the workspace holds " + std::to_string(kMaxSlices) + " slices' shares), got " +
+         std::to_string(g.bv));
   if (g.ckpt != 32 && g.ckpt != 64 && g.ckpt != 128) fail("CKPT must be 32, 64 or 128, got " + std::to_string(g.ckpt));
   if (g.sub < 2 || g.sub > 16) fail("SUB must be in [2, 16], got " + std::to_string(g.sub));
   if (g.sub * g.bv > 256)
@@ -66,14 +68,20 @@ Knobs KdaBwdOp::knob_defaults() { return {{"BV", std::int64_t{16}}, {"CKPT", std
 
 std::vector<Knobs> KdaBwdOp::covering_knobs() {
   return {knob_defaults(),
-          {{"BV", std::int64_t{8}}, {"CKPT", std::int64_t{32}}, {"SUB", std::int64_t{16}}},
+          {{"BV", std::int64_t{16}}, {"CKPT", std::int64_t{32}}, {"SUB", std::int64_t{16}}},
           {{"BV", std::int64_t{32}}, {"CKPT", std::int64_t{128}}, {"SUB", std::int64_t{2}}},
           {{"BV", std::int64_t{32}}, {"CKPT", std::int64_t{32}}, {"SUB", std::int64_t{8}}}};
 }
 
-std::int64_t KdaBwdOp::workspace_words(const KdaDims& d) {
-  return d.heads * (d.total_tokens() / 32 + d.sequences) * D * D;
+std::int64_t KdaBwdOp::share_offset(const KdaDims& d) { return d.heads * (d.total_tokens() / 32 + d.sequences) * D * D; }
+
+std::int64_t KdaBwdOp::sums_offset(const KdaDims& d) {
+  return share_offset(d) + kMaxSlices * d.total_tokens() * d.heads * (3 * D + 1);
 }
+
+std::int64_t KdaBwdOp::finish_chunks(const KdaDims& d) { return (d.total_tokens() + kFinishTokens - 1) / kFinishTokens; }
+
+std::int64_t KdaBwdOp::workspace_words(const KdaDims& d) { return sums_offset(d) + finish_chunks(d) * d.heads * (D + 1); }
 
 std::vector<std::string> KdaBwdOp::outputs(const Config& c) {
   std::vector<std::string> out = {"dq", "dk", "dv", "dg", "dbeta", "dA_log", "ddt_bias"};
@@ -123,18 +131,10 @@ evaluator::LaunchPlan KdaBwdOp::launch_plan(const Shape& s, const OpConfig& cfg,
   const Geometry g = geometry(k);
   using evaluator::ArgTensor;
   const auto heads = static_cast<std::int32_t>(d.heads);
-  const auto token_heads = std::int64_t{d.total_tokens() * d.heads};
   const auto lower_bound = static_cast<float>(c.lower_bound);
   evaluator::LaunchPlan p;
-
-  evaluator::KernelLaunch zero;
-  zero.entry = kZeroEntry;
-  const std::int64_t zero_blocks = std::clamp<std::int64_t>((token_heads * D + kZeroThreads - 1) / kZeroThreads, 1, 4096);
-  zero.grid = {static_cast<std::uint32_t>(zero_blocks), 1, 1};
-  zero.block = {kZeroThreads, 1, 1};
-  zero.args = {ArgTensor{"dq"},     ArgTensor{"dk"},       ArgTensor{"dg"}, ArgTensor{"dbeta"},
-               ArgTensor{"dA_log"}, ArgTensor{"ddt_bias"}, token_heads,     heads};
-  p.kernels.push_back(std::move(zero));
+  if (d.total_tokens() > 0x7fffffff / kFinishTokens || finish_chunks(d) > 0x7fffffff) fail("too many tokens");
+  const std::int64_t part_off = share_offset(d), sums_off = sums_offset(d);
 
   evaluator::KernelLaunch rec;
   rec.entry = kRecurrentEntry;
@@ -152,29 +152,33 @@ evaluator::LaunchPlan KdaBwdOp::launch_plan(const Shape& s, const OpConfig& cfg,
               ArgTensor{c.initial_state ? "initial_state" : ""},
               ArgTensor{"d_out"},
               ArgTensor{c.final_state ? "d_final_state" : ""},
-              ArgTensor{"dq"},
-              ArgTensor{"dk"},
               ArgTensor{"dv"},
-              ArgTensor{"dg"},
-              ArgTensor{"dbeta"},
               ArgTensor{c.initial_state ? "d_initial_state" : ""},
               ArgTensor{"workspace"},
               std::int64_t{d.tokens},
               heads,
               static_cast<std::int32_t>(d.sequences),
               static_cast<float>(c.scale),
-              lower_bound};
+              lower_bound,
+              part_off};
   p.kernels.push_back(std::move(rec));
 
   evaluator::KernelLaunch fin;
   fin.entry = kFinishEntry;
-  if (d.total_tokens() > 0x7fffffff) fail("more than 2^31 - 1 tokens");
-  fin.grid = {static_cast<std::uint32_t>(d.total_tokens()), static_cast<std::uint32_t>(d.heads), 1};
+  fin.grid = {static_cast<std::uint32_t>(finish_chunks(d)), static_cast<std::uint32_t>(d.heads), 1};
   fin.block = {static_cast<std::uint32_t>(D), 1, 1};
-  fin.args = {ArgTensor{"q"},  ArgTensor{"k"},  ArgTensor{"g"},  ArgTensor{"beta"},  ArgTensor{"A_log"},  ArgTensor{"dt_bias"},
-              ArgTensor{"dq"}, ArgTensor{"dk"}, ArgTensor{"dg"}, ArgTensor{"dbeta"}, ArgTensor{"dA_log"}, ArgTensor{"ddt_bias"},
-              heads,           lower_bound};
+  fin.args = {ArgTensor{"q"},     ArgTensor{"k"},  ArgTensor{"g"},  ArgTensor{"beta"},  ArgTensor{"A_log"},
+              ArgTensor{"dt_bias"}, ArgTensor{"dq"}, ArgTensor{"dk"}, ArgTensor{"dg"},    ArgTensor{"dbeta"},
+              ArgTensor{"workspace"}, std::int64_t{d.total_tokens()}, heads, lower_bound, part_off, sums_off};
   p.kernels.push_back(std::move(fin));
+
+  evaluator::KernelLaunch red;
+  red.entry = kReduceEntry;
+  red.grid = {static_cast<std::uint32_t>(d.heads), 1, 1};
+  red.block = {static_cast<std::uint32_t>(D), 1, 1};
+  red.args = {ArgTensor{"workspace"}, ArgTensor{"dA_log"}, ArgTensor{"ddt_bias"}, sums_off,
+              static_cast<std::int32_t>(finish_chunks(d)), heads};
+  p.kernels.push_back(std::move(red));
   return p;
 }
 

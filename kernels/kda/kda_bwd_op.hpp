@@ -14,7 +14,8 @@
 //   dA_log          fp32 [H]               out
 //   ddt_bias        fp32 [H, 128]          out
 //   d_initial_state fp32 [N, H, 128, 128]  out, V-first, option initial_state
-//   workspace       fp32 [words]           scratch: the states the forward pass keeps
+//   workspace       fp32 [words]           scratch: the states the forward pass keeps, each value
+//                                          slice's share of dq, dk, dg, dbeta, and per-chunk sums
 // Shapes and options are the forward's (kda_shape.hpp, KdaFwdOp::Config). The seed is the
 // recurrent kda_bwd.cu (knobs BV, CKPT, SUB); kernels/kda/README.md documents the contract.
 #pragma once
@@ -46,13 +47,21 @@ class KdaBwdOp : public evaluator::Op {
   // Assignments that cover the template's paths: every BV, CKPT and SUB value, both gates come
   // from the specs (the build test builds each under every option set).
   static std::vector<evaluator::Knobs> covering_knobs();
-  // fp32 words of the workspace: the checkpoint slots of the smallest CKPT (32) for every head.
+  // The workspace in fp32 words (kda_bwd.cu's Args::ws): the checkpoint slots of the smallest
+  // CKPT (32) for every head; from share_offset, kMaxSlices value slices' shares of dq, dk, the
+  // log-decay's gradient and dbeta for every token-head; from sums_offset, the ddt_bias and dA_log
+  // sums of every chunk of kFinishTokens tokens. With no atomics, the outputs are the same from run
+  // to run bit for bit; the price is the shares' memory (12 KB + 32 B per token-head).
+  static std::int64_t share_offset(const KdaDims& d);
+  static std::int64_t sums_offset(const KdaDims& d);
   static std::int64_t workspace_words(const KdaDims& d);
+  static std::int64_t finish_chunks(const KdaDims& d);
+  static constexpr std::int64_t kMaxSlices = 8;      // 128 / the smallest BV
+  static constexpr std::int64_t kFinishTokens = 32;  // tokens per kda_bwd_finish CTA
 
-  static constexpr const char* kZeroEntry = "kda_bwd_zero";
   static constexpr const char* kRecurrentEntry = "kda_bwd_recurrent";
   static constexpr const char* kFinishEntry = "kda_bwd_finish";
-  static constexpr std::uint32_t kZeroThreads = 256;
+  static constexpr const char* kReduceEntry = "kda_bwd_reduce";
 
   // The outputs, in tensor order, for these options.
   static std::vector<std::string> outputs(const Config& c);

@@ -1,5 +1,5 @@
 // kda_bwd.cu run on the CPU through the emulation of kda_host_emulation.hpp: the op's plan
-// (kda_bwd_zero, kda_bwd_recurrent, kda_bwd_finish) CTA by CTA, each thread a coroutine, outputs
+// (kda_bwd_recurrent, kda_bwd_finish, kda_bwd_reduce) CTA by CTA, each thread a coroutine, outputs
 // and workspace poisoned with NaN, against the op's fp64 backward (kda_backward_reference.hpp) on
 // fresh inputs of every distribution: both gates, every state combination, every BV and CKPT and
 // SUB values at both ends, shapes with one token, batched rows, packed sequences and lengths
@@ -21,7 +21,7 @@
 #pragma GCC diagnostic ignored "-Wshadow"
 
 // Each configuration: the template under its #defines in a namespace of its own, with the
-// emulation's primitives and an atomic add (the emulation is one OS thread: an add).
+// emulation's primitives.
 // Configuration B0: the seed's defaults, lower-bound gate, both states.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
@@ -31,7 +31,6 @@
 #define SUB 8
 namespace bwd0 {
 using namespace ::kda_host;
-inline void atomic_add(float* p, float v) { *p += v; }
 #include "kernels/kda/kda_bwd.cu"
 }  // namespace bwd0
 #undef KDA_GATE_SOFTPLUS
@@ -41,16 +40,15 @@ inline void atomic_add(float* p, float v) { *p += v; }
 #undef CKPT
 #undef SUB
 
-// B1: the smallest slices, checkpoints and deepest replays; softplus gate, no states.
+// B1: the smallest slices and checkpoints, the deepest replays; softplus gate, no states.
 #define KDA_GATE_SOFTPLUS 1
 #define HAS_INITIAL_STATE 0
 #define HAS_FINAL_STATE 0
-#define BV 8
+#define BV 16
 #define CKPT 32
 #define SUB 16
 namespace bwd1 {
 using namespace ::kda_host;
-inline void atomic_add(float* p, float v) { *p += v; }
 #include "kernels/kda/kda_bwd.cu"
 }  // namespace bwd1
 #undef KDA_GATE_SOFTPLUS
@@ -70,7 +68,6 @@ inline void atomic_add(float* p, float v) { *p += v; }
 #define SUB 8
 namespace bwd2 {
 using namespace ::kda_host;
-inline void atomic_add(float* p, float v) { *p += v; }
 #include "kernels/kda/kda_bwd.cu"
 }  // namespace bwd2
 #undef KDA_GATE_SOFTPLUS
@@ -89,7 +86,6 @@ inline void atomic_add(float* p, float v) { *p += v; }
 #define SUB 8
 namespace bwd3 {
 using namespace ::kda_host;
-inline void atomic_add(float* p, float v) { *p += v; }
 #include "kernels/kda/kda_bwd.cu"
 }  // namespace bwd3
 #undef KDA_GATE_SOFTPLUS
@@ -118,27 +114,29 @@ struct Config {
   const char* name;
   OpConfig options;
   Knobs knobs;
-  void (*zero)(const Args&, long long);
   void (*recurrent)(const Args&, int, float*);
   void (*finish)(const Args&, float*);
+  void (*reduce)(const Args&, int);
 };
 
-#define KDA_BWD_CONFIG(NS, OPTIONS, KNOBS)                                                        \
-  Config<NS::kda_bwd::Args> {                                                                     \
-#NS, OPTIONS, KNOBS, [](const NS::kda_bwd::Args& a, long long n) { NS::kda_bwd::zero_body(a, n); }, \
+#define KDA_BWD_CONFIG(NS, OPTIONS, KNOBS)                                                                     \
+  Config<NS::kda_bwd::Args> {                                                                                  \
+#NS, OPTIONS, KNOBS,                                                                                       \
         [](const NS::kda_bwd::Args& a, int nseq, float* red) { NS::kda_bwd::recurrent_body(a, nseq, red); }, \
-        [](const NS::kda_bwd::Args& a, float* red) { NS::kda_bwd::finish_body(a, red); }                \
+        [](const NS::kda_bwd::Args& a, float* red) { NS::kda_bwd::finish_body(a, red); },                     \
+        [](const NS::kda_bwd::Args& a, int chunks) { NS::kda_bwd::reduce_body(a, chunks); }                   \
   }
 
 Shape shape(I b, I t, I h, I n) { return {{"B", b}, {"T", t}, {"H", h}, {"N", n}}; }
 
-// Runs every CTA of a launch; "" or the first fault the emulation saw.
-std::string run_grid(const KernelLaunch& l, const std::function<void()>& body) {
+// Runs every CTA of a launch, in grid order or reversed; "" or the first fault the emulation saw.
+std::string run_grid(const KernelLaunch& l, const std::function<void()>& body, bool reversed = false) {
   kda_host::g_cta.grid = {l.grid.x, l.grid.y, l.grid.z};
+  auto at = [&](unsigned i, unsigned n) { return reversed ? n - 1 - i : i; };
   for (unsigned x = 0; x < l.grid.x; ++x)
     for (unsigned y = 0; y < l.grid.y; ++y)
       for (unsigned z = 0; z < l.grid.z; ++z) {
-        kda_host::run_cta(static_cast<int>(l.block.x), {x, y, z}, 0, body);
+        kda_host::run_cta(static_cast<int>(l.block.x), {at(x, l.grid.x), at(y, l.grid.y), at(z, l.grid.z)}, 0, body);
         std::string fault = kda_host::g_cta.fault;
         kda_host::g_cta.fault.clear();
         if (!fault.empty()) return fault;
@@ -146,10 +144,12 @@ std::string run_grid(const KernelLaunch& l, const std::function<void()>& body) {
   return "";
 }
 
-// rel_l2 of each output against the reference (infinite where an element is not finite).
+// rel_l2 of each output against the reference (infinite where an element is not finite); with
+// `outputs`, the output tensors too.
 template <typename Args>
-std::map<std::string, ptxevo::evaluator::OutputCheck> run(const Config<Args>& c, const Shape& s, Distribution dist, std::uint64_t seed,
-                                  std::string* fault) {
+std::map<std::string, ptxevo::evaluator::OutputCheck> run(const Config<Args>& c, const Shape& s, Distribution dist,
+                                                          std::uint64_t seed, std::string* fault, bool reversed = false,
+                                                          std::vector<HostTensor>* outputs = nullptr) {
   const KdaBwdOp op;
   const auto descs = op.tensors(s, c.options);
   std::vector<HostTensor> ts;
@@ -178,7 +178,9 @@ std::map<std::string, ptxevo::evaluator::OutputCheck> run(const Config<Args>& c,
     return reinterpret_cast<float*>(t->data.data());
   };
   const HostTensor* cu = find("cu_seqlens");
-  const auto& rec = plan.kernels.at(1);
+  const auto& rec = plan.kernels.at(0);
+  const auto& fin = plan.kernels.at(1);
+  const auto& red_k = plan.kernels.at(2);
   Args a{bf("q"),
          bf("k"),
          bf("v"),
@@ -199,15 +201,22 @@ std::map<std::string, ptxevo::evaluator::OutputCheck> run(const Config<Args>& c,
          out32("ddt_bias"),
          out32("d_initial_state"),
          out32("workspace"),
-         std::get<I>(rec.args.at(18)),
-         std::get<std::int32_t>(rec.args.at(19)),
-         std::get<float>(rec.args.at(21)),
-         std::get<float>(rec.args.at(22))};
-  const int nseq = std::get<std::int32_t>(rec.args.at(20));
+         std::get<I>(rec.args.at(14)),
+         std::get<std::int32_t>(rec.args.at(15)),
+         std::get<float>(rec.args.at(17)),
+         std::get<float>(rec.args.at(18)),
+         std::get<I>(rec.args.at(19)),
+         std::get<I>(fin.args.at(15))};
+  const int nseq = std::get<std::int32_t>(rec.args.at(16));
   alignas(16) static float red[4 * 2 * 32];
-  *fault = run_grid(plan.kernels.at(0), [&] { c.zero(a, std::get<I>(plan.kernels.at(0).args.at(6))); });
-  if (fault->empty()) *fault = run_grid(rec, [&] { c.recurrent(a, nseq, red); });
-  if (fault->empty()) *fault = run_grid(plan.kernels.at(2), [&] { c.finish(a, red); });
+  *fault = run_grid(rec, [&] { c.recurrent(a, nseq, red); }, reversed);
+  // kda_bwd_finish reads T_total where the recurrence reads the tokens per row.
+  Args f = a;
+  f.T = std::get<I>(fin.args.at(11));
+  if (fault->empty()) *fault = run_grid(fin, [&] { c.finish(f, red); }, reversed);
+  if (fault->empty()) *fault = run_grid(red_k, [&] { c.reduce(f, std::get<std::int32_t>(red_k.args.at(4))); }, reversed);
+  if (outputs)
+    for (const auto& r : ref) outputs->push_back(*find(r.name));
   // The gate's own judgement of each output (evaluator/gate.hpp), with the op's tolerances.
   std::map<std::string, ptxevo::evaluator::OutputCheck> errors;
   for (const auto& r : ref) errors[r.name] = ptxevo::evaluator::check_output(*find(r.name), r, op.tolerance(r.name, c.options), 0);
@@ -259,8 +268,24 @@ TEST(KdaBwdOnHost, SeedDefaultsOnOneTokenAndShortPackedSequences) {
   check(KDA_BWD_CONFIG(bwd0, options("lower_bound", true, true), knobs(16, 64, 8)),
         {shape(1, 1, 1, 1), shape(1, 2, 2, 2), shape(1, 9, 1, 1)});
 }
+// No output depends on the order the CTAs run in (the gate requires the same bits from every
+// run): the slices' shares and the chunk sums are added in a fixed order, with no atomics.
+TEST(KdaBwdOnHost, OutputsDoNotDependOnTheOrderOfTheCtas) {
+  const auto c = KDA_BWD_CONFIG(bwd0, options("lower_bound", true, true), knobs(16, 64, 8));
+  std::vector<HostTensor> in_order, reversed;
+  std::string fault;
+  run(c, shape(1, 40, 1, 4), Distribution::Normal, 7, &fault, false, &in_order);
+  ASSERT_EQ(fault, "");
+  run(c, shape(1, 40, 1, 4), Distribution::Normal, 7, &fault, true, &reversed);
+  ASSERT_EQ(fault, "");
+  ASSERT_EQ(in_order.size(), reversed.size());
+  for (std::size_t i = 0; i < in_order.size(); ++i) {
+    EXPECT_EQ(in_order[i].name, reversed[i].name);
+    EXPECT_TRUE(in_order[i].data == reversed[i].data) << in_order[i].name << " differs";
+  }
+}
 TEST(KdaBwdOnHost, SmallestSlicesSoftplusGateNoStates) {
-  check(KDA_BWD_CONFIG(bwd1, options("softplus", false, false), knobs(8, 32, 16)));
+  check(KDA_BWD_CONFIG(bwd1, options("softplus", false, false), knobs(16, 32, 16)));
 }
 TEST(KdaBwdOnHost, WidestSlicesLongSegmentsInitialStateOnly) {
   check(KDA_BWD_CONFIG(bwd2, options("lower_bound", true, false), knobs(32, 128, 8)));

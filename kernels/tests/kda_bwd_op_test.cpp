@@ -53,7 +53,8 @@ TEST(KdaBwdOp, TensorsFollowTheOptions) {
                                                                 "d_initial_state"}));
   EXPECT_EQ(all.back().name, "workspace");
   EXPECT_EQ(all.back().shape, (std::vector<I>{KdaBwdOp::workspace_words(ptxevo::kernels::kda_dims(shape(1, 115, 4, 3)))}));
-  EXPECT_EQ(KdaBwdOp::workspace_words(ptxevo::kernels::kda_dims(shape(1, 115, 4, 3))), 4 * (115 / 32 + 3) * 128 * 128);
+  EXPECT_EQ(KdaBwdOp::workspace_words(ptxevo::kernels::kda_dims(shape(1, 115, 4, 3))),
+            4 * (115 / 32 + 3) * 128 * 128 + 8 * 115 * 4 * (3 * 128 + 1) + 4 * 4 * 129);
   const auto none = op.tensors(shape(2, 17, 1, 2), options("softplus", false, false));
   EXPECT_EQ(names_of(none, Role::In), (std::vector<std::string>{"q", "k", "v", "g", "beta", "A_log", "dt_bias", "d_out"}));
   EXPECT_EQ(names_of(none, Role::Out),
@@ -76,27 +77,40 @@ TEST(KdaBwdOp, OptionsAndKnobsAreCheckedWithTheirNames) {
     return std::string();
   };
   EXPECT_EQ(error(KdaBwdOp::knob_defaults()), "");
-  EXPECT_NE(error({{"BV", I{64}}}).find("BV must be 8, 16 or 32"), std::string::npos);
+  EXPECT_NE(error({{"BV", I{64}}}).find("BV must be 16 or 32"), std::string::npos);
+  EXPECT_NE(error({{"BV", I{8}}}).find("BV must be 16 or 32"), std::string::npos);
   EXPECT_NE(error({{"CKPT", I{16}}}).find("CKPT must be 32, 64 or 128"), std::string::npos);
   EXPECT_NE(error({{"BV", I{32}}, {"SUB", I{16}}}).find("SUB * BV must be at most 256"), std::string::npos);
   EXPECT_NE(error({{"TB", I{4}}}).find("unknown knob 'TB'"), std::string::npos);
 }
 
-TEST(KdaBwdOp, PlanIsZeroThenOneCtaPerChainSliceThenOnePerTokenHead) {
+TEST(KdaBwdOp, PlanIsOneCtaPerChainSliceThenPerTokenChunkThenPerHead) {
   const KdaBwdOp op;
-  const auto p = op.launch_plan(shape(1, 115, 4, 3), options("lower_bound", true, true),
-                                {{"BV", I{32}}, {"CKPT", I{64}}, {"SUB", I{4}}});
+  const auto s = shape(1, 115, 4, 3);
+  const auto p = op.launch_plan(s, options("lower_bound", true, true), {{"BV", I{32}}, {"CKPT", I{64}}, {"SUB", I{4}}});
   ASSERT_EQ(p.kernels.size(), 3u);
-  EXPECT_EQ(p.kernels[0].entry, KdaBwdOp::kZeroEntry);
-  EXPECT_EQ(p.kernels[1].entry, KdaBwdOp::kRecurrentEntry);
-  EXPECT_EQ(p.kernels[2].entry, KdaBwdOp::kFinishEntry);
-  EXPECT_EQ(p.kernels[1].grid.x, 3u);  // sequences
-  EXPECT_EQ(p.kernels[1].grid.y, 4u);  // heads
-  EXPECT_EQ(p.kernels[1].grid.z, 4u);  // 128 / BV slices
-  EXPECT_EQ(p.kernels[1].block.x, 128u);
-  EXPECT_EQ(p.kernels[2].grid.x, 115u);
-  EXPECT_EQ(p.kernels[2].grid.y, 4u);
-  EXPECT_EQ(std::get<I>(p.kernels[0].args.at(6)), 115 * 4);
+  EXPECT_EQ(p.kernels[0].entry, KdaBwdOp::kRecurrentEntry);
+  EXPECT_EQ(p.kernels[1].entry, KdaBwdOp::kFinishEntry);
+  EXPECT_EQ(p.kernels[2].entry, KdaBwdOp::kReduceEntry);
+  EXPECT_EQ(p.kernels[0].grid.x, 3u);  // sequences
+  EXPECT_EQ(p.kernels[0].grid.y, 4u);  // heads
+  EXPECT_EQ(p.kernels[0].grid.z, 4u);  // 128 / BV slices
+  EXPECT_EQ(p.kernels[0].block.x, 128u);
+  EXPECT_EQ(p.kernels[1].grid.x, 4u);  // ceil(115 / 32) token chunks
+  EXPECT_EQ(p.kernels[1].grid.y, 4u);
+  EXPECT_EQ(p.kernels[2].grid.x, 4u);  // heads
+  // The workspace's regions follow one another and fit in it: checkpoints (115 / 32 + 3 slots a
+  // head), 8 slices' shares of 3 x 128 + 1 words a token-head, 129 words a chunk and head.
+  const auto d = ptxevo::kernels::kda_dims(s);
+  EXPECT_EQ(KdaBwdOp::share_offset(d), 4 * (3 + 3) * 128 * 128);
+  EXPECT_EQ(KdaBwdOp::sums_offset(d) - KdaBwdOp::share_offset(d), 8 * 115 * 4 * (3 * 128 + 1));
+  EXPECT_EQ(KdaBwdOp::workspace_words(d) - KdaBwdOp::sums_offset(d), 4 * 4 * 129);
+  EXPECT_EQ(std::get<I>(p.kernels[0].args.back()), KdaBwdOp::share_offset(d));
+  EXPECT_EQ(std::get<I>(p.kernels[1].args.back()), KdaBwdOp::sums_offset(d));
+  for (const auto& t : op.tensors(s, options("lower_bound", true, true)))
+    if (t.name == "workspace") {
+      EXPECT_EQ(t.shape, std::vector<I>{KdaBwdOp::workspace_words(d)});
+    }
 }
 
 // The reference's outputs are the fp64 backward's, by name and shape, for every option set.
@@ -185,8 +199,8 @@ TEST(KdaBwdBuild, SeedBuildsUnderEveryOptionSetAndCoveringKnobs) {
             entries.insert(res.name);
             EXPECT_EQ(res.spill_stores, 0) << res.name;
           }
-          EXPECT_EQ(entries, (std::set<std::string>{KdaBwdOp::kZeroEntry, KdaBwdOp::kRecurrentEntry,
-                                                    KdaBwdOp::kFinishEntry}));
+          EXPECT_EQ(entries, (std::set<std::string>{KdaBwdOp::kRecurrentEntry, KdaBwdOp::kFinishEntry,
+                                                    KdaBwdOp::kReduceEntry}));
           expect_ir_clean(b.ptx, spec, cfg, knobs);
           if (built++ % 4 == 0) {
             const auto sass = ptxevo::evaluator::run_ptxas(b.ptx, spec.arch);

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine from the repository root: the KDA backward (issue "KDA backward").
+# (1) The gate on kernels/kda/kda_bwd.spec's seed defaults (`ptxevo eval`: every correctness,
+# held-out and benchmark shape on fresh inputs of several distributions against the fp64 host
+# backward, guard pages, three runs that must agree bit for bit, then timing). (2) bench/kda/bwd_bench.py:
+# the same build beside FLA's chunk_kda backward (and, with the chunked forward's build, the
+# training step), one process, same inputs and CUDA events, every gradient against fp64 on the
+# first heads. Needs .gpu/ (scripts/pack_gpu_bundle.sh) and, for FLA, its wheels in .whl/.
+# Usage: bench/gpu/run_kda_bwd_h200.sh [SCENARIOS...]   (bwd_bench --shapes; default all six)
+# Env: KDA_BWD_SKIP_GATE=1, KDA_BWD_GATE_S (default 300), KDA_BWD_BENCH_S (default 300), KDA_NO_FLA=1.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+out="${OUT:-/tmp/ptxevo-out}"
+work=/tmp/kda-bwd
+rm -rf "$work" && mkdir -p "$work" "$out"
+export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+ldd .gpu/ptxevo 2>/dev/null | grep -q "libmpi.*not found" && export LD_LIBRARY_PATH="$PWD/.gpu/lib/mpi:$LD_LIBRARY_PATH"
+export PTXEVO_CACHE_DIR=/tmp/ptxevo-cache PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/ptxevo-triton-cache FLA_FLASH_KDA=0
+commit="$(cat .gpu/commit.txt 2>/dev/null || echo unknown)"
+t0=$(date +%s)
+step() { echo "== $1 ($(( $(date +%s) - t0 )) s)"; }
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $commit"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu --format=csv
+  /usr/local/cuda/bin/nvcc --version | tail -2
+  python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
+} > "$out/env.txt" 2>&1
+cat "$out/env.txt"
+if [ "${KDA_NO_FLA:-0}" != 1 ] && ! timeout 60 python3 -c 'import fla' >/dev/null 2>&1 && ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+
+if [ "${KDA_BWD_SKIP_GATE:-0}" != 1 ]; then
+  step "gate: ptxevo eval kernels/kda/kda_bwd.spec (seed defaults)"
+  timeout "${KDA_BWD_GATE_S:-300}" .gpu/ptxevo eval kernels/kda/kda_bwd.spec --json-out "$out/gate.json" \
+    > "$out/gate.txt" 2>&1
+  echo "rc=$?"; tail -n 25 "$out/gate.txt"
+fi
+
+step "builds: kda_bwd seed defaults, kda_fwd chunked seed defaults"
+.gpu/ptxevo build kernels/kda/kda_bwd.spec --out "$work/bwd" > "$work/build_bwd.txt" 2>&1; echo "bwd build rc=$?"
+timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_chunked_seed "$work/kda_fwd_chunked.spec" \
+  > "$work/derive.txt" 2>&1 || cat "$work/derive.txt"
+.gpu/ptxevo build "$work/kda_fwd_chunked.spec" --out "$work/fwd" > "$work/build_fwd.txt" 2>&1; echo "fwd build rc=$?"
+
+step "bwd_bench.py: ours beside FLA's backward and step"
+fla=()
+[ "${KDA_NO_FLA:-0}" = 1 ] && fla=(--no-fla)
+timeout "${KDA_BWD_BENCH_S:-300}" python3 bench/kda/bwd_bench.py --backward "seed=$work/bwd" --forward "chunked=$work/fwd" \
+  --out "$out/bwd_bench" --commit "$commit" ${1:+--shapes "$@"} "${fla[@]}" > "$out/bwd_bench.log" 2>&1
+echo "rc=$?"
+if [ -f "$out/bwd_bench/results.md" ]; then tail -n 12 "$out/bwd_bench/results.md"; else tail -n 30 "$out/bwd_bench.log"; fi
+tar -C "$work" -czf "$out/builds.tgz" --exclude='*.cubin' build_bwd.txt build_fwd.txt bwd/launch.json bwd/resources.json 2>/dev/null
+step "done"
