@@ -45,12 +45,22 @@ timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_chu
   > "$work/derive.txt" 2>&1 || cat "$work/derive.txt"
 .gpu/ptxevo build "$work/kda_fwd_chunked.spec" --out "$work/fwd" > "$work/build_fwd.txt" 2>&1; echo "fwd build rc=$?"
 
+step "exports (torch): kda_bwd seed defaults, kda_fwd chunked seed defaults"
+export TORCH_EXTENSIONS_DIR=/tmp/torch-ext MAX_JOBS=16
+.gpu/ptxevo export kernels/kda/kda_bwd.spec --format torch --out "$work/export_bwd" > "$work/export_bwd.txt" 2>&1
+echo "export bwd rc=$?"; grep -E "verified|error" "$work/export_bwd.txt"
+.gpu/ptxevo export kernels/kda/kda_fwd.spec --seed-name kda_fwd_chunked_seed --format torch --out "$work/export_fwd" \
+  > "$work/export_fwd.txt" 2>&1
+echo "export fwd rc=$?"; grep -E "verified|error" "$work/export_fwd.txt"
+
 step "bwd_bench.py: ours beside FLA's backward and step"
 fla=()
 [ "${KDA_NO_FLA:-0}" = 1 ] && fla=(--no-fla)
 timeout "${KDA_BWD_BENCH_S:-300}" python3 bench/kda/bwd_bench.py --backward "seed=$work/bwd" --forward "chunked=$work/fwd" \
+  --export-bwd "$work/export_bwd" --export-fwd "$work/export_fwd" \
   --out "$out/bwd_bench" --commit "$commit" ${1:+--shapes "$@"} "${fla[@]}" > "$out/bwd_bench.log" 2>&1
 echo "rc=$?"
 if [ -f "$out/bwd_bench/results.md" ]; then tail -n 12 "$out/bwd_bench/results.md"; else tail -n 30 "$out/bwd_bench.log"; fi
-tar -C "$work" -czf "$out/builds.tgz" --exclude='*.cubin' build_bwd.txt build_fwd.txt bwd/launch.json bwd/resources.json 2>/dev/null
+tar -C "$work" -czf "$out/builds.tgz" --exclude='*.cubin' --exclude='*.so' build_bwd.txt build_fwd.txt export_bwd.txt \
+  export_fwd.txt bwd/launch.json bwd/resources.json export_bwd 2>/dev/null
 step "done"

@@ -2,7 +2,7 @@
 process, same inputs and timer (issue "KDA backward"):
 
     python3 bench/kda/bwd_bench.py --backward seed=DIR [--forward chunked=DIR] --out OUTDIR \
-        [--shapes 1 4 ...] [--no-fla] [--ref-heads 2] [--samples 15]
+        [--export-bwd DIR [--export-fwd DIR]] [--shapes 1 4 ...] [--no-fla] [--ref-heads 2] [--samples 15]
 
 DIR is a `ptxevo build` of kernels/kda/kda_bwd.spec (and, with --forward, of a kda_fwd spec with
 the same options). For every benchmark shape (the six docs/targets.md scenarios):
@@ -14,6 +14,10 @@ the same options). For every benchmark shape (the six docs/targets.md scenarios)
 - times, round-robin with CUDA events: our backward (the build's three kernels through the driver),
   FLA's backward (torch.autograd.grad over a retained chunk_kda graph), and with --forward the
   training step (forward + backward) of both.
+With --export-bwd (a `ptxevo export --format torch` of the same kda_bwd spec) its bwd() must give
+the build's gradients bit for bit and is timed beside it; with --export-fwd too (an export of the
+kda_fwd build), the autograd function of attach_forward() is checked against fp64 like FLA's
+autograd and its training step timed.
 Results: OUTDIR/results.json, results.md and a short table on stdout; each shape's row is written
 as soon as it is measured (rows.jsonl), so a run cut short keeps what it measured.
 """
@@ -191,6 +195,11 @@ def time_providers(ps: Sequence[Timed], samples: int, warmup: int) -> Dict[str, 
     return times
 
 
+def export_bwd_call(mod, x: Dict[str, Any], opts: Dict[str, Any]):
+    return mod.bwd(x["q"], x["k"], x["v"], x["g"], x["beta"], opts["scale"], x["A_log"], x["dt_bias"],
+                   opts["lower_bound"], x["d_out"], x.get("initial_state"), x.get("d_final_state"), x.get("cu_seqlens"))
+
+
 def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[str, Any], opts: Dict[str, Any],
               fla_fn, fla_kw: Dict[str, Any], args: argparse.Namespace) -> Dict[str, Any]:
     import torch
@@ -232,6 +241,33 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
         if not bad:
             timed.append(Timed(f"{fwd.label}+{bwd.label}", lambda: (fwd_step(), ours())))
 
+    ex_bwd, ex_fwd = modules.get("export_bwd"), modules.get("export_fwd")
+    if ex_bwd is not None and not bad:
+        got = dict(zip(GRADS, export_bwd_call(ex_bwd, x, opts)))
+        torch.cuda.synchronize()
+        row["export_bit_equal"] = {n: bool(torch.equal(got[n], bo[n])) for n in GRADS if got.get(n) is not None and n in bo}
+        del got
+        timed.append(Timed("export_bwd", lambda: export_bwd_call(ex_bwd, x, opts)))
+        if ex_fwd is not None:
+            kda = ex_bwd.attach_forward(ex_fwd)
+            mine = {k: x[k].detach().clone().requires_grad_() for k in LEAVES if k in x}
+            _, _, _, N = dims_of(shape)
+            longest = max(m for _, m in sequences(B, T, N))
+
+            def autograd_step(retain=False):
+                o, s = kda(mine["q"], mine["k"], mine["v"], mine["g"], mine["beta"], mine["A_log"], mine["dt_bias"],
+                           opts["scale"], opts["lower_bound"], mine.get("initial_state"), opts["final_state"],
+                           x.get("cu_seqlens"), longest)
+                outs, gouts = [o], [x["d_out"]]
+                if opts["final_state"]:
+                    outs.append(s)
+                    gouts.append(x["d_final_state"])
+                return torch.autograd.grad(outs, list(mine.values()), gouts, allow_unused=True)
+            ag = dict(zip([GRADS[LEAVES.index(k)] for k in mine], autograd_step()))
+            row["errors"]["autograd"] = errors(ag, ref)
+            del ag
+            timed.append(Timed("autograd_step", autograd_step))
+
     if fla_fn is not None:
         leaves = {k: x[k].detach().clone().requires_grad_() for k in LEAVES if k in x}
         def fla_forward():
@@ -272,6 +308,10 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
         step = f"{fwd.label}+{bwd.label}" if fwd is not None else None
         if step in times and "fla_fwd+fla" in times:
             row["ratios"]["fla_step_over_ours"] = paired_ratio(times["fla_fwd+fla"], times[step])
+        if "autograd_step" in times and "fla_fwd+fla" in times:
+            row["ratios"]["fla_step_over_autograd"] = paired_ratio(times["fla_fwd+fla"], times["autograd_step"])
+        if "export_bwd" in times and bwd.label in times:
+            row["ratios"]["build_over_export"] = paired_ratio(times[bwd.label], times["export_bwd"])
         if bwd.label in times:  # the timed outputs must still be right
             again = errors(bo, ref, shape)
             if any(not e.get("ok") for e in again.values()):
@@ -297,6 +337,16 @@ def table(rows: Sequence[Dict[str, Any]], bwd_label: str) -> str:
                      f"{f(p.get(step, {}).get('median') if step else None)} | {f(p.get('fla_fwd+fla', {}).get('median'))} | "
                      f"{f(r['ratios'].get('fla_step_over_ours', {}).get('median'), 2)} | "
                      f"{e(worst[bwd_label])} | {e(worst['fla'])} |")
+    for r in rows:
+        if "export_bit_equal" in r:
+            eq = r["export_bit_equal"]
+            ratio = r["ratios"].get("build_over_export", {}).get("median")
+            lines.append(f"\n{r['label']}: export bwd() bit-equal to the build on {sum(eq.values())}/{len(eq)} gradients; "
+                         f"build/export time {f(ratio, 3)}")
+        if "autograd" in r["errors"]:
+            worst = max((e["rel_l2"] for e in r["errors"]["autograd"].values() if e.get("rel_l2") is not None), default=None)
+            lines.append(f"{r['label']}: autograd (exported fwd + bwd) worst rel_l2 {e(worst)}; FLA step / autograd step "
+                         f"{f(r['ratios'].get('fla_step_over_autograd', {}).get('median'), 2)}")
     ratios = [r["ratios"]["fla_bwd_over_ours"]["median"] for r in rows if "fla_bwd_over_ours" in r["ratios"]]
     steps = [r["ratios"]["fla_step_over_ours"]["median"] for r in rows if "fla_step_over_ours" in r["ratios"]]
     gm = lambda v: math.exp(sum(math.log(a) for a in v) / len(v))  # noqa: E731
@@ -311,6 +361,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backward", required=True, metavar="LABEL=DIR", help="a `ptxevo build` of a kda_bwd spec")
     ap.add_argument("--forward", metavar="LABEL=DIR", help="a `ptxevo build` of kda_fwd with the same options (step timing)")
+    ap.add_argument("--export-bwd", metavar="DIR", help="`ptxevo export --format torch` of the same kda_bwd spec")
+    ap.add_argument("--export-fwd", metavar="DIR", help="`ptxevo export --format torch` of kda_fwd (needs --export-bwd)")
     ap.add_argument("--out", required=True, help="results folder")
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--shapes", nargs="*", default=[], help="scenario numbers 1-6 or shape keys (default: all)")
@@ -337,6 +389,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     modules = {"bwd": Module(drv, open(bwd.cubin_path, "rb").read(), bwd.cubin_path)}
     if fwd is not None:
         modules["fwd"] = Module(drv, open(fwd.cubin_path, "rb").read(), fwd.cubin_path)
+    if args.export_fwd and not args.export_bwd:
+        raise BenchError("--export-fwd pairs with --export-bwd")
+    from torch_bench import load_exports
+    exports = load_exports([f"export_bwd={args.export_bwd}"] + ([f"export_fwd={args.export_fwd}"] if args.export_fwd else []),
+                           set()) if args.export_bwd else {}
+    modules.update(exports)
     fla_fn, fla_kw, fla_note = None, {}, None
     if not args.no_fla:
         os.environ.setdefault("FLA_FLASH_KDA", "0")

@@ -98,5 +98,22 @@ class ErrorsTest(unittest.TestCase):
         self.assertEqual(bwd_bench.errors(ours, ref)["dq"]["nonfinite"], 1)
 
 
+class TableTest(unittest.TestCase):
+    def test_ratios_geomeans_export_and_autograd_lines(self):
+        med = lambda m: {"median": m}  # noqa: E731
+        rows = [{"scenario": n, "label": f"s{n}", "providers": {"seed": med(10.0), "fla": med(5.0), "chunked+seed": med(11.0),
+                                                               "fla_fwd+fla": med(7.0)},
+                 "ratios": {"fla_bwd_over_ours": med(r), "fla_step_over_ours": med(r * 1.1), "build_over_export": med(1.0),
+                            "fla_step_over_autograd": med(0.6)},
+                 "errors": {"seed": {"dq": {"rel_l2": 1e-6}}, "fla": {"dq": {"rel_l2": 3e-3}},
+                            "autograd": {"dq": {"rel_l2": 2e-6}, "dk": {"rel_l2": 4e-6}}},
+                 "export_bit_equal": {"dq": True, "dk": False}} for n, r in ((1, 0.5), (4, 0.125))]
+        t = bwd_bench.table(rows, "seed")
+        self.assertIn("| 1 | s1 | 10.000 | 5.000 | 0.50 | 11.000 | 7.000 | 0.55 | 1.00e-06 | 3.00e-03 |", t)
+        self.assertIn("Geomean FLA/ours, backward: 0.250 over 2 shapes", t)
+        self.assertIn("s4: export bwd() bit-equal to the build on 1/2 gradients; build/export time 1.000", t)
+        self.assertIn("s1: autograd (exported fwd + bwd) worst rel_l2 4.00e-06; FLA step / autograd step 0.60", t)
+
+
 if __name__ == "__main__":
     unittest.main()

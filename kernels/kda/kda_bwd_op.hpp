@@ -22,6 +22,8 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -79,6 +81,11 @@ class KdaBwdOp : public evaluator::Op {
   double bytes(const evaluator::Shape& s, const evaluator::OpConfig& cfg) const override;
   double flops(const evaluator::Shape& s, const evaluator::OpConfig& cfg) const override;
   evaluator::Tolerance tolerance(const std::string& output, const evaluator::OpConfig& cfg) const override;
+  // `ptxevo export` (kda_bwd_export.cpp): the launcher of the three kernels and a PyTorch module
+  // with bwd() and attach_forward(), which makes an autograd function with an exported kda_fwd.
+  std::optional<evaluator::HostExport> host_export(const evaluator::OpConfig& cfg, const evaluator::Knobs& k,
+                                                   const std::set<std::string>& defined) const override;
+  std::optional<evaluator::TorchExport> torch_export(const evaluator::OpConfig& cfg) const override;
   // g, A_log, dt_bias and cu_seqlens as the forward draws them (KdaFwdOp::fill_fixed).
   void fill_fixed(const evaluator::TensorDesc& d, std::mt19937_64& rng, evaluator::HostTensor& t) const override;
 
