@@ -10,6 +10,7 @@
 
 #include "evaluator/subprocess.hpp"
 #include "exporter/export_files.hpp"
+#include "exporter/tests/scratch_dirs.hpp"
 #include "kernels/builtin_ops.hpp"
 
 namespace ptxevo::exporter {
@@ -23,12 +24,7 @@ std::shared_ptr<const evaluator::OpRegistry> registry() {
 namespace fs = std::filesystem;
 const std::string kExamples = std::string(PTXEVO_SOURCE_DIR) + "/examples/ops/";
 
-fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("ptxevo_declared_export_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path temp_dir(const std::string& name) { return testing::scratch_dir("ptxevo_declared_export_", name); }
 
 struct Case {
   std::string op, knobs, edits;

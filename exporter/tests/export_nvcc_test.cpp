@@ -14,6 +14,7 @@
 #include "evaluator/ptxas.hpp"
 #include "evaluator/subprocess.hpp"
 #include "exporter/export_files.hpp"
+#include "exporter/tests/scratch_dirs.hpp"
 #include "exporter/torch_export.hpp"
 #include "kernels/builtin_ops.hpp"
 #include "tracedb/trace_db.hpp"
@@ -29,12 +30,7 @@ std::shared_ptr<const evaluator::OpRegistry> registry() {
 namespace fs = std::filesystem;
 const std::string kSpec = std::string(PTXEVO_SOURCE_DIR) + "/kernels/rmsnorm/rmsnorm_fwd.spec";
 
-fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("ptxevo_export_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path temp_dir(const std::string& name) { return testing::scratch_dir("ptxevo_export_", name); }
 
 std::string read(const fs::path& p) {
   std::ifstream in(p);

@@ -15,6 +15,7 @@
 #include "evaluator/subprocess.hpp"
 #include "exporter/cuda_export.hpp"
 #include "exporter/export_files.hpp"
+#include "exporter/tests/scratch_dirs.hpp"
 #include "kernels/builtin_ops.hpp"
 #include "kernels/kda/kda_shape.hpp"
 
@@ -24,12 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kSpec = std::string(PTXEVO_SOURCE_DIR) + "/kernels/kda/kda_fwd.spec";
 
-fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("ptxevo_kda_export_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path temp_dir(const std::string& name) { return testing::scratch_dir("ptxevo_kda_export_", name); }
 
 struct KdaShape {
   long long b, t, h, n;
