@@ -32,7 +32,20 @@
 //
 // This is the simple correct seed (fp32 on CUDA cores, a block-wide reduction per token); the
 // chunked algorithm of docs/kda.md 7.3 is the direction for the search.
+//
+// With KDA_BWD_REFERENCE defined, the same algorithm in fp64 with exact math (exp, log1p, 1 / sqrt,
+// the sigmoids' slopes without the log-space branch) and entries named ptxevo_ref_*: the op's
+// device reference (KdaBwdOp::device_reference_source), which the engine trusts only after it
+// agreed with the host's fp64 backward on the spec's small shapes.
+#ifdef KDA_BWD_REFERENCE
+typedef double real;
+typedef unsigned short __nv_bfloat16;  // raw bits: the reference is built without cuda_bf16.h
+#define KDA_BWD_ENTRY(name) ptxevo_ref_##name
+#else
+typedef float real;
 #include <cuda_bf16.h>
+#define KDA_BWD_ENTRY(name) name
+#endif
 
 #ifndef KDA_GATE_SOFTPLUS
 #define KDA_GATE_SOFTPLUS 0
@@ -75,6 +88,17 @@ static_assert(kSub * kBv <= 256, "SUB * BV: at most 256 floats of local memory a
 
 // The PTX primitives. kernels/tests/kda_host_emulation.hpp defines KDA_HOST_EMULATION and
 // supplies CPU versions of these, so the rest of this file runs on the CPU against the reference.
+#ifdef KDA_BWD_REFERENCE
+__device__ __forceinline__ double load_bf16(const __nv_bfloat16* p) { return __uint_as_float((unsigned int)*p << 16); }
+__device__ __forceinline__ double shfl_bfly(double v, int lane_mask) { return __shfl_xor_sync(0xffffffffu, v, lane_mask); }
+__device__ __forceinline__ double fma_r(double a, double b, double c) { return fma(a, b, c); }
+__device__ __forceinline__ double exp_r(double x) { return exp(x); }
+__device__ __forceinline__ double rsqrt_r(double x) { return 1.0 / sqrt(x); }
+__device__ __forceinline__ double sigmoid(double z) { return 1.0 / (1.0 + exp(-z)); }
+// v s (1 - s) with s = sigmoid(z), as the host's fp64 backward computes it.
+__device__ __forceinline__ double times_sigmoid_slope(double v, double z) { return v * sigmoid(z) * sigmoid(-z); }
+__device__ __forceinline__ double softplus(double x) { return x > 20.0 ? x : log1p(exp(x)); }
+#else
 #ifndef KDA_HOST_EMULATION
 #include "../common/fast_math.cuh"
 #endif  // KDA_HOST_EMULATION
@@ -82,6 +106,9 @@ static_assert(kSub * kBv <= 256, "SUB * BV: at most 256 floats of local memory a
 #define KDA_LOG2E 1.4426950408889634f
 #define KDA_LN2 0.6931471805599453f
 
+__device__ __forceinline__ float fma_r(float a, float b, float c) { return fmaf(a, b, c); }
+__device__ __forceinline__ float exp_r(float x) { return ex2(x * KDA_LOG2E); }
+__device__ __forceinline__ float rsqrt_r(float x) { return rsqrt(x); }
 __device__ __forceinline__ float sigmoid(float z) { return rcp(1.f + ex2(-z * KDA_LOG2E)); }
 // v s (1 - s) with s = sigmoid(z), the chain rule through a sigmoid. Not 1 - s (it rounds to 0 in
 // fp32 for z > 17, where the slope is still e^-|z|); and from |z| = 40 in log space, since e^-|z|
@@ -94,9 +121,10 @@ __device__ __forceinline__ float times_sigmoid_slope(float v, float z) {
   return v < 0.f ? -m : m;
 }
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : KDA_LN2 * lg2(1.f + ex2(x * KDA_LOG2E)); }
+#endif  // KDA_BWD_REFERENCE
 
 // The gate (docs/kda.md 1.2): log-decay a <= 0 from x = g + dt_bias, ea = exp(A_log).
-__device__ __forceinline__ float log_decay(float x, float ea, float lower_bound) {
+__device__ __forceinline__ real log_decay(real x, real ea, real lower_bound) {
 #if KDA_GATE_SOFTPLUS
   (void)lower_bound;
   return -ea * softplus(x);
@@ -117,38 +145,38 @@ struct Args {
   const float* __restrict__ initial_state;   // [N, H, V, K]
   const __nv_bfloat16* __restrict__ d_out;   // [T_total, H, V]
   const float* __restrict__ d_final_state;   // [N, H, V, K]
-  float* __restrict__ dq;                    // [T_total, H, K]
-  float* __restrict__ dk;                    // [T_total, H, K]
-  float* __restrict__ dv;                    // [T_total, H, V]
-  float* __restrict__ dg;                    // [T_total, H, K]
-  float* __restrict__ dbeta;                 // [T_total, H] (of the logits)
-  float* __restrict__ da_log;                // [H]
-  float* __restrict__ ddt_bias;              // [H, K]
-  float* __restrict__ d_initial_state;       // [N, H, V, K]
+  real* __restrict__ dq;                     // [T_total, H, K]
+  real* __restrict__ dk;                     // [T_total, H, K]
+  real* __restrict__ dv;                     // [T_total, H, V]
+  real* __restrict__ dg;                     // [T_total, H, K]
+  real* __restrict__ dbeta;                  // [T_total, H] (of the logits)
+  real* __restrict__ da_log;                 // [H]
+  real* __restrict__ ddt_bias;               // [H, K]
+  real* __restrict__ d_initial_state;        // [N, H, V, K]
   // The workspace (fp32 words; KdaBwdOp::workspace_words): checkpoints [H][T_total / 32 + N]
   // [slices][K][BV] from word 0; the slices' shares from part_off: [kMaxSlices][dq, dk, da]
   // [T_total][H][K], then the dbeta shares [kMaxSlices][T_total][H]; the chunk sums from sums_off:
   // [chunks][H][K ddt_bias terms, 1 dA_log term].
-  float* __restrict__ ws;
+  real* __restrict__ ws;
   long long T;  // tokens per sequence (fixed rows); kda_bwd_finish: T_total
   int H;
-  float scale, lower_bound;
+  real scale, lower_bound;
   long long part_off, sums_off;
 };
 
 // Where slice z's share of quantity w (0: dq, 1: dk, 2: da) of token-head row e (tok H + h) lies,
 // and its dbeta share, for `th` = T_total H token-heads.
-__device__ __forceinline__ float* share(const Args& p, int z, int w, long long th, long long e) {
+__device__ __forceinline__ real* share(const Args& p, int z, int w, long long th, long long e) {
   return p.ws + p.part_off + ((long long)(z * 3 + w) * th + e) * kD;
 }
-__device__ __forceinline__ float* beta_share(const Args& p, int z, long long th, long long e) {
+__device__ __forceinline__ real* beta_share(const Args& p, int z, long long th, long long e) {
   return p.ws + p.part_off + (long long)kMaxSlices * 3 * th * kD + (long long)z * th + e;
 }
 
 // Sums x[0 .. M) over the CTA's 128 threads; every thread gets the sums. `red` holds kWarps * M
 // floats of shared memory.
 template <int M>
-__device__ __forceinline__ void block_sum(float (&x)[M], float* red) {
+__device__ __forceinline__ void block_sum(real (&x)[M], real* red) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -162,7 +190,7 @@ __device__ __forceinline__ void block_sum(float (&x)[M], float* red) {
   __syncthreads();
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    float s = 0.f;
+    real s = real(0);
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) s += red[w * M + m];
     x[m] = s;
@@ -173,22 +201,22 @@ __device__ __forceinline__ void block_sum(float (&x)[M], float* red) {
 // One token, as thread i (key row i) sees it: the normalised q_i, k_i, the decay e^(a_i), beta and
 // this slice's columns of v.
 struct Token {
-  float q, k, a, ea, b;
-  float v[kBv];
+  real q, k, a, ea, b;
+  real v[kBv];
 };
 
-__device__ __forceinline__ Token load_token(const Args& p, long long tok, int h, int z, float dtb, float ea_log,
-                                            float* red) {
+__device__ __forceinline__ Token load_token(const Args& p, long long tok, int h, int z, real dtb, real ea_log,
+                                            real* red) {
   const int i = threadIdx.x;
   const long long row = (tok * p.H + h) * (long long)kD;
   Token t;
-  const float q = load_bf16(p.q + row + i), k = load_bf16(p.k + row + i), g = load_bf16(p.g + row + i);
-  float sq[2] = {q * q, k * k};
+  const real q = load_bf16(p.q + row + i), k = load_bf16(p.k + row + i), g = load_bf16(p.g + row + i);
+  real sq[2] = {q * q, k * k};
   block_sum<2>(sq, red);
-  t.q = q * rsqrt(sq[0] + 1e-6f);
-  t.k = k * rsqrt(sq[1] + 1e-6f);
+  t.q = q * rsqrt_r(sq[0] + real(1e-6));
+  t.k = k * rsqrt_r(sq[1] + real(1e-6));
   t.a = log_decay(g + dtb, ea_log, p.lower_bound);
-  t.ea = ex2(t.a * KDA_LOG2E);
+  t.ea = exp_r(t.a);
   t.b = sigmoid(load_bf16(p.beta + tok * p.H + h));
 #pragma unroll
   for (int j = 0; j < kBv; ++j) t.v[j] = load_bf16(p.v + row + z * kBv + j);
@@ -196,8 +224,8 @@ __device__ __forceinline__ Token load_token(const Args& p, long long tok, int h,
 }
 
 // S <- Diag(e^a) S;  r = v - S^T k;  S <- S + beta k r^T (row i of the slice).
-__device__ __forceinline__ void forward_step(const Token& t, float (&s)[kBv], float* red) {
-  float ks[kBv];
+__device__ __forceinline__ void forward_step(const Token& t, real (&s)[kBv], real* red) {
+  real ks[kBv];
 #pragma unroll
   for (int j = 0; j < kBv; ++j) {
     s[j] *= t.ea;
@@ -205,33 +233,33 @@ __device__ __forceinline__ void forward_step(const Token& t, float (&s)[kBv], fl
   }
   block_sum<kBv>(ks, red);
 #pragma unroll
-  for (int j = 0; j < kBv; ++j) s[j] = fmaf(t.b * t.k, t.v[j] - ks[j], s[j]);
+  for (int j = 0; j < kBv; ++j) s[j] = fma_r(t.b * t.k, t.v[j] - ks[j], s[j]);
 }
 
 // The chain's first checkpoint slot: sequence n's segments follow those of the sequences before
 // it, floor(bos / CKPT) + n of them at most, within T_total / 32 + N slots for any CKPT >= 32.
 __device__ __forceinline__ long long slot_base(long long bos, int n) { return bos / kCkpt + n; }
 
-__device__ __forceinline__ float* checkpoint(const Args& p, int h, int z, long long slot, long long slots) {
+__device__ __forceinline__ real* checkpoint(const Args& p, int h, int z, long long slot, long long slots) {
   return p.ws + (((long long)h * slots + slot) * kSlices + z) * (long long)(kD * kBv) + threadIdx.x * kBv;
 }
 
-__device__ __forceinline__ void recurrent_body(const Args& p, int nseq, float* red) {
+__device__ __forceinline__ void recurrent_body(const Args& p, int nseq, real* red) {
   const int n = blockIdx.x, h = blockIdx.y, z = blockIdx.z, i = threadIdx.x;
   const long long bos = p.cu_seqlens ? p.cu_seqlens[n] : (long long)n * p.T;
   const long long eos = p.cu_seqlens ? p.cu_seqlens[n + 1] : bos + p.T;
   const long long total = p.cu_seqlens ? p.cu_seqlens[nseq] : (long long)nseq * p.T;
   const long long slots = total / 32 + nseq;
-  const float dtb = p.dt_bias[h * kD + i], ea_log = ex2(p.a_log[h] * KDA_LOG2E);
+  const real dtb = p.dt_bias[h * kD + i], ea_log = exp_r(p.a_log[h]);
   const long long state = (((long long)n * p.H + h) * kD + z * kBv) * kD + i;  // [n][h][col][row i]
 
   // (1) The forward, keeping the state entering every CKPT-th token.
-  float s[kBv];
+  real s[kBv];
 #pragma unroll
-  for (int j = 0; j < kBv; ++j) s[j] = HAS_INITIAL_STATE ? p.initial_state[state + (long long)j * kD] : 0.f;
+  for (int j = 0; j < kBv; ++j) s[j] = HAS_INITIAL_STATE ? p.initial_state[state + (long long)j * kD] : real(0);
   for (long long tok = bos; tok < eos; ++tok) {
     if ((tok - bos) % kCkpt == 0) {
-      float* c = checkpoint(p, h, z, slot_base(bos, n) + (tok - bos) / kCkpt, slots);
+      real* c = checkpoint(p, h, z, slot_base(bos, n) + (tok - bos) / kCkpt, slots);
 #pragma unroll
       for (int j = 0; j < kBv; ++j) c[j] = s[j];
     }
@@ -240,17 +268,17 @@ __device__ __forceinline__ void recurrent_body(const Args& p, int nseq, float* r
   }
 
   // (2) Backwards, a segment and SUB tokens of it at a time.
-  float ds[kBv];
+  real ds[kBv];
 #pragma unroll
-  for (int j = 0; j < kBv; ++j) ds[j] = HAS_FINAL_STATE ? p.d_final_state[state + (long long)j * kD] : 0.f;
+  for (int j = 0; j < kBv; ++j) ds[j] = HAS_FINAL_STATE ? p.d_final_state[state + (long long)j * kD] : real(0);
   const long long segments = (eos - bos + kCkpt - 1) / kCkpt;
   for (long long seg = segments - 1; seg >= 0; --seg) {
     const long long s0 = bos + seg * kCkpt, s1 = s0 + kCkpt < eos ? s0 + kCkpt : eos;
-    const float* c = checkpoint(p, h, z, slot_base(bos, n) + seg, slots);
+    const real* c = checkpoint(p, h, z, slot_base(bos, n) + seg, slots);
     for (long long u1 = s1; u1 > s0;) {
       const long long u0 = u1 - kSub > s0 ? u1 - kSub : s0;
       // The states entering tokens u0 .. u1 - 1, replayed from the checkpoint.
-      float kept[kSub][kBv];
+      real kept[kSub][kBv];
 #pragma unroll
       for (int j = 0; j < kBv; ++j) s[j] = c[j];
       for (long long tok = s0; tok < u1; ++tok) {
@@ -264,28 +292,28 @@ __device__ __forceinline__ void recurrent_body(const Args& p, int nseq, float* r
       for (long long tok = u1 - 1; tok >= u0; --tok) {
         const Token t = load_token(p, tok, h, z, dtb, ea_log, red);
         const long long row = (tok * p.H + h) * (long long)kD;
-        float sp[kBv], d_o[kBv], x[2 * kBv];  // x: k^T S' (r), then k^T dS (dr / beta)
+        real sp[kBv], d_o[kBv], x[2 * kBv];  // x: k^T S' (r), then k^T dS (dr / beta)
 #pragma unroll
         for (int j = 0; j < kBv; ++j) {
           sp[j] = kept[tok - u0][j] * t.ea;
           d_o[j] = load_bf16(p.d_out + row + z * kBv + j);
-          ds[j] = fmaf(p.scale * t.q, d_o[j], ds[j]);  // o_t = scale S_t^T q_t
+          ds[j] = fma_r(p.scale * t.q, d_o[j], ds[j]);  // o_t = scale S_t^T q_t
           x[j] = sp[j] * t.k;
           x[kBv + j] = ds[j] * t.k;
         }
         block_sum<2 * kBv>(x, red);
-        float dq = 0.f, dk = 0.f, da = 0.f, db = 0.f;
+        real dq = real(0), dk = real(0), da = real(0), db = real(0);
 #pragma unroll
         for (int j = 0; j < kBv; ++j) {
-          const float r = t.v[j] - x[j];
-          const float st = fmaf(t.b * t.k, r, sp[j]);  // S_t
-          const float dr = t.b * x[kBv + j];
-          dq = fmaf(st, d_o[j], dq);
-          db = fmaf(r, x[kBv + j], db);
-          dk = fmaf(t.b * ds[j], r, dk);
-          dk = fmaf(-sp[j], dr, dk);
-          const float dsp = fmaf(-t.k, dr, ds[j]);  // dS'
-          da = fmaf(dsp, sp[j], da);
+          const real r = t.v[j] - x[j];
+          const real st = fma_r(t.b * t.k, r, sp[j]);  // S_t
+          const real dr = t.b * x[kBv + j];
+          dq = fma_r(st, d_o[j], dq);
+          db = fma_r(r, x[kBv + j], db);
+          dk = fma_r(t.b * ds[j], r, dk);
+          dk = fma_r(-sp[j], dr, dk);
+          const real dsp = fma_r(-t.k, dr, ds[j]);  // dS'
+          da = fma_r(dsp, sp[j], da);
           ds[j] = dsp * t.ea;
           if (i == j) p.dv[row + z * kBv + j] = dr;
         }
@@ -306,16 +334,16 @@ __device__ __forceinline__ void recurrent_body(const Args& p, int nseq, float* r
 
 // Back through the pre-processing (docs/kda.md 7.2), for the tokens of chunk blockIdx.x of head
 // blockIdx.y (p.T is T_total here).
-__device__ __forceinline__ void finish_body(const Args& p, float* red) {
+__device__ __forceinline__ void finish_body(const Args& p, real* red) {
   const int h = blockIdx.y, i = threadIdx.x;
   const long long t0 = (long long)blockIdx.x * kFinishTokens;
   const long long t1 = t0 + kFinishTokens < p.T ? t0 + kFinishTokens : p.T;
   const long long th = p.T * p.H;
-  const float ea_log = ex2(p.a_log[h] * KDA_LOG2E), dtb = p.dt_bias[h * kD + i];
-  float dtb_sum = 0.f, a_sum = 0.f;  // this thread's terms of ddt_bias[h][i] and of dA_log[h]
+  const real ea_log = exp_r(p.a_log[h]), dtb = p.dt_bias[h * kD + i];
+  real dtb_sum = real(0), a_sum = real(0);  // this thread's terms of ddt_bias[h][i] and of dA_log[h]
   for (long long tok = t0; tok < t1; ++tok) {
     const long long e = tok * p.H + h, row = e * kD + i;
-    float dqh = 0.f, dkh = 0.f, da = 0.f, db = 0.f;
+    real dqh = real(0), dkh = real(0), da = real(0), db = real(0);
 #pragma unroll
     for (int z = 0; z < kSlices; ++z) {
       dqh += share(p, z, 0, th, e)[i];
@@ -323,30 +351,30 @@ __device__ __forceinline__ void finish_body(const Args& p, float* red) {
       da += share(p, z, 2, th, e)[i];
       db += *beta_share(p, z, th, e);
     }
-    const float q = load_bf16(p.q + row), k = load_bf16(p.k + row), g = load_bf16(p.g + row);
-    float sq[2] = {q * q, k * k};
+    const real q = load_bf16(p.q + row), k = load_bf16(p.k + row), g = load_bf16(p.g + row);
+    real sq[2] = {q * q, k * k};
     block_sum<2>(sq, red);
-    const float rq = rsqrt(sq[0] + 1e-6f), rk = rsqrt(sq[1] + 1e-6f);
-    const float qh = q * rq, kh = k * rk;
-    float dots[2] = {qh * dqh, kh * dkh};
+    const real rq = rsqrt_r(sq[0] + real(1e-6)), rk = rsqrt_r(sq[1] + real(1e-6));
+    const real qh = q * rq, kh = k * rk;
+    real dots[2] = {qh * dqh, kh * dkh};
     block_sum<2>(dots, red);
     p.dq[row] = (dqh - qh * dots[0]) * rq;  // y = x / n: dx = (dy - y (y . dy)) / n
     p.dk[row] = (dkh - kh * dots[1]) * rk;
-    const float x = g + dtb;
+    const real x = g + dtb;
 #if KDA_GATE_SOFTPLUS
-    const float dgv = da * -ea_log * (x > 20.f ? 1.f : sigmoid(x));
+    const real dgv = da * -ea_log * (x > real(20) ? real(1) : sigmoid(x));
     a_sum += da * -ea_log * softplus(x);  // d a / d A_log = a
 #else
-    const float dgv = times_sigmoid_slope(da * p.lower_bound * ea_log, ea_log * x);
+    const real dgv = times_sigmoid_slope(da * p.lower_bound * ea_log, ea_log * x);
     a_sum += dgv * x;  // d a / d A_log = (d a / d x) x
 #endif
     p.dg[row] = dgv;
     dtb_sum += dgv;
     if (i == 0) p.dbeta[e] = times_sigmoid_slope(db, load_bf16(p.beta + e));
   }
-  float a[1] = {a_sum};
+  real a[1] = {a_sum};
   block_sum<1>(a, red);
-  float* sums = p.ws + p.sums_off + ((long long)blockIdx.x * p.H + h) * (kD + 1);
+  real* sums = p.ws + p.sums_off + ((long long)blockIdx.x * p.H + h) * (kD + 1);
   sums[i] = dtb_sum;
   if (i == 0) sums[kD] = a[0];
 }
@@ -354,10 +382,10 @@ __device__ __forceinline__ void finish_body(const Args& p, float* red) {
 // dA_log[h] and ddt_bias[h][i], the `chunks` chunk sums in chunk order, for head blockIdx.x.
 __device__ __forceinline__ void reduce_body(const Args& p, int chunks) {
   const int h = blockIdx.x, i = threadIdx.x;
-  float dtb = 0.f, a = 0.f;
+  real dtb = real(0), a = real(0);
 #pragma unroll 8
   for (int c = 0; c < chunks; ++c) {
-    const float* sums = p.ws + p.sums_off + ((long long)c * p.H + h) * (kD + 1);
+    const real* sums = p.ws + p.sums_off + ((long long)c * p.H + h) * (kD + 1);
     dtb += sums[i];
     if (i == 0) a += sums[kD];
   }
@@ -368,26 +396,26 @@ __device__ __forceinline__ void reduce_body(const Args& p, int chunks) {
 }  // namespace kda_bwd
 
 #ifndef KDA_HOST_EMULATION
-extern "C" __global__ void __launch_bounds__(kda_bwd::kD) kda_bwd_recurrent(
+extern "C" __global__ void __launch_bounds__(kda_bwd::kD) KDA_BWD_ENTRY(kda_bwd_recurrent)(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
     const __nv_bfloat16* __restrict__ g, const __nv_bfloat16* __restrict__ beta, const float* __restrict__ a_log,
     const float* __restrict__ dt_bias, const long long* __restrict__ cu_seqlens,
     const float* __restrict__ initial_state, const __nv_bfloat16* __restrict__ d_out,
-    const float* __restrict__ d_final_state, float* __restrict__ dv, float* __restrict__ d_initial_state,
-    float* __restrict__ ws, long long T, int H, int nseq, float scale, float lower_bound, long long part_off) {
-  __shared__ float red[kda_bwd::kWarps * 2 * kda_bwd::kBv];
+    const float* __restrict__ d_final_state, real* __restrict__ dv, real* __restrict__ d_initial_state,
+    real* __restrict__ ws, long long T, int H, int nseq, real scale, real lower_bound, long long part_off) {
+  __shared__ real red[kda_bwd::kWarps * 2 * kda_bwd::kBv];
   kda_bwd::recurrent_body({q, k, v, g, beta, a_log, dt_bias, cu_seqlens, initial_state, d_out, d_final_state, nullptr,
                            nullptr, dv, nullptr, nullptr, nullptr, nullptr, d_initial_state, ws, T, H, scale, lower_bound,
                            part_off, 0},
                           nseq, red);
 }
 
-extern "C" __global__ void __launch_bounds__(kda_bwd::kD) kda_bwd_finish(
+extern "C" __global__ void __launch_bounds__(kda_bwd::kD) KDA_BWD_ENTRY(kda_bwd_finish)(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ g,
     const __nv_bfloat16* __restrict__ beta, const float* __restrict__ a_log, const float* __restrict__ dt_bias,
-    float* __restrict__ dq, float* __restrict__ dk, float* __restrict__ dg, float* __restrict__ dbeta,
-    float* __restrict__ ws, long long total, int H, float lower_bound, long long part_off, long long sums_off) {
-  __shared__ float red[kda_bwd::kWarps * 2];
+    real* __restrict__ dq, real* __restrict__ dk, real* __restrict__ dg, real* __restrict__ dbeta,
+    real* __restrict__ ws, long long total, int H, real lower_bound, long long part_off, long long sums_off) {
+  __shared__ real red[kda_bwd::kWarps * 2];
   kda_bwd::Args p{};
   p.q = q;
   p.k = k;
@@ -408,8 +436,8 @@ extern "C" __global__ void __launch_bounds__(kda_bwd::kD) kda_bwd_finish(
   kda_bwd::finish_body(p, red);
 }
 
-extern "C" __global__ void __launch_bounds__(kda_bwd::kD) kda_bwd_reduce(
-    float* __restrict__ ws, float* __restrict__ da_log, float* __restrict__ ddt_bias, long long sums_off, int chunks,
+extern "C" __global__ void __launch_bounds__(kda_bwd::kD) KDA_BWD_ENTRY(kda_bwd_reduce)(
+    real* __restrict__ ws, real* __restrict__ da_log, real* __restrict__ ddt_bias, long long sums_off, int chunks,
     int H) {
   kda_bwd::Args p{};
   p.ws = ws;

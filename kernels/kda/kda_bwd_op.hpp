@@ -81,6 +81,11 @@ class KdaBwdOp : public evaluator::Op {
   double bytes(const evaluator::Shape& s, const evaluator::OpConfig& cfg) const override;
   double flops(const evaluator::Shape& s, const evaluator::OpConfig& cfg) const override;
   evaluator::Tolerance tolerance(const std::string& output, const evaluator::OpConfig& cfg) const override;
+  // The fp64 device reference: kda_bwd.cu compiled with KDA_BWD_REFERENCE (double, exact math,
+  // entries ptxevo_ref_*) at the default knobs, its shares in the F64 scratch "ref_workspace".
+  std::string device_reference_source(const evaluator::OpConfig& cfg) const override;
+  evaluator::DeviceReferencePlan device_reference_plan(const evaluator::Shape& s,
+                                                       const evaluator::OpConfig& cfg) const override;
   // `ptxevo export` (kda_bwd_export.cpp): the launcher of the three kernels and a PyTorch module
   // with bwd() and attach_forward(), which makes an autograd function with an exported kda_fwd.
   std::optional<evaluator::HostExport> host_export(const evaluator::OpConfig& cfg, const evaluator::Knobs& k,
@@ -98,6 +103,9 @@ class KdaBwdOp : public evaluator::Op {
   static Problem problem(const KdaDims& d, const Config& c, const std::vector<evaluator::HostTensor>& tensors);
 
  private:
+  // The three launches; `reference` names the device reference's entries, outputs ("ref:<name>"),
+  // scratch and double scalars instead of the candidate's.
+  static evaluator::LaunchPlan plan(const KdaDims& d, const Config& c, const Geometry& g, bool reference);
   KdaFwdOp forward_;
 };
 

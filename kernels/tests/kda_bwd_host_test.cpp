@@ -33,6 +33,7 @@ namespace bwd0 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd.cu"
 }  // namespace bwd0
+#undef KDA_BWD_ENTRY
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -51,6 +52,7 @@ namespace bwd1 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd.cu"
 }  // namespace bwd1
+#undef KDA_BWD_ENTRY
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -70,6 +72,7 @@ namespace bwd2 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd.cu"
 }  // namespace bwd2
+#undef KDA_BWD_ENTRY
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -88,6 +91,39 @@ namespace bwd3 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd.cu"
 }  // namespace bwd3
+#undef KDA_BWD_ENTRY
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+#undef BV
+#undef CKPT
+#undef SUB
+
+// R: the fp64 device reference (KDA_BWD_REFERENCE) at its knobs, both states. Its warp shuffles of
+// doubles go through the emulation's 32-bit exchange, a half at a time.
+#define KDA_BWD_REFERENCE 1
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define BV 16
+#define CKPT 64
+#define SUB 8
+namespace bwdref {
+using namespace ::kda_host;
+inline double __shfl_xor_sync(unsigned, double v, int lane_mask) {
+  std::uint64_t u = 0;
+  std::memcpy(&u, &v, sizeof u);
+  const unsigned lo = float_as_uint(shfl_bfly(uint_as_float(static_cast<unsigned>(u)), lane_mask));
+  const unsigned hi = float_as_uint(shfl_bfly(uint_as_float(static_cast<unsigned>(u >> 32)), lane_mask));
+  u = (static_cast<std::uint64_t>(hi) << 32) | lo;
+  double r = 0;
+  std::memcpy(&r, &u, sizeof r);
+  return r;
+}
+#include "kernels/kda/kda_bwd.cu"
+}  // namespace bwdref
+#undef KDA_BWD_REFERENCE
+#undef KDA_BWD_ENTRY
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -284,6 +320,62 @@ TEST(KdaBwdOnHost, OutputsDoNotDependOnTheOrderOfTheCtas) {
     EXPECT_TRUE(in_order[i].data == reversed[i].data) << in_order[i].name << " differs";
   }
 }
+// The device reference's plan (KdaBwdOp::device_reference_plan) run on the emulated machine with
+// its fp64 arithmetic, against the host's fp64 backward: the same values to rounding.
+TEST(KdaBwdOnHost, DeviceReferenceAgreesWithTheHostsBackward) {
+  const KdaBwdOp op;
+  const OpConfig cfg = options("lower_bound", true, true);
+  for (const Shape& s : {shape(1, 40, 1, 4), shape(2, 9, 1, 2)}) {
+    SCOPED_TRACE(ptxevo::evaluator::shape_to_string(s));
+    const auto descs = op.tensors(s, cfg);
+    std::vector<HostTensor> ts;
+    for (const auto& d : descs) ts.emplace_back(d.name, d.dtype, d.name == "workspace" ? std::vector<I>{1} : d.shape);
+    ptxevo::evaluator::fill_inputs(op, descs, Distribution::Normal, 11, ts);
+    std::vector<HostTensor> ref;
+    op.reference(s, cfg, ts, ref);
+    const auto plan = op.device_reference_plan(s, cfg);
+    auto in = [&](const char* name) -> const void* {
+      for (const auto& t : ts)
+        if (t.name == name) return t.data.data();
+      return nullptr;
+    };
+    std::map<std::string, std::vector<double>> out;
+    for (const auto& r : ref) out[r.name].assign(static_cast<std::size_t>(r.numel()), std::nan(""));
+    std::vector<double> ws(static_cast<std::size_t>(plan.scratch.at(0).shape.at(0)), std::nan(""));
+    using Args = bwdref::kda_bwd::Args;
+    const auto& rec = plan.plan.kernels.at(0);
+    const auto& fin = plan.plan.kernels.at(1);
+    const auto& red_k = plan.plan.kernels.at(2);
+    auto bf = [&](const char* n) { return static_cast<const unsigned short*>(in(n)); };
+    auto f32 = [&](const char* n) { return static_cast<const float*>(in(n)); };
+    Args a{bf("q"), bf("k"), bf("v"), bf("g"), bf("beta"), f32("A_log"), f32("dt_bias"),
+           static_cast<const long long*>(in("cu_seqlens")), f32("initial_state"), bf("d_out"), f32("d_final_state"),
+           out["dq"].data(), out["dk"].data(), out["dv"].data(), out["dg"].data(), out["dbeta"].data(),
+           out["dA_log"].data(), out["ddt_bias"].data(), out["d_initial_state"].data(), ws.data(),
+           std::get<I>(rec.args.at(14)), std::get<std::int32_t>(rec.args.at(15)), std::get<double>(rec.args.at(17)),
+           std::get<double>(rec.args.at(18)), std::get<I>(rec.args.at(19)), std::get<I>(fin.args.at(15))};
+    alignas(16) static double red[4 * 2 * 32];
+    std::string fault = run_grid(rec, [&] { bwdref::kda_bwd::recurrent_body(a, std::get<std::int32_t>(rec.args.at(16)), red); });
+    ASSERT_EQ(fault, "");
+    Args f = a;
+    f.T = std::get<I>(fin.args.at(11));
+    fault = run_grid(fin, [&] { bwdref::kda_bwd::finish_body(f, red); });
+    ASSERT_EQ(fault, "");
+    fault = run_grid(red_k, [&] { bwdref::kda_bwd::reduce_body(f, std::get<std::int32_t>(red_k.args.at(4))); });
+    ASSERT_EQ(fault, "");
+    for (const auto& r : ref) {
+      double d2 = 0, r2 = 0;
+      for (I i = 0; i < r.numel(); ++i) {
+        const double x = out[r.name][static_cast<std::size_t>(i)], y = r.get(i);
+        ASSERT_TRUE(std::isfinite(x)) << r.name << "[" << i << "]";
+        d2 += (x - y) * (x - y);
+        r2 += y * y;
+      }
+      EXPECT_LT(std::sqrt(d2 / std::max(r2, 1e-300)), 1e-12) << r.name;
+    }
+  }
+}
+
 TEST(KdaBwdOnHost, SmallestSlicesSoftplusGateNoStates) {
   check(KDA_BWD_CONFIG(bwd1, options("softplus", false, false), knobs(16, 32, 16)));
 }

@@ -18,6 +18,7 @@
 #include "ir/parser.hpp"
 #include "kernels/builtin_ops.hpp"
 #include "kernels/kda/kda_bwd_op.hpp"
+#include "kernels/tests/ptx_entry_params.hpp"
 
 namespace {
 
@@ -207,6 +208,54 @@ TEST(KdaBwdBuild, SeedBuildsUnderEveryOptionSetAndCoveringKnobs) {
             EXPECT_TRUE(sass.ok) << sass.log;
           }
         }
+}
+
+// The fp64 device reference (kda_bwd.cu under KDA_BWD_REFERENCE) is trusted code: it builds for
+// every option set, and its plan names its own entries with as many arguments as
+// they declare, the op's inputs, "ref:" outputs and its F64 scratch only, and double scalars.
+// Its numbers are compared with the host's on the emulated machine (KdaBwdReferenceOnHost) and,
+// before first use, by every GPU worker.
+TEST(KdaBwdDeviceReference, BuildsForEveryOptionSetWithConsistentPlans) {
+  const KdaBwdOp op;
+  for (const OpConfig& cfg : std::vector<OpConfig>{options("lower_bound", true, true),
+                                                   options("softplus", false, false),
+                                                   options("lower_bound", true, false),
+                                                   options("softplus", false, true)}) {
+    SCOPED_TRACE(cfg.at("gate") + " " + cfg.at("initial_state") + " " + cfg.at("final_state"));
+    ptxevo::evaluator::Builder builder(nullptr);
+    ptxevo::evaluator::BuildRequest req;
+    req.name = "ref";
+    req.source = op.device_reference_source(cfg);
+    req.source_path = "ref.cu";
+    req.arch = "sm_90a";
+    const auto b = builder.build(req);
+    ASSERT_TRUE(b.ok) << b.stage << ": " << b.error;
+    // A 16-column slice of the state and of its gradient in fp64 is most of the 255 registers:
+    // the recurrence spills a few words (28 bytes at CUDA 13.0), which costs time, not accuracy.
+    for (const auto& f : b.resources) EXPECT_LE(f.spill_stores, 64) << f.name;
+    for (const Shape& s : {shape(1, 1, 1, 1), shape(2, 65, 4, 2), shape(1, 115, 4, 3)}) {
+      const auto descs = op.tensors(s, cfg);
+      const auto plan = op.device_reference_plan(s, cfg);
+      EXPECT_EQ(plan.outputs, KdaBwdOp::outputs(ptxevo::kernels::KdaFwdOp::parse(cfg)));
+      ASSERT_EQ(plan.scratch.size(), 1u);
+      EXPECT_EQ(plan.scratch[0].dtype, ptxevo::evaluator::DType::F64);
+      std::set<std::string> names = {plan.scratch[0].name};
+      for (const auto& d : descs)
+        if (d.role == ptxevo::evaluator::Role::In) names.insert(d.name);
+      for (const auto& o : plan.outputs) names.insert("ref:" + o);
+      ASSERT_EQ(plan.plan.kernels.size(), 3u);
+      for (const auto& k : plan.plan.kernels) {
+        EXPECT_EQ(k.entry.rfind("ptxevo_ref_kda_bwd_", 0), 0u) << k.entry;
+        EXPECT_EQ(ptxevo::kernels::testing::entry_params(b.ptx, k.entry), static_cast<int>(k.args.size())) << k.entry;
+        for (const auto& a : k.args) {
+          if (const auto* t = std::get_if<ptxevo::evaluator::ArgTensor>(&a)) {
+            EXPECT_TRUE(t->name.empty() || names.count(t->name)) << k.entry << " names unknown tensor " << t->name;
+          }
+          EXPECT_FALSE(std::holds_alternative<float>(a)) << k.entry << ": the reference takes its scalars in double";
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
