@@ -210,9 +210,15 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
                            "errors": {}, "providers": {}, "ratios": {}, "notes": []}
     x = make_inputs(shape, opts, args.seed)
 
-    def alloc(s, skip):
-        return {t.name: torch.full(t.shape, float("nan"), device=DEVICE, dtype={"f32": torch.float32, "bf16": torch.bfloat16}[t.dtype])
-                for t in s.tensors if t.role != "in" and t.name not in skip}
+    def alloc(s, skip):  # outputs and scratch, poisoned: NaN, or all bits set
+        dtypes = {"f64": torch.float64, "f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
+                  "i64": torch.int64, "i32": torch.int32, "u8": torch.uint8}
+        out = {}
+        for t in s.tensors:
+            if t.role != "in" and t.name not in skip:
+                v = torch.empty(t.shape, device=DEVICE, dtype=dtypes[t.dtype])
+                out[t.name] = v.fill_(float("nan") if v.is_floating_point() else (255 if t.dtype == "u8" else -1))
+        return out
 
     bo = alloc(shape, ())
     plan = prepare_plan(modules["bwd"], shape.kernels, {**{k: v.data_ptr() for k, v in x.items()},
@@ -269,7 +275,10 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
             timed.append(Timed("autograd_step", autograd_step))
 
     if fla_fn is not None:
-        leaves = {k: x[k].detach().clone().requires_grad_() for k in LEAVES if k in x}
+        # FLA takes dt_bias flat ([H * 128]: its gradient comes back in that shape)
+        leaves = {k: (x[k].reshape(-1) if k == "dt_bias" else x[k]).detach().clone().requires_grad_()
+                  for k in LEAVES if k in x}
+
         def fla_forward():
             o, s = fla_fn(leaves["q"], leaves["k"], leaves["v"], leaves["g"], leaves["beta"],
                           initial_state=leaves.get("initial_state"), A_log=leaves["A_log"], dt_bias=leaves["dt_bias"],
@@ -286,7 +295,8 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
             g = torch.autograd.grad(outs_, [leaves[k] for k in names], gouts, retain_graph=True, allow_unused=True)
             torch.cuda.synchronize()
             row["fla_first_call_s"] = round(time.monotonic() - t0, 1)
-            fg = {GRADS[LEAVES.index(k)]: v for k, v in zip(names, g)}
+            fg = {GRADS[LEAVES.index(k)]: (v.reshape(H, HEAD_DIM) if k == "dt_bias" and v is not None else v)
+                  for k, v in zip(names, g)}
             row["errors"]["fla"] = errors(fg, ref)
             del fg, g
             timed.append(Timed("fla", lambda: torch.autograd.grad(outs_, [leaves[k] for k in names], gouts, retain_graph=True,
@@ -333,22 +343,22 @@ def table(rows: Sequence[Dict[str, Any]], bwd_label: str) -> str:
         worst = {who: max((e["rel_l2"] for e in r["errors"].get(who, {}).values() if e.get("rel_l2") is not None),
                           default=None) for who in (bwd_label, "fla")}
         lines.append(f"| {r['scenario'] or ''} | {r['label']} | {f(p.get(bwd_label, {}).get('median'))} | "
-                     f"{f(p.get('fla', {}).get('median'))} | {f(r['ratios'].get('fla_bwd_over_ours', {}).get('median'), 2)} | "
+                     f"{f(p.get('fla', {}).get('median'))} | {f(r['ratios'].get('fla_bwd_over_ours', {}).get('ratio'), 2)} | "
                      f"{f(p.get(step, {}).get('median') if step else None)} | {f(p.get('fla_fwd+fla', {}).get('median'))} | "
-                     f"{f(r['ratios'].get('fla_step_over_ours', {}).get('median'), 2)} | "
+                     f"{f(r['ratios'].get('fla_step_over_ours', {}).get('ratio'), 2)} | "
                      f"{e(worst[bwd_label])} | {e(worst['fla'])} |")
     for r in rows:
         if "export_bit_equal" in r:
             eq = r["export_bit_equal"]
-            ratio = r["ratios"].get("build_over_export", {}).get("median")
+            ratio = r["ratios"].get("build_over_export", {}).get("ratio")
             lines.append(f"\n{r['label']}: export bwd() bit-equal to the build on {sum(eq.values())}/{len(eq)} gradients; "
                          f"build/export time {f(ratio, 3)}")
         if "autograd" in r["errors"]:
             worst = max((e["rel_l2"] for e in r["errors"]["autograd"].values() if e.get("rel_l2") is not None), default=None)
             lines.append(f"{r['label']}: autograd (exported fwd + bwd) worst rel_l2 {e(worst)}; FLA step / autograd step "
-                         f"{f(r['ratios'].get('fla_step_over_autograd', {}).get('median'), 2)}")
-    ratios = [r["ratios"]["fla_bwd_over_ours"]["median"] for r in rows if "fla_bwd_over_ours" in r["ratios"]]
-    steps = [r["ratios"]["fla_step_over_ours"]["median"] for r in rows if "fla_step_over_ours" in r["ratios"]]
+                         f"{f(r['ratios'].get('fla_step_over_autograd', {}).get('ratio'), 2)}")
+    ratios = [r["ratios"]["fla_bwd_over_ours"]["ratio"] for r in rows if "fla_bwd_over_ours" in r["ratios"]]
+    steps = [r["ratios"]["fla_step_over_ours"]["ratio"] for r in rows if "fla_step_over_ours" in r["ratios"]]
     gm = lambda v: math.exp(sum(math.log(a) for a in v) / len(v))  # noqa: E731
     if ratios:
         lines.append(f"\nGeomean FLA/ours, backward: {gm(ratios):.3f} over {len(ratios)} shapes")
@@ -379,6 +389,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     import torch
     from cuda_ctypes import Driver, Module, version_string
     os.makedirs(args.out, exist_ok=True)
+    torch.zeros(1, device=DEVICE)  # torch's primary context, current before the driver API loads modules
     bwd = load_build_dir(*parse_candidate_arg(args.backward))
     opts = kda_options(bwd, "kda_bwd")
     fwd = load_build_dir(*parse_candidate_arg(args.forward)) if args.forward else None

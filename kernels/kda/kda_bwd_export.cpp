@@ -253,6 +253,7 @@ The kernels were built for the options in CONFIG; other options raise ValueError
 [N, H, 128, 128], V-first (S^T), fp32. Packed sequences take B == 1 and int64 cu_seqlens. The
 extension is compiled on first use with torch.utils.cpp_extension.load.
 """
+import os
 from typing import Any, Callable, Optional, Tuple
 
 import torch
