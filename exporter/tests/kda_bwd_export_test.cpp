@@ -61,7 +61,8 @@ std::string op_plan(const evaluator::Op& op, const evaluator::OpConfig& cfg, con
     out << "\n";
   }
   const auto d = kernels::kda_dims({{"B", s.b}, {"T", s.t}, {"H", s.h}, {"N", s.n}});
-  out << "workspace " << kernels::KdaBwdOp::workspace_words(d) * 4 << "\n--\n";
+  out << "workspace " << kernels::KdaBwdOp::workspace_words(d, 128 / kernels::KdaBwdOp::geometry(knobs).bv) * 4
+      << "\n--\n";
   return out.str();
 }
 

@@ -25,7 +25,8 @@
 //   kda_bwd_reduce     grid H, 128 threads: dA_log and ddt_bias, the chunk sums in chunk order.
 //
 // Knobs (each has a default here that matches the op's):
-//   BV    value columns per CTA (16 or 32: at most 8 slices' shares fit the workspace)
+//   BV    value columns per CTA (16 or 32: at most 8 slices' shares fit the workspace; the fp64
+//         reference runs 64)
 //   CKPT  tokens between the states the forward pass keeps (32, 64 or 128; the workspace holds
 //         T_total / 32 + N of them per head)
 //   SUB   tokens replayed into local memory at once (2 ... 16; SUB * BV <= 256 floats a thread)
@@ -77,11 +78,14 @@ enum : int {
   kCkpt = CKPT,
   kSub = SUB,
   kWarps = kD / 32,
-  kMaxSlices = 8,      // the slices' shares the workspace holds (KdaBwdOp::kMaxSlices)
   kFinishTokens = 32,  // tokens per kda_bwd_finish CTA (KdaBwdOp::kFinishTokens)
 };
 
+#ifdef KDA_BWD_REFERENCE
+static_assert(kBv == 16 || kBv == 32 || kBv == 64, "BV: 16, 32 or 64");
+#else
 static_assert(kBv == 16 || kBv == 32, "BV: 16 or 32");
+#endif
 static_assert(kCkpt == 32 || kCkpt == 64 || kCkpt == 128, "CKPT: 32, 64 or 128");
 static_assert(kSub >= 2 && kSub <= 16 && kSub <= kCkpt, "SUB: 2 ... 16");
 static_assert(kSub * kBv <= 256, "SUB * BV: at most 256 floats of local memory a thread");
@@ -154,8 +158,8 @@ struct Args {
   real* __restrict__ ddt_bias;               // [H, K]
   real* __restrict__ d_initial_state;        // [N, H, V, K]
   // The workspace (fp32 words; KdaBwdOp::workspace_words): checkpoints [H][T_total / 32 + N]
-  // [slices][K][BV] from word 0; the slices' shares from part_off: [kMaxSlices][dq, dk, da]
-  // [T_total][H][K], then the dbeta shares [kMaxSlices][T_total][H]; the chunk sums from sums_off:
+  // [slices][K][BV] from word 0; the slices' shares from part_off: [slices][dq, dk, da]
+  // [T_total][H][K], then the dbeta shares [slices][T_total][H]; the chunk sums from sums_off:
   // [chunks][H][K ddt_bias terms, 1 dA_log term].
   real* __restrict__ ws;
   long long T;  // tokens per sequence (fixed rows); kda_bwd_finish: T_total
@@ -170,7 +174,7 @@ __device__ __forceinline__ real* share(const Args& p, int z, int w, long long th
   return p.ws + p.part_off + ((long long)(z * 3 + w) * th + e) * kD;
 }
 __device__ __forceinline__ real* beta_share(const Args& p, int z, long long th, long long e) {
-  return p.ws + p.part_off + (long long)kMaxSlices * 3 * th * kD + (long long)z * th + e;
+  return p.ws + p.part_off + (long long)kSlices * 3 * th * kD + (long long)z * th + e;
 }
 
 // Sums x[0 .. M) over the CTA's 128 threads; every thread gets the sums. `red` holds kWarps * M

@@ -29,7 +29,7 @@ struct ptxevo_kda_bwd_plan_t {
   unsigned grid[3][3];  // kda_bwd_recurrent, kda_bwd_finish, kda_bwd_reduce
   long long share_offset, sums_offset, workspace_words, chunks;
 };
-enum { ptxevo_kda_bwd_slices = @SLICES@, ptxevo_kda_bwd_max_slices = @MAX_SLICES@, ptxevo_kda_bwd_chunk = @CHUNK@ };
+enum { ptxevo_kda_bwd_slices = @SLICES@, ptxevo_kda_bwd_chunk = @CHUNK@ };
 
 // B rows of T tokens, H heads, N sequences: N == B (a sequence a row), or B == 1 and N > 1 packed
 // sequences (cu_seqlens). 0, or why not.
@@ -44,7 +44,7 @@ extern "C" const char* ptxevo_kda_bwd_plan(long long B, long long T, long long H
   const long long D = 128;
   p->chunks = (total + ptxevo_kda_bwd_chunk - 1) / ptxevo_kda_bwd_chunk;
   p->share_offset = H * (total / 32 + N) * D * D;
-  p->sums_offset = p->share_offset + ptxevo_kda_bwd_max_slices * total * H * (3 * D + 1);
+  p->sums_offset = p->share_offset + ptxevo_kda_bwd_slices * total * H * (3 * D + 1);
   p->workspace_words = p->sums_offset + p->chunks * H * (D + 1);
   const unsigned g[3][3] = {{(unsigned)N, (unsigned)H, (unsigned)ptxevo_kda_bwd_slices},
                             {(unsigned)p->chunks, (unsigned)H, 1u},
@@ -384,7 +384,6 @@ std::optional<evaluator::HostExport> KdaBwdOp::host_export(const OpConfig& cfg, 
   l.params_by_entry[kFinishEntry] = finish_params();
   l.params_by_entry[kReduceEntry] = reduce_params();
   l.code = evaluator::substitute(kKdaBwdHost, {{"SLICES", std::to_string(kHeadDim / g.bv)},
-                                               {"MAX_SLICES", std::to_string(kMaxSlices)},
                                                {"CHUNK", std::to_string(kFinishTokens)}});
   l.prototype =
       "extern \"C\" cudaError_t ptxevo_kda_bwd_launch(const void* q, const void* k, const void* v, const void* g, "

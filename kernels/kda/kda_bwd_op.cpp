@@ -78,13 +78,15 @@ std::vector<Knobs> KdaBwdOp::covering_knobs() {
 
 std::int64_t KdaBwdOp::share_offset(const KdaDims& d) { return d.heads * (d.total_tokens() / 32 + d.sequences) * D * D; }
 
-std::int64_t KdaBwdOp::sums_offset(const KdaDims& d) {
-  return share_offset(d) + kMaxSlices * d.total_tokens() * d.heads * (3 * D + 1);
+std::int64_t KdaBwdOp::sums_offset(const KdaDims& d, std::int64_t slices) {
+  return share_offset(d) + slices * d.total_tokens() * d.heads * (3 * D + 1);
 }
 
 std::int64_t KdaBwdOp::finish_chunks(const KdaDims& d) { return (d.total_tokens() + kFinishTokens - 1) / kFinishTokens; }
 
-std::int64_t KdaBwdOp::workspace_words(const KdaDims& d) { return sums_offset(d) + finish_chunks(d) * d.heads * (D + 1); }
+std::int64_t KdaBwdOp::workspace_words(const KdaDims& d, std::int64_t slices) {
+  return sums_offset(d, slices) + finish_chunks(d) * d.heads * (D + 1);
+}
 
 std::vector<std::string> KdaBwdOp::outputs(const Config& c) {
   std::vector<std::string> out = {"dq", "dk", "dv", "dg", "dbeta", "dA_log", "ddt_bias"};
@@ -145,7 +147,7 @@ evaluator::LaunchPlan KdaBwdOp::plan(const KdaDims& d, const Config& c, const Ge
   const auto heads = static_cast<std::int32_t>(d.heads);
   evaluator::LaunchPlan p;
   if (d.total_tokens() > 0x7fffffff / kFinishTokens || finish_chunks(d) > 0x7fffffff) fail("too many tokens");
-  const std::int64_t part_off = share_offset(d), sums_off = sums_offset(d);
+  const std::int64_t part_off = share_offset(d), sums_off = sums_offset(d, D / g.bv);
 
   evaluator::KernelLaunch rec;
   rec.entry = entry + kRecurrentEntry;
@@ -196,7 +198,7 @@ evaluator::LaunchPlan KdaBwdOp::plan(const KdaDims& d, const Config& c, const Ge
 
 std::string KdaBwdOp::device_reference_source(const OpConfig& cfg) const {
   KdaFwdOp::parse(cfg);
-  const Geometry g;
+  const Geometry g = reference_geometry();
   std::string defines = "#define KDA_BWD_REFERENCE 1\n";
   for (const auto& [name, value] : forward_.template_defines(cfg)) defines += "#define " + name + " " + value + "\n";
   defines += "#define BV " + std::to_string(g.bv) + "\n#define CKPT " + std::to_string(g.ckpt) + "\n#define SUB " +
@@ -209,8 +211,9 @@ evaluator::DeviceReferencePlan KdaBwdOp::device_reference_plan(const Shape& s, c
   const KdaDims d = kda_dims(s);
   evaluator::DeviceReferencePlan p;
   p.outputs = outputs(c);
-  p.scratch = {{"ref_workspace", DType::F64, {workspace_words(d)}, Role::Scratch, false}};
-  p.plan = plan(d, c, Geometry{}, true);
+  const Geometry g = reference_geometry();
+  p.scratch = {{"ref_workspace", DType::F64, {workspace_words(d, D / g.bv)}, Role::Scratch, false}};
+  p.plan = plan(d, c, g, true);
   return p;
 }
 

@@ -54,10 +54,15 @@ class KdaBwdOp : public evaluator::Op {
   // log-decay's gradient and dbeta for every token-head; from sums_offset, the ddt_bias and dA_log
   // sums of every chunk of kFinishTokens tokens. With no atomics, the outputs are the same from run
   // to run bit for bit; the price is the shares' memory (12 KB + 32 B per token-head).
+  // The shares' region holds `slices` (128 / BV) value slices; the tensor is sized for kMaxSlices.
   static std::int64_t share_offset(const KdaDims& d);
-  static std::int64_t sums_offset(const KdaDims& d);
-  static std::int64_t workspace_words(const KdaDims& d);
+  static std::int64_t sums_offset(const KdaDims& d, std::int64_t slices);
+  static std::int64_t workspace_words(const KdaDims& d, std::int64_t slices = kMaxSlices);
   static std::int64_t finish_chunks(const KdaDims& d);
+  // The device reference's knobs: two slices of 64 columns, so its fp64 shares and checkpoints
+  // take 8 GB of scratch at T = 8192, H = 96 (22.6 GB at BV 16, which an H100 could not give it
+  // beside the candidates); the state slice partly lives in local memory (a few KB of spills).
+  static Geometry reference_geometry() { return {64, 32, 4}; }
   static constexpr std::int64_t kMaxSlices = 8;      // 128 / the smallest BV
   static constexpr std::int64_t kFinishTokens = 32;  // tokens per kda_bwd_finish CTA
 

@@ -99,15 +99,16 @@ using namespace ::kda_host;
 #undef CKPT
 #undef SUB
 
-// R: the fp64 device reference (KDA_BWD_REFERENCE) at its knobs, both states. Its warp shuffles of
-// doubles go through the emulation's 32-bit exchange, a half at a time.
+// R: the fp64 device reference (KDA_BWD_REFERENCE) at its knobs (KdaBwdOp::reference_geometry),
+// both states. Its warp shuffles of doubles go through the emulation's 32-bit exchange, a half at
+// a time.
 #define KDA_BWD_REFERENCE 1
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
-#define BV 16
-#define CKPT 64
-#define SUB 8
+#define BV 64
+#define CKPT 32
+#define SUB 4
 namespace bwdref {
 using namespace ::kda_host;
 inline double __shfl_xor_sync(unsigned, double v, int lane_mask) {
@@ -354,7 +355,7 @@ TEST(KdaBwdOnHost, DeviceReferenceAgreesWithTheHostsBackward) {
            out["dA_log"].data(), out["ddt_bias"].data(), out["d_initial_state"].data(), ws.data(),
            std::get<I>(rec.args.at(14)), std::get<std::int32_t>(rec.args.at(15)), std::get<double>(rec.args.at(17)),
            std::get<double>(rec.args.at(18)), std::get<I>(rec.args.at(19)), std::get<I>(fin.args.at(15))};
-    alignas(16) static double red[4 * 2 * 32];
+    alignas(16) static double red[4 * 2 * 64];
     std::string fault = run_grid(rec, [&] { bwdref::kda_bwd::recurrent_body(a, std::get<std::int32_t>(rec.args.at(16)), red); });
     ASSERT_EQ(fault, "");
     Args f = a;

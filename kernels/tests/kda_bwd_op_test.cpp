@@ -104,10 +104,11 @@ TEST(KdaBwdOp, PlanIsOneCtaPerChainSliceThenPerTokenChunkThenPerHead) {
   // head), 8 slices' shares of 3 x 128 + 1 words a token-head, 129 words a chunk and head.
   const auto d = ptxevo::kernels::kda_dims(s);
   EXPECT_EQ(KdaBwdOp::share_offset(d), 4 * (3 + 3) * 128 * 128);
-  EXPECT_EQ(KdaBwdOp::sums_offset(d) - KdaBwdOp::share_offset(d), 8 * 115 * 4 * (3 * 128 + 1));
-  EXPECT_EQ(KdaBwdOp::workspace_words(d) - KdaBwdOp::sums_offset(d), 4 * 4 * 129);
+  EXPECT_EQ(KdaBwdOp::sums_offset(d, 4) - KdaBwdOp::share_offset(d), 4 * 115 * 4 * (3 * 128 + 1));  // BV 32
+  EXPECT_EQ(KdaBwdOp::workspace_words(d, 4) - KdaBwdOp::sums_offset(d, 4), 4 * 4 * 129);
+  EXPECT_EQ(KdaBwdOp::workspace_words(d), KdaBwdOp::workspace_words(d, 8));  // the tensor: any BV fits
   EXPECT_EQ(std::get<I>(p.kernels[0].args.back()), KdaBwdOp::share_offset(d));
-  EXPECT_EQ(std::get<I>(p.kernels[1].args.back()), KdaBwdOp::sums_offset(d));
+  EXPECT_EQ(std::get<I>(p.kernels[1].args.back()), KdaBwdOp::sums_offset(d, 4));
   for (const auto& t : op.tensors(s, options("lower_bound", true, true)))
     if (t.name == "workspace") {
       EXPECT_EQ(t.shape, std::vector<I>{KdaBwdOp::workspace_words(d)});
@@ -230,9 +231,9 @@ TEST(KdaBwdDeviceReference, BuildsForEveryOptionSetWithConsistentPlans) {
     req.arch = "sm_90a";
     const auto b = builder.build(req);
     ASSERT_TRUE(b.ok) << b.stage << ": " << b.error;
-    // A 16-column slice of the state and of its gradient in fp64 is most of the 255 registers:
-    // the recurrence spills a few words (28 bytes at CUDA 13.0), which costs time, not accuracy.
-    for (const auto& f : b.resources) EXPECT_LE(f.spill_stores, 64) << f.name;
+    // A 64-column slice of the state and of its gradient in fp64 does not fit 255 registers: the
+    // recurrence spills (4.6 KB of stores at CUDA 13.0), which costs time, not accuracy.
+    for (const auto& f : b.resources) EXPECT_LE(f.spill_stores, 8192) << f.name;
     for (const Shape& s : {shape(1, 1, 1, 1), shape(2, 65, 4, 2), shape(1, 115, 4, 3)}) {
       const auto descs = op.tensors(s, cfg);
       const auto plan = op.device_reference_plan(s, cfg);
