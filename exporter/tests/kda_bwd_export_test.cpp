@@ -61,7 +61,9 @@ std::string op_plan(const evaluator::Op& op, const evaluator::OpConfig& cfg, con
     out << "\n";
   }
   const auto d = kernels::kda_dims({{"B", s.b}, {"T", s.t}, {"H", s.h}, {"N", s.n}});
-  out << "workspace " << kernels::KdaBwdOp::workspace_words(d, 128 / kernels::KdaBwdOp::geometry(knobs).bv) * 4
+  const auto g = kernels::KdaBwdOp::geometry(knobs);
+  out << "workspace "
+      << (kernels::KdaBwdOp::layout_words(d, 128 / g.bv) + (g.prep ? kernels::KdaBwdOp::prep_words(d) : 0)) * 4
       << "\n--\n";
   return out.str();
 }
@@ -76,9 +78,13 @@ std::string exported_plans(const fs::path& dir, const std::string& cu, const std
       "};\n  const char* names[3] = {\"kda_bwd_recurrent\", \"kda_bwd_finish\", \"kda_bwd_reduce\"};\n"
       "  for (const auto& x : s) {\n    ptxevo_kda_bwd_plan_t p;\n    if (ptxevo_kda_bwd_plan(x[0], x[1], x[2], x[3], &p)) {\n"
       "      std::printf(\"error\\n--\\n\");\n      continue;\n    }\n"
+      "    if (p.prep_offset >= 0)\n"
+      "      std::printf(\"kda_bwd_prepare %u %u 1 128 %lld %lld\\n\", p.grid[1][0], p.grid[1][1], x[0] * x[1], "
+      "p.prep_offset);\n"
       "    for (int i = 0; i < 3; ++i) {\n"
       "      std::printf(\"%s %u %u %u 128\", names[i], p.grid[i][0], p.grid[i][1], p.grid[i][2]);\n"
-      "      if (i == 0) std::printf(\" %lld %lld\\n\", x[1], p.share_offset);\n"
+      "      if (i == 0) std::printf(p.prep_offset >= 0 ? \" %lld %lld %lld\\n\" : \" %lld %lld\\n\", x[1], "
+      "p.share_offset, p.prep_offset);\n"
       "      if (i == 1) std::printf(\" %lld %lld %lld\\n\", x[0] * x[1], p.share_offset, p.sums_offset);\n"
       "      if (i == 2) std::printf(\" %lld\\n\", p.sums_offset);\n    }\n"
       "    std::printf(\"workspace %lld\\n--\\n\", ptxevo_kda_bwd_workspace_bytes(x[0], x[1], x[2], x[3]));\n  }\n"
@@ -107,9 +113,9 @@ const std::string kGrads = "&f, &f, &f, &f, &f, &f, &f, ";
 
 TEST(KdaBwdExport, LauncherPlansWhatTheOpPlansAndRefusesWhatItWasNotBuiltFor) {
   ASSERT_FALSE(find_nvcc().empty()) << "the export tests need nvcc at $CUDA_HOME or /usr/local/cuda";
-  for (const std::string knobs : {"", "BV=32,CKPT=128,SUB=2"}) {
+  for (const std::string knobs : {"", "BV=32,CKPT=128,SUB=2", "BV=32,CKPT=32,SUB=8,PREP=1"}) {
     SCOPED_TRACE(knobs);
-    const TempDir dir(knobs.empty() ? "defaults" : "bv32");
+    const TempDir dir(knobs.empty() ? "defaults" : knobs.find("PREP") != std::string::npos ? "prep" : "bv32");
     ExportRequest r;
     r.spec = kSpec;
     r.knobs = knobs;

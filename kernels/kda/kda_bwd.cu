@@ -5,8 +5,12 @@
 //
 // Compiled by NVRTC (device code only) with the op's defines (KDA_GATE_SOFTPLUS,
 // HAS_INITIAL_STATE, HAS_FINAL_STATE) and the knobs below. KdaBwdOp::launch_plan
-// (kernels/kda/kda_bwd_op.cpp) launches three entries in order; none uses atomics, so every
-// output is the same bit for bit from run to run (the gate checks it):
+// (kernels/kda/kda_bwd_op.cpp) launches three entries in order (four with PREP); none uses
+// atomics, so every output is the same bit for bit from run to run (the gate checks it):
+//   kda_bwd_prepare    (PREP = 1 only) grid (T_total / 32 chunks, H), 128 threads: each token's
+//                      normalised q and k, decay e^a and beta's sigmoid, saved in the workspace
+//                      for the recurrence, which then reads them instead of recomputing them
+//                      (with their block reduction) at every step of every replay and slice.
 //   kda_bwd_recurrent  grid (N sequences, H heads, 128 / BV value slices), 128 threads: thread i
 //                      holds key row i of the chain's state slice S[i][z BV .. z BV + BV) and of
 //                      its gradient. (1) The forward over the sequence, keeping the state entering
@@ -30,6 +34,8 @@
 //   CKPT  tokens between the states the forward pass keeps (32, 64 or 128; the workspace holds
 //         T_total / 32 + N of them per head)
 //   SUB   tokens replayed into local memory at once (2 ... 16; SUB * BV <= 256 floats a thread)
+//   PREP  0: the recurrence recomputes each token's pre-processing at every step; 1: a prepare
+//         kernel saves it once (3 x 128 + 1 words a token-head of workspace)
 //
 // This is the simple correct seed (fp32 on CUDA cores, a block-wide reduction per token); the
 // chunked algorithm of docs/kda.md 7.3 is the direction for the search.
@@ -66,6 +72,9 @@ typedef float real;
 #ifndef SUB
 #define SUB 8
 #endif
+#ifndef PREP
+#define PREP 0
+#endif
 
 namespace kda_bwd {
 
@@ -78,7 +87,8 @@ enum : int {
   kCkpt = CKPT,
   kSub = SUB,
   kWarps = kD / 32,
-  kFinishTokens = 32,  // tokens per kda_bwd_finish CTA (KdaBwdOp::kFinishTokens)
+  kFinishTokens = 32,  // tokens per kda_bwd_finish (and kda_bwd_prepare) CTA (KdaBwdOp::kFinishTokens)
+  kPrepWords = 3 * kD + 1,  // a token-head's saved pre-processing: q, k normalised, e^a; beta's sigmoid
 };
 
 #ifdef KDA_BWD_REFERENCE
@@ -166,6 +176,7 @@ struct Args {
   int H;
   real scale, lower_bound;
   long long part_off, sums_off;
+  long long prep_off;  // PREP: [T_total][H][kPrepWords] from here
 };
 
 // Where slice z's share of quantity w (0: dq, 1: dk, 2: da) of token-head row e (tok H + h) lies,
@@ -205,7 +216,7 @@ __device__ __forceinline__ void block_sum(real (&x)[M], real* red) {
 // One token, as thread i (key row i) sees it: the normalised q_i, k_i, the decay e^(a_i), beta and
 // this slice's columns of v.
 struct Token {
-  real q, k, a, ea, b;
+  real q, k, ea, b;
   real v[kBv];
 };
 
@@ -214,14 +225,22 @@ __device__ __forceinline__ Token load_token(const Args& p, long long tok, int h,
   const int i = threadIdx.x;
   const long long row = (tok * p.H + h) * (long long)kD;
   Token t;
+#if PREP
+  (void)dtb, (void)ea_log, (void)red;
+  const real* saved = p.ws + p.prep_off + (tok * p.H + h) * (long long)kPrepWords;
+  t.q = saved[i];
+  t.k = saved[kD + i];
+  t.ea = saved[2 * kD + i];
+  t.b = saved[3 * kD];
+#else
   const real q = load_bf16(p.q + row + i), k = load_bf16(p.k + row + i), g = load_bf16(p.g + row + i);
   real sq[2] = {q * q, k * k};
   block_sum<2>(sq, red);
   t.q = q * rsqrt_r(sq[0] + real(1e-6));
   t.k = k * rsqrt_r(sq[1] + real(1e-6));
-  t.a = log_decay(g + dtb, ea_log, p.lower_bound);
-  t.ea = exp_r(t.a);
+  t.ea = exp_r(log_decay(g + dtb, ea_log, p.lower_bound));
   t.b = sigmoid(load_bf16(p.beta + tok * p.H + h));
+#endif
 #pragma unroll
   for (int j = 0; j < kBv; ++j) t.v[j] = load_bf16(p.v + row + z * kBv + j);
   return t;
@@ -383,6 +402,26 @@ __device__ __forceinline__ void finish_body(const Args& p, real* red) {
   if (i == 0) sums[kD] = a[0];
 }
 
+// PREP: the pre-processing of the tokens of chunk blockIdx.x of head blockIdx.y (p.T is T_total),
+// computed as load_token would and saved for it.
+__device__ __forceinline__ void prepare_body(const Args& p, real* red) {
+  const int h = blockIdx.y, i = threadIdx.x;
+  const long long t0 = (long long)blockIdx.x * kFinishTokens;
+  const long long t1 = t0 + kFinishTokens < p.T ? t0 + kFinishTokens : p.T;
+  const real ea_log = exp_r(p.a_log[h]), dtb = p.dt_bias[h * kD + i];
+  for (long long tok = t0; tok < t1; ++tok) {
+    const long long e = tok * p.H + h, row = e * kD + i;
+    const real q = load_bf16(p.q + row), k = load_bf16(p.k + row), g = load_bf16(p.g + row);
+    real sq[2] = {q * q, k * k};
+    block_sum<2>(sq, red);
+    real* saved = p.ws + p.prep_off + e * (long long)kPrepWords;
+    saved[i] = q * rsqrt_r(sq[0] + real(1e-6));
+    saved[kD + i] = k * rsqrt_r(sq[1] + real(1e-6));
+    saved[2 * kD + i] = exp_r(log_decay(g + dtb, ea_log, p.lower_bound));
+    if (i == 0) saved[3 * kD] = sigmoid(load_bf16(p.beta + e));
+  }
+}
+
 // dA_log[h] and ddt_bias[h][i], the `chunks` chunk sums in chunk order, for head blockIdx.x.
 __device__ __forceinline__ void reduce_body(const Args& p, int chunks) {
   const int h = blockIdx.x, i = threadIdx.x;
@@ -400,19 +439,51 @@ __device__ __forceinline__ void reduce_body(const Args& p, int chunks) {
 }  // namespace kda_bwd
 
 #ifndef KDA_HOST_EMULATION
+// The recurrence takes the saved pre-processing's offset only when there is one (PREP), so the
+// default build's entries are what they were.
+#if PREP
+#define KDA_BWD_PREP_PARAM , long long prep_off
+#define KDA_BWD_PREP_OFF prep_off
+#else
+#define KDA_BWD_PREP_PARAM
+#define KDA_BWD_PREP_OFF 0
+#endif
 extern "C" __global__ void __launch_bounds__(kda_bwd::kD) KDA_BWD_ENTRY(kda_bwd_recurrent)(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
     const __nv_bfloat16* __restrict__ g, const __nv_bfloat16* __restrict__ beta, const float* __restrict__ a_log,
     const float* __restrict__ dt_bias, const long long* __restrict__ cu_seqlens,
     const float* __restrict__ initial_state, const __nv_bfloat16* __restrict__ d_out,
     const float* __restrict__ d_final_state, real* __restrict__ dv, real* __restrict__ d_initial_state,
-    real* __restrict__ ws, long long T, int H, int nseq, real scale, real lower_bound, long long part_off) {
+    real* __restrict__ ws, long long T, int H, int nseq, real scale, real lower_bound,
+    long long part_off KDA_BWD_PREP_PARAM) {
   __shared__ real red[kda_bwd::kWarps * 2 * kda_bwd::kBv];
   kda_bwd::recurrent_body({q, k, v, g, beta, a_log, dt_bias, cu_seqlens, initial_state, d_out, d_final_state, nullptr,
                            nullptr, dv, nullptr, nullptr, nullptr, nullptr, d_initial_state, ws, T, H, scale, lower_bound,
-                           part_off, 0},
+                           part_off, 0, KDA_BWD_PREP_OFF},
                           nseq, red);
 }
+
+#if PREP
+extern "C" __global__ void __launch_bounds__(kda_bwd::kD) KDA_BWD_ENTRY(kda_bwd_prepare)(
+    const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ g,
+    const __nv_bfloat16* __restrict__ beta, const float* __restrict__ a_log, const float* __restrict__ dt_bias,
+    real* __restrict__ ws, long long total, int H, real lower_bound, long long prep_off) {
+  __shared__ real red[kda_bwd::kWarps * 2];
+  kda_bwd::Args p{};
+  p.q = q;
+  p.k = k;
+  p.g = g;
+  p.beta = beta;
+  p.a_log = a_log;
+  p.dt_bias = dt_bias;
+  p.ws = ws;
+  p.T = total;
+  p.H = H;
+  p.lower_bound = lower_bound;
+  p.prep_off = prep_off;
+  kda_bwd::prepare_body(p, red);
+}
+#endif
 
 extern "C" __global__ void __launch_bounds__(kda_bwd::kD) KDA_BWD_ENTRY(kda_bwd_finish)(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ g,

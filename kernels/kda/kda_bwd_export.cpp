@@ -25,10 +25,13 @@ constexpr const char* kKdaBwdHost = R"cpp(
 
 // The plan of KdaBwdOp::launch_plan for the knobs above: value slices per (sequence, head) chain,
 // the workspace's regions (fp32 words) and the finish kernel's token chunks.
+// With PTXEVO_KDA_BWD_PREP, kda_bwd_prepare (on kda_bwd_finish's grid) first saves each token's
+// pre-processing at prep_offset (-1 without).
 struct ptxevo_kda_bwd_plan_t {
   unsigned grid[3][3];  // kda_bwd_recurrent, kda_bwd_finish, kda_bwd_reduce
-  long long share_offset, sums_offset, workspace_words, chunks;
+  long long share_offset, sums_offset, prep_offset, workspace_words, chunks;
 };
+#define PTXEVO_KDA_BWD_PREP @PREP@
 enum { ptxevo_kda_bwd_slices = @SLICES@, ptxevo_kda_bwd_chunk = @CHUNK@ };
 
 // B rows of T tokens, H heads, N sequences: N == B (a sequence a row), or B == 1 and N > 1 packed
@@ -45,7 +48,9 @@ extern "C" const char* ptxevo_kda_bwd_plan(long long B, long long T, long long H
   p->chunks = (total + ptxevo_kda_bwd_chunk - 1) / ptxevo_kda_bwd_chunk;
   p->share_offset = H * (total / 32 + N) * D * D;
   p->sums_offset = p->share_offset + ptxevo_kda_bwd_slices * total * H * (3 * D + 1);
-  p->workspace_words = p->sums_offset + p->chunks * H * (D + 1);
+  const long long layout = p->sums_offset + p->chunks * H * (D + 1);
+  p->prep_offset = PTXEVO_KDA_BWD_PREP ? layout : -1;
+  p->workspace_words = layout + (PTXEVO_KDA_BWD_PREP ? total * H * (3 * D + 1) : 0);
   const unsigned g[3][3] = {{(unsigned)N, (unsigned)H, (unsigned)ptxevo_kda_bwd_slices},
                             {(unsigned)p->chunks, (unsigned)H, 1u},
                             {(unsigned)H, 1u, 1u}};
@@ -112,10 +117,20 @@ extern "C" cudaError_t ptxevo_kda_bwd_launch(
   typedef __nv_bfloat16 bf16;
   float* ws = (float*)workspace;
   const int h = (int)H;
+#if PTXEVO_KDA_BWD_PREP
+  kda_bwd_prepare<<<dim3(p.grid[1][0], p.grid[1][1], 1), 128, 0, stream>>>(
+      (const bf16*)q, (const bf16*)k, (const bf16*)g, (const bf16*)beta, A_log, dt_bias, ws, B * T, h, lower_bound,
+      p.prep_offset);
+  kda_bwd_recurrent<<<dim3(p.grid[0][0], p.grid[0][1], p.grid[0][2]), 128, 0, stream>>>(
+      (const bf16*)q, (const bf16*)k, (const bf16*)v, (const bf16*)g, (const bf16*)beta, A_log, dt_bias, cu_seqlens,
+      initial_state, (const bf16*)d_out, d_final_state, dv, d_initial_state, ws, T, h, (int)N, scale, lower_bound,
+      p.share_offset, p.prep_offset);
+#else
   kda_bwd_recurrent<<<dim3(p.grid[0][0], p.grid[0][1], p.grid[0][2]), 128, 0, stream>>>(
       (const bf16*)q, (const bf16*)k, (const bf16*)v, (const bf16*)g, (const bf16*)beta, A_log, dt_bias, cu_seqlens,
       initial_state, (const bf16*)d_out, d_final_state, dv, d_initial_state, ws, T, h, (int)N, scale, lower_bound,
       p.share_offset);
+#endif
   kda_bwd_finish<<<dim3(p.grid[1][0], p.grid[1][1], 1), 128, 0, stream>>>(
       (const bf16*)q, (const bf16*)k, (const bf16*)g, (const bf16*)beta, A_log, dt_bias, dq, dk, dg, dbeta, ws, B * T, h,
       lower_bound, p.share_offset, p.sums_offset);
@@ -128,8 +143,17 @@ extern "C" cudaError_t ptxevo_kda_bwd_launch(
 )cpp";
 
 // The entries' parameters as kda_bwd.cu declares them.
-std::vector<ExportParam> recurrent_params() {
-  return {{"const __nv_bfloat16* __restrict__", "q", "l"},      {"const __nv_bfloat16* __restrict__", "k", "l"},
+std::vector<ExportParam> prepare_params() {
+  return {{"const __nv_bfloat16* __restrict__", "q", "l"},    {"const __nv_bfloat16* __restrict__", "k", "l"},
+          {"const __nv_bfloat16* __restrict__", "g", "l"},    {"const __nv_bfloat16* __restrict__", "beta", "l"},
+          {"const float* __restrict__", "a_log", "l"},        {"const float* __restrict__", "dt_bias", "l"},
+          {"float* __restrict__", "ws", "l"},                 {"long long", "total", "l"},
+          {"int", "H", "r"},                                  {"float", "lower_bound", "f"},
+          {"long long", "prep_off", "l"}};
+}
+
+std::vector<ExportParam> recurrent_params(bool prep) {
+  std::vector<ExportParam> p = {{"const __nv_bfloat16* __restrict__", "q", "l"},      {"const __nv_bfloat16* __restrict__", "k", "l"},
           {"const __nv_bfloat16* __restrict__", "v", "l"},      {"const __nv_bfloat16* __restrict__", "g", "l"},
           {"const __nv_bfloat16* __restrict__", "beta", "l"},   {"const float* __restrict__", "a_log", "l"},
           {"const float* __restrict__", "dt_bias", "l"},        {"const long long* __restrict__", "cu_seqlens", "l"},
@@ -139,6 +163,8 @@ std::vector<ExportParam> recurrent_params() {
           {"long long", "T", "l"},                              {"int", "H", "r"},
           {"int", "nseq", "r"},                                 {"float", "scale", "f"},
           {"float", "lower_bound", "f"},                        {"long long", "part_off", "l"}};
+  if (prep) p.push_back({"long long", "prep_off", "l"});
+  return p;
 }
 
 std::vector<ExportParam> finish_params() {
@@ -376,14 +402,18 @@ std::optional<evaluator::HostExport> KdaBwdOp::host_export(const OpConfig& cfg, 
   KdaFwdOp::parse(cfg);
   const Geometry g = geometry(knobs);
   evaluator::HostExport l;
-  for (const char* entry : {kRecurrentEntry, kFinishEntry, kReduceEntry}) {
+  std::vector<const char*> entries = {kRecurrentEntry, kFinishEntry, kReduceEntry};
+  if (g.prep) entries.insert(entries.begin(), kPrepareEntry);
+  for (const char* entry : entries) {
     if (!defined.count(entry)) fail(std::string("the plan launches ") + entry + ", which the candidate's PTX does not define");
     l.entries.push_back(entry);
   }
-  l.params_by_entry[kRecurrentEntry] = recurrent_params();
+  if (g.prep) l.params_by_entry[kPrepareEntry] = prepare_params();
+  l.params_by_entry[kRecurrentEntry] = recurrent_params(g.prep);
   l.params_by_entry[kFinishEntry] = finish_params();
   l.params_by_entry[kReduceEntry] = reduce_params();
   l.code = evaluator::substitute(kKdaBwdHost, {{"SLICES", std::to_string(kHeadDim / g.bv)},
+                                               {"PREP", g.prep ? "1" : "0"},
                                                {"CHUNK", std::to_string(kFinishTokens)}});
   l.prototype =
       "extern \"C\" cudaError_t ptxevo_kda_bwd_launch(const void* q, const void* k, const void* v, const void* g, "

@@ -55,7 +55,10 @@ KdaBwdOp::Geometry KdaBwdOp::geometry(const Knobs& k) {
     if (name == "BV") g.bv = *v;
     else if (name == "CKPT") g.ckpt = *v;
     else if (name == "SUB") g.sub = *v;
-    else fail("unknown knob '" + name + "' (knobs: BV, CKPT, SUB)");
+    else if (name == "PREP") {
+      if (*v != 0 && *v != 1) fail("PREP must be 0 or 1, got " + std::to_string(*v));
+      g.prep = *v == 1;
+    } else fail("unknown knob '" + name + "' (knobs: BV, CKPT, SUB, PREP)");
   }
   if (g.bv != 16 && g.bv != 32)
     fail("BV must be 16 or 32 (the workspace holds " + std::to_string(kMaxSlices) + " slices' shares), got " +
@@ -67,13 +70,15 @@ KdaBwdOp::Geometry KdaBwdOp::geometry(const Knobs& k) {
   return g;
 }
 
-Knobs KdaBwdOp::knob_defaults() { return {{"BV", std::int64_t{16}}, {"CKPT", std::int64_t{64}}, {"SUB", std::int64_t{8}}}; }
+Knobs KdaBwdOp::knob_defaults() {
+  return {{"BV", std::int64_t{16}}, {"CKPT", std::int64_t{64}}, {"SUB", std::int64_t{8}}, {"PREP", std::int64_t{0}}};
+}
 
 std::vector<Knobs> KdaBwdOp::covering_knobs() {
   return {knob_defaults(),
-          {{"BV", std::int64_t{16}}, {"CKPT", std::int64_t{32}}, {"SUB", std::int64_t{16}}},
-          {{"BV", std::int64_t{32}}, {"CKPT", std::int64_t{128}}, {"SUB", std::int64_t{2}}},
-          {{"BV", std::int64_t{32}}, {"CKPT", std::int64_t{32}}, {"SUB", std::int64_t{8}}}};
+          {{"BV", std::int64_t{16}}, {"CKPT", std::int64_t{32}}, {"SUB", std::int64_t{16}}, {"PREP", std::int64_t{1}}},
+          {{"BV", std::int64_t{32}}, {"CKPT", std::int64_t{128}}, {"SUB", std::int64_t{2}}, {"PREP", std::int64_t{0}}},
+          {{"BV", std::int64_t{32}}, {"CKPT", std::int64_t{32}}, {"SUB", std::int64_t{8}}, {"PREP", std::int64_t{1}}}};
 }
 
 std::int64_t KdaBwdOp::share_offset(const KdaDims& d) { return d.heads * (d.total_tokens() / 32 + d.sequences) * D * D; }
@@ -84,9 +89,13 @@ std::int64_t KdaBwdOp::sums_offset(const KdaDims& d, std::int64_t slices) {
 
 std::int64_t KdaBwdOp::finish_chunks(const KdaDims& d) { return (d.total_tokens() + kFinishTokens - 1) / kFinishTokens; }
 
-std::int64_t KdaBwdOp::workspace_words(const KdaDims& d, std::int64_t slices) {
+std::int64_t KdaBwdOp::layout_words(const KdaDims& d, std::int64_t slices) {
   return sums_offset(d, slices) + finish_chunks(d) * d.heads * (D + 1);
 }
+
+std::int64_t KdaBwdOp::prep_words(const KdaDims& d) { return d.total_tokens() * d.heads * (3 * D + 1); }
+
+std::int64_t KdaBwdOp::workspace_words(const KdaDims& d) { return layout_words(d, kMaxSlices) + prep_words(d); }
 
 std::vector<std::string> KdaBwdOp::outputs(const Config& c) {
   std::vector<std::string> out = {"dq", "dk", "dv", "dg", "dbeta", "dA_log", "ddt_bias"};
@@ -148,6 +157,18 @@ evaluator::LaunchPlan KdaBwdOp::plan(const KdaDims& d, const Config& c, const Ge
   evaluator::LaunchPlan p;
   if (d.total_tokens() > 0x7fffffff / kFinishTokens || finish_chunks(d) > 0x7fffffff) fail("too many tokens");
   const std::int64_t part_off = share_offset(d), sums_off = sums_offset(d, D / g.bv);
+  const std::int64_t prep_off = layout_words(d, D / g.bv);
+
+  if (g.prep) {
+    evaluator::KernelLaunch prep;
+    prep.entry = entry + kPrepareEntry;
+    prep.grid = {static_cast<std::uint32_t>(finish_chunks(d)), static_cast<std::uint32_t>(d.heads), 1};
+    prep.block = {static_cast<std::uint32_t>(D), 1, 1};
+    prep.args = {ArgTensor{"q"},       ArgTensor{"k"}, ArgTensor{"g"},  ArgTensor{"beta"},
+                 ArgTensor{"A_log"},   ArgTensor{"dt_bias"}, ArgTensor{ws}, std::int64_t{d.total_tokens()},
+                 heads,                real(c.lower_bound), prep_off};
+    p.kernels.push_back(std::move(prep));
+  }
 
   evaluator::KernelLaunch rec;
   rec.entry = entry + kRecurrentEntry;
@@ -174,6 +195,7 @@ evaluator::LaunchPlan KdaBwdOp::plan(const KdaDims& d, const Config& c, const Ge
               real(c.scale),
               real(c.lower_bound),
               part_off};
+  if (g.prep) rec.args.push_back(prep_off);
   p.kernels.push_back(std::move(rec));
 
   evaluator::KernelLaunch fin;
@@ -202,7 +224,7 @@ std::string KdaBwdOp::device_reference_source(const OpConfig& cfg) const {
   std::string defines = "#define KDA_BWD_REFERENCE 1\n";
   for (const auto& [name, value] : forward_.template_defines(cfg)) defines += "#define " + name + " " + value + "\n";
   defines += "#define BV " + std::to_string(g.bv) + "\n#define CKPT " + std::to_string(g.ckpt) + "\n#define SUB " +
-             std::to_string(g.sub) + "\n";
+             std::to_string(g.sub) + "\n#define PREP " + (g.prep ? "1" : "0") + "\n";
   return defines + kKdaBwdSource;
 }
 
@@ -212,7 +234,7 @@ evaluator::DeviceReferencePlan KdaBwdOp::device_reference_plan(const Shape& s, c
   evaluator::DeviceReferencePlan p;
   p.outputs = outputs(c);
   const Geometry g = reference_geometry();
-  p.scratch = {{"ref_workspace", DType::F64, {workspace_words(d, D / g.bv)}, Role::Scratch, false}};
+  p.scratch = {{"ref_workspace", DType::F64, {layout_words(d, D / g.bv)}, Role::Scratch, false}};
   p.plan = plan(d, c, g, true);
   return p;
 }

@@ -42,6 +42,7 @@ class KdaBwdOp : public evaluator::Op {
   // The seed's knobs after validation (defaults as in kda_bwd.cu).
   struct Geometry {
     std::int64_t bv = 16, ckpt = 64, sub = 8;
+    bool prep = false;  // PREP: a prepare kernel saves each token's pre-processing for the recurrence
   };
   // Throws std::invalid_argument for unknown knobs or values the template cannot build.
   static Geometry geometry(const evaluator::Knobs& k);
@@ -54,21 +55,26 @@ class KdaBwdOp : public evaluator::Op {
   // log-decay's gradient and dbeta for every token-head; from sums_offset, the ddt_bias and dA_log
   // sums of every chunk of kFinishTokens tokens. With no atomics, the outputs are the same from run
   // to run bit for bit; the price is the shares' memory (12 KB + 32 B per token-head).
-  // The shares' region holds `slices` (128 / BV) value slices; the tensor is sized for kMaxSlices.
+  // The shares' region holds `slices` (128 / BV) value slices. layout_words: checkpoints, shares and
+  // sums; with PREP the saved pre-processing (prep_words) follows them. The tensor is sized for
+  // kMaxSlices and PREP, so every knob assignment fits.
   static std::int64_t share_offset(const KdaDims& d);
   static std::int64_t sums_offset(const KdaDims& d, std::int64_t slices);
-  static std::int64_t workspace_words(const KdaDims& d, std::int64_t slices = kMaxSlices);
+  static std::int64_t layout_words(const KdaDims& d, std::int64_t slices);
+  static std::int64_t prep_words(const KdaDims& d);
+  static std::int64_t workspace_words(const KdaDims& d);
   static std::int64_t finish_chunks(const KdaDims& d);
   // The device reference's knobs: two slices of 64 columns, so its fp64 shares and checkpoints
   // take 8 GB of scratch at T = 8192, H = 96 (22.6 GB at BV 16, which an H100 could not give it
   // beside the candidates); the state slice partly lives in local memory (a few KB of spills).
-  static Geometry reference_geometry() { return {64, 32, 4}; }
+  static Geometry reference_geometry() { return {64, 32, 4, false}; }
   static constexpr std::int64_t kMaxSlices = 8;      // 128 / the smallest BV
   static constexpr std::int64_t kFinishTokens = 32;  // tokens per kda_bwd_finish CTA
 
   static constexpr const char* kRecurrentEntry = "kda_bwd_recurrent";
   static constexpr const char* kFinishEntry = "kda_bwd_finish";
   static constexpr const char* kReduceEntry = "kda_bwd_reduce";
+  static constexpr const char* kPrepareEntry = "kda_bwd_prepare";  // PREP only
 
   // The outputs, in tensor order, for these options.
   static std::vector<std::string> outputs(const Config& c);

@@ -33,6 +33,7 @@ namespace bwd0 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd.cu"
 }  // namespace bwd0
+#undef PREP
 #undef KDA_BWD_ENTRY
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
@@ -41,18 +42,21 @@ using namespace ::kda_host;
 #undef CKPT
 #undef SUB
 
-// B1: the smallest slices and checkpoints, the deepest replays; softplus gate, no states.
+// B1: the smallest slices and checkpoints, the deepest replays, the saved pre-processing; softplus
+// gate, no states.
 #define KDA_GATE_SOFTPLUS 1
 #define HAS_INITIAL_STATE 0
 #define HAS_FINAL_STATE 0
 #define BV 16
 #define CKPT 32
 #define SUB 16
+#define PREP 1
 namespace bwd1 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd.cu"
 }  // namespace bwd1
 #undef KDA_BWD_ENTRY
+#undef PREP
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -72,6 +76,7 @@ namespace bwd2 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd.cu"
 }  // namespace bwd2
+#undef PREP
 #undef KDA_BWD_ENTRY
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
@@ -80,18 +85,20 @@ using namespace ::kda_host;
 #undef CKPT
 #undef SUB
 
-// B3: softplus gate, final-state gradient only, BV 32 with CKPT 32.
+// B3: softplus gate, final-state gradient only, BV 32 with CKPT 32, the saved pre-processing.
 #define KDA_GATE_SOFTPLUS 1
 #define HAS_INITIAL_STATE 0
 #define HAS_FINAL_STATE 1
 #define BV 32
 #define CKPT 32
 #define SUB 8
+#define PREP 1
 namespace bwd3 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd.cu"
 }  // namespace bwd3
 #undef KDA_BWD_ENTRY
+#undef PREP
 #undef KDA_GATE_SOFTPLUS
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
@@ -123,6 +130,7 @@ inline double __shfl_xor_sync(unsigned, double v, int lane_mask) {
 }
 #include "kernels/kda/kda_bwd.cu"
 }  // namespace bwdref
+#undef PREP
 #undef KDA_BWD_REFERENCE
 #undef KDA_BWD_ENTRY
 #undef KDA_GATE_SOFTPLUS
@@ -145,12 +153,13 @@ using ptxevo::evaluator::Shape;
 using ptxevo::kernels::KdaBwdOp;
 using I = std::int64_t;
 
-// One compiled configuration: the three bodies behind one Args type.
+// One compiled configuration: the four bodies behind one Args type.
 template <typename Args>
 struct Config {
   const char* name;
   OpConfig options;
   Knobs knobs;
+  void (*prepare)(const Args&, float*);
   void (*recurrent)(const Args&, int, float*);
   void (*finish)(const Args&, float*);
   void (*reduce)(const Args&, int);
@@ -159,6 +168,7 @@ struct Config {
 #define KDA_BWD_CONFIG(NS, OPTIONS, KNOBS)                                                                     \
   Config<NS::kda_bwd::Args> {                                                                                  \
 #NS, OPTIONS, KNOBS,                                                                                       \
+        [](const NS::kda_bwd::Args& a, float* red) { NS::kda_bwd::prepare_body(a, red); },                    \
         [](const NS::kda_bwd::Args& a, int nseq, float* red) { NS::kda_bwd::recurrent_body(a, nseq, red); }, \
         [](const NS::kda_bwd::Args& a, float* red) { NS::kda_bwd::finish_body(a, red); },                     \
         [](const NS::kda_bwd::Args& a, int chunks) { NS::kda_bwd::reduce_body(a, chunks); }                   \
@@ -195,7 +205,8 @@ std::map<std::string, ptxevo::evaluator::OutputCheck> run(const Config<Args>& c,
   std::vector<HostTensor> ref;
   op.reference(s, c.options, ts, ref);
   const auto plan = op.launch_plan(s, c.options, c.knobs);
-  EXPECT_EQ(plan.kernels.size(), 3u);
+  const bool prep = std::get<I>(c.knobs.at("PREP")) == 1;
+  EXPECT_EQ(plan.kernels.size(), prep ? 4u : 3u);
   auto find = [&](const std::string& name) -> HostTensor* {
     for (auto& t : ts)
       if (t.name == name) return &t;
@@ -215,9 +226,10 @@ std::map<std::string, ptxevo::evaluator::OutputCheck> run(const Config<Args>& c,
     return reinterpret_cast<float*>(t->data.data());
   };
   const HostTensor* cu = find("cu_seqlens");
-  const auto& rec = plan.kernels.at(0);
-  const auto& fin = plan.kernels.at(1);
-  const auto& red_k = plan.kernels.at(2);
+  const std::size_t first = prep ? 1 : 0;  // kda_bwd_prepare comes first with PREP
+  const auto& rec = plan.kernels.at(first);
+  const auto& fin = plan.kernels.at(first + 1);
+  const auto& red_k = plan.kernels.at(first + 2);
   Args a{bf("q"),
          bf("k"),
          bf("v"),
@@ -243,13 +255,15 @@ std::map<std::string, ptxevo::evaluator::OutputCheck> run(const Config<Args>& c,
          std::get<float>(rec.args.at(17)),
          std::get<float>(rec.args.at(18)),
          std::get<I>(rec.args.at(19)),
-         std::get<I>(fin.args.at(15))};
+         std::get<I>(fin.args.at(15)),
+         prep ? std::get<I>(rec.args.at(20)) : 0};
   const int nseq = std::get<std::int32_t>(rec.args.at(16));
   alignas(16) static float red[4 * 2 * 32];
-  *fault = run_grid(rec, [&] { c.recurrent(a, nseq, red); }, reversed);
-  // kda_bwd_finish reads T_total where the recurrence reads the tokens per row.
+  // kda_bwd_prepare and kda_bwd_finish read T_total where the recurrence reads the tokens per row.
   Args f = a;
   f.T = std::get<I>(fin.args.at(11));
+  if (prep) *fault = run_grid(plan.kernels.at(0), [&] { c.prepare(f, red); }, reversed);
+  if (fault->empty()) *fault = run_grid(rec, [&] { c.recurrent(a, nseq, red); }, reversed);
   if (fault->empty()) *fault = run_grid(fin, [&] { c.finish(f, red); }, reversed);
   if (fault->empty()) *fault = run_grid(red_k, [&] { c.reduce(f, std::get<std::int32_t>(red_k.args.at(4))); }, reversed);
   if (outputs)
@@ -295,7 +309,7 @@ void check(const Config<Args>& c, const std::vector<Shape>& shapes = kShapes) {
 OpConfig options(const char* gate, bool initial, bool final) {
   return {{"gate", gate}, {"initial_state", initial ? "true" : "false"}, {"final_state", final ? "true" : "false"}};
 }
-Knobs knobs(I bv, I ckpt, I sub) { return {{"BV", bv}, {"CKPT", ckpt}, {"SUB", sub}}; }
+Knobs knobs(I bv, I ckpt, I sub, I prep = 0) { return {{"BV", bv}, {"CKPT", ckpt}, {"SUB", sub}, {"PREP", prep}}; }
 
 TEST(KdaBwdOnHost, SeedDefaultsLowerBoundGateBothStates) {
   check(KDA_BWD_CONFIG(bwd0, options("lower_bound", true, true), knobs(16, 64, 8)));
@@ -354,7 +368,7 @@ TEST(KdaBwdOnHost, DeviceReferenceAgreesWithTheHostsBackward) {
            out["dq"].data(), out["dk"].data(), out["dv"].data(), out["dg"].data(), out["dbeta"].data(),
            out["dA_log"].data(), out["ddt_bias"].data(), out["d_initial_state"].data(), ws.data(),
            std::get<I>(rec.args.at(14)), std::get<std::int32_t>(rec.args.at(15)), std::get<double>(rec.args.at(17)),
-           std::get<double>(rec.args.at(18)), std::get<I>(rec.args.at(19)), std::get<I>(fin.args.at(15))};
+           std::get<double>(rec.args.at(18)), std::get<I>(rec.args.at(19)), std::get<I>(fin.args.at(15)), 0};
     alignas(16) static double red[4 * 2 * 64];
     std::string fault = run_grid(rec, [&] { bwdref::kda_bwd::recurrent_body(a, std::get<std::int32_t>(rec.args.at(16)), red); });
     ASSERT_EQ(fault, "");
@@ -378,13 +392,13 @@ TEST(KdaBwdOnHost, DeviceReferenceAgreesWithTheHostsBackward) {
 }
 
 TEST(KdaBwdOnHost, SmallestSlicesSoftplusGateNoStates) {
-  check(KDA_BWD_CONFIG(bwd1, options("softplus", false, false), knobs(16, 32, 16)));
+  check(KDA_BWD_CONFIG(bwd1, options("softplus", false, false), knobs(16, 32, 16, 1)));
 }
 TEST(KdaBwdOnHost, WidestSlicesLongSegmentsInitialStateOnly) {
   check(KDA_BWD_CONFIG(bwd2, options("lower_bound", true, false), knobs(32, 128, 8)));
 }
 TEST(KdaBwdOnHost, SoftplusGateFinalStateGradientOnly) {
-  check(KDA_BWD_CONFIG(bwd3, options("softplus", false, true), knobs(32, 32, 8)));
+  check(KDA_BWD_CONFIG(bwd3, options("softplus", false, true), knobs(32, 32, 8, 1)));
 }
 
 }  // namespace

@@ -55,7 +55,7 @@ TEST(KdaBwdOp, TensorsFollowTheOptions) {
   EXPECT_EQ(all.back().name, "workspace");
   EXPECT_EQ(all.back().shape, (std::vector<I>{KdaBwdOp::workspace_words(ptxevo::kernels::kda_dims(shape(1, 115, 4, 3)))}));
   EXPECT_EQ(KdaBwdOp::workspace_words(ptxevo::kernels::kda_dims(shape(1, 115, 4, 3))),
-            4 * (115 / 32 + 3) * 128 * 128 + 8 * 115 * 4 * (3 * 128 + 1) + 4 * 4 * 129);
+            4 * (115 / 32 + 3) * 128 * 128 + 8 * 115 * 4 * (3 * 128 + 1) + 4 * 4 * 129 + 115 * 4 * (3 * 128 + 1));
   const auto none = op.tensors(shape(2, 17, 1, 2), options("softplus", false, false));
   EXPECT_EQ(names_of(none, Role::In), (std::vector<std::string>{"q", "k", "v", "g", "beta", "A_log", "dt_bias", "d_out"}));
   EXPECT_EQ(names_of(none, Role::Out),
@@ -83,6 +83,7 @@ TEST(KdaBwdOp, OptionsAndKnobsAreCheckedWithTheirNames) {
   EXPECT_NE(error({{"CKPT", I{16}}}).find("CKPT must be 32, 64 or 128"), std::string::npos);
   EXPECT_NE(error({{"BV", I{32}}, {"SUB", I{16}}}).find("SUB * BV must be at most 256"), std::string::npos);
   EXPECT_NE(error({{"TB", I{4}}}).find("unknown knob 'TB'"), std::string::npos);
+  EXPECT_NE(error({{"PREP", I{2}}}).find("PREP must be 0 or 1"), std::string::npos);
 }
 
 TEST(KdaBwdOp, PlanIsOneCtaPerChainSliceThenPerTokenChunkThenPerHead) {
@@ -105,8 +106,20 @@ TEST(KdaBwdOp, PlanIsOneCtaPerChainSliceThenPerTokenChunkThenPerHead) {
   const auto d = ptxevo::kernels::kda_dims(s);
   EXPECT_EQ(KdaBwdOp::share_offset(d), 4 * (3 + 3) * 128 * 128);
   EXPECT_EQ(KdaBwdOp::sums_offset(d, 4) - KdaBwdOp::share_offset(d), 4 * 115 * 4 * (3 * 128 + 1));  // BV 32
-  EXPECT_EQ(KdaBwdOp::workspace_words(d, 4) - KdaBwdOp::sums_offset(d, 4), 4 * 4 * 129);
-  EXPECT_EQ(KdaBwdOp::workspace_words(d), KdaBwdOp::workspace_words(d, 8));  // the tensor: any BV fits
+  EXPECT_EQ(KdaBwdOp::layout_words(d, 4) - KdaBwdOp::sums_offset(d, 4), 4 * 4 * 129);
+  // the tensor: any BV and PREP fit
+  EXPECT_EQ(KdaBwdOp::workspace_words(d), KdaBwdOp::layout_words(d, 8) + KdaBwdOp::prep_words(d));
+  // PREP: the prepare kernel first, the saved pre-processing after the plan's own layout
+  const auto q = op.launch_plan(s, options("lower_bound", true, true),
+                                {{"BV", I{32}}, {"CKPT", I{64}}, {"SUB", I{4}}, {"PREP", I{1}}});
+  ASSERT_EQ(q.kernels.size(), 4u);
+  EXPECT_EQ(q.kernels[0].entry, KdaBwdOp::kPrepareEntry);
+  EXPECT_EQ(q.kernels[0].grid.x, 4u);
+  EXPECT_EQ(std::get<I>(q.kernels[0].args.back()), KdaBwdOp::layout_words(d, 4));
+  EXPECT_EQ(q.kernels[1].entry, KdaBwdOp::kRecurrentEntry);
+  EXPECT_EQ(std::get<I>(q.kernels[1].args.back()), KdaBwdOp::layout_words(d, 4));
+  EXPECT_EQ(q.kernels[1].args.size(), p.kernels[0].args.size() + 1);
+  EXPECT_LE(KdaBwdOp::layout_words(d, 4) + KdaBwdOp::prep_words(d), KdaBwdOp::workspace_words(d));
   EXPECT_EQ(std::get<I>(p.kernels[0].args.back()), KdaBwdOp::share_offset(d));
   EXPECT_EQ(std::get<I>(p.kernels[1].args.back()), KdaBwdOp::sums_offset(d, 4));
   for (const auto& t : op.tensors(s, options("lower_bound", true, true)))
@@ -201,8 +214,11 @@ TEST(KdaBwdBuild, SeedBuildsUnderEveryOptionSetAndCoveringKnobs) {
             entries.insert(res.name);
             EXPECT_EQ(res.spill_stores, 0) << res.name;
           }
-          EXPECT_EQ(entries, (std::set<std::string>{KdaBwdOp::kRecurrentEntry, KdaBwdOp::kFinishEntry,
-                                                    KdaBwdOp::kReduceEntry}));
+          std::set<std::string> planned;
+          for (const auto& k : KdaBwdOp().launch_plan(spec.correctness_shapes.at(0), cfg, knobs).kernels)
+            planned.insert(k.entry);
+          EXPECT_EQ(entries, planned);  // PREP adds the prepare kernel; nothing unplanned is built
+          EXPECT_EQ(planned.size(), std::get<I>(knobs.at("PREP")) ? 4u : 3u);
           expect_ir_clean(b.ptx, spec, cfg, knobs);
           if (built++ % 4 == 0) {
             const auto sass = ptxevo::evaluator::run_ptxas(b.ptx, spec.arch);
