@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root: the KDA backward (issue "KDA backward").
 # (1) The gate on kernels/kda/kda_bwd.spec's seed defaults (`ptxevo eval`: every correctness,
-# held-out and benchmark shape on fresh inputs of several distributions against the fp64 host
-# backward, guard pages, three runs that must agree bit for bit, then timing). (2) bench/kda/bwd_bench.py:
-# the same build beside FLA's chunk_kda backward (and, with the chunked forward's build, the
-# training step), one process, same inputs and CUDA events, every gradient against fp64 on the
-# first heads. Needs .gpu/ (scripts/pack_gpu_bundle.sh) and, for FLA, its wheels in .whl/.
+# held-out and benchmark shape on fresh inputs of several distributions against the fp64
+# reference (on the GPU once it agreed with the host's), guard pages, three runs that must agree
+# bit for bit, then timing). (2) bench/kda/bwd_bench.py: the same build and its PREP=1 variant
+# beside FLA's chunk_kda backward (and, with the chunked forward's build, the training step), the
+# exported module and its autograd function, one process, same inputs and CUDA events, every
+# gradient against fp64 on the first heads. Needs .gpu/ (scripts/pack_gpu_bundle.sh) and, for FLA, its wheels in .whl/.
 # Usage: bench/gpu/run_kda_bwd_h200.sh [SCENARIOS...]   (bwd_bench --shapes; default all six)
 # Env: KDA_BWD_SKIP_GATE=1, KDA_BWD_GATE_S (default 300), KDA_BWD_BENCH_S (default 300), KDA_NO_FLA=1.
 set -uo pipefail
@@ -39,8 +40,10 @@ if [ "${KDA_BWD_SKIP_GATE:-0}" != 1 ]; then
   echo "rc=$?"; tail -n 25 "$out/gate.txt"
 fi
 
-step "builds: kda_bwd seed defaults, kda_fwd chunked seed defaults"
+step "builds: kda_bwd seed defaults and PREP=1, kda_fwd chunked seed defaults"
 .gpu/ptxevo build kernels/kda/kda_bwd.spec --out "$work/bwd" > "$work/build_bwd.txt" 2>&1; echo "bwd build rc=$?"
+.gpu/ptxevo build kernels/kda/kda_bwd.spec --knobs PREP=1 --out "$work/bwd_prep" > "$work/build_bwd_prep.txt" 2>&1
+echo "bwd PREP=1 build rc=$?"
 timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_chunked_seed "$work/kda_fwd_chunked.spec" \
   > "$work/derive.txt" 2>&1 || cat "$work/derive.txt"
 .gpu/ptxevo build "$work/kda_fwd_chunked.spec" --out "$work/fwd" > "$work/build_fwd.txt" 2>&1; echo "fwd build rc=$?"
@@ -56,7 +59,8 @@ echo "export fwd rc=$?"; grep -E "verified|error" "$work/export_fwd.txt"
 step "bwd_bench.py: ours beside FLA's backward and step"
 fla=()
 [ "${KDA_NO_FLA:-0}" = 1 ] && fla=(--no-fla)
-timeout "${KDA_BWD_BENCH_S:-300}" python3 bench/kda/bwd_bench.py --backward "seed=$work/bwd" --forward "chunked=$work/fwd" \
+timeout "${KDA_BWD_BENCH_S:-300}" python3 bench/kda/bwd_bench.py --backward "seed=$work/bwd" --also "prep=$work/bwd_prep" \
+  --forward "chunked=$work/fwd" \
   --export-bwd "$work/export_bwd" --export-fwd "$work/export_fwd" \
   --out "$out/bwd_bench" --commit "$commit" ${1:+--shapes "$@"} "${fla[@]}" > "$out/bwd_bench.log" 2>&1
 echo "rc=$?"

@@ -2,7 +2,8 @@
 process, same inputs and timer (issue "KDA backward"):
 
     python3 bench/kda/bwd_bench.py --backward seed=DIR [--forward chunked=DIR] --out OUTDIR \
-        [--export-bwd DIR [--export-fwd DIR]] [--shapes 1 4 ...] [--no-fla] [--ref-heads 2] [--samples 15]
+        [--also LABEL=DIR ...] [--export-bwd DIR [--export-fwd DIR]] [--shapes 1 4 ...] [--no-fla] \
+        [--ref-heads 2] [--samples 15]
 
 DIR is a `ptxevo build` of kernels/kda/kda_bwd.spec (and, with --forward, of a kda_fwd spec with
 the same options). For every benchmark shape (the six docs/targets.md scenarios):
@@ -14,6 +15,8 @@ the same options). For every benchmark shape (the six docs/targets.md scenarios)
 - times, round-robin with CUDA events: our backward (the build's three kernels through the driver),
   FLA's backward (torch.autograd.grad over a retained chunk_kda graph), and with --forward the
   training step (forward + backward) of both.
+--also adds other builds of the same kda_bwd spec (other knobs, e.g. PREP=1), each checked against
+fp64 and timed beside the first (ratio first / it: > 1, it is faster).
 With --export-bwd (a `ptxevo export --format torch` of the same kda_bwd spec) its bwd() must give
 the build's gradients bit for bit and is timed beside it; with --export-fwd too (an export of the
 kda_fwd build), the autograd function of attach_forward() is checked against fp64 like FLA's
@@ -247,6 +250,20 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
         if not bad:
             timed.append(Timed(f"{fwd.label}+{bwd.label}", lambda: (fwd_step(), ours())))
 
+    also_outs = {}
+    for b in modules.get("also", []):
+        so = alloc(shape_of(b, key), ())
+        pl = prepare_plan(modules[f"also:{b.label}"], shape_of(b, key).kernels,
+                          {**{k: v.data_ptr() for k, v in x.items()}, **{k: v.data_ptr() for k, v in so.items()}})
+        run_plan(pl, stream)
+        torch.cuda.synchronize()
+        row["errors"][b.label] = errors(so, ref, shape)
+        if all(e.get("ok") for e in row["errors"][b.label].values()):
+            timed.append(Timed(b.label, (lambda q: lambda: run_plan(q, stream))(pl)))
+            also_outs[b.label] = so
+        else:
+            row["notes"].append(f"{b.label} outside the gate's tolerance: not timed")
+
     ex_bwd, ex_fwd = modules.get("export_bwd"), modules.get("export_fwd")
     if ex_bwd is not None and not bad:
         got = dict(zip(GRADS, export_bwd_call(ex_bwd, x, opts)))
@@ -320,6 +337,11 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
             row["ratios"]["fla_step_over_ours"] = paired_ratio(times["fla_fwd+fla"], times[step])
         if "autograd_step" in times and "fla_fwd+fla" in times:
             row["ratios"]["fla_step_over_autograd"] = paired_ratio(times["fla_fwd+fla"], times["autograd_step"])
+        for label in also_outs:
+            if label in times and bwd.label in times:
+                row["ratios"][f"first_over_{label}"] = paired_ratio(times[bwd.label], times[label])
+            if label in times and "fla" in times:
+                row["ratios"][f"fla_bwd_over_{label}"] = paired_ratio(times["fla"], times[label])
         if "export_bwd" in times and bwd.label in times:
             row["ratios"]["build_over_export"] = paired_ratio(times[bwd.label], times["export_bwd"])
         if bwd.label in times:  # the timed outputs must still be right
@@ -348,6 +370,13 @@ def table(rows: Sequence[Dict[str, Any]], bwd_label: str) -> str:
                      f"{f(r['ratios'].get('fla_step_over_ours', {}).get('ratio'), 2)} | "
                      f"{e(worst[bwd_label])} | {e(worst['fla'])} |")
     for r in rows:
+        for k, v in r["ratios"].items():
+            if k.startswith("first_over_"):
+                label = k[len("first_over_"):]
+                worst = max((x["rel_l2"] for x in r["errors"].get(label, {}).values() if x.get("rel_l2") is not None),
+                            default=None)
+                lines.append(f"\n{r['label']}: {label} {f(r['providers'].get(label, {}).get('median'))} ms, "
+                             f"{bwd_label} / {label} {f(v.get('ratio'), 3)}, worst rel_l2 {e(worst)}")
         if "export_bit_equal" in r:
             eq = r["export_bit_equal"]
             ratio = r["ratios"].get("build_over_export", {}).get("ratio")
@@ -371,6 +400,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backward", required=True, metavar="LABEL=DIR", help="a `ptxevo build` of a kda_bwd spec")
     ap.add_argument("--forward", metavar="LABEL=DIR", help="a `ptxevo build` of kda_fwd with the same options (step timing)")
+    ap.add_argument("--also", action="append", default=[], metavar="LABEL=DIR",
+                    help="another build of the same kda_bwd spec, timed beside the first (repeatable)")
     ap.add_argument("--export-bwd", metavar="DIR", help="`ptxevo export --format torch` of the same kda_bwd spec")
     ap.add_argument("--export-fwd", metavar="DIR", help="`ptxevo export --format torch` of kda_fwd (needs --export-bwd)")
     ap.add_argument("--out", required=True, help="results folder")
@@ -400,6 +431,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     modules = {"bwd": Module(drv, open(bwd.cubin_path, "rb").read(), bwd.cubin_path)}
     if fwd is not None:
         modules["fwd"] = Module(drv, open(fwd.cubin_path, "rb").read(), fwd.cubin_path)
+    also = [load_build_dir(*parse_candidate_arg(a)) for a in args.also]
+    for b in also:
+        if kda_options(b, "kda_bwd") != opts:
+            raise BenchError(f"{b.label} was built with options {b.config}, {bwd.label} with {bwd.config}")
+        if b.label in (bwd.label, "fla", "export_bwd", "autograd_step"):
+            raise BenchError(f"--also label '{b.label}' is taken")
+        modules[f"also:{b.label}"] = Module(drv, open(b.cubin_path, "rb").read(), b.cubin_path)
+    modules["also"] = also
     if args.export_fwd and not args.export_bwd:
         raise BenchError("--export-fwd pairs with --export-bwd")
     from torch_bench import load_exports

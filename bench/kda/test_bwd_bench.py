@@ -103,10 +103,10 @@ class TableTest(unittest.TestCase):
         med = lambda m: {"median": m}  # noqa: E731  (summarize)
         rat = lambda m: {"ratio": m}  # noqa: E731  (paired_ratio)
         rows = [{"scenario": n, "label": f"s{n}", "providers": {"seed": med(10.0), "fla": med(5.0), "chunked+seed": med(11.0),
-                                                               "fla_fwd+fla": med(7.0)},
+                                                               "fla_fwd+fla": med(7.0), "prep": med(6.5)},
                  "ratios": {"fla_bwd_over_ours": rat(r), "fla_step_over_ours": rat(r * 1.1), "build_over_export": rat(1.0),
-                            "fla_step_over_autograd": rat(0.6)},
-                 "errors": {"seed": {"dq": {"rel_l2": 1e-6}}, "fla": {"dq": {"rel_l2": 3e-3}},
+                            "fla_step_over_autograd": rat(0.6), "first_over_prep": rat(1.5)},
+                 "errors": {"seed": {"dq": {"rel_l2": 1e-6}}, "fla": {"dq": {"rel_l2": 3e-3}}, "prep": {"dq": {"rel_l2": 2e-6}},
                             "autograd": {"dq": {"rel_l2": 2e-6}, "dk": {"rel_l2": 4e-6}}},
                  "export_bit_equal": {"dq": True, "dk": False}} for n, r in ((1, 0.5), (4, 0.125))]
         t = bwd_bench.table(rows, "seed")
@@ -114,6 +114,7 @@ class TableTest(unittest.TestCase):
         self.assertIn("Geomean FLA/ours, backward: 0.250 over 2 shapes", t)
         self.assertIn("s4: export bwd() bit-equal to the build on 1/2 gradients; build/export time 1.000", t)
         self.assertIn("s1: autograd (exported fwd + bwd) worst rel_l2 4.00e-06; FLA step / autograd step 0.60", t)
+        self.assertIn("s4: prep 6.500 ms, seed / prep 1.500, worst rel_l2 2.00e-06", t)
 
 
 if __name__ == "__main__":
