@@ -13,6 +13,9 @@ cmake --build build --parallel "$(nproc)" --target "${bins[@]}"
 for b in "${bins[@]}"; do
   [ -x "build/$b" ] || { echo "pack: build/$b missing after the build" >&2; exit 1; }
   cp "build/$b" "$out/"
+  # A run carries the tree and .gpu/ in 64 MiB: unstripped, the binaries alone took 35 MB and the
+  # call was refused. PTXEVO_PACK_KEEP_SYMBOLS=1 keeps symbols for debugging a crash there.
+  [ "${PTXEVO_PACK_KEEP_SYMBOLS:-0}" = 1 ] || strip "$out/$b"
 done
 # Libraries from Debian that the GPU image lacks (CUDA's own come from its toolkit there).
 for b in "${bins[@]}"; do ldd "build/$b"; done | awk '/=> \// {print $3}' | sort -u |
