@@ -44,6 +44,7 @@ from bench_stats import paired_ratio, summarize  # noqa: E402
 from kda_bench_core import (HEAD_DIM, BenchError, dims_of, fla_kwargs, kda_options, scenario_label,  # noqa: E402
                             scenario_number, select_shapes, sequences, shape_of, tolerance)
 from launch_json import BuildDir, load_build_dir, parse_candidate_arg  # noqa: E402
+from torch_bench import Provider, load_exports, time_round_robin  # noqa: E402
 
 DEVICE = "cuda"
 GRADS = ["dq", "dk", "dv", "dg", "dbeta", "dA_log", "ddt_bias", "d_initial_state"]
@@ -167,35 +168,10 @@ def errors(grads: Dict[str, Any], ref: Dict[str, Any], shape=None) -> Dict[str, 
     return res
 
 
-class Timed:
-    def __init__(self, name: str, step) -> None:
-        self.name, self.step = name, step
-
-
-def event_ms(fn) -> float:
-    import torch
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    fn()
-    b.record()
-    b.synchronize()
-    return a.elapsed_time(b)
-
-
-def time_providers(ps: Sequence[Timed], samples: int, warmup: int) -> Dict[str, List[float]]:
-    """Round robin, the order rotating every sample; one call per sample (every call moves
-    gigabytes, far over the L2, and runs for milliseconds)."""
-    import torch
-    for _ in range(warmup):
-        for p in ps:
-            p.step()
-    torch.cuda.synchronize()
-    times: Dict[str, List[float]] = {p.name: [] for p in ps}
-    for s in range(samples):
-        k = s % len(ps)
-        for p in list(ps[k:]) + list(ps[:k]):
-            times[p.name].append(event_ms(p.step))
-    return times
+def timed(name: str, step) -> Provider:
+    """A provider of one call per timed sample: every call moves gigabytes, far over the L2, and
+    runs for milliseconds, so one input set and no batching."""
+    return Provider(name, lambda i, stream: step(), 1)
 
 
 def export_bwd_call(mod, x: Dict[str, Any], opts: Dict[str, Any]):
@@ -236,7 +212,7 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
     row["reference"] = {"heads": min(args.ref_heads, H), "seconds": round(time.monotonic() - t0, 1)}
     row["errors"][bwd.label] = errors(bo, ref, shape)
     bad = [n for n, e in row["errors"][bwd.label].items() if not e.get("ok")]
-    timed = [] if bad else [Timed(bwd.label, ours)]
+    providers = [] if bad else [timed(bwd.label, ours)]
     if bad:
         row["notes"].append(f"{bwd.label} outside the gate's tolerance on {bad}: not timed")
 
@@ -248,7 +224,7 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
                                                            **{k: v.data_ptr() for k, v in fo.items()}})
         fwd_step = lambda: run_plan(fplan, stream)  # noqa: E731
         if not bad:
-            timed.append(Timed(f"{fwd.label}+{bwd.label}", lambda: (fwd_step(), ours())))
+            providers.append(timed(f"{fwd.label}+{bwd.label}", lambda: (fwd_step(), ours())))
 
     also_outs = {}
     for b in modules.get("also", []):
@@ -259,7 +235,7 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
         torch.cuda.synchronize()
         row["errors"][b.label] = errors(so, ref, shape)
         if all(e.get("ok") for e in row["errors"][b.label].values()):
-            timed.append(Timed(b.label, (lambda q: lambda: run_plan(q, stream))(pl)))
+            providers.append(timed(b.label, (lambda q: lambda: run_plan(q, stream))(pl)))
             also_outs[b.label] = so
         else:
             row["notes"].append(f"{b.label} outside the gate's tolerance: not timed")
@@ -270,7 +246,7 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
         torch.cuda.synchronize()
         row["export_bit_equal"] = {n: bool(torch.equal(got[n], bo[n])) for n in GRADS if got.get(n) is not None and n in bo}
         del got
-        timed.append(Timed("export_bwd", lambda: export_bwd_call(ex_bwd, x, opts)))
+        providers.append(timed("export_bwd", lambda: export_bwd_call(ex_bwd, x, opts)))
         if ex_fwd is not None:
             kda = ex_bwd.attach_forward(ex_fwd)
             mine = {k: x[k].detach().clone().requires_grad_() for k in LEAVES if k in x}
@@ -289,7 +265,7 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
             ag = dict(zip([GRADS[LEAVES.index(k)] for k in mine], autograd_step()))
             row["errors"]["autograd"] = errors(ag, ref)
             del ag
-            timed.append(Timed("autograd_step", autograd_step))
+            providers.append(timed("autograd_step", autograd_step))
 
     if fla_fn is not None:
         # FLA takes dt_bias flat ([H * 128]: its gradient comes back in that shape)
@@ -316,19 +292,19 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
                   for k, v in zip(names, g)}
             row["errors"]["fla"] = errors(fg, ref)
             del fg, g
-            timed.append(Timed("fla", lambda: torch.autograd.grad(outs_, [leaves[k] for k in names], gouts, retain_graph=True,
+            providers.append(timed("fla", lambda: torch.autograd.grad(outs_, [leaves[k] for k in names], gouts, retain_graph=True,
                                                                   allow_unused=True)))
             if fwd is not None:
                 def fla_step():
                     o2, s2 = fla_forward()
                     torch.autograd.grad([o2, s2] if opts["final_state"] else [o2], [leaves[k] for k in names], gouts,
                                         allow_unused=True)
-                timed.append(Timed("fla_fwd+fla", fla_step))
+                providers.append(timed("fla_fwd+fla", fla_step))
         except Exception as e:  # noqa: BLE001 -- FLA's failure is reported; ours is still timed
             row["notes"].append(f"FLA failed: {type(e).__name__}: {str(e)[:300]}")
-    if timed:
-        times = time_providers(timed, args.samples, args.warmup)
-        for p in timed:
+    if providers:
+        times = time_round_robin(providers, args.samples, args.warmup)
+        for p in providers:
             row["providers"][p.name] = summarize(times[p.name])
         if bwd.label in times and "fla" in times:
             row["ratios"]["fla_bwd_over_ours"] = paired_ratio(times["fla"], times[bwd.label])
@@ -441,7 +417,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     modules["also"] = also
     if args.export_fwd and not args.export_bwd:
         raise BenchError("--export-fwd pairs with --export-bwd")
-    from torch_bench import load_exports
     exports = load_exports([f"export_bwd={args.export_bwd}"] + ([f"export_fwd={args.export_fwd}"] if args.export_fwd else []),
                            set()) if args.export_bwd else {}
     modules.update(exports)
