@@ -52,12 +52,20 @@ PreparedEvaluation prepare_evaluation(const Spec& spec, const Op& op, const Buil
     return p;
   }
   for (const auto& k : base_seed->knobs) p.baseline_knobs[k.name] = k.default_value;
-  p.candidate_knobs = p.baseline_knobs;
+  // A --source that is one of the spec's seeds takes that seed's knobs and constraints; any other
+  // source, the baseline's.
+  const SeedTemplate* cand_seed = base_seed;
+  if (!input.source_path.empty())
+    for (const auto& s : spec.seeds) {
+      std::error_code ec;
+      if (std::filesystem::equivalent(s.source_path, input.source_path, ec)) cand_seed = &s;
+    }
+  for (const auto& k : cand_seed->knobs) p.candidate_knobs[k.name] = k.default_value;
   for (const auto& [name, value] : input.knob_overrides) {
-    const auto knob = std::find_if(base_seed->knobs.begin(), base_seed->knobs.end(),
+    const auto knob = std::find_if(cand_seed->knobs.begin(), cand_seed->knobs.end(),
                                    [&](const KnobSpace& k) { return k.name == name; });
-    if (knob == base_seed->knobs.end()) {
-      p.reasons.push_back("knobs: seed '" + base_seed->name + "' has no knob '" + name + "'");
+    if (knob == cand_seed->knobs.end()) {
+      p.reasons.push_back("knobs: seed '" + cand_seed->name + "' has no knob '" + name + "'");
       return p;
     }
     // Only what the spec declares: a value outside its list was never meant to be searched or gated.
@@ -75,7 +83,7 @@ PreparedEvaluation prepare_evaluation(const Spec& spec, const Op& op, const Buil
     }
     p.candidate_knobs[name] = value;
   }
-  for (const auto& c : base_seed->constraints) {
+  for (const auto& c : cand_seed->constraints) {
     bool holds = false;
     try {
       holds = constraint_holds(c, p.candidate_knobs);

@@ -8,7 +8,10 @@
 # exported module and its autograd function, one process, same inputs and CUDA events, every
 # gradient against fp64 on the first heads. Needs .gpu/ (scripts/pack_gpu_bundle.sh) and, for FLA, its wheels in .whl/.
 # Usage: bench/gpu/run_kda_bwd_h200.sh [SCENARIOS...]   (bwd_bench --shapes; default all six)
-# Env: KDA_BWD_SKIP_GATE=1, KDA_BWD_GATE_S (default 300), KDA_BWD_BENCH_S (default 300), KDA_NO_FLA=1.
+# The chunked seed (kda_bwd_chunked.cu) is gated at its defaults and timed at CHUNK,BV = 64,32, 32,32
+# and 32,64 beside the recurrent seed.
+# Env: KDA_BWD_SKIP_GATE=1, KDA_BWD_GATE_RECURRENT=1 (gate the recurrent seed too), KDA_BWD_GATE_S
+# (default 300 per gate), KDA_BWD_BENCH_S (default 300), KDA_NO_FLA=1.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 out="${OUT:-/tmp/ptxevo-out}"
@@ -33,17 +36,31 @@ if [ "${KDA_NO_FLA:-0}" != 1 ] && ! timeout 60 python3 -c 'import fla' >/dev/nul
     && export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 
+# The chunked seed as the baseline of a spec of its own, so that `ptxevo eval` gates it.
+timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_bwd.spec kda_bwd_chunked_seed "$work/kda_bwd_chunked.spec" \
+  > "$work/derive_bwd.txt" 2>&1 || cat "$work/derive_bwd.txt"
 if [ "${KDA_BWD_SKIP_GATE:-0}" != 1 ]; then
-  step "gate: ptxevo eval kernels/kda/kda_bwd.spec (seed defaults)"
-  timeout "${KDA_BWD_GATE_S:-300}" .gpu/ptxevo eval kernels/kda/kda_bwd.spec --json-out "$out/gate.json" \
-    > "$out/gate.txt" 2>&1
-  echo "rc=$?"; tail -n 25 "$out/gate.txt"
+  step "gate: ptxevo eval kernels/kda/kda_bwd.spec (chunked seed defaults)"
+  timeout "${KDA_BWD_GATE_S:-300}" .gpu/ptxevo eval "$work/kda_bwd_chunked.spec" --json-out "$out/gate_chunked.json" \
+    > "$out/gate_chunked.txt" 2>&1
+  echo "rc=$?"; tail -n 25 "$out/gate_chunked.txt"
+  if [ "${KDA_BWD_GATE_RECURRENT:-0}" = 1 ]; then
+    step "gate: ptxevo eval kernels/kda/kda_bwd.spec (recurrent seed defaults)"
+    timeout "${KDA_BWD_GATE_S:-300}" .gpu/ptxevo eval kernels/kda/kda_bwd.spec --json-out "$out/gate.json" \
+      > "$out/gate.txt" 2>&1
+    echo "rc=$?"; tail -n 25 "$out/gate.txt"
+  fi
 fi
 
 step "builds: kda_bwd seed defaults and PREP=1, kda_fwd chunked seed defaults"
 .gpu/ptxevo build kernels/kda/kda_bwd.spec --out "$work/bwd" > "$work/build_bwd.txt" 2>&1; echo "bwd build rc=$?"
 .gpu/ptxevo build kernels/kda/kda_bwd.spec --knobs PREP=1 --out "$work/bwd_prep" > "$work/build_bwd_prep.txt" 2>&1
 echo "bwd PREP=1 build rc=$?"
+for ck in 64,32 32,32 32,64; do
+  .gpu/ptxevo build kernels/kda/kda_bwd.spec --source kernels/kda/kda_bwd_chunked.cu --knobs "CHUNK=${ck%,*},BV=${ck#*,}" \
+    --out "$work/bwd_chunk${ck/,/_}" > "$work/build_bwd_chunk${ck/,/_}.txt" 2>&1
+  echo "bwd chunked CHUNK,BV=$ck build rc=$?"
+done
 timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_chunked_seed "$work/kda_fwd_chunked.spec" \
   > "$work/derive.txt" 2>&1 || cat "$work/derive.txt"
 .gpu/ptxevo build "$work/kda_fwd_chunked.spec" --out "$work/fwd" > "$work/build_fwd.txt" 2>&1; echo "fwd build rc=$?"
@@ -60,6 +77,7 @@ step "bwd_bench.py: ours beside FLA's backward and step"
 fla=()
 [ "${KDA_NO_FLA:-0}" = 1 ] && fla=(--no-fla)
 timeout "${KDA_BWD_BENCH_S:-300}" python3 bench/kda/bwd_bench.py --backward "seed=$work/bwd" --also "prep=$work/bwd_prep" \
+  --also "chunk64_32=$work/bwd_chunk64_32" --also "chunk32_32=$work/bwd_chunk32_32" --also "chunk32_64=$work/bwd_chunk32_64" \
   --forward "chunked=$work/fwd" \
   --export-bwd "$work/export_bwd" --export-fwd "$work/export_fwd" \
   --out "$out/bwd_bench" --commit "$commit" ${1:+--shapes "$@"} "${fla[@]}" > "$out/bwd_bench.log" 2>&1

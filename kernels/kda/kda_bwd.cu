@@ -91,7 +91,7 @@ enum : int {
   kPrepWords = 3 * kD + 1,  // a token-head's saved pre-processing: q, k normalised, e^a; beta's sigmoid
 };
 
-#ifdef KDA_BWD_REFERENCE
+#if defined(KDA_BWD_REFERENCE) || defined(KDA_BWD_CHUNKED)
 static_assert(kBv == 16 || kBv == 32 || kBv == 64, "BV: 16, 32 or 64");
 #else
 static_assert(kBv == 16 || kBv == 32, "BV: 16 or 32");
@@ -448,6 +448,8 @@ __device__ __forceinline__ void reduce_body(const Args& p, int chunks) {
 #define KDA_BWD_PREP_PARAM
 #define KDA_BWD_PREP_OFF 0
 #endif
+// kda_bwd_chunked.cu includes this file for its helpers and kda_bwd_reduce only.
+#ifndef KDA_BWD_CHUNKED
 extern "C" __global__ void __launch_bounds__(kda_bwd::kD) KDA_BWD_ENTRY(kda_bwd_recurrent)(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
     const __nv_bfloat16* __restrict__ g, const __nv_bfloat16* __restrict__ beta, const float* __restrict__ a_log,
@@ -510,6 +512,8 @@ extern "C" __global__ void __launch_bounds__(kda_bwd::kD) KDA_BWD_ENTRY(kda_bwd_
   p.sums_off = sums_off;
   kda_bwd::finish_body(p, red);
 }
+
+#endif  // KDA_BWD_CHUNKED
 
 extern "C" __global__ void __launch_bounds__(kda_bwd::kD) KDA_BWD_ENTRY(kda_bwd_reduce)(
     real* __restrict__ ws, real* __restrict__ da_log, real* __restrict__ ddt_bias, long long sums_off, int chunks,

@@ -401,6 +401,8 @@ std::optional<evaluator::HostExport> KdaBwdOp::host_export(const OpConfig& cfg, 
                                                           const std::set<std::string>& defined) const {
   KdaFwdOp::parse(cfg);
   const Geometry g = geometry(knobs);
+  if (g.chunk)
+    fail("the launcher plans the recurrent seed's kernels; the chunked seed (knob CHUNK) has none yet");
   evaluator::HostExport l;
   std::vector<const char*> entries = {kRecurrentEntry, kFinishEntry, kReduceEntry};
   if (g.prep) entries.insert(entries.begin(), kPrepareEntry);

@@ -47,7 +47,29 @@ HostTensor f64(const std::string& name, const std::vector<std::int64_t>& shape, 
 
 }  // namespace
 
+namespace {
+
+KdaBwdOp::Geometry chunked_geometry(const Knobs& k) {
+  KdaBwdOp::Geometry g;
+  g.bv = 32;
+  for (const auto& [name, value] : k) {
+    const auto* v = std::get_if<std::int64_t>(&value);
+    if (!v) fail("knob " + name + " must be an integer");
+    if (name == "CHUNK") g.chunk = *v;
+    else if (name == "BV") g.bv = *v;
+    else fail("unknown knob '" + name + "' for the chunked seed (knobs: CHUNK, BV)");
+  }
+  if (g.chunk != 32 && g.chunk != 64) fail("CHUNK must be 32 or 64, got " + std::to_string(g.chunk));
+  if (g.bv != 32 && g.bv != 64) fail("BV must be 32 or 64 with CHUNK, got " + std::to_string(g.bv));
+  if (g.chunk * g.bv > 2048)
+    fail("CHUNK * BV must be at most 2048 (kda_bwd_chunk_slices' shared memory), got " + std::to_string(g.chunk * g.bv));
+  return g;
+}
+
+}  // namespace
+
 KdaBwdOp::Geometry KdaBwdOp::geometry(const Knobs& k) {
+  if (k.count("CHUNK")) return chunked_geometry(k);
   Geometry g;
   for (const auto& [name, value] : k) {
     const auto* v = std::get_if<std::int64_t>(&value);
@@ -81,6 +103,46 @@ std::vector<Knobs> KdaBwdOp::covering_knobs() {
           {{"BV", std::int64_t{32}}, {"CKPT", std::int64_t{32}}, {"SUB", std::int64_t{8}}, {"PREP", std::int64_t{1}}}};
 }
 
+Knobs KdaBwdOp::chunked_knob_defaults() { return {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{32}}}; }
+
+std::vector<Knobs> KdaBwdOp::chunked_covering_knobs() {
+  return {chunked_knob_defaults(),
+          {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}},
+          {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{64}}}};
+}
+
+KdaBwdOp::ChunkedLayout KdaBwdOp::chunked_layout(const KdaDims& d, std::int64_t chunk, std::int64_t bv) {
+  ChunkedLayout l;
+  const std::int64_t th = d.total_tokens() * d.heads;
+  l.slots = d.total_tokens() / chunk + d.sequences;
+  for (std::size_t n = 0; n + 1 < d.cu_seqlens.size(); ++n)
+    l.max_chunks = std::max(l.max_chunks, (d.cu_seqlens[n + 1] - d.cu_seqlens[n] + chunk - 1) / chunk);
+  l.tiles = d.sequences * l.max_chunks;
+  const std::int64_t states = d.heads * l.slots * D * D;
+  l.dstate_off = states;
+  l.prep_off = 2 * states;
+  l.y_off = l.prep_off + th * (3 * D + 1);
+  l.mat_off = l.y_off + th * D;
+  l.share_off = l.mat_off + d.heads * l.slots * 3 * chunk * chunk;
+  l.sums_off = l.share_off + (D / bv) * th * (3 * D + 2 * chunk + 1);
+  l.words = l.sums_off + l.tiles * d.heads * (D + 1);
+  return l;
+}
+
+std::uint32_t KdaBwdOp::chunked_shared_bytes(const std::string& entry, std::int64_t chunk, std::int64_t bv) {
+  const std::int64_t dp = D + 1, bp = bv + 1, cp = chunk + 1, warps = D / 32;
+  std::int64_t floats = 0;
+  if (entry == kChunkPrepareEntry) floats = 3 * chunk * dp + 3 * chunk * cp + chunk + 2 * warps;
+  else if (entry == kChunkStatesEntry) floats = D * bp + 2 * chunk * dp + 3 * chunk * bp + chunk * cp + chunk + 2 * D;
+  else if (entry == kChunkDstatesEntry)
+    floats = D * bp + 3 * chunk * dp + 3 * chunk * bp + 2 * chunk * cp + chunk + 2 * D;
+  else if (entry == kChunkSlicesEntry)
+    floats = 2 * D * bp + chunk * dp + 5 * chunk * bp + 2 * chunk * cp + chunk + 2 * D + 4 * D;
+  else if (entry == kChunkFinishEntry) floats = 5 * chunk * dp + 3 * chunk * cp + 2 * chunk + 4 * warps;
+  else fail("no chunked entry named '" + entry + "'");
+  return static_cast<std::uint32_t>(4 * floats);
+}
+
 std::int64_t KdaBwdOp::share_offset(const KdaDims& d) { return d.heads * (d.total_tokens() / 32 + d.sequences) * D * D; }
 
 std::int64_t KdaBwdOp::sums_offset(const KdaDims& d, std::int64_t slices) {
@@ -95,7 +157,14 @@ std::int64_t KdaBwdOp::layout_words(const KdaDims& d, std::int64_t slices) {
 
 std::int64_t KdaBwdOp::prep_words(const KdaDims& d) { return d.total_tokens() * d.heads * (3 * D + 1); }
 
-std::int64_t KdaBwdOp::workspace_words(const KdaDims& d) { return layout_words(d, kMaxSlices) + prep_words(d); }
+std::int64_t KdaBwdOp::workspace_words(const KdaDims& d) {
+  std::int64_t words = layout_words(d, kMaxSlices) + prep_words(d);
+  for (const Knobs& k : chunked_covering_knobs()) {
+    const Geometry g = geometry(k);
+    words = std::max(words, chunked_layout(d, g.chunk, g.bv).words);
+  }
+  return words;
+}
 
 std::vector<std::string> KdaBwdOp::outputs(const Config& c) {
   std::vector<std::string> out = {"dq", "dk", "dv", "dg", "dbeta", "dA_log", "ddt_bias"};
@@ -143,7 +212,77 @@ evaluator::LaunchPlan KdaBwdOp::launch_plan(const Shape& s, const OpConfig& cfg,
   return plan(kda_dims(s), KdaFwdOp::parse(cfg), geometry(k), false);
 }
 
+evaluator::LaunchPlan KdaBwdOp::chunked_plan(const KdaDims& d, const Config& c, const Geometry& g) {
+  using evaluator::ArgTensor;
+  const ChunkedLayout l = chunked_layout(d, g.chunk, g.bv);
+  const std::int64_t slices = D / g.bv;
+  if (l.tiles > 0x7fffffff || d.heads * slices > 65535 || d.sequences > 65535 || l.max_chunks > 0x7fffffff)
+    fail("too many tokens, sequences or heads for the chunked seed's grids");
+  const std::vector<evaluator::KernelArg> args = {ArgTensor{"q"},
+                                                  ArgTensor{"k"},
+                                                  ArgTensor{"v"},
+                                                  ArgTensor{"g"},
+                                                  ArgTensor{"beta"},
+                                                  ArgTensor{"A_log"},
+                                                  ArgTensor{"dt_bias"},
+                                                  ArgTensor{d.packed ? "cu_seqlens" : ""},
+                                                  ArgTensor{c.initial_state ? "initial_state" : ""},
+                                                  ArgTensor{"d_out"},
+                                                  ArgTensor{c.final_state ? "d_final_state" : ""},
+                                                  ArgTensor{"dq"},
+                                                  ArgTensor{"dk"},
+                                                  ArgTensor{"dv"},
+                                                  ArgTensor{"dg"},
+                                                  ArgTensor{"dbeta"},
+                                                  ArgTensor{c.initial_state ? "d_initial_state" : ""},
+                                                  ArgTensor{"workspace"},
+                                                  std::int64_t{d.tokens},
+                                                  static_cast<std::int32_t>(d.heads),
+                                                  static_cast<std::int32_t>(d.sequences),
+                                                  static_cast<std::int32_t>(l.max_chunks),
+                                                  l.slots,
+                                                  static_cast<float>(c.scale),
+                                                  static_cast<float>(c.lower_bound),
+                                                  l.dstate_off,
+                                                  l.prep_off,
+                                                  l.y_off,
+                                                  l.mat_off,
+                                                  l.share_off,
+                                                  l.sums_off};
+  const auto u32 = [](std::int64_t v) { return static_cast<std::uint32_t>(v); };
+  const evaluator::Dim3 per_chunk = {u32(l.max_chunks), u32(d.sequences), u32(d.heads)};
+  const evaluator::Dim3 per_chain = {u32(d.sequences), u32(d.heads), u32(slices)};
+  const evaluator::Dim3 per_chunk_slice = {u32(l.max_chunks), u32(d.sequences), u32(d.heads * slices)};
+  evaluator::LaunchPlan p;
+  for (const auto& [entry, grid] : std::vector<std::pair<const char*, evaluator::Dim3>>{
+           {kChunkPrepareEntry, per_chunk},
+           {kChunkStatesEntry, per_chain},
+           {kChunkDstatesEntry, per_chain},
+           {kChunkSlicesEntry, per_chunk_slice},
+           {kChunkFinishEntry, per_chunk}}) {
+    evaluator::KernelLaunch k;
+    k.entry = entry;
+    k.grid = grid;
+    k.block = {static_cast<std::uint32_t>(D), 1, 1};
+    k.shared_bytes = chunked_shared_bytes(entry, g.chunk, g.bv);
+    k.args = args;
+    p.kernels.push_back(std::move(k));
+  }
+  evaluator::KernelLaunch red;
+  red.entry = kReduceEntry;
+  red.grid = {u32(d.heads), 1, 1};
+  red.block = {static_cast<std::uint32_t>(D), 1, 1};
+  red.args = {ArgTensor{"workspace"}, ArgTensor{"dA_log"}, ArgTensor{"ddt_bias"}, l.sums_off,
+              static_cast<std::int32_t>(l.tiles), static_cast<std::int32_t>(d.heads)};
+  p.kernels.push_back(std::move(red));
+  return p;
+}
+
 evaluator::LaunchPlan KdaBwdOp::plan(const KdaDims& d, const Config& c, const Geometry& g, bool reference) {
+  if (g.chunk) {
+    if (reference) fail("the device reference is the recurrent seed");
+    return chunked_plan(d, c, g);
+  }
   using evaluator::ArgTensor;
   using evaluator::KernelArg;
   const std::string entry = reference ? "ptxevo_ref_" : "", out = reference ? "ref:" : "";

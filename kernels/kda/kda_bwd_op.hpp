@@ -16,8 +16,9 @@
 //   d_initial_state fp32 [N, H, 128, 128]  out, V-first, option initial_state
 //   workspace       fp32 [words]           scratch: the states the forward pass keeps, each value
 //                                          slice's share of dq, dk, dg, dbeta, and per-chunk sums
-// Shapes and options are the forward's (kda_shape.hpp, KdaFwdOp::Config). The seed is the
-// recurrent kda_bwd.cu (knobs BV, CKPT, SUB); kernels/kda/README.md documents the contract.
+// Shapes and options are the forward's (kda_shape.hpp, KdaFwdOp::Config). The seeds are the
+// recurrent kda_bwd.cu (knobs BV, CKPT, SUB, PREP) and the chunked kda_bwd_chunked.cu (knobs CHUNK,
+// BV); kernels/kda/README.md documents the contract.
 #pragma once
 
 #include <cstdint>
@@ -40,9 +41,11 @@ class KdaBwdOp : public evaluator::Op {
   using Config = KdaFwdOp::Config;
 
   // The seed's knobs after validation (defaults as in kda_bwd.cu).
+  // With CHUNK, the chunked seed (kda_bwd_chunked.cu: knobs CHUNK and BV only).
   struct Geometry {
     std::int64_t bv = 16, ckpt = 64, sub = 8;
-    bool prep = false;  // PREP: a prepare kernel saves each token's pre-processing for the recurrence
+    bool prep = false;       // PREP: a prepare kernel saves each token's pre-processing for the recurrence
+    std::int64_t chunk = 0;  // CHUNK: tokens per chunk of the chunked seed; 0: the recurrent seed
   };
   // Throws std::invalid_argument for unknown knobs or values the template cannot build.
   static Geometry geometry(const evaluator::Knobs& k);
@@ -50,6 +53,21 @@ class KdaBwdOp : public evaluator::Op {
   // Assignments that cover the template's paths: every BV, CKPT and SUB value, both gates come
   // from the specs (the build test builds each under every option set).
   static std::vector<evaluator::Knobs> covering_knobs();
+  // The chunked seed's defaults and the assignments that cover its paths (every CHUNK, every BV).
+  static evaluator::Knobs chunked_knob_defaults();
+  static std::vector<evaluator::Knobs> chunked_covering_knobs();
+  // The chunked seed's workspace (kda_bwd_chunked.cu, ChunkArgs), fp32 words: the state entering
+  // each chunk and the state gradient leaving it ([H][slots][slices][K][BV] each, slots = T_total /
+  // CHUNK + N), each token-head's record (normalised q, k, in-chunk cumulative log-decay, beta's
+  // sigmoid), Y = V - Kd S0 per token-head, X, M, P per chunk-head, the slices' shares of
+  // 3 x 128 + 2 CHUNK + 1 words per token-head, and the chunk sums per tile (N x max_chunks).
+  struct ChunkedLayout {
+    std::int64_t slots = 0, max_chunks = 0, tiles = 0;
+    std::int64_t dstate_off = 0, prep_off = 0, y_off = 0, mat_off = 0, share_off = 0, sums_off = 0, words = 0;
+  };
+  static ChunkedLayout chunked_layout(const KdaDims& d, std::int64_t chunk, std::int64_t bv);
+  // Dynamic shared memory of a chunked entry in bytes (the kernel's k*Smem enumerators).
+  static std::uint32_t chunked_shared_bytes(const std::string& entry, std::int64_t chunk, std::int64_t bv);
   // The workspace in fp32 words (kda_bwd.cu's Args::ws): the checkpoint slots of the smallest
   // CKPT (32) for every head; from share_offset, kMaxSlices value slices' shares of dq, dk, the
   // log-decay's gradient and dbeta for every token-head; from sums_offset, the ddt_bias and dA_log
@@ -75,6 +93,12 @@ class KdaBwdOp : public evaluator::Op {
   static constexpr const char* kFinishEntry = "kda_bwd_finish";
   static constexpr const char* kReduceEntry = "kda_bwd_reduce";
   static constexpr const char* kPrepareEntry = "kda_bwd_prepare";  // PREP only
+  // The chunked seed's entries, in launch order (then kReduceEntry).
+  static constexpr const char* kChunkPrepareEntry = "kda_bwd_chunk_prepare";
+  static constexpr const char* kChunkStatesEntry = "kda_bwd_chunk_states";
+  static constexpr const char* kChunkDstatesEntry = "kda_bwd_chunk_dstates";
+  static constexpr const char* kChunkSlicesEntry = "kda_bwd_chunk_slices";
+  static constexpr const char* kChunkFinishEntry = "kda_bwd_chunk_finish";
 
   // The outputs, in tensor order, for these options.
   static std::vector<std::string> outputs(const Config& c);
@@ -117,6 +141,7 @@ class KdaBwdOp : public evaluator::Op {
   // The three launches; `reference` names the device reference's entries, outputs ("ref:<name>"),
   // scratch and double scalars instead of the candidate's.
   static evaluator::LaunchPlan plan(const KdaDims& d, const Config& c, const Geometry& g, bool reference);
+  static evaluator::LaunchPlan chunked_plan(const KdaDims& d, const Config& c, const Geometry& g);
   KdaFwdOp forward_;
 };
 

@@ -84,6 +84,77 @@ TEST(KdaBwdOp, OptionsAndKnobsAreCheckedWithTheirNames) {
   EXPECT_NE(error({{"BV", I{32}}, {"SUB", I{16}}}).find("SUB * BV must be at most 256"), std::string::npos);
   EXPECT_NE(error({{"TB", I{4}}}).find("unknown knob 'TB'"), std::string::npos);
   EXPECT_NE(error({{"PREP", I{2}}}).find("PREP must be 0 or 1"), std::string::npos);
+  // The chunked seed: CHUNK selects it, and it takes CHUNK and BV only.
+  EXPECT_EQ(error(KdaBwdOp::chunked_knob_defaults()), "");
+  for (const auto& k : KdaBwdOp::chunked_covering_knobs()) EXPECT_EQ(error(k), "");
+  EXPECT_EQ(KdaBwdOp::geometry(KdaBwdOp::chunked_knob_defaults()).chunk, 64);
+  EXPECT_EQ(KdaBwdOp::geometry(KdaBwdOp::knob_defaults()).chunk, 0);
+  EXPECT_NE(error({{"CHUNK", I{16}}}).find("CHUNK must be 32 or 64"), std::string::npos);
+  EXPECT_NE(error({{"CHUNK", I{32}}, {"BV", I{16}}}).find("BV must be 32 or 64 with CHUNK"), std::string::npos);
+  EXPECT_NE(error({{"CHUNK", I{64}}, {"BV", I{64}}}).find("CHUNK * BV must be at most 2048"), std::string::npos);
+  EXPECT_NE(error({{"CHUNK", I{32}}, {"SUB", I{4}}}).find("unknown knob 'SUB' for the chunked seed"), std::string::npos);
+}
+
+// Export has a launcher for the recurrent seed only; a chunked candidate is refused, by name.
+TEST(KdaBwdOp, ExportRefusesTheChunkedSeedWithAReason) {
+  try {
+    KdaBwdOp().host_export({}, KdaBwdOp::chunked_knob_defaults(), {});
+    ADD_FAILURE() << "exported a chunked candidate";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("the chunked seed (knob CHUNK) has none yet"), std::string::npos) << e.what();
+  }
+}
+
+// The chunked plan: a prepare per chunk, the two chunk-serial passes per chain and value slice,
+// then per chunk and slice, per chunk, per head; its workspace regions follow one another and fit
+// the tensor the op declares.
+TEST(KdaBwdOp, ChunkedPlanAndWorkspaceLayout) {
+  const KdaBwdOp op;
+  const auto s = shape(1, 115, 4, 3);  // packed [64, 21, 30]: chunks of 64 -> 1, 1, 1; of 32 -> 2, 1, 1
+  const auto d = ptxevo::kernels::kda_dims(s);
+  const auto p = op.launch_plan(s, options("lower_bound", true, true), {{"CHUNK", I{32}}, {"BV", I{64}}});
+  ASSERT_EQ(p.kernels.size(), 6u);
+  const std::vector<std::string> entries = {KdaBwdOp::kChunkPrepareEntry, KdaBwdOp::kChunkStatesEntry,
+                                            KdaBwdOp::kChunkDstatesEntry, KdaBwdOp::kChunkSlicesEntry,
+                                            KdaBwdOp::kChunkFinishEntry,  KdaBwdOp::kReduceEntry};
+  for (std::size_t i = 0; i < entries.size(); ++i) EXPECT_EQ(p.kernels[i].entry, entries[i]);
+  const auto l = KdaBwdOp::chunked_layout(d, 32, 64);
+  I longest = 0;
+  for (std::size_t n = 0; n + 1 < d.cu_seqlens.size(); ++n) longest = std::max(longest, d.cu_seqlens[n + 1] - d.cu_seqlens[n]);
+  EXPECT_EQ(l.max_chunks, (longest + 31) / 32);
+  EXPECT_EQ(l.slots, 115 / 32 + 3);
+  EXPECT_EQ(l.tiles, 3 * l.max_chunks);
+  EXPECT_EQ(p.kernels[0].grid.x, static_cast<unsigned>(l.max_chunks));
+  EXPECT_EQ(p.kernels[0].grid.y, 3u);
+  EXPECT_EQ(p.kernels[0].grid.z, 4u);
+  EXPECT_EQ(p.kernels[1].grid.x, 3u);  // sequences
+  EXPECT_EQ(p.kernels[1].grid.z, 2u);  // 128 / BV slices
+  EXPECT_EQ(p.kernels[3].grid.z, 8u);  // heads x slices
+  EXPECT_EQ(p.kernels[5].grid.x, 4u);
+  EXPECT_EQ(std::get<std::int32_t>(p.kernels[5].args.at(4)), static_cast<std::int32_t>(l.tiles));
+  const I th = 115 * 4;
+  EXPECT_EQ(l.dstate_off, 4 * l.slots * 128 * 128);
+  EXPECT_EQ(l.prep_off, 2 * l.dstate_off);
+  EXPECT_EQ(l.y_off - l.prep_off, th * (3 * 128 + 1));
+  EXPECT_EQ(l.mat_off - l.y_off, th * 128);
+  EXPECT_EQ(l.share_off - l.mat_off, 4 * l.slots * 3 * 32 * 32);
+  EXPECT_EQ(l.sums_off - l.share_off, 2 * th * (3 * 128 + 2 * 32 + 1));
+  EXPECT_EQ(l.words - l.sums_off, l.tiles * 4 * 129);
+  for (const auto& k : p.kernels) {
+    if (k.entry == KdaBwdOp::kReduceEntry) continue;
+    EXPECT_EQ(std::get<I>(k.args.at(30)), l.sums_off) << k.entry;
+    EXPECT_GT(k.shared_bytes, 48u * 1024) << k.entry;
+    EXPECT_LE(k.shared_bytes, 227u * 1024) << k.entry;
+  }
+  // Every knob assignment of either seed fits the declared workspace, on batched, packed and long
+  // shapes.
+  for (const auto& sh : {s, shape(2, 65, 4, 2), shape(1, 8192, 96, 6), shape(1, 8192, 64, 8)}) {
+    const auto dd = ptxevo::kernels::kda_dims(sh);
+    for (const auto& k : KdaBwdOp::chunked_covering_knobs()) {
+      const auto g = KdaBwdOp::geometry(k);
+      EXPECT_LE(KdaBwdOp::chunked_layout(dd, g.chunk, g.bv).words, KdaBwdOp::workspace_words(dd));
+    }
+  }
 }
 
 TEST(KdaBwdOp, PlanIsOneCtaPerChainSliceThenPerTokenChunkThenPerHead) {
@@ -171,6 +242,8 @@ TEST(KdaBwdSpec, HoldsTheForwardsScenariosAndDefaultsMatchTheOp) {
   const Spec fwd = load("kda_fwd.spec");
   EXPECT_EQ(spec.benchmark_shapes, fwd.benchmark_shapes);
   EXPECT_EQ(ptxevo::evaluator::default_knobs(spec.seeds.at(0)), KdaBwdOp::knob_defaults());
+  ASSERT_EQ(spec.seeds.size(), 2u);
+  EXPECT_EQ(ptxevo::evaluator::default_knobs(spec.seeds.at(1)), KdaBwdOp::chunked_knob_defaults());
   EXPECT_GE(spec.correctness_shapes.size(), 10u);
 }
 
@@ -224,6 +297,49 @@ TEST(KdaBwdBuild, SeedBuildsUnderEveryOptionSetAndCoveringKnobs) {
             const auto sass = ptxevo::evaluator::run_ptxas(b.ptx, spec.arch);
             EXPECT_TRUE(sass.ok) << sass.log;
           }
+        }
+}
+
+// The chunked seed builds under every option set and its covering knobs, without spills, with
+// exactly the entries its plan launches, and passes the gate's static checks on every spec shape.
+TEST(KdaBwdBuild, ChunkedSeedBuildsUnderEveryOptionSetAndCoveringKnobs) {
+  const Spec spec = load("kda_bwd.spec");
+  const auto& seed = spec.seeds.at(1);
+  std::string why;
+  const auto text = ptxevo::evaluator::read_template(seed.source_path, &why);
+  ASSERT_TRUE(text) << why;
+  const ptxevo::evaluator::Builder builder(nullptr);
+  int built = 0;
+  for (const char* gate : {"lower_bound", "softplus"})
+    for (const bool initial : {false, true})
+      for (const bool final : {false, true})
+        for (const auto& knobs : KdaBwdOp::chunked_covering_knobs()) {
+          // Each option set with one of the assignments, each assignment under several option sets.
+          if ((built++ % 3) != (initial * 2 + final + (gate[0] == 's')) % 3) continue;
+          const OpConfig cfg = options(gate, initial, final);
+          SCOPED_TRACE(std::string(gate) + (initial ? " +in" : "") + (final ? " +out" : "") + " CHUNK " +
+                       std::to_string(std::get<I>(knobs.at("CHUNK"))) + " BV " +
+                       std::to_string(std::get<I>(knobs.at("BV"))));
+          ptxevo::evaluator::BuildRequest r;
+          r.name = "kda_bwd_chunked";
+          r.source = text->text;
+          r.source_path = seed.source_path;
+          r.defines = KdaBwdOp().template_defines(cfg);
+          r.knobs = knobs;
+          r.arch = spec.arch;
+          const auto b = builder.build(r);
+          ASSERT_TRUE(b.ok) << b.stage << ": " << b.error;
+          std::set<std::string> entries;
+          for (const auto& res : b.resources) {
+            entries.insert(res.name);
+            EXPECT_EQ(res.spill_stores, 0) << res.name;
+          }
+          std::set<std::string> planned;
+          for (const auto& k : KdaBwdOp().launch_plan(spec.correctness_shapes.at(0), cfg, knobs).kernels)
+            planned.insert(k.entry);
+          EXPECT_EQ(entries, planned);
+          EXPECT_EQ(planned.size(), 6u);
+          expect_ir_clean(b.ptx, spec, cfg, knobs);
         }
 }
 

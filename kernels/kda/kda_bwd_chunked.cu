@@ -1,0 +1,679 @@
+// kda_bwd seed template (chunked): the Kimi Delta Attention backward through chunks of CHUNK
+// tokens (docs/kda.md 7.3), the same gradients as the recurrent kda_bwd.cu with the token-serial
+// work cut to one small matrix step per chunk. fp32 on CUDA cores throughout; every product is a
+// tile of a 128-thread CTA over shared memory (chunk_mm below), the simple form a search can
+// rewrite (tensor cores, staging).
+//
+// Compiled by NVRTC with the op's defines (KDA_GATE_SOFTPLUS, HAS_INITIAL_STATE, HAS_FINAL_STATE)
+// and the knobs CHUNK and BV. KdaBwdOp::launch_plan launches, in order (no atomics: every output
+// is the same bit for bit from run to run):
+//   kda_bwd_chunk_prepare  grid (chunks, N, H): each token's normalised q, k, in-chunk cumulative
+//                          log-decay G and beta's sigmoid; per chunk P, M and X = (I + L)^-1
+//   kda_bwd_chunk_states   grid (N, H, 128 / BV): the state entering every chunk and Y = V - Kd S0
+//                          (the forward, chunk by chunk, on a BV-column slice of the state)
+//   kda_bwd_chunk_dstates  grid (N, H, 128 / BV): the state gradient leaving every chunk (the
+//                          backward's recurrence, chunk by chunk from the last) and the
+//                          initial-state gradient
+//   kda_bwd_chunk_slices   grid (chunks, N, H x 128 / BV): per chunk and value slice, dv and the
+//                          slice's shares of the gradients of q, k (normalised), G, M, L and beta
+//   kda_bwd_chunk_finish   grid (chunks, N, H): sums the shares in slice order, the terms through
+//                          P and M, the log-decays' gradient (a reverse cumulative sum) and the
+//                          pre-processing's backward (docs/kda.md 7.2) to dq, dk, dg, dbeta; the
+//                          chunk's sums of the dA_log and ddt_bias terms
+//   kda_bwd_reduce         grid H: dA_log and ddt_bias, the chunk sums in chunk order
+//
+// Knobs:
+//   CHUNK  tokens per chunk (32 or 64)
+//   BV     value columns per state slice (32 or 64; CHUNK * BV <= 2048 for kda_bwd_chunk_slices'
+//          shared memory)
+#define KDA_BWD_CHUNKED 1
+#ifndef CHUNK
+#define CHUNK 64
+#endif
+#ifndef BV
+#define BV 32
+#endif
+// kda_bwd.cu's recurrence knobs, unused here.
+#define CKPT 32
+#define SUB 2
+#define PREP 0
+#include "kda_bwd.cu"
+
+namespace kda_bwd {
+
+// Copies of kda_bwd.cu's constants in this enumeration (arithmetic across enumerations is
+// deprecated C++).
+enum : int {
+  kK = kD,  // K = V
+  kB = kBv,
+  kS = kSlices,
+  kW = kWarps,
+  kC = CHUNK,
+  kT = kD,        // threads of every chunked CTA
+  kDp = kK + 1,   // row strides of shared arrays (+1: a column read by consecutive threads of
+  kBp = kB + 1,  // one warp, or one row by threads of several rows, spreads over the banks)
+  kCp = kC + 1,
+  kPrepRec = 3 * kK + 1,                 // a token-head's record: q, k normalised, G, beta's sigmoid
+  kShareWords = 3 * kK + 2 * kC + 1,     // a slice's share: dq, dk, dG (K each), rows of dM, dL, dbeta
+  kMatWords = 3 * kC * kC,               // a chunk-head's X, M, P
+};
+static_assert(kC == 32 || kC == 64, "CHUNK: 32 or 64");
+static_assert(kB == 32 || kB == 64, "BV: 32 or 64");
+static_assert(kC * kB <= 2048, "CHUNK * BV: at most 2048 (kda_bwd_chunk_slices' shared memory)");
+
+struct ChunkArgs {
+  const __nv_bfloat16* __restrict__ q;
+  const __nv_bfloat16* __restrict__ k;
+  const __nv_bfloat16* __restrict__ v;
+  const __nv_bfloat16* __restrict__ g;
+  const __nv_bfloat16* __restrict__ beta;
+  const float* __restrict__ a_log;
+  const float* __restrict__ dt_bias;
+  const long long* __restrict__ cu_seqlens;  // null: fixed rows of T tokens
+  const float* __restrict__ initial_state;   // [N, H, V, K]
+  const __nv_bfloat16* __restrict__ d_out;   // [T_total, H, V]
+  const float* __restrict__ d_final_state;   // [N, H, V, K]
+  float* __restrict__ dq;
+  float* __restrict__ dk;
+  float* __restrict__ dv;
+  float* __restrict__ dg;
+  float* __restrict__ dbeta;
+  float* __restrict__ d_initial_state;
+  // The workspace (KdaBwdOp::chunked_layout): the states entering each chunk [H][slots][slices]
+  // [K][BV] from word 0, the state gradients leaving each chunk (same layout) from dstate_off;
+  // token records [T_total][H][kPrepRec] from prep_off; Y [T_total][H][V] from y_off; X, M, P
+  // [H][slots][3][C][C] from mat_off; the slices' shares [slices][T_total][H][kShareWords] from
+  // share_off; the chunk sums [N x max_chunks][H][K + 1] from sums_off. Sequence n's chunk c has
+  // slot n + bos / C + c and sums tile n x max_chunks + c.
+  float* __restrict__ ws;
+  long long T;  // tokens per sequence (fixed rows)
+  int H, nseq, max_chunks;
+  long long slots;
+  float scale, lower_bound;
+  long long dstate_off, prep_off, y_off, mat_off, share_off, sums_off;
+};
+
+// Sequence n's chunk c: its first token, token count (0: past the sequence's end), slot and tile.
+struct Chunk {
+  long long t0;
+  int count;
+  long long slot, tile;
+};
+
+__device__ __forceinline__ void sequence(const ChunkArgs& p, int n, long long& bos, long long& eos) {
+  bos = p.cu_seqlens ? p.cu_seqlens[n] : (long long)n * p.T;
+  eos = p.cu_seqlens ? p.cu_seqlens[n + 1] : bos + p.T;
+}
+
+__device__ __forceinline__ Chunk chunk_at(const ChunkArgs& p, int n, long long c) {
+  long long bos, eos;
+  sequence(p, n, bos, eos);
+  Chunk ch;
+  ch.t0 = bos + c * kC;
+  const long long left = eos - ch.t0;
+  ch.count = left <= 0 ? 0 : (left < kC ? (int)left : kC);
+  ch.slot = n + bos / kC + c;
+  ch.tile = (long long)n * p.max_chunks + c;
+  return ch;
+}
+
+__device__ __forceinline__ const float* record(const ChunkArgs& p, long long tok, int h) {
+  return p.ws + p.prep_off + (tok * p.H + h) * (long long)kPrepRec;
+}
+// A state slice's place (states from word 0, their gradients from dstate_off).
+__device__ __forceinline__ float* state_slice(const ChunkArgs& p, long long off, int h, long long slot, int z) {
+  return p.ws + off + (((long long)h * p.slots + slot) * kS + z) * (long long)(kK * kB);
+}
+__device__ __forceinline__ float* mats(const ChunkArgs& p, int h, long long slot) {
+  return p.ws + p.mat_off + ((long long)h * p.slots + slot) * (long long)kMatWords;
+}
+// Slice z's share of token tok's gradients (head h); th = T_total H.
+__device__ __forceinline__ float* share_of(const ChunkArgs& p, long long th, int z, long long tok, int h) {
+  return p.ws + p.share_off + ((long long)z * th + tok * p.H + h) * (long long)kShareWords;
+}
+__device__ __forceinline__ long long token_heads(const ChunkArgs& p) {
+  return (p.cu_seqlens ? p.cu_seqlens[p.nseq] : (long long)p.nseq * p.T) * p.H;
+}
+
+// out(r, c) = sum over x < X of a(r, x) b(x, c) for r < R, c < CC, handed to f(r, c, value): each
+// thread a tile of rows rt + RT i and columns ct + CT j, so a warp reads one a(r, x) (a broadcast)
+// and consecutive b(x, c).
+template <int R, int CC, int X, class A, class B, class F>
+__device__ __forceinline__ void chunk_mm(A a, B b, F f) {
+  constexpr int CT = CC < 32 ? CC : 32, RT = kT / CT, TR = R / RT, TC = CC / CT;
+  static_assert(CT * RT == kT && TR * RT == R && TC * CT == CC, "chunk_mm: tile shape");
+  const int ct = threadIdx.x % CT, rt = threadIdx.x / CT;
+  float acc[TR][TC];
+#pragma unroll
+  for (int r = 0; r < TR; ++r)
+#pragma unroll
+    for (int c = 0; c < TC; ++c) acc[r][c] = 0.f;
+#pragma unroll 2
+  for (int x = 0; x < X; ++x) {
+    float av[TR], bv[TC];
+#pragma unroll
+    for (int r = 0; r < TR; ++r) av[r] = a(rt + RT * r, x);
+#pragma unroll
+    for (int c = 0; c < TC; ++c) bv[c] = b(x, ct + CT * c);
+#pragma unroll
+    for (int r = 0; r < TR; ++r)
+#pragma unroll
+      for (int c = 0; c < TC; ++c) acc[r][c] = fmaf(av[r], bv[c], acc[r][c]);
+  }
+#pragma unroll
+  for (int r = 0; r < TR; ++r)
+#pragma unroll
+    for (int c = 0; c < TC; ++c) f(rt + RT * r, ct + CT * c, acc[r][c]);
+}
+
+// The chunk's decayed keys and queries from the token records, rows past the chunk's end zero:
+// Kr = k e^(Gtot - G), with kd Kd = k e^G, with qd Qd = scale q e^G; egt [2][kK]: e^Gtot, Gtot.
+// Thread i, column i.
+__device__ __forceinline__ void decayed(const ChunkArgs& p, const Chunk& ch, int h, float* kd, float* kr, float* qd,
+                                        float* egt) {
+  const int i = threadIdx.x;
+  const float gtot = record(p, ch.t0 + ch.count - 1, h)[2 * kK + i];
+  egt[i] = exp_r(gtot);
+  egt[kK + i] = gtot;
+  for (int t = 0; t < kC; ++t) {
+    float k = 0.f, q = 0.f, eg = 0.f, er = 0.f;
+    if (t < ch.count) {
+      const float* rec = record(p, ch.t0 + t, h);
+      const float G = rec[2 * kK + i];
+      k = rec[kK + i];
+      q = rec[i];
+      eg = exp_r(G);
+      er = exp_r(gtot - G);
+    }
+    if (kd) kd[t * kDp + i] = k * eg;
+    kr[t * kDp + i] = k * er;
+    if (qd) qd[t * kDp + i] = p.scale * q * eg;
+  }
+}
+
+// Beta's sigmoid per token (0 past the end) and X (or also M) of the chunk, from the prepare.
+__device__ __forceinline__ void chunk_mats(const ChunkArgs& p, const Chunk& ch, int h, float* b, float* x, float* m) {
+  const float* src = mats(p, h, ch.slot);
+  for (int e = threadIdx.x; e < kC * kC; e += kT) {
+    x[(e / kC) * kCp + e % kC] = src[e];
+    if (m) m[(e / kC) * kCp + e % kC] = src[kC * kC + e];
+  }
+  for (int t = threadIdx.x; t < kC; t += kT) b[t] = t < ch.count ? record(p, ch.t0 + t, h)[3 * kK] : 0.f;
+}
+
+// Rows [0, count) of a [kC][BV] slice of a bf16 [T_total][H][128] tensor, the others zero.
+__device__ __forceinline__ void load_rows(const ChunkArgs& p, const __nv_bfloat16* src, const Chunk& ch, int h, int z,
+                                          float* dst) {
+  for (int e = threadIdx.x; e < kC * kB; e += kT) {
+    const int t = e / kB, j = e % kB;
+    dst[t * kBp + j] = t < ch.count ? load_bf16(src + ((ch.t0 + t) * p.H + h) * kK + z * kB + j) : 0.f;
+  }
+}
+
+// ---- kda_bwd_chunk_prepare ----
+// Shared: q, k, G [kC][kDp]; P, M [kC][kCp]; b [kC]; X [kC][kCp]; the block reduction's scratch.
+__device__ __forceinline__ void chunk_prepare_body(const ChunkArgs& p, float* sm) {
+  const int n = blockIdx.y, h = blockIdx.z, i = threadIdx.x;
+  const Chunk ch = chunk_at(p, n, blockIdx.x);
+  if (ch.count == 0) return;
+  float* qs = sm;
+  float* ks = qs + kC * kDp;
+  float* gs = ks + kC * kDp;
+  float* ps = gs + kC * kDp;
+  float* ms = ps + kC * kCp;
+  float* bs = ms + kC * kCp;
+  float* xs = bs + kC;
+  float* red = xs + kC * kCp;
+  const float ea_log = exp_r(p.a_log[h]), dtb = p.dt_bias[h * kK + i];
+  float G = 0.f;
+  for (int t = 0; t < ch.count; ++t) {
+    const long long e = (ch.t0 + t) * p.H + h, row = e * kK + i;
+    const float q = load_bf16(p.q + row), k = load_bf16(p.k + row), g = load_bf16(p.g + row);
+    float sq[2] = {q * q, k * k};
+    block_sum<2>(sq, red);
+    const float qn = q * rsqrt_r(sq[0] + 1e-6f), kn = k * rsqrt_r(sq[1] + 1e-6f);
+    G += log_decay(g + dtb, ea_log, p.lower_bound);
+    qs[t * kDp + i] = qn;
+    ks[t * kDp + i] = kn;
+    gs[t * kDp + i] = G;
+    float* rec = p.ws + p.prep_off + e * kPrepRec;
+    rec[i] = qn;
+    rec[kK + i] = kn;
+    rec[2 * kK + i] = G;
+    if (i == 0) {
+      const float b = sigmoid(load_bf16(p.beta + e));
+      rec[3 * kK] = b;
+      bs[t] = b;
+    }
+  }
+  __syncthreads();
+  // P_ij = sum_d k_id k_jd e^(G_id - G_jd) (i > j), M_ij = scale sum_d q_id k_jd e^(G_id - G_jd)
+  // (i >= j); zero elsewhere and past the chunk's end.
+  for (int e = i; e < kC * kC; e += kT) {
+    const int r = e / kC, c = e % kC;
+    float pk = 0.f, mq = 0.f;
+    if (c <= r && r < ch.count) {
+      for (int d = 0; d < kK; ++d) {
+        const float kj = ks[c * kDp + d] * exp_r(gs[r * kDp + d] - gs[c * kDp + d]);
+        pk = fmaf(ks[r * kDp + d], kj, pk);
+        mq = fmaf(qs[r * kDp + d], kj, mq);
+      }
+    }
+    ps[r * kCp + c] = c < r ? pk : 0.f;
+    ms[r * kCp + c] = c <= r ? p.scale * mq : 0.f;
+  }
+  __syncthreads();
+  float* out = mats(p, h, ch.slot);
+  for (int e = i; e < kC * kC; e += kT) {
+    out[kC * kC + e] = ms[(e / kC) * kCp + e % kC];
+    out[2 * kC * kC + e] = ps[(e / kC) * kCp + e % kC];
+  }
+  // X = (I + L)^-1 with L = diag(b) P strictly lower, a column a thread (forward substitution
+  // down the column: X_rc = [r == c] - b_r sum_{c <= m < r} P_rm X_mc); thread i reads and writes
+  // only its own column of xs.
+  if (i < kC) {
+    for (int r = 0; r < kC; ++r) {
+      float x = 0.f;
+      if (r == i) {
+        x = 1.f;
+      } else if (r > i && r < ch.count) {
+        float s = 0.f;
+        for (int m = i; m < r; ++m) s = fmaf(ps[r * kCp + m], xs[m * kCp + i], s);
+        x = -bs[r] * s;
+      }
+      xs[r * kCp + i] = x;
+      out[r * kC + i] = x;
+    }
+  }
+}
+
+// ---- kda_bwd_chunk_states ----
+// The forward on value columns [z BV, z BV + BV) of chain (n, h), chunk by chunk: stores the state
+// entering each chunk and Y = V - Kd S0; then U = X diag(b) Y and S <- diag(e^Gtot) S + Kr^T U.
+// Shared: S [kK][kBp]; Kd, Kr [kC][kDp]; V, Y, U [kC][kBp]; X [kC][kCp]; b [kC]; e^Gtot [kK].
+__device__ __forceinline__ void chunk_states_body(const ChunkArgs& p, float* sm) {
+  const int n = blockIdx.x, h = blockIdx.y, z = blockIdx.z, i = threadIdx.x;
+  float* S = sm;
+  float* kd = S + kK * kBp;
+  float* kr = kd + kC * kDp;
+  float* vs = kr + kC * kDp;
+  float* ys = vs + kC * kBp;
+  float* us = ys + kC * kBp;
+  float* xs = us + kC * kBp;
+  float* bs = xs + kC * kCp;
+  float* egt = bs + kC;
+  const long long state = (((long long)n * p.H + h) * kK + z * kB) * kK + i;  // [n][h][col][row i]
+  for (int j = 0; j < kB; ++j) S[i * kBp + j] = HAS_INITIAL_STATE ? p.initial_state[state + (long long)j * kK] : 0.f;
+  long long bos, eos;
+  sequence(p, n, bos, eos);
+  const long long chunks = (eos - bos + kC - 1) / kC;
+  for (long long c = 0; c < chunks; ++c) {
+    const Chunk ch = chunk_at(p, n, c);
+    float* keep = state_slice(p, 0, h, ch.slot, z);
+    for (int j = 0; j < kB; ++j) keep[i * kB + j] = S[i * kBp + j];
+    decayed(p, ch, h, kd, kr, nullptr, egt);
+    chunk_mats(p, ch, h, bs, xs, nullptr);
+    load_rows(p, p.v, ch, h, z, vs);
+    __syncthreads();
+    chunk_mm<kC, kB, kK>([&](int r, int x) { return kd[r * kDp + x]; }, [&](int x, int c2) { return S[x * kBp + c2]; },
+                          [&](int r, int c2, float acc) { ys[r * kBp + c2] = vs[r * kBp + c2] - acc; });
+    __syncthreads();
+    for (int e = i; e < ch.count * kB; e += kT) {
+      const int t = e / kB, j = e % kB;
+      p.ws[p.y_off + ((ch.t0 + t) * p.H + h) * kK + z * kB + j] = ys[t * kBp + j];
+    }
+    chunk_mm<kC, kB, kC>([&](int r, int x) { return xs[r * kCp + x]; },
+                          [&](int x, int c2) { return bs[x] * ys[x * kBp + c2]; },
+                          [&](int r, int c2, float acc) { us[r * kBp + c2] = acc; });
+    __syncthreads();
+    // Each thread reads and writes only its own elements of S here.
+    chunk_mm<kK, kB, kC>([&](int r, int x) { return kr[x * kDp + r]; }, [&](int x, int c2) { return us[x * kBp + c2]; },
+                          [&](int r, int c2, float acc) { S[r * kBp + c2] = fmaf(egt[r], S[r * kBp + c2], acc); });
+    __syncthreads();
+  }
+}
+
+// ---- kda_bwd_chunk_dstates ----
+// The backward's recurrence on value columns [z BV, z BV + BV) of chain (n, h), from the last chunk:
+// stores the state gradient dS leaving each chunk, then dU = M^T dO + Kr dS, dY = diag(b) X^T dU
+// and dS <- diag(e^Gtot) dS + Qd^T dO - Kd^T dY; the initial state's gradient is the last dS.
+// Shared: dS [kK][kBp]; Qd, Kd, Kr [kC][kDp]; dO, dU, dY [kC][kBp]; X, M [kC][kCp]; b; e^Gtot.
+__device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm) {
+  const int n = blockIdx.x, h = blockIdx.y, z = blockIdx.z, i = threadIdx.x;
+  float* dS = sm;
+  float* qd = dS + kK * kBp;
+  float* kd = qd + kC * kDp;
+  float* kr = kd + kC * kDp;
+  float* dO = kr + kC * kDp;
+  float* du = dO + kC * kBp;
+  float* dy = du + kC * kBp;
+  float* xs = dy + kC * kBp;
+  float* ms = xs + kC * kCp;
+  float* bs = ms + kC * kCp;
+  float* egt = bs + kC;
+  const long long state = (((long long)n * p.H + h) * kK + z * kB) * kK + i;
+  for (int j = 0; j < kB; ++j) dS[i * kBp + j] = HAS_FINAL_STATE ? p.d_final_state[state + (long long)j * kK] : 0.f;
+  long long bos, eos;
+  sequence(p, n, bos, eos);
+  const long long chunks = (eos - bos + kC - 1) / kC;
+  for (long long c = chunks - 1; c >= 0; --c) {
+    const Chunk ch = chunk_at(p, n, c);
+    float* keep = state_slice(p, p.dstate_off, h, ch.slot, z);
+    for (int j = 0; j < kB; ++j) keep[i * kB + j] = dS[i * kBp + j];
+    decayed(p, ch, h, kd, kr, qd, egt);
+    chunk_mats(p, ch, h, bs, xs, ms);
+    load_rows(p, p.d_out, ch, h, z, dO);
+    __syncthreads();
+    chunk_mm<kC, kB, kC + kK>(
+        [&](int r, int x) { return x < kC ? ms[x * kCp + r] : kr[r * kDp + x - kC]; },
+        [&](int x, int c2) { return x < kC ? dO[x * kBp + c2] : dS[(x - kC) * kBp + c2]; },
+        [&](int r, int c2, float acc) { du[r * kBp + c2] = acc; });
+    __syncthreads();
+    chunk_mm<kC, kB, kC>([&](int r, int x) { return xs[x * kCp + r]; }, [&](int x, int c2) { return du[x * kBp + c2]; },
+                          [&](int r, int c2, float acc) { dy[r * kBp + c2] = bs[r] * acc; });
+    __syncthreads();
+    chunk_mm<kK, kB, 2 * kC>(
+        [&](int r, int x) { return x < kC ? qd[x * kDp + r] : -kd[(x - kC) * kDp + r]; },
+        [&](int x, int c2) { return x < kC ? dO[x * kBp + c2] : dy[(x - kC) * kBp + c2]; },
+        [&](int r, int c2, float acc) { dS[r * kBp + c2] = fmaf(egt[r], dS[r * kBp + c2], acc); });
+    __syncthreads();
+  }
+#if HAS_INITIAL_STATE
+  for (int j = 0; j < kB; ++j) p.d_initial_state[state + (long long)j * kK] = dS[i * kBp + j];
+#endif
+}
+
+// ---- kda_bwd_chunk_slices ----
+// Chunk (n, c) of head h on value columns [z BV, z BV + BV), from the state S0 entering it and the
+// gradient dS of the one leaving it: U = X diag(b) Y, dU = M^T dO + Kr dS, dW = X^T dU; writes dv =
+// diag(b) dW and the slice's share of each token's gradients (docs/kda.md 7.3): of q and k through
+// Qd, Kd and Kr, of G (the last token's with the slice's dGtot), the rows of dM = dO U^T and
+// dL = -dW U^T, and of beta through W = diag(b) Y.
+// Shared: S0, dS [kK][kBp]; Kr [kC][kDp]; Y, U, dO, dU, dW [kC][kBp]; X, M [kC][kCp]; b; e^Gtot;
+// per-row-group column sums [4][kK].
+__device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm) {
+  const int n = blockIdx.y, h = blockIdx.z / kS, z = blockIdx.z % kS, i = threadIdx.x;
+  const Chunk ch = chunk_at(p, n, blockIdx.x);
+  if (ch.count == 0) return;
+  const long long th = token_heads(p);
+  float* s0 = sm;
+  float* dS = s0 + kK * kBp;
+  float* kr = dS + kK * kBp;
+  float* ys = kr + kC * kDp;
+  float* us = ys + kC * kBp;
+  float* dO = us + kC * kBp;
+  float* du = dO + kC * kBp;
+  float* dw = du + kC * kBp;
+  float* xs = dw + kC * kBp;
+  float* ms = xs + kC * kCp;
+  float* bs = ms + kC * kCp;
+  float* egt = bs + kC;
+  float* part = egt + 2 * kK;
+  const float* keep = state_slice(p, 0, h, ch.slot, z);
+  const float* dkeep = state_slice(p, p.dstate_off, h, ch.slot, z);
+  for (int e = i; e < kK * kB; e += kT) {
+    s0[(e / kB) * kBp + e % kB] = keep[e];
+    dS[(e / kB) * kBp + e % kB] = dkeep[e];
+  }
+  decayed(p, ch, h, nullptr, kr, nullptr, egt);
+  chunk_mats(p, ch, h, bs, xs, ms);
+  for (int e = i; e < kC * kB; e += kT) {
+    const int t = e / kB, j = e % kB;
+    ys[t * kBp + j] = t < ch.count ? p.ws[p.y_off + ((ch.t0 + t) * p.H + h) * kK + z * kB + j] : 0.f;
+  }
+  load_rows(p, p.d_out, ch, h, z, dO);
+  __syncthreads();
+  chunk_mm<kC, kB, kC>([&](int r, int x) { return xs[r * kCp + x]; },
+                        [&](int x, int c2) { return bs[x] * ys[x * kBp + c2]; },
+                        [&](int r, int c2, float acc) { us[r * kBp + c2] = acc; });
+  __syncthreads();
+  chunk_mm<kC, kB, kC + kK>([&](int r, int x) { return x < kC ? ms[x * kCp + r] : kr[r * kDp + x - kC]; },
+                             [&](int x, int c2) { return x < kC ? dO[x * kBp + c2] : dS[(x - kC) * kBp + c2]; },
+                             [&](int r, int c2, float acc) { du[r * kBp + c2] = acc; });
+  __syncthreads();
+  chunk_mm<kC, kB, kC>([&](int r, int x) { return xs[x * kCp + r]; }, [&](int x, int c2) { return du[x * kBp + c2]; },
+                        [&](int r, int c2, float acc) { dw[r * kBp + c2] = acc; });
+  __syncthreads();
+  for (int e = i; e < ch.count * kB; e += kT) {
+    const int t = e / kB, j = e % kB;
+    p.dv[((ch.t0 + t) * p.H + h) * kK + z * kB + j] = bs[t] * dw[t * kBp + j];
+  }
+  // dQd = dO S0^T, dKd = -diag(b) dW S0^T, dKr = U dS^T, [kC][kK], over this slice's columns, four
+  // rows at a time a thread; each element's shares of dq, dk and dG. The column sums of dKr Kr
+  // (dGtot's share through Kr) collect in part.
+  {
+    const int ct = i % 32, rt = i / 32;
+    float gsum[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int rb = 0; rb < kC; rb += 16) {
+      float aq[4][4], akd[4][4], akr[4][4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int c2 = 0; c2 < 4; ++c2) aq[r][c2] = akd[r][c2] = akr[r][c2] = 0.f;
+#pragma unroll 2
+      for (int x = 0; x < kB; ++x) {
+        float sv[4], dv[4];
+#pragma unroll
+        for (int c2 = 0; c2 < 4; ++c2) {
+          sv[c2] = s0[(ct + 32 * c2) * kBp + x];
+          dv[c2] = dS[(ct + 32 * c2) * kBp + x];
+        }
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int t = rb + rt + 4 * r;
+          const float o = dO[t * kBp + x], w = bs[t] * dw[t * kBp + x], u = us[t * kBp + x];
+#pragma unroll
+          for (int c2 = 0; c2 < 4; ++c2) {
+            aq[r][c2] = fmaf(o, sv[c2], aq[r][c2]);
+            akd[r][c2] = fmaf(-w, sv[c2], akd[r][c2]);
+            akr[r][c2] = fmaf(u, dv[c2], akr[r][c2]);
+          }
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int t = rb + rt + 4 * r;
+        if (t >= ch.count) continue;
+        const float* rec = record(p, ch.t0 + t, h);
+        float* sh = share_of(p, th, z, ch.t0 + t, h);
+#pragma unroll
+        for (int c2 = 0; c2 < 4; ++c2) {
+          const int d = ct + 32 * c2;
+          const float G = rec[2 * kK + d], eg = exp_r(G), er = exp_r(egt[kK + d] - G);
+          const float k = rec[kK + d], qs = p.scale * rec[d];
+          sh[d] = p.scale * eg * aq[r][c2];
+          sh[kK + d] = fmaf(akd[r][c2], eg, akr[r][c2] * er);
+          // dG += dKd Kd + dQd Qd - dKr Kr
+          sh[2 * kK + d] = fmaf(akd[r][c2], k * eg, fmaf(aq[r][c2], qs * eg, -akr[r][c2] * k * er));
+          gsum[c2] = fmaf(akr[r][c2], k * er, gsum[c2]);
+        }
+      }
+    }
+#pragma unroll
+    for (int c2 = 0; c2 < 4; ++c2) part[rt * kK + ct + 32 * c2] = gsum[c2];
+  }
+  __syncthreads();
+  {
+    // dGtot's share: e^Gtot (dS . S0) over the slice's columns plus the column sums of dKr Kr; it
+    // joins the last token's dG (G_last = Gtot).
+    float dgt = part[i] + part[kK + i] + part[2 * kK + i] + part[3 * kK + i], ss = 0.f;
+    for (int j = 0; j < kB; ++j) ss = fmaf(dS[i * kBp + j], s0[i * kBp + j], ss);
+    dgt = fmaf(egt[i], ss, dgt);
+    share_of(p, th, z, ch.t0 + ch.count - 1, h)[2 * kK + i] += dgt;
+  }
+  // The rows of dM = dO U^T (j <= i) and dL = -dW U^T (j < i).
+  chunk_mm<kC, kC, kB>([&](int r, int x) { return dO[r * kBp + x]; }, [&](int x, int c2) { return us[c2 * kBp + x]; },
+                        [&](int r, int c2, float acc) {
+                          if (r < ch.count && c2 <= r) share_of(p, th, z, ch.t0 + r, h)[3 * kK + c2] = acc;
+                        });
+  chunk_mm<kC, kC, kB>([&](int r, int x) { return dw[r * kBp + x]; }, [&](int x, int c2) { return us[c2 * kBp + x]; },
+                        [&](int r, int c2, float acc) {
+                          if (r < ch.count && c2 < r) share_of(p, th, z, ch.t0 + r, h)[3 * kK + kC + c2] = -acc;
+                        });
+  // beta through W = diag(b) Y: dW . Y per token.
+  if (i < ch.count) {
+    float db = 0.f;
+    for (int j = 0; j < kB; ++j) db = fmaf(dw[i * kBp + j], ys[i * kBp + j], db);
+    share_of(p, th, z, ch.t0 + i, h)[3 * kK + 2 * kC] = db;
+  }
+}
+
+// ---- kda_bwd_chunk_finish ----
+// Chunk (n, c) of head h: the slices' shares summed in slice order, then (thread d, key channel d)
+// the terms through P_ij = sum_d k_id k_jd e^(G_id - G_jd) and M_ij = scale sum_d q_id k_jd
+// e^(G_id - G_jd), from the last token to the first, so each token's gradients are complete when
+// it is reached and the log-decay's (da_m = sum over i >= m of dG_i) is a running sum; each token
+// then goes back through the pre-processing (docs/kda.md 7.2) as in kda_bwd_finish. Writes the
+// chunk's sums of the ddt_bias and dA_log terms (zeros for a chunk past its sequence's end).
+// Shared: q, k, G, dk, dG [kC][kDp]; dM, dL, P [kC][kCp]; b, dbeta's shares [kC]; the reduction's scratch.
+__device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm) {
+  const int n = blockIdx.y, h = blockIdx.z, i = threadIdx.x;
+  const Chunk ch = chunk_at(p, n, blockIdx.x);
+  float* sums = p.ws + p.sums_off + (ch.tile * p.H + h) * (kK + 1);
+  if (ch.count == 0) {
+    sums[i] = 0.f;
+    if (i == 0) sums[kK] = 0.f;
+    return;
+  }
+  const long long th = token_heads(p);
+  float* qs = sm;
+  float* ks = qs + kC * kDp;
+  float* gs = ks + kC * kDp;
+  float* ak = gs + kC * kDp;
+  float* ag = ak + kC * kDp;
+  float* dm = ag + kC * kDp;
+  float* dl = dm + kC * kCp;
+  float* ps = dl + kC * kCp;
+  float* bs = ps + kC * kCp;
+  float* dbs = bs + kC;
+  float* red = dbs + kC;
+  for (int t = 0; t < ch.count; ++t) {
+    const float* rec = record(p, ch.t0 + t, h);
+    qs[t * kDp + i] = rec[i];
+    ks[t * kDp + i] = rec[kK + i];
+    gs[t * kDp + i] = rec[2 * kK + i];
+    float k = 0.f, g = 0.f;
+    for (int z = 0; z < kS; ++z) {
+      const float* sh = share_of(p, th, z, ch.t0 + t, h);
+      k += sh[kK + i];
+      g += sh[2 * kK + i];
+    }
+    ak[t * kDp + i] = k;
+    ag[t * kDp + i] = g;
+  }
+  const float* src = mats(p, h, ch.slot);
+  for (int e = i; e < kC * kC; e += kT) {
+    const int r = e / kC, c2 = e % kC;
+    float m = 0.f, l = 0.f;
+    if (r < ch.count) {
+      for (int z = 0; z < kS; ++z) {
+        const float* sh = share_of(p, th, z, ch.t0 + r, h);
+        if (c2 <= r) m += sh[3 * kK + c2];
+        if (c2 < r) l += sh[3 * kK + kC + c2];
+      }
+    }
+    dm[r * kCp + c2] = p.scale * m;
+    dl[r * kCp + c2] = l;
+    ps[r * kCp + c2] = src[2 * kC * kC + e];
+  }
+  for (int t = i; t < kC; t += kT) {
+    float db = 0.f;
+    if (t < ch.count) {
+      bs[t] = record(p, ch.t0 + t, h)[3 * kK];
+      for (int z = 0; z < kS; ++z) db += share_of(p, th, z, ch.t0 + t, h)[3 * kK + 2 * kC];
+    }
+    dbs[t] = db;
+  }
+  __syncthreads();
+  const float ea_log = exp_r(p.a_log[h]), dtb = p.dt_bias[h * kK + i];
+  float dtb_sum = 0.f, a_sum = 0.f, da = 0.f;
+  for (int t = ch.count - 1; t >= 0; --t) {
+    const float qi = qs[t * kDp + i], ki = ks[t * kDp + i], gi = gs[t * kDp + i], bi = bs[t];
+    float aq = 0.f;
+    for (int z = 0; z < kS; ++z) aq += share_of(p, th, z, ch.t0 + t, h)[i];
+    float akk = ak[t * kDp + i], agg = ag[t * kDp + i];
+    for (int j = 0; j < t; ++j) {
+      const float e = exp_r(gi - gs[j * kDp + i]), kj = ks[j * kDp + i] * e;
+      const float m = dm[t * kCp + j], l = bi * dl[t * kCp + j];
+      aq = fmaf(m, kj, aq);
+      akk = fmaf(l, kj, akk);
+      const float w = fmaf(l, ki, m * qi);  // dp k_i + dm q_i
+      ak[j * kDp + i] = fmaf(w, e, ak[j * kDp + i]);
+      agg = fmaf(w, kj, agg);
+      ag[j * kDp + i] = fmaf(-w, kj, ag[j * kDp + i]);
+    }
+    const float md = dm[t * kCp + t];  // the diagonal of M (e^0 = 1; its G terms cancel)
+    aq = fmaf(md, ki, aq);
+    akk = fmaf(md, qi, akk);
+    da += agg;
+    // Back through the pre-processing, as kda_bwd_finish.
+    const long long e = (ch.t0 + t) * p.H + h, row = e * kK + i;
+    const float q = load_bf16(p.q + row), k = load_bf16(p.k + row), g = load_bf16(p.g + row);
+    float sq[4] = {q * q, k * k, qi * aq, ki * akk};
+    block_sum<4>(sq, red);
+    const float rq = rsqrt_r(sq[0] + 1e-6f), rk = rsqrt_r(sq[1] + 1e-6f);
+    p.dq[row] = (aq - qi * sq[2]) * rq;
+    p.dk[row] = (akk - ki * sq[3]) * rk;
+    const float x = g + dtb;
+#if KDA_GATE_SOFTPLUS
+    const float dgv = da * -ea_log * (x > 20.f ? 1.f : sigmoid(x));
+    a_sum += da * -ea_log * softplus(x);
+#else
+    const float dgv = times_sigmoid_slope(da * p.lower_bound * ea_log, ea_log * x);
+    a_sum += dgv * x;
+#endif
+    p.dg[row] = dgv;
+    dtb_sum += dgv;
+    if (i == 0) {
+      float db = dbs[t];
+      for (int j = 0; j < t; ++j) db = fmaf(dl[t * kCp + j], ps[t * kCp + j], db);
+      p.dbeta[e] = times_sigmoid_slope(db, load_bf16(p.beta + e));
+    }
+  }
+  float a[1] = {a_sum};
+  block_sum<1>(a, red);
+  sums[i] = dtb_sum;
+  if (i == 0) sums[kK] = a[0];
+}
+
+// Dynamic shared memory of each entry, in floats (KdaBwdOp::chunked_plan sets the same).
+enum : int {
+  kPrepareSmem = 3 * kC * kDp + 3 * kC * kCp + kC + 2 * kW,
+  kStatesSmem = kK * kBp + 2 * kC * kDp + 3 * kC * kBp + kC * kCp + kC + 2 * kK,
+  kDstatesSmem = kK * kBp + 3 * kC * kDp + 3 * kC * kBp + 2 * kC * kCp + kC + 2 * kK,
+  kSlicesSmem = 2 * kK * kBp + kC * kDp + 5 * kC * kBp + 2 * kC * kCp + kC + 2 * kK + 4 * kK,
+  kFinishSmem = 5 * kC * kDp + 3 * kC * kCp + 2 * kC + 4 * kW,
+  kSmemLimit = 227 * 1024 / 4,  // an sm_90 CTA's most
+};
+static_assert(kPrepareSmem <= kSmemLimit && kStatesSmem <= kSmemLimit && kDstatesSmem <= kSmemLimit &&
+                  kSlicesSmem <= kSmemLimit && kFinishSmem <= kSmemLimit,
+              "shared memory");
+
+}  // namespace kda_bwd
+
+#ifndef KDA_HOST_EMULATION
+#define KDA_BWD_CHUNK_ENTRY(name, body)                                                                                 \
+  extern "C" __global__ void __launch_bounds__(kda_bwd::kT) name(                                                     \
+      const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,  \
+      const __nv_bfloat16* __restrict__ g, const __nv_bfloat16* __restrict__ beta, const float* __restrict__ a_log,   \
+      const float* __restrict__ dt_bias, const long long* __restrict__ cu_seqlens,                                    \
+      const float* __restrict__ initial_state, const __nv_bfloat16* __restrict__ d_out,                               \
+      const float* __restrict__ d_final_state, float* __restrict__ dq, float* __restrict__ dk,                        \
+      float* __restrict__ dv, float* __restrict__ dg, float* __restrict__ dbeta,                                      \
+      float* __restrict__ d_initial_state, float* __restrict__ ws, long long T, int H, int nseq, int max_chunks,      \
+      long long slots, float scale, float lower_bound, long long dstate_off, long long prep_off, long long y_off,     \
+      long long mat_off, long long share_off, long long sums_off) {                                                   \
+    extern __shared__ float smem[];                                                                                   \
+    kda_bwd::body({q,     k,           v,          g,        beta,    a_log,   dt_bias,  cu_seqlens,                \
+                   initial_state, d_out, d_final_state, dq,   dk,      dv,      dg,       dbeta,                     \
+                   d_initial_state, ws,  T,            H,      nseq,  max_chunks, slots, scale,                      \
+                   lower_bound,   dstate_off, prep_off, y_off, mat_off, share_off, sums_off},                         \
+                  smem);                                                                                              \
+  }
+KDA_BWD_CHUNK_ENTRY(kda_bwd_chunk_prepare, chunk_prepare_body)
+KDA_BWD_CHUNK_ENTRY(kda_bwd_chunk_states, chunk_states_body)
+KDA_BWD_CHUNK_ENTRY(kda_bwd_chunk_dstates, chunk_dstates_body)
+KDA_BWD_CHUNK_ENTRY(kda_bwd_chunk_slices, chunk_slices_body)
+KDA_BWD_CHUNK_ENTRY(kda_bwd_chunk_finish, chunk_finish_body)
+#undef KDA_BWD_CHUNK_ENTRY
+#endif  // KDA_HOST_EMULATION

@@ -1,0 +1,313 @@
+// kda_bwd_chunked.cu run on the CPU through the emulation of kda_host_emulation.hpp: the op's
+// chunked plan (prepare, states, dstates, slices, finish, reduce) CTA by CTA, each thread a
+// coroutine, outputs and workspace poisoned with NaN, against the op's fp64 backward
+// (kda_backward_reference.hpp) on fresh inputs of every distribution: both gates, every state
+// combination, every CHUNK and BV, one token, partial last chunks, batched rows and packed sets.
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+
+#include "kernels/tests/kda_host_emulation.hpp"
+#include "evaluator/gate.hpp"
+#include "evaluator/gpu_evaluation.hpp"
+#include "kernels/kda/kda_bwd_op.hpp"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunknown-pragmas"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wshadow"
+
+// C0: the chunked seed's defaults (CHUNK 64, BV 32), lower-bound gate, both states.
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 64
+#define BV 32
+namespace chunk0 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk0
+#undef KDA_BWD_CHUNKED
+#undef CHUNK
+#undef BV
+#undef CKPT
+#undef SUB
+#undef PREP
+#undef KDA_BWD_ENTRY
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+
+// C1: CHUNK 32, BV 32; softplus gate, no states.
+#define KDA_GATE_SOFTPLUS 1
+#define HAS_INITIAL_STATE 0
+#define HAS_FINAL_STATE 0
+#define CHUNK 32
+#define BV 32
+namespace chunk1 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk1
+#undef KDA_BWD_CHUNKED
+#undef CHUNK
+#undef BV
+#undef CKPT
+#undef SUB
+#undef PREP
+#undef KDA_BWD_ENTRY
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+
+// C2: CHUNK 32, BV 64 (two slices); lower-bound gate, initial state only.
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 0
+#define CHUNK 32
+#define BV 64
+namespace chunk2 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk2
+#undef KDA_BWD_CHUNKED
+#undef CHUNK
+#undef BV
+#undef CKPT
+#undef SUB
+#undef PREP
+#undef KDA_BWD_ENTRY
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+
+// C3: CHUNK 64, BV 32; softplus gate, final-state gradient only.
+#define KDA_GATE_SOFTPLUS 1
+#define HAS_INITIAL_STATE 0
+#define HAS_FINAL_STATE 1
+#define CHUNK 64
+#define BV 32
+namespace chunk3 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk3
+#undef KDA_BWD_CHUNKED
+#undef CHUNK
+#undef BV
+#undef CKPT
+#undef SUB
+#undef PREP
+#undef KDA_BWD_ENTRY
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+
+#pragma GCC diagnostic pop
+
+namespace {
+
+using ptxevo::evaluator::Distribution;
+using ptxevo::evaluator::HostTensor;
+using ptxevo::evaluator::KernelLaunch;
+using ptxevo::evaluator::Knobs;
+using ptxevo::evaluator::OpConfig;
+using ptxevo::evaluator::Shape;
+using ptxevo::kernels::KdaBwdOp;
+using I = std::int64_t;
+
+// One compiled configuration: the chunked bodies behind its ChunkArgs, kda_bwd.cu's reduction
+// behind its Args, and each entry's shared memory in floats as the kernel counts it.
+template <typename ChunkArgs, typename Args>
+struct Config {
+  const char* name;
+  OpConfig options;
+  Knobs knobs;
+  std::vector<void (*)(const ChunkArgs&, float*)> bodies;  // in plan order
+  void (*reduce)(const Args&, int);
+  std::vector<int> smem_floats;
+};
+
+#define KDA_BWD_CHUNKED_CONFIG(NS, OPTIONS, KNOBS)                                                               \
+  Config<NS::kda_bwd::ChunkArgs, NS::kda_bwd::Args> {                                                           \
+#NS, OPTIONS, KNOBS,                                                                                         \
+        {[](const NS::kda_bwd::ChunkArgs& a, float* s) { NS::kda_bwd::chunk_prepare_body(a, s); },             \
+         [](const NS::kda_bwd::ChunkArgs& a, float* s) { NS::kda_bwd::chunk_states_body(a, s); },              \
+         [](const NS::kda_bwd::ChunkArgs& a, float* s) { NS::kda_bwd::chunk_dstates_body(a, s); },             \
+         [](const NS::kda_bwd::ChunkArgs& a, float* s) { NS::kda_bwd::chunk_slices_body(a, s); },              \
+         [](const NS::kda_bwd::ChunkArgs& a, float* s) { NS::kda_bwd::chunk_finish_body(a, s); }},             \
+        [](const NS::kda_bwd::Args& a, int chunks) { NS::kda_bwd::reduce_body(a, chunks); },                   \
+        {NS::kda_bwd::kPrepareSmem, NS::kda_bwd::kStatesSmem, NS::kda_bwd::kDstatesSmem,                       \
+         NS::kda_bwd::kSlicesSmem,  NS::kda_bwd::kFinishSmem }                                                 \
+  }
+
+Shape shape(I b, I t, I h, I n) { return {{"B", b}, {"T", t}, {"H", h}, {"N", n}}; }
+
+std::string run_grid(const KernelLaunch& l, const std::function<void()>& body, bool reversed) {
+  kda_host::g_cta.grid = {l.grid.x, l.grid.y, l.grid.z};
+  auto at = [&](unsigned i, unsigned n) { return reversed ? n - 1 - i : i; };
+  for (unsigned x = 0; x < l.grid.x; ++x)
+    for (unsigned y = 0; y < l.grid.y; ++y)
+      for (unsigned z = 0; z < l.grid.z; ++z) {
+        kda_host::run_cta(static_cast<int>(l.block.x), {at(x, l.grid.x), at(y, l.grid.y), at(z, l.grid.z)},
+                          l.shared_bytes, body);
+        std::string fault = kda_host::g_cta.fault;
+        kda_host::g_cta.fault.clear();
+        if (!fault.empty()) return fault;
+      }
+  return "";
+}
+
+// Each output's check by the gate (evaluator/gate.hpp) with the op's tolerances; with `outputs`,
+// the output tensors too.
+template <typename ChunkArgs, typename Args>
+std::map<std::string, ptxevo::evaluator::OutputCheck> run(const Config<ChunkArgs, Args>& c, const Shape& s,
+                                                          Distribution dist, std::uint64_t seed, std::string* fault,
+                                                          bool reversed = false,
+                                                          std::vector<HostTensor>* outputs = nullptr) {
+  const KdaBwdOp op;
+  const auto descs = op.tensors(s, c.options);
+  std::vector<HostTensor> ts;
+  for (const auto& d : descs) ts.emplace_back(d.name, d.dtype, d.shape);
+  ptxevo::evaluator::fill_inputs(op, descs, dist, seed, ts);
+  std::vector<HostTensor> ref;
+  op.reference(s, c.options, ts, ref);
+  const auto plan = op.launch_plan(s, c.options, c.knobs);
+  EXPECT_EQ(plan.kernels.size(), 6u);
+  for (std::size_t i = 0; i < c.smem_floats.size(); ++i)
+    EXPECT_EQ(plan.kernels.at(i).shared_bytes, 4u * static_cast<unsigned>(c.smem_floats[i])) << plan.kernels.at(i).entry;
+  auto find = [&](const std::string& name) -> HostTensor* {
+    for (auto& t : ts)
+      if (t.name == name) return &t;
+    return nullptr;
+  };
+  auto bf = [&](const char* name) { return reinterpret_cast<const __nv_bfloat16*>(find(name)->data.data()); };
+  auto in32 = [&](const char* name) {
+    HostTensor* t = find(name);
+    return t ? reinterpret_cast<const float*>(t->data.data()) : nullptr;
+  };
+  auto out32 = [&](const char* name) -> float* {
+    HostTensor* t = find(name);
+    if (!t) return nullptr;
+    ptxevo::evaluator::poison(*t, 0);
+    return reinterpret_cast<float*>(t->data.data());
+  };
+  const HostTensor* cu = find("cu_seqlens");
+  const auto& args = plan.kernels.at(0).args;
+  ChunkArgs a{bf("q"),
+              bf("k"),
+              bf("v"),
+              bf("g"),
+              bf("beta"),
+              in32("A_log"),
+              in32("dt_bias"),
+              cu ? reinterpret_cast<const long long*>(cu->data.data()) : nullptr,
+              in32("initial_state"),
+              bf("d_out"),
+              in32("d_final_state"),
+              out32("dq"),
+              out32("dk"),
+              out32("dv"),
+              out32("dg"),
+              out32("dbeta"),
+              out32("d_initial_state"),
+              out32("workspace"),
+              std::get<I>(args.at(18)),
+              std::get<std::int32_t>(args.at(19)),
+              std::get<std::int32_t>(args.at(20)),
+              std::get<std::int32_t>(args.at(21)),
+              std::get<I>(args.at(22)),
+              std::get<float>(args.at(23)),
+              std::get<float>(args.at(24)),
+              std::get<I>(args.at(25)),
+              std::get<I>(args.at(26)),
+              std::get<I>(args.at(27)),
+              std::get<I>(args.at(28)),
+              std::get<I>(args.at(29)),
+              std::get<I>(args.at(30))};
+  out32("dA_log");
+  out32("ddt_bias");
+  alignas(16) static float sm[227 * 1024 / 4];
+  for (std::size_t k = 0; k < c.bodies.size() && fault->empty(); ++k) {
+    std::fill(std::begin(sm), std::end(sm), std::nanf(""));  // shared memory read before written fails too
+    *fault = run_grid(plan.kernels.at(k), [&] { c.bodies[k](a, sm); }, reversed);
+  }
+  const auto& red_k = plan.kernels.at(5);
+  Args r{};
+  r.ws = a.ws;
+  r.da_log = find("dA_log") ? reinterpret_cast<float*>(find("dA_log")->data.data()) : nullptr;
+  r.ddt_bias = reinterpret_cast<float*>(find("ddt_bias")->data.data());
+  r.H = std::get<std::int32_t>(red_k.args.at(5));
+  r.sums_off = std::get<I>(red_k.args.at(3));
+  if (fault->empty())
+    *fault = run_grid(red_k, [&] { c.reduce(r, std::get<std::int32_t>(red_k.args.at(4))); }, reversed);
+  if (outputs)
+    for (const auto& o : ref) outputs->push_back(*find(o.name));
+  std::map<std::string, ptxevo::evaluator::OutputCheck> errors;
+  for (const auto& o : ref)
+    errors[o.name] = ptxevo::evaluator::check_output(*find(o.name), o, op.tolerance(o.name, c.options), 0);
+  return errors;
+}
+
+// One token; 70 tokens (a partial second chunk of 64, three chunks of 32); batched rows across a
+// 32-token boundary; packed sets [1, 1] and [16, 4, 8, 12]; 130 tokens (three chunks of 64).
+const std::vector<Shape> kShapes = {shape(1, 1, 1, 1),  shape(1, 70, 2, 1), shape(2, 33, 1, 2),
+                                    shape(1, 2, 2, 2), shape(1, 40, 1, 4), shape(1, 130, 1, 1)};
+
+template <typename ChunkArgs, typename Args>
+void check(const Config<ChunkArgs, Args>& c, const std::vector<Shape>& shapes = kShapes) {
+  const auto& dists = ptxevo::evaluator::all_distributions();
+  std::map<std::string, double> worst;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const Distribution dist = dists[i % dists.size()];
+    SCOPED_TRACE(std::string(c.name) + " " + ptxevo::evaluator::shape_to_string(shapes[i]) + " " + to_string(dist));
+    std::string fault;
+    const auto errors = run(c, shapes[i], dist, 3000 + i, &fault);
+    ASSERT_EQ(fault, "");
+    for (const auto& [name, e] : errors) {
+      EXPECT_TRUE(e.passed) << name << ": " << e.reason;
+      if (e.ref_rms > 1e-30) {
+        EXPECT_LT(e.rel_l2, 2e-3) << name;
+      }
+      worst[name] = std::max(worst[name], e.ref_rms > 1e-30 ? e.rel_l2 : 0.0);
+    }
+  }
+  std::printf("%s (kda_bwd_chunked.cu on the CPU) vs the fp64 backward, worst rel_l2:", c.name);
+  for (const auto& [name, e] : worst) std::printf(" %s %.2g", name.c_str(), e);
+  std::printf("\n");
+}
+
+OpConfig options(const char* gate, bool initial, bool final) {
+  return {{"gate", gate}, {"initial_state", initial ? "true" : "false"}, {"final_state", final ? "true" : "false"}};
+}
+Knobs knobs(I chunk, I bv) { return {{"CHUNK", chunk}, {"BV", bv}}; }
+
+TEST(KdaBwdChunkedOnHost, DefaultsLowerBoundGateBothStates) {
+  check(KDA_BWD_CHUNKED_CONFIG(chunk0, options("lower_bound", true, true), knobs(64, 32)));
+}
+TEST(KdaBwdChunkedOnHost, Chunk32SoftplusGateNoStates) {
+  check(KDA_BWD_CHUNKED_CONFIG(chunk1, options("softplus", false, false), knobs(32, 32)));
+}
+TEST(KdaBwdChunkedOnHost, TwoSlicesInitialStateOnly) {
+  check(KDA_BWD_CHUNKED_CONFIG(chunk2, options("lower_bound", true, false), knobs(32, 64)));
+}
+TEST(KdaBwdChunkedOnHost, SoftplusGateFinalStateGradientOnly) {
+  check(KDA_BWD_CHUNKED_CONFIG(chunk3, options("softplus", false, true), knobs(64, 32)));
+}
+// The same bits whatever order the CTAs run in: shares and chunk sums are added in a fixed order.
+TEST(KdaBwdChunkedOnHost, OutputsDoNotDependOnTheOrderOfTheCtas) {
+  const auto c = KDA_BWD_CHUNKED_CONFIG(chunk1, options("softplus", false, false), knobs(32, 32));
+  std::vector<HostTensor> in_order, reversed;
+  std::string fault;
+  run(c, shape(1, 40, 1, 4), Distribution::Normal, 7, &fault, false, &in_order);
+  ASSERT_EQ(fault, "");
+  run(c, shape(1, 40, 1, 4), Distribution::Normal, 7, &fault, true, &reversed);
+  ASSERT_EQ(fault, "");
+  ASSERT_EQ(in_order.size(), reversed.size());
+  for (std::size_t i = 0; i < in_order.size(); ++i) {
+    EXPECT_EQ(in_order[i].name, reversed[i].name);
+    EXPECT_TRUE(in_order[i].data == reversed[i].data) << in_order[i].name << " differs";
+  }
+}
+
+}  // namespace
