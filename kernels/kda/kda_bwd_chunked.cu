@@ -175,6 +175,7 @@ __device__ __forceinline__ void decayed(const ChunkArgs& p, const Chunk& ch, int
   const float gtot = record(p, ch.t0 + ch.count - 1, h)[2 * kK + i];
   egt[i] = exp_r(gtot);
   egt[kK + i] = gtot;
+#pragma unroll 8
   for (int t = 0; t < kC; ++t) {
     float k = 0.f, q = 0.f, eg = 0.f, er = 0.f;
     if (t < ch.count) {
@@ -211,44 +212,61 @@ __device__ __forceinline__ void load_rows(const ChunkArgs& p, const __nv_bfloat1
 }
 
 // ---- kda_bwd_chunk_prepare ----
-// Shared: q, k, G [kC][kDp]; P, M [kC][kCp]; b [kC]; X [kC][kCp]; the block reduction's scratch.
+// Shared: q, k, G [kC][kDp]; P [kC][kCp]; b [kC]; X [kC][kCp].
 __device__ __forceinline__ void chunk_prepare_body(const ChunkArgs& p, float* sm) {
-  const int n = blockIdx.y, h = blockIdx.z, i = threadIdx.x;
+  const int n = blockIdx.y, h = blockIdx.z, i = threadIdx.x, warp = i / 32, lane = i % 32;
   const Chunk ch = chunk_at(p, n, blockIdx.x);
   if (ch.count == 0) return;
   float* qs = sm;
   float* ks = qs + kC * kDp;
   float* gs = ks + kC * kDp;
   float* ps = gs + kC * kDp;
-  float* ms = ps + kC * kCp;
-  float* bs = ms + kC * kCp;
+  float* bs = ps + kC * kCp;
   float* xs = bs + kC;
-  float* red = xs + kC * kCp;
-  const float ea_log = exp_r(p.a_log[h]), dtb = p.dt_bias[h * kK + i];
-  float G = 0.f;
-  for (int t = 0; t < ch.count; ++t) {
-    const long long e = (ch.t0 + t) * p.H + h, row = e * kK + i;
-    const float q = load_bf16(p.q + row), k = load_bf16(p.k + row), g = load_bf16(p.g + row);
-    float sq[2] = {q * q, k * k};
-    block_sum<2>(sq, red);
-    const float qn = q * rsqrt_r(sq[0] + 1e-6f), kn = k * rsqrt_r(sq[1] + 1e-6f);
-    G += log_decay(g + dtb, ea_log, p.lower_bound);
-    qs[t * kDp + i] = qn;
-    ks[t * kDp + i] = kn;
-    gs[t * kDp + i] = G;
+  const float ea_log = exp_r(p.a_log[h]);
+  // A token a warp (tokens warp, warp + 4, ...), channels lane + 32 c a lane: the norms' sums are
+  // warp shuffles, no block barrier per token.
+  for (int t = warp; t < ch.count; t += kW) {
+    const long long e = (ch.t0 + t) * p.H + h;
+    float q[4], k[4], sq[2] = {0.f, 0.f};
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int d = lane + 32 * c;
+      q[c] = load_bf16(p.q + e * kK + d);
+      k[c] = load_bf16(p.k + e * kK + d);
+      sq[0] = fmaf(q[c], q[c], sq[0]);
+      sq[1] = fmaf(k[c], k[c], sq[1]);
+      gs[t * kDp + d] = log_decay(load_bf16(p.g + e * kK + d) + p.dt_bias[h * kK + d], ea_log, p.lower_bound);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      sq[0] += shfl_bfly(sq[0], o);
+      sq[1] += shfl_bfly(sq[1], o);
+    }
+    const float rq = rsqrt_r(sq[0] + 1e-6f), rk = rsqrt_r(sq[1] + 1e-6f);
     float* rec = p.ws + p.prep_off + e * kPrepRec;
-    rec[i] = qn;
-    rec[kK + i] = kn;
-    rec[2 * kK + i] = G;
-    if (i == 0) {
-      const float b = sigmoid(load_bf16(p.beta + e));
-      rec[3 * kK] = b;
-      bs[t] = b;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int d = lane + 32 * c;
+      qs[t * kDp + d] = rec[d] = q[c] * rq;
+      ks[t * kDp + d] = rec[kK + d] = k[c] * rk;
+    }
+    if (lane == 0) bs[t] = rec[3 * kK] = sigmoid(load_bf16(p.beta + e));
+  }
+  __syncthreads();
+  // G: the in-chunk cumulative sum of the log-decays, a channel a thread.
+  {
+    float G = 0.f;
+    for (int t = 0; t < ch.count; ++t) {
+      G += gs[t * kDp + i];
+      gs[t * kDp + i] = G;
+      p.ws[p.prep_off + ((ch.t0 + t) * p.H + h) * kPrepRec + 2 * kK + i] = G;
     }
   }
   __syncthreads();
   // P_ij = sum_d k_id k_jd e^(G_id - G_jd) (i > j), M_ij = scale sum_d q_id k_jd e^(G_id - G_jd)
   // (i >= j); zero elsewhere and past the chunk's end.
+  float* out = mats(p, h, ch.slot);
   for (int e = i; e < kC * kC; e += kT) {
     const int r = e / kC, c = e % kC;
     float pk = 0.f, mq = 0.f;
@@ -259,15 +277,10 @@ __device__ __forceinline__ void chunk_prepare_body(const ChunkArgs& p, float* sm
         mq = fmaf(qs[r * kDp + d], kj, mq);
       }
     }
-    ps[r * kCp + c] = c < r ? pk : 0.f;
-    ms[r * kCp + c] = c <= r ? p.scale * mq : 0.f;
+    ps[r * kCp + c] = out[2 * kC * kC + e] = c < r ? pk : 0.f;
+    out[kC * kC + e] = c <= r ? p.scale * mq : 0.f;
   }
   __syncthreads();
-  float* out = mats(p, h, ch.slot);
-  for (int e = i; e < kC * kC; e += kT) {
-    out[kC * kC + e] = ms[(e / kC) * kCp + e % kC];
-    out[2 * kC * kC + e] = ps[(e / kC) * kCp + e % kC];
-  }
   // X = (I + L)^-1 with L = diag(b) P strictly lower, a column a thread (forward substitution
   // down the column: X_rc = [r == c] - b_r sum_{c <= m < r} P_rm X_mc); thread i reads and writes
   // only its own column of xs.
@@ -525,7 +538,8 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
 // it is reached and the log-decay's (da_m = sum over i >= m of dG_i) is a running sum; each token
 // then goes back through the pre-processing (docs/kda.md 7.2) as in kda_bwd_finish. Writes the
 // chunk's sums of the ddt_bias and dA_log terms (zeros for a chunk past its sequence's end).
-// Shared: q, k, G, dk, dG [kC][kDp]; dM, dL, P [kC][kCp]; b, dbeta's shares [kC]; the reduction's scratch.
+// Shared: q, k, G, dk, dG [kC][kDp]; dM, dL, P [kC][kCp]; b, dbeta's shares [kC]; the reduction's
+// scratch.
 __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm) {
   const int n = blockIdx.y, h = blockIdx.z, i = threadIdx.x;
   const Chunk ch = chunk_at(p, n, blockIdx.x);
@@ -547,6 +561,7 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
   float* bs = ps + kC * kCp;
   float* dbs = bs + kC;
   float* red = dbs + kC;
+#pragma unroll 4
   for (int t = 0; t < ch.count; ++t) {
     const float* rec = record(p, ch.t0 + t, h);
     qs[t * kDp + i] = rec[i];
@@ -585,60 +600,97 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
     dbs[t] = db;
   }
   __syncthreads();
-  const float ea_log = exp_r(p.a_log[h]), dtb = p.dt_bias[h * kK + i];
-  float dtb_sum = 0.f, a_sum = 0.f, da = 0.f;
-  for (int t = ch.count - 1; t >= 0; --t) {
-    const float qi = qs[t * kDp + i], ki = ks[t * kDp + i], gi = gs[t * kDp + i], bi = bs[t];
-    float aq = 0.f;
-    for (int z = 0; z < kS; ++z) aq += share_of(p, th, z, ch.t0 + t, h)[i];
-    float akk = ak[t * kDp + i], agg = ag[t * kDp + i];
-    for (int j = 0; j < t; ++j) {
-      const float e = exp_r(gi - gs[j * kDp + i]), kj = ks[j * kDp + i] * e;
-      const float m = dm[t * kCp + j], l = bi * dl[t * kCp + j];
-      aq = fmaf(m, kj, aq);
-      akk = fmaf(l, kj, akk);
-      const float w = fmaf(l, ki, m * qi);  // dp k_i + dm q_i
-      ak[j * kDp + i] = fmaf(w, e, ak[j * kDp + i]);
-      agg = fmaf(w, kj, agg);
-      ag[j * kDp + i] = fmaf(-w, kj, ag[j * kDp + i]);
+  // The terms through P and M, thread i = key channel i, tokens from the last: token t's own row
+  // (q_t, and its dq, dk, dG) is not read again once it is done, so its dq goes where q_t was, its
+  // dk stays in ak and the log-decay's gradient (the running sum of dG) replaces dG in ag.
+  {
+    float da = 0.f;
+    for (int t = ch.count - 1; t >= 0; --t) {
+      const float qi = qs[t * kDp + i], ki = ks[t * kDp + i], gi = gs[t * kDp + i], bi = bs[t];
+      float aq = 0.f;
+      for (int z = 0; z < kS; ++z) aq += share_of(p, th, z, ch.t0 + t, h)[i];
+      float akk = ak[t * kDp + i], agg = ag[t * kDp + i];
+      for (int j = 0; j < t; ++j) {
+        const float e = exp_r(gi - gs[j * kDp + i]), kj = ks[j * kDp + i] * e;
+        const float m = dm[t * kCp + j], l = bi * dl[t * kCp + j];
+        aq = fmaf(m, kj, aq);
+        akk = fmaf(l, kj, akk);
+        const float w = fmaf(l, ki, m * qi);  // dp k_i + dm q_i
+        ak[j * kDp + i] = fmaf(w, e, ak[j * kDp + i]);
+        agg = fmaf(w, kj, agg);
+        ag[j * kDp + i] = fmaf(-w, kj, ag[j * kDp + i]);
+      }
+      const float md = dm[t * kCp + t];  // the diagonal of M (e^0 = 1; its G terms cancel)
+      da += agg;
+      qs[t * kDp + i] = fmaf(md, ki, aq);
+      ak[t * kDp + i] = fmaf(md, qi, akk);
+      ag[t * kDp + i] = da;
     }
-    const float md = dm[t * kCp + t];  // the diagonal of M (e^0 = 1; its G terms cancel)
-    aq = fmaf(md, ki, aq);
-    akk = fmaf(md, qi, akk);
-    da += agg;
-    // Back through the pre-processing, as kda_bwd_finish.
-    const long long e = (ch.t0 + t) * p.H + h, row = e * kK + i;
-    const float q = load_bf16(p.q + row), k = load_bf16(p.k + row), g = load_bf16(p.g + row);
-    float sq[4] = {q * q, k * k, qi * aq, ki * akk};
-    block_sum<4>(sq, red);
-    const float rq = rsqrt_r(sq[0] + 1e-6f), rk = rsqrt_r(sq[1] + 1e-6f);
-    p.dq[row] = (aq - qi * sq[2]) * rq;
-    p.dk[row] = (akk - ki * sq[3]) * rk;
-    const float x = g + dtb;
+  }
+  __syncthreads();
+  // Back through the pre-processing as kda_bwd_finish does, a token a warp and channels lane + 32 c
+  // a lane (warp shuffles, no block barrier per token); per-warp sums of the ddt_bias terms go to
+  // `part` (G's place, no longer read), added in warp order below.
+  const int warp = i / 32, lane = i % 32;
+  const float ea_log = exp_r(p.a_log[h]);
+  float* part = gs;
+  float dtb_sum[4] = {0.f, 0.f, 0.f, 0.f}, a_sum = 0.f;
+  for (int t = warp; t < ch.count; t += kW) {
+    const long long e = (ch.t0 + t) * p.H + h;
+    const float* rec = record(p, ch.t0 + t, h);
+    float q[4], k[4], x[4], sums[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int d = lane + 32 * c;
+      q[c] = load_bf16(p.q + e * kK + d);
+      k[c] = load_bf16(p.k + e * kK + d);
+      x[c] = load_bf16(p.g + e * kK + d) + p.dt_bias[h * kK + d];
+      sums[0] = fmaf(q[c], q[c], sums[0]);
+      sums[1] = fmaf(k[c], k[c], sums[1]);
+      sums[2] = fmaf(rec[d], qs[t * kDp + d], sums[2]);
+      sums[3] = fmaf(rec[kK + d], ak[t * kDp + d], sums[3]);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+      for (int m = 0; m < 4; ++m) sums[m] += shfl_bfly(sums[m], o);
+    const float rq = rsqrt_r(sums[0] + 1e-6f), rk = rsqrt_r(sums[1] + 1e-6f);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int d = lane + 32 * c;
+      const long long row = e * kK + d;
+      p.dq[row] = (qs[t * kDp + d] - rec[d] * sums[2]) * rq;  // y = x / n: dx = (dy - y (y . dy)) / n
+      p.dk[row] = (ak[t * kDp + d] - rec[kK + d] * sums[3]) * rk;
+      const float da = ag[t * kDp + d];
 #if KDA_GATE_SOFTPLUS
-    const float dgv = da * -ea_log * (x > 20.f ? 1.f : sigmoid(x));
-    a_sum += da * -ea_log * softplus(x);
+      const float dgv = da * -ea_log * (x[c] > 20.f ? 1.f : sigmoid(x[c]));
+      a_sum += da * -ea_log * softplus(x[c]);  // d a / d A_log = a
 #else
-    const float dgv = times_sigmoid_slope(da * p.lower_bound * ea_log, ea_log * x);
-    a_sum += dgv * x;
+      const float dgv = times_sigmoid_slope(da * p.lower_bound * ea_log, ea_log * x[c]);
+      a_sum += dgv * x[c];  // d a / d A_log = (d a / d x) x
 #endif
-    p.dg[row] = dgv;
-    dtb_sum += dgv;
-    if (i == 0) {
+      p.dg[row] = dgv;
+      dtb_sum[c] += dgv;
+    }
+    if (lane == 0) {
       float db = dbs[t];
       for (int j = 0; j < t; ++j) db = fmaf(dl[t * kCp + j], ps[t * kCp + j], db);
       p.dbeta[e] = times_sigmoid_slope(db, load_bf16(p.beta + e));
     }
   }
+#pragma unroll
+  for (int c = 0; c < 4; ++c) part[warp * kK + lane + 32 * c] = dtb_sum[c];
   float a[1] = {a_sum};
-  block_sum<1>(a, red);
-  sums[i] = dtb_sum;
+  block_sum<1>(a, red);  // its barriers also order the writes to part before the reads below
+  float dtb = 0.f;
+  for (int w = 0; w < kW; ++w) dtb += part[w * kK + i];
+  sums[i] = dtb;
   if (i == 0) sums[kK] = a[0];
 }
 
 // Dynamic shared memory of each entry, in floats (KdaBwdOp::chunked_plan sets the same).
 enum : int {
-  kPrepareSmem = 3 * kC * kDp + 3 * kC * kCp + kC + 2 * kW,
+  kPrepareSmem = 3 * kC * kDp + 2 * kC * kCp + kC,
   kStatesSmem = kK * kBp + 2 * kC * kDp + 3 * kC * kBp + kC * kCp + kC + 2 * kK,
   kDstatesSmem = kK * kBp + 3 * kC * kDp + 3 * kC * kBp + 2 * kC * kCp + kC + 2 * kK,
   kSlicesSmem = 2 * kK * kBp + kC * kDp + 5 * kC * kBp + 2 * kC * kCp + kC + 2 * kK + 4 * kK,

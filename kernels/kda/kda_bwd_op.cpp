@@ -132,7 +132,7 @@ KdaBwdOp::ChunkedLayout KdaBwdOp::chunked_layout(const KdaDims& d, std::int64_t 
 std::uint32_t KdaBwdOp::chunked_shared_bytes(const std::string& entry, std::int64_t chunk, std::int64_t bv) {
   const std::int64_t dp = D + 1, bp = bv + 1, cp = chunk + 1, warps = D / 32;
   std::int64_t floats = 0;
-  if (entry == kChunkPrepareEntry) floats = 3 * chunk * dp + 3 * chunk * cp + chunk + 2 * warps;
+  if (entry == kChunkPrepareEntry) floats = 3 * chunk * dp + 2 * chunk * cp + chunk;
   else if (entry == kChunkStatesEntry) floats = D * bp + 2 * chunk * dp + 3 * chunk * bp + chunk * cp + chunk + 2 * D;
   else if (entry == kChunkDstatesEntry)
     floats = D * bp + 3 * chunk * dp + 3 * chunk * bp + 2 * chunk * cp + chunk + 2 * D;
