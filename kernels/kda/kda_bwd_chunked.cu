@@ -7,20 +7,23 @@
 // Compiled by NVRTC with the op's defines (KDA_GATE_SOFTPLUS, HAS_INITIAL_STATE, HAS_FINAL_STATE)
 // and the knobs CHUNK and BV. KdaBwdOp::launch_plan launches, in order (no atomics: every output
 // is the same bit for bit from run to run):
-//   kda_bwd_chunk_prepare  grid (chunks, N, H): each token's normalised q, k, in-chunk cumulative
+//   kda_bwd_chunk_prepare  grid (slots, H): each token's normalised q, k, in-chunk cumulative
 //                          log-decay G and beta's sigmoid; per chunk P, M and X = (I + L)^-1
 //   kda_bwd_chunk_states   grid (N, H, 128 / BV): the state entering every chunk and Y = V - Kd S0
 //                          (the forward, chunk by chunk, on a BV-column slice of the state)
 //   kda_bwd_chunk_dstates  grid (N, H, 128 / BV): the state gradient leaving every chunk (the
 //                          backward's recurrence, chunk by chunk from the last) and the
 //                          initial-state gradient
-//   kda_bwd_chunk_slices   grid (chunks, N, H x 128 / BV): per chunk and value slice, dv and the
+//   kda_bwd_chunk_slices   grid (slots, H x 128 / BV): per chunk and value slice, dv and the
 //                          slice's shares of the gradients of q, k (normalised), G, M, L and beta
-//   kda_bwd_chunk_finish   grid (chunks, N, H): sums the shares in slice order, the terms through
+//   kda_bwd_chunk_finish   grid (slots, H): sums the shares in slice order, the terms through
 //                          P and M, the log-decays' gradient (a reverse cumulative sum) and the
 //                          pre-processing's backward (docs/kda.md 7.2) to dq, dk, dg, dbeta; the
 //                          chunk's sums of the dA_log and ddt_bias terms
-//   kda_bwd_reduce         grid H: dA_log and ddt_bias, the chunk sums in chunk order
+//   kda_bwd_reduce         grid H: dA_log and ddt_bias, the chunk sums in slot order
+// A slot is a chunk's place: sequence n's chunk c is slot n + bos_n / CHUNK + c, so T_total / CHUNK
+// + N slots hold every chunk of any packing (a per-chunk CTA finds its chunk by bisection over
+// cu_seqlens; a slot between sequences holds none and its sums are zeros).
 //
 // Knobs:
 //   CHUNK  tokens per chunk (32 or 64)
@@ -83,21 +86,22 @@ struct ChunkArgs {
   // [K][BV] from word 0, the state gradients leaving each chunk (same layout) from dstate_off;
   // token records [T_total][H][kPrepRec] from prep_off; Y [T_total][H][V] from y_off; X, M, P
   // [H][slots][3][C][C] from mat_off; the slices' shares [slices][T_total][H][kShareWords] from
-  // share_off; the chunk sums [N x max_chunks][H][K + 1] from sums_off. Sequence n's chunk c has
-  // slot n + bos / C + c and sums tile n x max_chunks + c.
+  // share_off; the chunk sums [slots][H][K + 1] from sums_off. Sequence n's chunk c has slot
+  // n + bos / C + c; the slots = T_total / C + N hold every chunk, and the few between sequences
+  // none (their sums are zeros).
   float* __restrict__ ws;
   long long T;  // tokens per sequence (fixed rows)
-  int H, nseq, max_chunks;
+  int H, nseq;
   long long slots;
   float scale, lower_bound;
   long long dstate_off, prep_off, y_off, mat_off, share_off, sums_off;
 };
 
-// Sequence n's chunk c: its first token, token count (0: past the sequence's end), slot and tile.
+// A chunk: its first token, token count (0: no chunk) and slot.
 struct Chunk {
   long long t0;
   int count;
-  long long slot, tile;
+  long long slot;
 };
 
 __device__ __forceinline__ void sequence(const ChunkArgs& p, int n, long long& bos, long long& eos) {
@@ -105,6 +109,12 @@ __device__ __forceinline__ void sequence(const ChunkArgs& p, int n, long long& b
   eos = p.cu_seqlens ? p.cu_seqlens[n + 1] : bos + p.T;
 }
 
+// Sequence n's first slot.
+__device__ __forceinline__ long long first_slot(const ChunkArgs& p, int n) {
+  return n + (p.cu_seqlens ? p.cu_seqlens[n] : (long long)n * p.T) / kC;
+}
+
+// Sequence n's chunk c.
 __device__ __forceinline__ Chunk chunk_at(const ChunkArgs& p, int n, long long c) {
   long long bos, eos;
   sequence(p, n, bos, eos);
@@ -113,8 +123,19 @@ __device__ __forceinline__ Chunk chunk_at(const ChunkArgs& p, int n, long long c
   const long long left = eos - ch.t0;
   ch.count = left <= 0 ? 0 : (left < kC ? (int)left : kC);
   ch.slot = n + bos / kC + c;
-  ch.tile = (long long)n * p.max_chunks + c;
   return ch;
+}
+
+// The chunk in a slot (count 0 for a slot between sequences): the last sequence whose first slot
+// is at or before it, by bisection over cu_seqlens.
+__device__ __forceinline__ Chunk chunk_in_slot(const ChunkArgs& p, long long slot) {
+  int lo = 0, hi = p.nseq - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (first_slot(p, mid) <= slot) lo = mid;
+    else hi = mid - 1;
+  }
+  return chunk_at(p, lo, slot - first_slot(p, lo));
 }
 
 __device__ __forceinline__ const float* record(const ChunkArgs& p, long long tok, int h) {
@@ -214,8 +235,8 @@ __device__ __forceinline__ void load_rows(const ChunkArgs& p, const __nv_bfloat1
 // ---- kda_bwd_chunk_prepare ----
 // Shared: q, k, G [kC][kDp]; P [kC][kCp]; b [kC]; X [kC][kCp].
 __device__ __forceinline__ void chunk_prepare_body(const ChunkArgs& p, float* sm) {
-  const int n = blockIdx.y, h = blockIdx.z, i = threadIdx.x, warp = i / 32, lane = i % 32;
-  const Chunk ch = chunk_at(p, n, blockIdx.x);
+  const int h = blockIdx.y, i = threadIdx.x, warp = i / 32, lane = i % 32;
+  const Chunk ch = chunk_in_slot(p, blockIdx.x);
   if (ch.count == 0) return;
   float* qs = sm;
   float* ks = qs + kC * kDp;
@@ -405,8 +426,8 @@ __device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm
 // Shared: S0, dS [kK][kBp]; Kr [kC][kDp]; Y, U, dO, dU, dW [kC][kBp]; X, M [kC][kCp]; b; e^Gtot;
 // per-row-group column sums [4][kK].
 __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm) {
-  const int n = blockIdx.y, h = blockIdx.z / kS, z = blockIdx.z % kS, i = threadIdx.x;
-  const Chunk ch = chunk_at(p, n, blockIdx.x);
+  const int h = blockIdx.y / kS, z = blockIdx.y % kS, i = threadIdx.x;
+  const Chunk ch = chunk_in_slot(p, blockIdx.x);
   if (ch.count == 0) return;
   const long long th = token_heads(p);
   float* s0 = sm;
@@ -541,9 +562,9 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
 // Shared: q, k, G, dk, dG [kC][kDp]; dM, dL, P [kC][kCp]; b, dbeta's shares [kC]; the reduction's
 // scratch.
 __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm) {
-  const int n = blockIdx.y, h = blockIdx.z, i = threadIdx.x;
-  const Chunk ch = chunk_at(p, n, blockIdx.x);
-  float* sums = p.ws + p.sums_off + (ch.tile * p.H + h) * (kK + 1);
+  const int h = blockIdx.y, i = threadIdx.x;
+  const Chunk ch = chunk_in_slot(p, blockIdx.x);
+  float* sums = p.ws + p.sums_off + (ch.slot * p.H + h) * (kK + 1);
   if (ch.count == 0) {
     sums[i] = 0.f;
     if (i == 0) sums[kK] = 0.f;
@@ -712,13 +733,13 @@ static_assert(kPrepareSmem <= kSmemLimit && kStatesSmem <= kSmemLimit && kDstate
       const float* __restrict__ initial_state, const __nv_bfloat16* __restrict__ d_out,                               \
       const float* __restrict__ d_final_state, float* __restrict__ dq, float* __restrict__ dk,                        \
       float* __restrict__ dv, float* __restrict__ dg, float* __restrict__ dbeta,                                      \
-      float* __restrict__ d_initial_state, float* __restrict__ ws, long long T, int H, int nseq, int max_chunks,      \
+      float* __restrict__ d_initial_state, float* __restrict__ ws, long long T, int H, int nseq,                     \
       long long slots, float scale, float lower_bound, long long dstate_off, long long prep_off, long long y_off,     \
       long long mat_off, long long share_off, long long sums_off) {                                                   \
     extern __shared__ float smem[];                                                                                   \
     kda_bwd::body({q,     k,           v,          g,        beta,    a_log,   dt_bias,  cu_seqlens,                \
                    initial_state, d_out, d_final_state, dq,   dk,      dv,      dg,       dbeta,                     \
-                   d_initial_state, ws,  T,            H,      nseq,  max_chunks, slots, scale,                      \
+                   d_initial_state, ws,  T,            H,      nseq,  slots, scale,                            \
                    lower_bound,   dstate_off, prep_off, y_off, mat_off, share_off, sums_off},                         \
                   smem);                                                                                              \
   }

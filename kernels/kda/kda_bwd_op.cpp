@@ -115,9 +115,6 @@ KdaBwdOp::ChunkedLayout KdaBwdOp::chunked_layout(const KdaDims& d, std::int64_t 
   ChunkedLayout l;
   const std::int64_t th = d.total_tokens() * d.heads;
   l.slots = d.total_tokens() / chunk + d.sequences;
-  for (std::size_t n = 0; n + 1 < d.cu_seqlens.size(); ++n)
-    l.max_chunks = std::max(l.max_chunks, (d.cu_seqlens[n + 1] - d.cu_seqlens[n] + chunk - 1) / chunk);
-  l.tiles = d.sequences * l.max_chunks;
   const std::int64_t states = d.heads * l.slots * D * D;
   l.dstate_off = states;
   l.prep_off = 2 * states;
@@ -125,7 +122,7 @@ KdaBwdOp::ChunkedLayout KdaBwdOp::chunked_layout(const KdaDims& d, std::int64_t 
   l.mat_off = l.y_off + th * D;
   l.share_off = l.mat_off + d.heads * l.slots * 3 * chunk * chunk;
   l.sums_off = l.share_off + (D / bv) * th * (3 * D + 2 * chunk + 1);
-  l.words = l.sums_off + l.tiles * d.heads * (D + 1);
+  l.words = l.sums_off + l.slots * d.heads * (D + 1);
   return l;
 }
 
@@ -216,7 +213,7 @@ evaluator::LaunchPlan KdaBwdOp::chunked_plan(const KdaDims& d, const Config& c, 
   using evaluator::ArgTensor;
   const ChunkedLayout l = chunked_layout(d, g.chunk, g.bv);
   const std::int64_t slices = D / g.bv;
-  if (l.tiles > 0x7fffffff || d.heads * slices > 65535 || d.sequences > 65535 || l.max_chunks > 0x7fffffff)
+  if (l.slots > 0x7fffffff || d.heads * slices > 65535 || d.sequences > 65535)
     fail("too many tokens, sequences or heads for the chunked seed's grids");
   const std::vector<evaluator::KernelArg> args = {ArgTensor{"q"},
                                                   ArgTensor{"k"},
@@ -239,7 +236,6 @@ evaluator::LaunchPlan KdaBwdOp::chunked_plan(const KdaDims& d, const Config& c, 
                                                   std::int64_t{d.tokens},
                                                   static_cast<std::int32_t>(d.heads),
                                                   static_cast<std::int32_t>(d.sequences),
-                                                  static_cast<std::int32_t>(l.max_chunks),
                                                   l.slots,
                                                   static_cast<float>(c.scale),
                                                   static_cast<float>(c.lower_bound),
@@ -250,9 +246,9 @@ evaluator::LaunchPlan KdaBwdOp::chunked_plan(const KdaDims& d, const Config& c, 
                                                   l.share_off,
                                                   l.sums_off};
   const auto u32 = [](std::int64_t v) { return static_cast<std::uint32_t>(v); };
-  const evaluator::Dim3 per_chunk = {u32(l.max_chunks), u32(d.sequences), u32(d.heads)};
+  const evaluator::Dim3 per_chunk = {u32(l.slots), u32(d.heads), 1};
   const evaluator::Dim3 per_chain = {u32(d.sequences), u32(d.heads), u32(slices)};
-  const evaluator::Dim3 per_chunk_slice = {u32(l.max_chunks), u32(d.sequences), u32(d.heads * slices)};
+  const evaluator::Dim3 per_chunk_slice = {u32(l.slots), u32(d.heads * slices), 1};
   evaluator::LaunchPlan p;
   for (const auto& [entry, grid] : std::vector<std::pair<const char*, evaluator::Dim3>>{
            {kChunkPrepareEntry, per_chunk},
@@ -273,7 +269,7 @@ evaluator::LaunchPlan KdaBwdOp::chunked_plan(const KdaDims& d, const Config& c, 
   red.grid = {u32(d.heads), 1, 1};
   red.block = {static_cast<std::uint32_t>(D), 1, 1};
   red.args = {ArgTensor{"workspace"}, ArgTensor{"dA_log"}, ArgTensor{"ddt_bias"}, l.sums_off,
-              static_cast<std::int32_t>(l.tiles), static_cast<std::int32_t>(d.heads)};
+              static_cast<std::int32_t>(l.slots), static_cast<std::int32_t>(d.heads)};
   p.kernels.push_back(std::move(red));
   return p;
 }

@@ -60,9 +60,10 @@ class KdaBwdOp : public evaluator::Op {
   // each chunk and the state gradient leaving it ([H][slots][slices][K][BV] each, slots = T_total /
   // CHUNK + N), each token-head's record (normalised q, k, in-chunk cumulative log-decay, beta's
   // sigmoid), Y = V - Kd S0 per token-head, X, M, P per chunk-head, the slices' shares of
-  // 3 x 128 + 2 CHUNK + 1 words per token-head, and the chunk sums per tile (N x max_chunks).
+  // 3 x 128 + 2 CHUNK + 1 words per token-head, and the chunk sums per slot and head. Sequence n's
+  // chunk c is slot n + bos_n / CHUNK + c.
   struct ChunkedLayout {
-    std::int64_t slots = 0, max_chunks = 0, tiles = 0;
+    std::int64_t slots = 0;
     std::int64_t dstate_off = 0, prep_off = 0, y_off = 0, mat_off = 0, share_off = 0, sums_off = 0, words = 0;
   };
   static ChunkedLayout chunked_layout(const KdaDims& d, std::int64_t chunk, std::int64_t bv);

@@ -215,16 +215,15 @@ std::map<std::string, ptxevo::evaluator::OutputCheck> run(const Config<ChunkArgs
               std::get<I>(args.at(18)),
               std::get<std::int32_t>(args.at(19)),
               std::get<std::int32_t>(args.at(20)),
-              std::get<std::int32_t>(args.at(21)),
-              std::get<I>(args.at(22)),
+              std::get<I>(args.at(21)),
+              std::get<float>(args.at(22)),
               std::get<float>(args.at(23)),
-              std::get<float>(args.at(24)),
+              std::get<I>(args.at(24)),
               std::get<I>(args.at(25)),
               std::get<I>(args.at(26)),
               std::get<I>(args.at(27)),
               std::get<I>(args.at(28)),
-              std::get<I>(args.at(29)),
-              std::get<I>(args.at(30))};
+              std::get<I>(args.at(29))};
   out32("dA_log");
   out32("ddt_bias");
   alignas(16) static float sm[227 * 1024 / 4];
@@ -250,9 +249,10 @@ std::map<std::string, ptxevo::evaluator::OutputCheck> run(const Config<ChunkArgs
 }
 
 // One token; 70 tokens (a partial second chunk of 64, three chunks of 32); batched rows across a
-// 32-token boundary; packed sets [1, 1] and [16, 4, 8, 12]; 130 tokens (three chunks of 64).
-const std::vector<Shape> kShapes = {shape(1, 1, 1, 1),  shape(1, 70, 2, 1), shape(2, 33, 1, 2),
-                                    shape(1, 2, 2, 2), shape(1, 40, 1, 4), shape(1, 130, 1, 1)};
+// 32-token boundary; packed sets [1, 1], [16, 4, 8, 12] and the spec's seven sequences of 241
+// tokens (slots between sequences); 130 tokens (three chunks of 64).
+const std::vector<Shape> kShapes = {shape(1, 1, 1, 1),  shape(1, 70, 2, 1),  shape(2, 33, 1, 2), shape(1, 2, 2, 2),
+                                    shape(1, 40, 1, 4), shape(1, 130, 1, 1), shape(1, 241, 1, 7)};
 
 template <typename ChunkArgs, typename Args>
 void check(const Config<ChunkArgs, Args>& c, const std::vector<Shape>& shapes = kShapes) {

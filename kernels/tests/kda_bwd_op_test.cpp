@@ -105,9 +105,9 @@ TEST(KdaBwdOp, ExportRefusesTheChunkedSeedWithAReason) {
   }
 }
 
-// The chunked plan: a prepare per chunk, the two chunk-serial passes per chain and value slice,
-// then per chunk and slice, per chunk, per head; its workspace regions follow one another and fit
-// the tensor the op declares.
+// The chunked plan: a prepare per chunk slot, the two chunk-serial passes per chain and value
+// slice, then per slot and slice, per slot, per head; its workspace regions follow one another and
+// fit the tensor the op declares.
 TEST(KdaBwdOp, ChunkedPlanAndWorkspaceLayout) {
   const KdaBwdOp op;
   const auto s = shape(1, 115, 4, 3);  // packed [64, 21, 30]: chunks of 64 -> 1, 1, 1; of 32 -> 2, 1, 1
@@ -119,19 +119,15 @@ TEST(KdaBwdOp, ChunkedPlanAndWorkspaceLayout) {
                                             KdaBwdOp::kChunkFinishEntry,  KdaBwdOp::kReduceEntry};
   for (std::size_t i = 0; i < entries.size(); ++i) EXPECT_EQ(p.kernels[i].entry, entries[i]);
   const auto l = KdaBwdOp::chunked_layout(d, 32, 64);
-  I longest = 0;
-  for (std::size_t n = 0; n + 1 < d.cu_seqlens.size(); ++n) longest = std::max(longest, d.cu_seqlens[n + 1] - d.cu_seqlens[n]);
-  EXPECT_EQ(l.max_chunks, (longest + 31) / 32);
-  EXPECT_EQ(l.slots, 115 / 32 + 3);
-  EXPECT_EQ(l.tiles, 3 * l.max_chunks);
-  EXPECT_EQ(p.kernels[0].grid.x, static_cast<unsigned>(l.max_chunks));
-  EXPECT_EQ(p.kernels[0].grid.y, 3u);
-  EXPECT_EQ(p.kernels[0].grid.z, 4u);
+  EXPECT_EQ(l.slots, 115 / 32 + 3);  // every chunk of any 3 sequences of 115 tokens has a slot
+  EXPECT_EQ(p.kernels[0].grid.x, static_cast<unsigned>(l.slots));
+  EXPECT_EQ(p.kernels[0].grid.y, 4u);  // heads
   EXPECT_EQ(p.kernels[1].grid.x, 3u);  // sequences
   EXPECT_EQ(p.kernels[1].grid.z, 2u);  // 128 / BV slices
-  EXPECT_EQ(p.kernels[3].grid.z, 8u);  // heads x slices
+  EXPECT_EQ(p.kernels[3].grid.y, 8u);  // heads x slices
+  EXPECT_EQ(p.kernels[4].grid.x, static_cast<unsigned>(l.slots));
   EXPECT_EQ(p.kernels[5].grid.x, 4u);
-  EXPECT_EQ(std::get<std::int32_t>(p.kernels[5].args.at(4)), static_cast<std::int32_t>(l.tiles));
+  EXPECT_EQ(std::get<std::int32_t>(p.kernels[5].args.at(4)), static_cast<std::int32_t>(l.slots));
   const I th = 115 * 4;
   EXPECT_EQ(l.dstate_off, 4 * l.slots * 128 * 128);
   EXPECT_EQ(l.prep_off, 2 * l.dstate_off);
@@ -139,10 +135,10 @@ TEST(KdaBwdOp, ChunkedPlanAndWorkspaceLayout) {
   EXPECT_EQ(l.mat_off - l.y_off, th * 128);
   EXPECT_EQ(l.share_off - l.mat_off, 4 * l.slots * 3 * 32 * 32);
   EXPECT_EQ(l.sums_off - l.share_off, 2 * th * (3 * 128 + 2 * 32 + 1));
-  EXPECT_EQ(l.words - l.sums_off, l.tiles * 4 * 129);
+  EXPECT_EQ(l.words - l.sums_off, l.slots * 4 * 129);
   for (const auto& k : p.kernels) {
     if (k.entry == KdaBwdOp::kReduceEntry) continue;
-    EXPECT_EQ(std::get<I>(k.args.at(30)), l.sums_off) << k.entry;
+    EXPECT_EQ(std::get<I>(k.args.at(29)), l.sums_off) << k.entry;
     EXPECT_GT(k.shared_bytes, 48u * 1024) << k.entry;
     EXPECT_LE(k.shared_bytes, 227u * 1024) << k.entry;
   }
