@@ -10,7 +10,8 @@
 # Usage: bench/gpu/run_kda_bwd_h200.sh [SCENARIOS...]   (bwd_bench --shapes; default all six)
 # The chunked seed (kda_bwd_chunked.cu) is gated at its defaults and timed at CHUNK,BV = 64,32, 32,32
 # and 32,64 beside the recurrent seed.
-# Env: KDA_BWD_SKIP_GATE=1, KDA_BWD_GATE_RECURRENT=1 (gate the recurrent seed too), KDA_BWD_GATE_S
+# Env: KDA_BWD_SKIP_GATE=1, KDA_BWD_GATE_RECURRENT=1 (gate the recurrent seed too),
+# KDA_BWD_EXPORT=recurrent (export that seed instead of the chunked one), KDA_BWD_GATE_S
 # (default 300 per gate), KDA_BWD_BENCH_S (default 300), KDA_NO_FLA=1.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
@@ -65,9 +66,18 @@ timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_chu
   > "$work/derive.txt" 2>&1 || cat "$work/derive.txt"
 .gpu/ptxevo build "$work/kda_fwd_chunked.spec" --out "$work/fwd" > "$work/build_fwd.txt" 2>&1; echo "fwd build rc=$?"
 
-step "exports (torch): kda_bwd seed defaults, kda_fwd chunked seed defaults"
+# The backward exported (and paired with the forward into the autograd function): the chunked seed's
+# defaults, or with KDA_BWD_EXPORT=recurrent the recurrent seed's; bwd_bench checks it bit for bit
+# against that seed's build, the first --backward.
+if [ "${KDA_BWD_EXPORT:-chunked}" = recurrent ]; then
+  export_seed=(); first="seed=$work/bwd"; second="chunk64_32=$work/bwd_chunk64_32"
+else
+  export_seed=(--seed-name kda_bwd_chunked_seed); first="chunk64_32=$work/bwd_chunk64_32"; second="seed=$work/bwd"
+fi
+step "exports (torch): kda_bwd ${KDA_BWD_EXPORT:-chunked} seed defaults, kda_fwd chunked seed defaults"
 export TORCH_EXTENSIONS_DIR=/tmp/torch-ext MAX_JOBS=16
-.gpu/ptxevo export kernels/kda/kda_bwd.spec --format torch --out "$work/export_bwd" > "$work/export_bwd.txt" 2>&1
+.gpu/ptxevo export kernels/kda/kda_bwd.spec "${export_seed[@]}" --format torch --out "$work/export_bwd" \
+  > "$work/export_bwd.txt" 2>&1
 echo "export bwd rc=$?"; grep -E "verified|error" "$work/export_bwd.txt"
 .gpu/ptxevo export kernels/kda/kda_fwd.spec --seed-name kda_fwd_chunked_seed --format torch --out "$work/export_fwd" \
   > "$work/export_fwd.txt" 2>&1
@@ -76,13 +86,14 @@ echo "export fwd rc=$?"; grep -E "verified|error" "$work/export_fwd.txt"
 step "bwd_bench.py: ours beside FLA's backward and step"
 fla=()
 [ "${KDA_NO_FLA:-0}" = 1 ] && fla=(--no-fla)
-timeout "${KDA_BWD_BENCH_S:-300}" python3 bench/kda/bwd_bench.py --backward "seed=$work/bwd" --also "prep=$work/bwd_prep" \
-  --also "chunk64_32=$work/bwd_chunk64_32" --also "chunk32_32=$work/bwd_chunk32_32" --also "chunk32_64=$work/bwd_chunk32_64" \
+timeout "${KDA_BWD_BENCH_S:-300}" python3 bench/kda/bwd_bench.py --backward "$first" --also "$second" \
+  --also "prep=$work/bwd_prep" --also "chunk32_32=$work/bwd_chunk32_32" --also "chunk32_64=$work/bwd_chunk32_64" \
   --forward "chunked=$work/fwd" \
   --export-bwd "$work/export_bwd" --export-fwd "$work/export_fwd" \
   --out "$out/bwd_bench" --commit "$commit" ${1:+--shapes "$@"} "${fla[@]}" > "$out/bwd_bench.log" 2>&1
 echo "rc=$?"
 if [ -f "$out/bwd_bench/results.md" ]; then tail -n 12 "$out/bwd_bench/results.md"; else tail -n 30 "$out/bwd_bench.log"; fi
 tar -C "$work" -czf "$out/builds.tgz" --exclude='*.cubin' --exclude='*.so' build_bwd.txt build_fwd.txt export_bwd.txt \
-  export_fwd.txt bwd/launch.json bwd/resources.json export_bwd 2>/dev/null
+  export_fwd.txt bwd/launch.json bwd/resources.json bwd_chunk64_32/launch.json bwd_chunk64_32/resources.json \
+  export_bwd 2>/dev/null
 step "done"

@@ -151,6 +151,69 @@ TEST(KdaBwdExport, LauncherPlansWhatTheOpPlansAndRefusesWhatItWasNotBuiltFor) {
   }
 }
 
+// The chunked seed's launcher: the op's plan (grids, the workspace offsets every chunked kernel
+// takes, the dynamic shared memory, the workspace) on batched and packed shapes, for every CHUNK
+// and BV; the entries compile to the candidate's PTX.
+TEST(KdaBwdExport, ChunkedLauncherPlansWhatTheOpPlans) {
+  ASSERT_FALSE(find_nvcc().empty()) << "the export tests need nvcc at $CUDA_HOME or /usr/local/cuda";
+  for (const std::string knobs : {"CHUNK=64,BV=32", "CHUNK=32,BV=64"}) {
+    SCOPED_TRACE(knobs);
+    const TempDir dir(knobs.find("BV=64") != std::string::npos ? "chunk32" : "chunk64");
+    ExportRequest r;
+    r.spec = kSpec;
+    r.seed = "kda_bwd_chunked_seed";
+    r.knobs = knobs;
+    r.verify = true;
+    r.out_dir = dir.path.string();
+    auto ops = std::make_shared<const evaluator::OpRegistry>(kernels::builtin_ops());
+    const ResolvedCandidate c = resolve_candidate(r, ops);
+    const ExportOutcome o = write_export(r, c);
+    ASSERT_TRUE(o.check.has_value());
+    EXPECT_TRUE(o.check->comparison.same) << o.check->comparison.difference;
+    std::string main_cu = "#include \"" + fs::path(o.files.at(0)).filename().string() +
+                          "\"\n#include <cstdio>\nint main() {\n  const long long s[][4] = {";
+    for (const auto& x : shapes())
+      main_cu += "{" + std::to_string(x.b) + "LL, " + std::to_string(x.t) + "LL, " + std::to_string(x.h) + "LL, " +
+                 std::to_string(x.n) + "LL}, ";
+    main_cu +=
+        "};\n  const char* names[6] = {\"kda_bwd_chunk_prepare\", \"kda_bwd_chunk_states\", \"kda_bwd_chunk_dstates\", "
+        "\"kda_bwd_chunk_slices\", \"kda_bwd_chunk_finish\", \"kda_bwd_reduce\"};\n"
+        "  for (const auto& x : s) {\n    ptxevo_kda_bwd_plan_t p;\n    if (ptxevo_kda_bwd_plan(x[0], x[1], x[2], x[3], &p)) {\n"
+        "      std::printf(\"error\\n--\\n\");\n      continue;\n    }\n"
+        "    for (int i = 0; i < 6; ++i) {\n"
+        "      std::printf(\"%s %u %u %u 128 %u\", names[i], p.grid[i][0], p.grid[i][1], p.grid[i][2], i < 5 ? p.shared_bytes[i] : 0u);\n"
+        "      if (i < 5) std::printf(\" %lld %lld %lld %lld %lld %lld %lld %lld\\n\", x[1], p.slots, p.dstate_offset, "
+        "p.prep_offset, p.y_offset, p.mat_offset, p.share_offset, p.sums_offset);\n"
+        "      else std::printf(\" %lld\\n\", p.sums_offset);\n    }\n"
+        "    std::printf(\"workspace %lld\\n--\\n\", ptxevo_kda_bwd_workspace_bytes(x[0], x[1], x[2], x[3]));\n  }\n"
+        "  return 0;\n}\n";
+    { std::ofstream(dir.path / "plan_main.cu") << main_cu; }
+    const auto build = evaluator::run_process({find_nvcc(), "-gencode", "arch=compute_90a,code=compute_90a", "-o",
+                                               (dir.path / "plan_main").string(), (dir.path / "plan_main.cu").string()});
+    ASSERT_EQ(build.exit_code, 0) << build.output;
+    const auto run = evaluator::run_process({(dir.path / "plan_main").string()});
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    const evaluator::OpRegistry registry = kernels::builtin_ops();
+    const evaluator::Op& op = *registry.find("kda_bwd");
+    std::string expected;
+    for (const auto& x : shapes()) {
+      const evaluator::Shape sh = {{"B", x.b}, {"T", x.t}, {"H", x.h}, {"N", x.n}};
+      for (const auto& k : op.launch_plan(sh, c.spec.config, c.build.knobs).kernels) {
+        expected += k.entry + " " + std::to_string(k.grid.x) + " " + std::to_string(k.grid.y) + " " +
+                    std::to_string(k.grid.z) + " " + std::to_string(k.block.x) + " " + std::to_string(k.shared_bytes);
+        for (const auto& a : k.args)
+          if (const auto* v = std::get_if<std::int64_t>(&a)) expected += " " + std::to_string(*v);
+        expected += "\n";
+      }
+      const auto g = kernels::KdaBwdOp::geometry(c.build.knobs);
+      expected += "workspace " +
+                  std::to_string(kernels::KdaBwdOp::chunked_layout(kernels::kda_dims(sh), g.chunk, g.bv).words * 4) +
+                  "\n--\n";
+    }
+    EXPECT_EQ(run.output, expected);
+  }
+}
+
 TEST(KdaBwdExport, TorchModuleHasBwdAndTheAutogradPairing) {
   const TempDir dir("torch");
   ExportRequest r;

@@ -1,5 +1,5 @@
-// KdaBwdOp's export (evaluator/op_export.hpp): the host launcher of the backward's three kernels
-// (the plan KdaBwdOp::launch_plan makes, with the knobs baked in) and a PyTorch binding and module
+// KdaBwdOp's export (evaluator/op_export.hpp): the host launcher of the backward's kernels (the
+// plan KdaBwdOp::launch_plan makes for either seed, with the knobs baked in) and a PyTorch binding and module
 // whose `bwd` gives every gradient and whose `attach_forward` pairs it with an exported kda_fwd
 // module into a torch.autograd.Function. docs/export.md describes what users get.
 #include <stdexcept>
@@ -18,10 +18,48 @@ using evaluator::OpConfig;
 
 [[noreturn]] void fail(const std::string& m) { throw std::invalid_argument("kda_bwd export: " + m); }
 
-constexpr const char* kKdaBwdHost = R"cpp(
+constexpr const char* kKdaBwdHostCommon = R"cpp(
 // ---- host launcher (NVRTC, which compiles device code only, skips it) ----
 #ifndef __CUDACC_RTC__
 #include <cuda_runtime.h>
+
+// The launcher's checks of its arguments against the options the kernels were built for: 0, or why not.
+static const char* ptxevo_kda_bwd_check(
+    const void* q, const void* k, const void* v, const void* g, const void* beta, const float* A_log,
+    const float* dt_bias, const long long* cu_seqlens, const float* initial_state, const void* d_out,
+    const float* d_final_state, float* dq, float* dk, float* dv, float* dg, float* dbeta, float* dA_log,
+    float* ddt_bias, float* d_initial_state, void* workspace, long long B, long long N, float scale,
+    float lower_bound) {
+  if (!q || !k || !v || !g || !beta || !A_log || !dt_bias || !d_out || !dq || !dk || !dv || !dg || !dbeta ||
+      !dA_log || !ddt_bias || !workspace) {
+    return "ptxevo_kda_bwd: q, k, v, g, beta, A_log, dt_bias, d_out, dq, dk, dv, dg, dbeta, dA_log, ddt_bias and "
+           "workspace are required";
+  }
+  if ((initial_state != 0) != (HAS_INITIAL_STATE != 0) || (d_initial_state != 0) != (HAS_INITIAL_STATE != 0)) {
+    return HAS_INITIAL_STATE ? "ptxevo_kda_bwd: these kernels were built for an initial state; pass it and d_initial_state"
+                             : "ptxevo_kda_bwd: these kernels were built without an initial state; pass NULL for both";
+  }
+  if ((d_final_state != 0) != (HAS_FINAL_STATE != 0)) {
+    return HAS_FINAL_STATE ? "ptxevo_kda_bwd: these kernels were built for a final state; pass d_final_state"
+                           : "ptxevo_kda_bwd: these kernels were built without a final state; pass NULL";
+  }
+  if ((cu_seqlens != 0) != (N != B)) {
+    return N != B ? "ptxevo_kda_bwd: packed sequences (N != B) need cu_seqlens"
+                  : "ptxevo_kda_bwd: cu_seqlens is for packed sequences (B == 1, N > 1) only; pass NULL";
+  }
+  if (!(scale > 0.0f) || scale > 3.0e38f) {
+    return "ptxevo_kda_bwd: scale must be a finite number > 0";
+  }
+  if (!KDA_GATE_SOFTPLUS && !(lower_bound >= -5.0f && lower_bound < 0.0f)) {
+    return "ptxevo_kda_bwd: lower_bound must be in [-5, 0) (the lower-bound gate)";
+  }
+  return 0;
+}
+#endif  // __CUDACC_RTC__
+)cpp";
+
+constexpr const char* kKdaBwdHost = R"cpp(
+#ifndef __CUDACC_RTC__
 
 // The plan of KdaBwdOp::launch_plan for the knobs above: value slices per (sequence, head) chain,
 // the workspace's regions (fp32 words) and the finish kernel's token chunks.
@@ -79,35 +117,10 @@ extern "C" cudaError_t ptxevo_kda_bwd_launch(
     long long H, long long N, float scale, float lower_bound, cudaStream_t stream, const char** why) {
   const char* ignored = 0;
   if (!why) why = &ignored;
-  if (!q || !k || !v || !g || !beta || !A_log || !dt_bias || !d_out || !dq || !dk || !dv || !dg || !dbeta ||
-      !dA_log || !ddt_bias || !workspace) {
-    *why = "ptxevo_kda_bwd: q, k, v, g, beta, A_log, dt_bias, d_out, dq, dk, dv, dg, dbeta, dA_log, ddt_bias and "
-           "workspace are required";
+  if ((*why = ptxevo_kda_bwd_check(q, k, v, g, beta, A_log, dt_bias, cu_seqlens, initial_state, d_out, d_final_state, dq,
+                                   dk, dv, dg, dbeta, dA_log, ddt_bias, d_initial_state, workspace, B, N, scale,
+                                   lower_bound)) != 0)
     return cudaErrorInvalidValue;
-  }
-  if ((initial_state != 0) != (HAS_INITIAL_STATE != 0) || (d_initial_state != 0) != (HAS_INITIAL_STATE != 0)) {
-    *why = HAS_INITIAL_STATE ? "ptxevo_kda_bwd: these kernels were built for an initial state; pass it and d_initial_state"
-                             : "ptxevo_kda_bwd: these kernels were built without an initial state; pass NULL for both";
-    return cudaErrorInvalidValue;
-  }
-  if ((d_final_state != 0) != (HAS_FINAL_STATE != 0)) {
-    *why = HAS_FINAL_STATE ? "ptxevo_kda_bwd: these kernels were built for a final state; pass d_final_state"
-                           : "ptxevo_kda_bwd: these kernels were built without a final state; pass NULL";
-    return cudaErrorInvalidValue;
-  }
-  if ((cu_seqlens != 0) != (N != B)) {
-    *why = N != B ? "ptxevo_kda_bwd: packed sequences (N != B) need cu_seqlens"
-                  : "ptxevo_kda_bwd: cu_seqlens is for packed sequences (B == 1, N > 1) only; pass NULL";
-    return cudaErrorInvalidValue;
-  }
-  if (!(scale > 0.0f) || scale > 3.0e38f) {
-    *why = "ptxevo_kda_bwd: scale must be a finite number > 0";
-    return cudaErrorInvalidValue;
-  }
-  if (!KDA_GATE_SOFTPLUS && !(lower_bound >= -5.0f && lower_bound < 0.0f)) {
-    *why = "ptxevo_kda_bwd: lower_bound must be in [-5, 0) (the lower-bound gate)";
-    return cudaErrorInvalidValue;
-  }
   ptxevo_kda_bwd_plan_t p;
   if ((*why = ptxevo_kda_bwd_plan(B, T, H, N, &p)) != 0) return cudaErrorInvalidValue;
   if (workspace_bytes < p.workspace_words * 4) {
@@ -141,6 +154,130 @@ extern "C" cudaError_t ptxevo_kda_bwd_launch(
 }
 #endif  // __CUDACC_RTC__
 )cpp";
+
+constexpr const char* kKdaBwdChunkedHost = R"cpp(
+#ifndef __CUDACC_RTC__
+
+// The plan of KdaBwdOp::launch_plan for the chunked seed's knobs above (KdaBwdOp::chunked_layout):
+// T_total / CHUNK + N chunk slots, the workspace's regions (fp32 words), each entry's grid and
+// dynamic shared memory.
+struct ptxevo_kda_bwd_plan_t {
+  unsigned grid[6][3];       // kda_bwd_chunk_prepare, _states, _dstates, _slices, _finish, kda_bwd_reduce
+  unsigned shared_bytes[5];  // the five chunked kernels'
+  long long slots, dstate_offset, prep_offset, y_offset, mat_offset, share_offset, sums_offset, workspace_words;
+};
+enum { ptxevo_kda_bwd_slices = @SLICES@, ptxevo_kda_bwd_chunk = @CHUNK@ };
+
+// B rows of T tokens, H heads, N sequences: N == B (a sequence a row), or B == 1 and N > 1 packed
+// sequences (cu_seqlens). 0, or why not.
+extern "C" const char* ptxevo_kda_bwd_plan(long long B, long long T, long long H, long long N,
+                                          ptxevo_kda_bwd_plan_t* p) {
+  if (B < 1 || T < 1 || H < 1 || N < 1) return "ptxevo_kda_bwd: B, T, H and N must be >= 1";
+  if (N != B && B != 1)
+    return "ptxevo_kda_bwd: N must equal B (a sequence a row) or B must be 1 (N packed sequences)";
+  if (H * ptxevo_kda_bwd_slices > 65535 || N > 65535)
+    return "ptxevo_kda_bwd: H must be at most 65535 / (128 / BV) and N at most 65535";
+  const long long total = B * T, D = 128, C = ptxevo_kda_bwd_chunk, th = total * H;
+  p->slots = total / C + N;
+  if (p->slots > 0x7fffffffLL) return "ptxevo_kda_bwd: too many tokens";
+  const long long states = H * p->slots * D * D;
+  p->dstate_offset = states;
+  p->prep_offset = 2 * states;
+  p->y_offset = p->prep_offset + th * (3 * D + 1);
+  p->mat_offset = p->y_offset + th * D;
+  p->share_offset = p->mat_offset + H * p->slots * 3 * C * C;
+  p->sums_offset = p->share_offset + ptxevo_kda_bwd_slices * th * (3 * D + 2 * C + 1);
+  p->workspace_words = p->sums_offset + p->slots * H * (D + 1);
+  const unsigned S = (unsigned)p->slots, h = (unsigned)H, z = (unsigned)ptxevo_kda_bwd_slices;
+  const unsigned g[6][3] = {{S, h, 1u}, {(unsigned)N, h, z}, {(unsigned)N, h, z}, {S, h * z, 1u}, {S, h, 1u}, {h, 1u, 1u}};
+  const unsigned smem[5] = {@SMEM_PREPARE@u, @SMEM_STATES@u, @SMEM_DSTATES@u, @SMEM_SLICES@u, @SMEM_FINISH@u};
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 3; ++j) p->grid[i][j] = g[i][j];
+  for (int i = 0; i < 5; ++i) p->shared_bytes[i] = smem[i];
+  return 0;
+}
+
+// Bytes of scratch the launch needs (pass a buffer at least this large), or -1 for bad dims.
+extern "C" long long ptxevo_kda_bwd_workspace_bytes(long long B, long long T, long long H, long long N) {
+  ptxevo_kda_bwd_plan_t p;
+  return ptxevo_kda_bwd_plan(B, T, H, N, &p) ? -1 : p.workspace_words * 4;
+}
+
+// The gradients of KDA(q, k, v, g, beta) (the forward of the same options) from d_out (bf16, of
+// out) and, with the final state, d_final_state (fp32, V-first); tensors dense in the op's
+// layouts (inputs as the forward's; dq, dk, dv, dg fp32 [B, T, H, 128]; dbeta fp32 [B, T, H];
+// dA_log fp32 [H]; ddt_bias fp32 [H, 128]; d_initial_state fp32 [N, H, 128, 128], V-first).
+// Every gradient is written (none accumulated into); pointers the options do not use must be NULL.
+// Returns cudaSuccess, or an error with *why (when why is not NULL). Launches on `stream`.
+extern "C" cudaError_t ptxevo_kda_bwd_launch(
+    const void* q, const void* k, const void* v, const void* g, const void* beta, const float* A_log,
+    const float* dt_bias, const long long* cu_seqlens, const float* initial_state, const void* d_out,
+    const float* d_final_state, float* dq, float* dk, float* dv, float* dg, float* dbeta, float* dA_log,
+    float* ddt_bias, float* d_initial_state, void* workspace, long long workspace_bytes, long long B, long long T,
+    long long H, long long N, float scale, float lower_bound, cudaStream_t stream, const char** why) {
+  const char* ignored = 0;
+  if (!why) why = &ignored;
+  if ((*why = ptxevo_kda_bwd_check(q, k, v, g, beta, A_log, dt_bias, cu_seqlens, initial_state, d_out, d_final_state, dq,
+                                   dk, dv, dg, dbeta, dA_log, ddt_bias, d_initial_state, workspace, B, N, scale,
+                                   lower_bound)) != 0)
+    return cudaErrorInvalidValue;
+  ptxevo_kda_bwd_plan_t p;
+  if ((*why = ptxevo_kda_bwd_plan(B, T, H, N, &p)) != 0) return cudaErrorInvalidValue;
+  if (workspace_bytes < p.workspace_words * 4) {
+    *why = "ptxevo_kda_bwd: the workspace is smaller than ptxevo_kda_bwd_workspace_bytes() asks for";
+    return cudaErrorInvalidValue;
+  }
+  typedef __nv_bfloat16 bf16;
+  typedef void (*chunk_kernel)(const bf16*, const bf16*, const bf16*, const bf16*, const bf16*, const float*,
+                               const float*, const long long*, const float*, const bf16*, const float*, float*, float*,
+                               float*, float*, float*, float*, float*, long long, int, int, long long, float, float,
+                               long long, long long, long long, long long, long long, long long);
+  const chunk_kernel kernels[5] = {kda_bwd_chunk_prepare, kda_bwd_chunk_states, kda_bwd_chunk_dstates,
+                                   kda_bwd_chunk_slices, kda_bwd_chunk_finish};
+  float* ws = (float*)workspace;
+  for (int i = 0; i < 5; ++i) {
+    cudaError_t e = cudaFuncSetAttribute((const void*)kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)p.shared_bytes[i]);
+    if (e == cudaSuccess) {
+      kernels[i]<<<dim3(p.grid[i][0], p.grid[i][1], p.grid[i][2]), 128, p.shared_bytes[i], stream>>>(
+          (const bf16*)q, (const bf16*)k, (const bf16*)v, (const bf16*)g, (const bf16*)beta, A_log, dt_bias,
+          cu_seqlens, initial_state, (const bf16*)d_out, d_final_state, dq, dk, dv, dg, dbeta, d_initial_state, ws, T,
+          (int)H, (int)N, p.slots, scale, lower_bound, p.dstate_offset, p.prep_offset, p.y_offset, p.mat_offset,
+          p.share_offset, p.sums_offset);
+      e = cudaGetLastError();
+    }
+    if (e != cudaSuccess) {
+      *why = cudaGetErrorString(e);
+      return e;
+    }
+  }
+  kda_bwd_reduce<<<dim3(p.grid[5][0], 1, 1), 128, 0, stream>>>(ws, dA_log, ddt_bias, p.sums_offset, (int)p.slots,
+                                                              (int)H);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) *why = cudaGetErrorString(e);
+  return e;
+}
+#endif  // __CUDACC_RTC__
+)cpp";
+
+// The chunked entries' parameters as kda_bwd_chunked.cu declares them (all five alike).
+std::vector<ExportParam> chunk_params() {
+  return {{"const __nv_bfloat16* __restrict__", "q", "l"},     {"const __nv_bfloat16* __restrict__", "k", "l"},
+          {"const __nv_bfloat16* __restrict__", "v", "l"},     {"const __nv_bfloat16* __restrict__", "g", "l"},
+          {"const __nv_bfloat16* __restrict__", "beta", "l"},  {"const float* __restrict__", "a_log", "l"},
+          {"const float* __restrict__", "dt_bias", "l"},       {"const long long* __restrict__", "cu_seqlens", "l"},
+          {"const float* __restrict__", "initial_state", "l"}, {"const __nv_bfloat16* __restrict__", "d_out", "l"},
+          {"const float* __restrict__", "d_final_state", "l"}, {"float* __restrict__", "dq", "l"},
+          {"float* __restrict__", "dk", "l"},                  {"float* __restrict__", "dv", "l"},
+          {"float* __restrict__", "dg", "l"},                  {"float* __restrict__", "dbeta", "l"},
+          {"float* __restrict__", "d_initial_state", "l"},     {"float* __restrict__", "ws", "l"},
+          {"long long", "T", "l"},                             {"int", "H", "r"},
+          {"int", "nseq", "r"},                                {"long long", "slots", "l"},
+          {"float", "scale", "f"},                             {"float", "lower_bound", "f"},
+          {"long long", "dstate_off", "l"},                    {"long long", "prep_off", "l"},
+          {"long long", "y_off", "l"},                         {"long long", "mat_off", "l"},
+          {"long long", "share_off", "l"},                     {"long long", "sums_off", "l"}};
+}
 
 // The entries' parameters as kda_bwd.cu declares them.
 std::vector<ExportParam> prepare_params() {
@@ -401,22 +538,44 @@ std::optional<evaluator::HostExport> KdaBwdOp::host_export(const OpConfig& cfg, 
                                                           const std::set<std::string>& defined) const {
   KdaFwdOp::parse(cfg);
   const Geometry g = geometry(knobs);
-  if (g.chunk)
-    fail("the launcher plans the recurrent seed's kernels; the chunked seed (knob CHUNK) has none yet");
   evaluator::HostExport l;
-  std::vector<const char*> entries = {kRecurrentEntry, kFinishEntry, kReduceEntry};
-  if (g.prep) entries.insert(entries.begin(), kPrepareEntry);
-  for (const char* entry : entries) {
-    if (!defined.count(entry)) fail(std::string("the plan launches ") + entry + ", which the candidate's PTX does not define");
-    l.entries.push_back(entry);
+  if (g.chunk) {
+    const std::vector<const char*> entries = {kChunkPrepareEntry, kChunkStatesEntry, kChunkDstatesEntry,
+                                              kChunkSlicesEntry, kChunkFinishEntry};
+    for (const char* entry : entries) l.params_by_entry[entry] = chunk_params();
+    l.params_by_entry[kReduceEntry] = reduce_params();
+    for (const char* entry : {kChunkPrepareEntry, kChunkStatesEntry, kChunkDstatesEntry, kChunkSlicesEntry,
+                              kChunkFinishEntry, kReduceEntry}) {
+      if (!defined.count(entry))
+        fail(std::string("the plan launches ") + entry + ", which the candidate's PTX does not define");
+      l.entries.push_back(entry);
+    }
+    const auto smem = [&](const char* entry) { return std::to_string(chunked_shared_bytes(entry, g.chunk, g.bv)); };
+    l.code = std::string(kKdaBwdHostCommon) +
+             evaluator::substitute(kKdaBwdChunkedHost, {{"SLICES", std::to_string(kHeadDim / g.bv)},
+                                                        {"CHUNK", std::to_string(g.chunk)},
+                                                        {"SMEM_PREPARE", smem(kChunkPrepareEntry)},
+                                                        {"SMEM_STATES", smem(kChunkStatesEntry)},
+                                                        {"SMEM_DSTATES", smem(kChunkDstatesEntry)},
+                                                        {"SMEM_SLICES", smem(kChunkSlicesEntry)},
+                                                        {"SMEM_FINISH", smem(kChunkFinishEntry)}});
   }
-  if (g.prep) l.params_by_entry[kPrepareEntry] = prepare_params();
-  l.params_by_entry[kRecurrentEntry] = recurrent_params(g.prep);
-  l.params_by_entry[kFinishEntry] = finish_params();
-  l.params_by_entry[kReduceEntry] = reduce_params();
-  l.code = evaluator::substitute(kKdaBwdHost, {{"SLICES", std::to_string(kHeadDim / g.bv)},
-                                               {"PREP", g.prep ? "1" : "0"},
-                                               {"CHUNK", std::to_string(kFinishTokens)}});
+  if (!g.chunk) {
+    std::vector<const char*> entries = {kRecurrentEntry, kFinishEntry, kReduceEntry};
+    if (g.prep) entries.insert(entries.begin(), kPrepareEntry);
+    for (const char* entry : entries) {
+      if (!defined.count(entry))
+        fail(std::string("the plan launches ") + entry + ", which the candidate's PTX does not define");
+      l.entries.push_back(entry);
+    }
+    if (g.prep) l.params_by_entry[kPrepareEntry] = prepare_params();
+    l.params_by_entry[kRecurrentEntry] = recurrent_params(g.prep);
+    l.params_by_entry[kFinishEntry] = finish_params();
+    l.params_by_entry[kReduceEntry] = reduce_params();
+    l.code = std::string(kKdaBwdHostCommon) + evaluator::substitute(kKdaBwdHost, {{"SLICES", std::to_string(kHeadDim / g.bv)},
+                                                                                   {"PREP", g.prep ? "1" : "0"},
+                                                                                   {"CHUNK", std::to_string(kFinishTokens)}});
+  }
   l.prototype =
       "extern \"C\" cudaError_t ptxevo_kda_bwd_launch(const void* q, const void* k, const void* v, const void* g, "
       "const void* beta, const float* A_log, const float* dt_bias, const long long* cu_seqlens, "

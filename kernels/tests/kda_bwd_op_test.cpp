@@ -95,16 +95,6 @@ TEST(KdaBwdOp, OptionsAndKnobsAreCheckedWithTheirNames) {
   EXPECT_NE(error({{"CHUNK", I{32}}, {"SUB", I{4}}}).find("unknown knob 'SUB' for the chunked seed"), std::string::npos);
 }
 
-// Export has a launcher for the recurrent seed only; a chunked candidate is refused, by name.
-TEST(KdaBwdOp, ExportRefusesTheChunkedSeedWithAReason) {
-  try {
-    KdaBwdOp().host_export({}, KdaBwdOp::chunked_knob_defaults(), {});
-    ADD_FAILURE() << "exported a chunked candidate";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("the chunked seed (knob CHUNK) has none yet"), std::string::npos) << e.what();
-  }
-}
-
 // The chunked plan: a prepare per chunk slot, the two chunk-serial passes per chain and value
 // slice, then per slot and slice, per slot, per head; its workspace regions follow one another and
 // fit the tensor the op declares.
