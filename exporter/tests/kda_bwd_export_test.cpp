@@ -156,7 +156,7 @@ TEST(KdaBwdExport, LauncherPlansWhatTheOpPlansAndRefusesWhatItWasNotBuiltFor) {
 // and BV; the entries compile to the candidate's PTX.
 TEST(KdaBwdExport, ChunkedLauncherPlansWhatTheOpPlans) {
   ASSERT_FALSE(find_nvcc().empty()) << "the export tests need nvcc at $CUDA_HOME or /usr/local/cuda";
-  for (const std::string knobs : {"CHUNK=64,BV=32", "CHUNK=32,BV=64"}) {
+  for (const std::string knobs : {"CHUNK=64,BV=32", "CHUNK=32,BV=64,MMA=1"}) {
     SCOPED_TRACE(knobs);
     const TempDir dir(knobs.find("BV=64") != std::string::npos ? "chunk32" : "chunk64");
     ExportRequest r;

@@ -29,12 +29,18 @@
 //   CHUNK  tokens per chunk (32 or 64)
 //   BV     value columns per state slice (32 or 64; CHUNK * BV <= 2048 for kda_bwd_chunk_slices'
 //          shared memory)
+//   MMA    0: chunk_mm on CUDA cores (fp32 FMA); 1: on tensor cores (mma.sync m16n8k16, each fp32
+//          operand split into bf16 hi + lo and the product taken as hi hi + hi lo + lo hi in fp32:
+//          about 2^-16 relative per product, near fp32's)
 #define KDA_BWD_CHUNKED 1
 #ifndef CHUNK
 #define CHUNK 64
 #endif
 #ifndef BV
 #define BV 32
+#endif
+#ifndef MMA
+#define MMA 0
 #endif
 // kda_bwd.cu's recurrence knobs, unused here.
 #define CKPT 32
@@ -63,6 +69,7 @@ enum : int {
 static_assert(kC == 32 || kC == 64, "CHUNK: 32 or 64");
 static_assert(kB == 32 || kB == 64, "BV: 32 or 64");
 static_assert(kC * kB <= 2048, "CHUNK * BV: at most 2048 (kda_bwd_chunk_slices' shared memory)");
+static_assert(MMA == 0 || MMA == 1, "MMA: 0 or 1");
 
 struct ChunkArgs {
   const __nv_bfloat16* __restrict__ q;
@@ -156,6 +163,64 @@ __device__ __forceinline__ long long token_heads(const ChunkArgs& p) {
   return (p.cu_seqlens ? p.cu_seqlens[p.nseq] : (long long)p.nseq * p.T) * p.H;
 }
 
+#if MMA
+#ifndef KDA_HOST_EMULATION
+// Two floats as one bf16 pair, lo in the low half (cvt.rn.bf16x2.f32 puts its first operand in the
+// upper half).
+__device__ __forceinline__ unsigned int pack_bf16x2(float lo, float hi) {
+  unsigned int d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+// D += A B on one m16n8k16 tile: A row-major bf16 (4 regs), B column-major bf16 (2 regs), fp32.
+__device__ __forceinline__ void mma_bf16(float* d, const unsigned int* a, const unsigned int* b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif  // KDA_HOST_EMULATION
+// (v0, v1) as bf16 pairs hi and lo with v = hi + lo to about 2^-16.
+__device__ __forceinline__ void split_pair(float v0, float v1, unsigned int& hi, unsigned int& lo) {
+  hi = pack_bf16x2(v0, v1);
+  lo = pack_bf16x2(v0 - __uint_as_float(hi << 16), v1 - __uint_as_float(hi & 0xffff0000u));
+}
+
+// out(r, c) = sum over x < X of a(r, x) b(x, c) for r < R, c < CC, handed to f(r, c, value), on
+// tensor cores: each warp takes 16 x 8 output tiles in turn and walks x 16 at a time, building
+// its fragments from the accessors (PTX ISA m16n8k16 layouts: lane 4 g + t holds A rows g, g + 8,
+// columns 2 t, 2 t + 1, 2 t + 8, 2 t + 9; B rows 2 t, 2 t + 1, 2 t + 8, 2 t + 9 of column g;
+// D rows g, g + 8, columns 2 t, 2 t + 1).
+template <int R, int CC, int X, class A, class B, class F>
+__device__ __forceinline__ void chunk_mm(A a, B b, F f) {
+  static_assert(R % 16 == 0 && CC % 8 == 0 && X % 16 == 0, "chunk_mm: tile shape");
+  constexpr int TN = CC / 8, tiles = (R / 16) * TN;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  for (int tile = warp; tile < tiles; tile += kW) {
+    const int r0 = (tile / TN) * 16 + g, c0 = (tile % TN) * 8;
+    float d[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 2
+    for (int x0 = 0; x0 < X; x0 += 16) {
+      const int k = x0 + 2 * t;
+      unsigned int ah[4], al[4], bh[2], bl[2];
+      split_pair(a(r0, k), a(r0, k + 1), ah[0], al[0]);
+      split_pair(a(r0 + 8, k), a(r0 + 8, k + 1), ah[1], al[1]);
+      split_pair(a(r0, k + 8), a(r0, k + 9), ah[2], al[2]);
+      split_pair(a(r0 + 8, k + 8), a(r0 + 8, k + 9), ah[3], al[3]);
+      split_pair(b(k, c0 + g), b(k + 1, c0 + g), bh[0], bl[0]);
+      split_pair(b(k + 8, c0 + g), b(k + 9, c0 + g), bh[1], bl[1]);
+      mma_bf16(d, al, bh);
+      mma_bf16(d, ah, bl);
+      mma_bf16(d, ah, bh);
+    }
+    f(r0, c0 + 2 * t, d[0]);
+    f(r0, c0 + 2 * t + 1, d[1]);
+    f(r0 + 8, c0 + 2 * t, d[2]);
+    f(r0 + 8, c0 + 2 * t + 1, d[3]);
+  }
+}
+#else
 // out(r, c) = sum over x < X of a(r, x) b(x, c) for r < R, c < CC, handed to f(r, c, value): each
 // thread a tile of rows rt + RT i and columns ct + CT j, so a warp reads one a(r, x) (a broadcast)
 // and consecutive b(x, c).
@@ -186,6 +251,8 @@ __device__ __forceinline__ void chunk_mm(A a, B b, F f) {
 #pragma unroll
     for (int c = 0; c < TC; ++c) f(rt + RT * r, ct + CT * c, acc[r][c]);
 }
+
+#endif  // MMA
 
 // The chunk's decayed keys and queries from the token records, rows past the chunk's end zero:
 // Kr = k e^(Gtot - G), with kd Kd = k e^G, with qd Qd = scale q e^G; egt [2][kK]: e^Gtot, Gtot.

@@ -57,7 +57,10 @@ KdaBwdOp::Geometry chunked_geometry(const Knobs& k) {
     if (!v) fail("knob " + name + " must be an integer");
     if (name == "CHUNK") g.chunk = *v;
     else if (name == "BV") g.bv = *v;
-    else fail("unknown knob '" + name + "' for the chunked seed (knobs: CHUNK, BV)");
+    else if (name == "MMA") {
+      if (*v != 0 && *v != 1) fail("MMA must be 0 or 1, got " + std::to_string(*v));
+      g.mma = *v == 1;
+    } else fail("unknown knob '" + name + "' for the chunked seed (knobs: CHUNK, BV, MMA)");
   }
   if (g.chunk != 32 && g.chunk != 64) fail("CHUNK must be 32 or 64, got " + std::to_string(g.chunk));
   if (g.bv != 32 && g.bv != 64) fail("BV must be 32 or 64 with CHUNK, got " + std::to_string(g.bv));
@@ -103,12 +106,15 @@ std::vector<Knobs> KdaBwdOp::covering_knobs() {
           {{"BV", std::int64_t{32}}, {"CKPT", std::int64_t{32}}, {"SUB", std::int64_t{8}}, {"PREP", std::int64_t{1}}}};
 }
 
-Knobs KdaBwdOp::chunked_knob_defaults() { return {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{32}}}; }
+Knobs KdaBwdOp::chunked_knob_defaults() {
+  return {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{0}}};
+}
 
 std::vector<Knobs> KdaBwdOp::chunked_covering_knobs() {
   return {chunked_knob_defaults(),
-          {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}},
-          {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{64}}}};
+          {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{0}}},
+          {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{64}}, {"MMA", std::int64_t{1}}},
+          {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}}};
 }
 
 KdaBwdOp::ChunkedLayout KdaBwdOp::chunked_layout(const KdaDims& d, std::int64_t chunk, std::int64_t bv) {

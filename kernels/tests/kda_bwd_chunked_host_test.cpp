@@ -2,7 +2,8 @@
 // chunked plan (prepare, states, dstates, slices, finish, reduce) CTA by CTA, each thread a
 // coroutine, outputs and workspace poisoned with NaN, against the op's fp64 backward
 // (kda_backward_reference.hpp) on fresh inputs of every distribution: both gates, every state
-// combination, every CHUNK and BV, one token, partial last chunks, batched rows and packed sets.
+// combination, every CHUNK and BV, CUDA and tensor cores, one token, partial last chunks, batched
+// rows and packed sets.
 
 #include <gtest/gtest.h>
 
@@ -30,6 +31,7 @@ using namespace ::kda_host;
 #include "kernels/kda/kda_bwd_chunked.cu"
 }  // namespace chunk0
 #undef KDA_BWD_CHUNKED
+#undef MMA
 #undef CHUNK
 #undef BV
 #undef CKPT
@@ -51,6 +53,7 @@ using namespace ::kda_host;
 #include "kernels/kda/kda_bwd_chunked.cu"
 }  // namespace chunk1
 #undef KDA_BWD_CHUNKED
+#undef MMA
 #undef CHUNK
 #undef BV
 #undef CKPT
@@ -72,6 +75,7 @@ using namespace ::kda_host;
 #include "kernels/kda/kda_bwd_chunked.cu"
 }  // namespace chunk2
 #undef KDA_BWD_CHUNKED
+#undef MMA
 #undef CHUNK
 #undef BV
 #undef CKPT
@@ -93,6 +97,53 @@ using namespace ::kda_host;
 #include "kernels/kda/kda_bwd_chunked.cu"
 }  // namespace chunk3
 #undef KDA_BWD_CHUNKED
+#undef MMA
+#undef CHUNK
+#undef BV
+#undef CKPT
+#undef SUB
+#undef PREP
+#undef KDA_BWD_ENTRY
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+
+// C4: the defaults on tensor cores (MMA 1), lower-bound gate, both states.
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 64
+#define BV 32
+#define MMA 1
+namespace chunk4 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk4
+#undef KDA_BWD_CHUNKED
+#undef MMA
+#undef CHUNK
+#undef BV
+#undef CKPT
+#undef SUB
+#undef PREP
+#undef KDA_BWD_ENTRY
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+
+// C5: CHUNK 32, BV 64 on tensor cores; softplus gate, final-state gradient only.
+#define KDA_GATE_SOFTPLUS 1
+#define HAS_INITIAL_STATE 0
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 64
+#define MMA 1
+namespace chunk5 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk5
+#undef KDA_BWD_CHUNKED
+#undef MMA
 #undef CHUNK
 #undef BV
 #undef CKPT
@@ -280,7 +331,7 @@ void check(const Config<ChunkArgs, Args>& c, const std::vector<Shape>& shapes = 
 OpConfig options(const char* gate, bool initial, bool final) {
   return {{"gate", gate}, {"initial_state", initial ? "true" : "false"}, {"final_state", final ? "true" : "false"}};
 }
-Knobs knobs(I chunk, I bv) { return {{"CHUNK", chunk}, {"BV", bv}}; }
+Knobs knobs(I chunk, I bv, I mma = 0) { return {{"CHUNK", chunk}, {"BV", bv}, {"MMA", mma}}; }
 
 TEST(KdaBwdChunkedOnHost, DefaultsLowerBoundGateBothStates) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk0, options("lower_bound", true, true), knobs(64, 32)));
@@ -293,6 +344,12 @@ TEST(KdaBwdChunkedOnHost, TwoSlicesInitialStateOnly) {
 }
 TEST(KdaBwdChunkedOnHost, SoftplusGateFinalStateGradientOnly) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk3, options("softplus", false, true), knobs(64, 32)));
+}
+TEST(KdaBwdChunkedOnHost, TensorCoresLowerBoundGateBothStates) {
+  check(KDA_BWD_CHUNKED_CONFIG(chunk4, options("lower_bound", true, true), knobs(64, 32, 1)));
+}
+TEST(KdaBwdChunkedOnHost, TensorCoresTwoSlicesSoftplusFinalStateOnly) {
+  check(KDA_BWD_CHUNKED_CONFIG(chunk5, options("softplus", false, true), knobs(32, 64, 1)));
 }
 // The same bits whatever order the CTAs run in: shares and chunk sums are added in a fixed order.
 TEST(KdaBwdChunkedOnHost, OutputsDoNotDependOnTheOrderOfTheCtas) {

@@ -93,6 +93,8 @@ TEST(KdaBwdOp, OptionsAndKnobsAreCheckedWithTheirNames) {
   EXPECT_NE(error({{"CHUNK", I{32}}, {"BV", I{16}}}).find("BV must be 32 or 64 with CHUNK"), std::string::npos);
   EXPECT_NE(error({{"CHUNK", I{64}}, {"BV", I{64}}}).find("CHUNK * BV must be at most 2048"), std::string::npos);
   EXPECT_NE(error({{"CHUNK", I{32}}, {"SUB", I{4}}}).find("unknown knob 'SUB' for the chunked seed"), std::string::npos);
+  EXPECT_NE(error({{"CHUNK", I{32}}, {"MMA", I{2}}}).find("MMA must be 0 or 1"), std::string::npos);
+  EXPECT_TRUE(KdaBwdOp::geometry({{"CHUNK", I{32}}, {"MMA", I{1}}}).mma);
 }
 
 // The chunked plan: a prepare per chunk slot, the two chunk-serial passes per chain and value
@@ -301,11 +303,12 @@ TEST(KdaBwdBuild, ChunkedSeedBuildsUnderEveryOptionSetAndCoveringKnobs) {
       for (const bool final : {false, true})
         for (const auto& knobs : KdaBwdOp::chunked_covering_knobs()) {
           // Each option set with one of the assignments, each assignment under several option sets.
-          if ((built++ % 3) != (initial * 2 + final + (gate[0] == 's')) % 3) continue;
+          if ((built++ % 4) != (initial * 2 + final + (gate[0] == 's')) % 4) continue;
           const OpConfig cfg = options(gate, initial, final);
           SCOPED_TRACE(std::string(gate) + (initial ? " +in" : "") + (final ? " +out" : "") + " CHUNK " +
                        std::to_string(std::get<I>(knobs.at("CHUNK"))) + " BV " +
-                       std::to_string(std::get<I>(knobs.at("BV"))));
+                       std::to_string(std::get<I>(knobs.at("BV"))) + " MMA " +
+                       std::to_string(std::get<I>(knobs.at("MMA"))));
           ptxevo::evaluator::BuildRequest r;
           r.name = "kda_bwd_chunked";
           r.source = text->text;
