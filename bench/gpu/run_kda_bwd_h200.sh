@@ -8,8 +8,8 @@
 # exported module and its autograd function, one process, same inputs and CUDA events, every
 # gradient against fp64 on the first heads. Needs .gpu/ (scripts/pack_gpu_bundle.sh) and, for FLA, its wheels in .whl/.
 # Usage: bench/gpu/run_kda_bwd_h200.sh [SCENARIOS...]   (bwd_bench --shapes; default all six)
-# The chunked seed (kda_bwd_chunked.cu) is gated at its defaults and timed at CHUNK,BV = 64,32, 32,32
-# and 32,64 beside the recurrent seed.
+# The chunked seed (kda_bwd_chunked.cu) is gated at its defaults and timed at CHUNK,BV,MMA = 64,32,0,
+# 64,32,1, 32,32,1 and 32,64,1 beside the recurrent seed.
 # Env: KDA_BWD_SKIP_GATE=1, KDA_BWD_GATE_RECURRENT=1 (gate the recurrent seed too),
 # KDA_BWD_EXPORT=recurrent (export that seed instead of the chunked one), KDA_BWD_GATE_S
 # (default 300 per gate), KDA_BWD_BENCH_S (default 300), KDA_NO_FLA=1.
@@ -57,11 +57,13 @@ step "builds: kda_bwd seed defaults and PREP=1, kda_fwd chunked seed defaults"
 .gpu/ptxevo build kernels/kda/kda_bwd.spec --out "$work/bwd" > "$work/build_bwd.txt" 2>&1; echo "bwd build rc=$?"
 .gpu/ptxevo build kernels/kda/kda_bwd.spec --knobs PREP=1 --out "$work/bwd_prep" > "$work/build_bwd_prep.txt" 2>&1
 echo "bwd PREP=1 build rc=$?"
-for ck in 64,32 32,32 32,64; do
-  .gpu/ptxevo build kernels/kda/kda_bwd.spec --source kernels/kda/kda_bwd_chunked.cu --knobs "CHUNK=${ck%,*},BV=${ck#*,}" \
-    --out "$work/bwd_chunk${ck/,/_}" > "$work/build_bwd_chunk${ck/,/_}.txt" 2>&1
-  echo "bwd chunked CHUNK,BV=$ck build rc=$?"
+for ck in 64_32_0 64_32_1 32_32_1 32_64_1; do  # CHUNK_BV_MMA, built side by side
+  IFS=_ read -r c bv mma <<< "$ck"
+  ( .gpu/ptxevo build kernels/kda/kda_bwd.spec --source kernels/kda/kda_bwd_chunked.cu --knobs "CHUNK=$c,BV=$bv,MMA=$mma" \
+      --out "$work/bwd_chunk$ck" > "$work/build_bwd_chunk$ck.txt" 2>&1
+    echo "bwd chunked CHUNK,BV,MMA=$c,$bv,$mma build rc=$?" ) &
 done
+wait
 timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_chunked_seed "$work/kda_fwd_chunked.spec" \
   > "$work/derive.txt" 2>&1 || cat "$work/derive.txt"
 .gpu/ptxevo build "$work/kda_fwd_chunked.spec" --out "$work/fwd" > "$work/build_fwd.txt" 2>&1; echo "fwd build rc=$?"
@@ -70,9 +72,9 @@ timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_chu
 # defaults, or with KDA_BWD_EXPORT=recurrent the recurrent seed's; bwd_bench checks it bit for bit
 # against that seed's build, the first --backward.
 if [ "${KDA_BWD_EXPORT:-chunked}" = recurrent ]; then
-  export_seed=(); first="seed=$work/bwd"; second="chunk64_32=$work/bwd_chunk64_32"
+  export_seed=(); first="seed=$work/bwd"; second="chunk64_32_0=$work/bwd_chunk64_32_0"
 else
-  export_seed=(--seed-name kda_bwd_chunked_seed); first="chunk64_32=$work/bwd_chunk64_32"; second="seed=$work/bwd"
+  export_seed=(--seed-name kda_bwd_chunked_seed); first="chunk64_32_0=$work/bwd_chunk64_32_0"; second="seed=$work/bwd"
 fi
 step "exports (torch): kda_bwd ${KDA_BWD_EXPORT:-chunked} seed defaults, kda_fwd chunked seed defaults"
 export TORCH_EXTENSIONS_DIR=/tmp/torch-ext MAX_JOBS=16
@@ -87,13 +89,14 @@ step "bwd_bench.py: ours beside FLA's backward and step"
 fla=()
 [ "${KDA_NO_FLA:-0}" = 1 ] && fla=(--no-fla)
 timeout "${KDA_BWD_BENCH_S:-300}" python3 bench/kda/bwd_bench.py --backward "$first" --also "$second" \
-  --also "prep=$work/bwd_prep" --also "chunk32_32=$work/bwd_chunk32_32" --also "chunk32_64=$work/bwd_chunk32_64" \
+  --also "prep=$work/bwd_prep" --also "chunk64_32_1=$work/bwd_chunk64_32_1" --also "chunk32_32_1=$work/bwd_chunk32_32_1" \
+  --also "chunk32_64_1=$work/bwd_chunk32_64_1" \
   --forward "chunked=$work/fwd" \
   --export-bwd "$work/export_bwd" --export-fwd "$work/export_fwd" \
   --out "$out/bwd_bench" --commit "$commit" ${1:+--shapes "$@"} "${fla[@]}" > "$out/bwd_bench.log" 2>&1
 echo "rc=$?"
 if [ -f "$out/bwd_bench/results.md" ]; then tail -n 12 "$out/bwd_bench/results.md"; else tail -n 30 "$out/bwd_bench.log"; fi
 tar -C "$work" -czf "$out/builds.tgz" --exclude='*.cubin' --exclude='*.so' build_bwd.txt build_fwd.txt export_bwd.txt \
-  export_fwd.txt bwd/launch.json bwd/resources.json bwd_chunk64_32/launch.json bwd_chunk64_32/resources.json \
+  export_fwd.txt bwd/launch.json bwd/resources.json bwd_chunk64_32_0/launch.json bwd_chunk64_32_1/resources.json \
   export_bwd 2>/dev/null
 step "done"
