@@ -1,11 +1,11 @@
 // kda_bwd seed template (chunked): the Kimi Delta Attention backward through chunks of CHUNK
 // tokens (docs/kda.md 7.3), the same gradients as the recurrent kda_bwd.cu with the token-serial
-// work cut to one small matrix step per chunk. fp32 on CUDA cores throughout; every product is a
-// tile of a 128-thread CTA over shared memory (chunk_mm below), the simple form a search can
-// rewrite (tensor cores, staging).
+// work cut to one small matrix step per chunk. fp32 throughout; the products go through one
+// primitive over shared memory (chunk_mm below: CUDA cores, or tensor cores with MMA 1), the
+// simple form a search can rewrite (staging, fewer barriers).
 //
 // Compiled by NVRTC with the op's defines (KDA_GATE_SOFTPLUS, HAS_INITIAL_STATE, HAS_FINAL_STATE)
-// and the knobs CHUNK and BV. KdaBwdOp::launch_plan launches, in order (no atomics: every output
+// and the knobs CHUNK, BV and MMA. KdaBwdOp::launch_plan launches, in order (no atomics: every output
 // is the same bit for bit from run to run):
 //   kda_bwd_chunk_prepare  grid (slots, H): each token's normalised q, k, in-chunk cumulative
 //                          log-decay G and beta's sigmoid; per chunk P, M and X = (I + L)^-1
