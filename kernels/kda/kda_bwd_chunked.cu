@@ -692,11 +692,18 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
   // (q_t, and its dq, dk, dG) is not read again once it is done, so its dq goes where q_t was, its
   // dk stays in ak and the log-decay's gradient (the running sum of dG) replaces dG in ag.
   {
-    float da = 0.f;
+    // The slices' dq shares of a token, summed in slice order; the next token's are loaded while
+    // this one's pairs are walked.
+    const auto dq_shares = [&](int t) {
+      float s = 0.f;
+      for (int z = 0; z < kS; ++z) s += share_of(p, th, z, ch.t0 + t, h)[i];
+      return s;
+    };
+    float da = 0.f, aq_next = dq_shares(ch.count - 1);
     for (int t = ch.count - 1; t >= 0; --t) {
       const float qi = qs[t * kDp + i], ki = ks[t * kDp + i], gi = gs[t * kDp + i], bi = bs[t];
-      float aq = 0.f;
-      for (int z = 0; z < kS; ++z) aq += share_of(p, th, z, ch.t0 + t, h)[i];
+      float aq = aq_next;
+      if (t > 0) aq_next = dq_shares(t - 1);
       float akk = ak[t * kDp + i], agg = ag[t * kDp + i];
       for (int j = 0; j < t; ++j) {
         const float e = exp_r(gi - gs[j * kDp + i]), kj = ks[j * kDp + i] * e;
