@@ -27,8 +27,8 @@
 //
 // Knobs:
 //   CHUNK  tokens per chunk (32 or 64)
-//   BV     value columns per state slice (32 or 64; CHUNK * BV <= 2048 for kda_bwd_chunk_slices'
-//          shared memory)
+//   BV     value columns per state slice (16, 32 or 64; CHUNK * BV <= 2048 for kda_bwd_chunk_slices'
+//          shared memory): 128 / BV CTAs per chain in the chunk-serial kernels
 //   MMA    0: chunk_mm on CUDA cores (fp32 FMA); 1: on tensor cores (mma.sync m16n8k16, each fp32
 //          operand split into bf16 hi + lo and the product taken as hi hi + hi lo + lo hi in fp32:
 //          about 2^-16 relative per product, near fp32's)
@@ -67,7 +67,7 @@ enum : int {
   kMatWords = 3 * kC * kC,               // a chunk-head's X, M, P
 };
 static_assert(kC == 32 || kC == 64, "CHUNK: 32 or 64");
-static_assert(kB == 32 || kB == 64, "BV: 32 or 64");
+static_assert(kB == 16 || kB == 32 || kB == 64, "BV: 16, 32 or 64");
 static_assert(kC * kB <= 2048, "CHUNK * BV: at most 2048 (kda_bwd_chunk_slices' shared memory)");
 static_assert(MMA == 0 || MMA == 1, "MMA: 0 or 1");
 

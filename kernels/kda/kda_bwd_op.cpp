@@ -63,7 +63,7 @@ KdaBwdOp::Geometry chunked_geometry(const Knobs& k) {
     } else fail("unknown knob '" + name + "' for the chunked seed (knobs: CHUNK, BV, MMA)");
   }
   if (g.chunk != 32 && g.chunk != 64) fail("CHUNK must be 32 or 64, got " + std::to_string(g.chunk));
-  if (g.bv != 32 && g.bv != 64) fail("BV must be 32 or 64 with CHUNK, got " + std::to_string(g.bv));
+  if (g.bv != 16 && g.bv != 32 && g.bv != 64) fail("BV must be 16, 32 or 64 with CHUNK, got " + std::to_string(g.bv));
   if (g.chunk * g.bv > 2048)
     fail("CHUNK * BV must be at most 2048 (kda_bwd_chunk_slices' shared memory), got " + std::to_string(g.chunk * g.bv));
   return g;
@@ -114,7 +114,8 @@ std::vector<Knobs> KdaBwdOp::chunked_covering_knobs() {
   return {chunked_knob_defaults(),
           {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{0}}},
           {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{64}}, {"MMA", std::int64_t{1}}},
-          {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}}};
+          {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}},
+          {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{16}}, {"MMA", std::int64_t{0}}}};
 }
 
 KdaBwdOp::ChunkedLayout KdaBwdOp::chunked_layout(const KdaDims& d, std::int64_t chunk, std::int64_t bv) {
@@ -162,10 +163,9 @@ std::int64_t KdaBwdOp::prep_words(const KdaDims& d) { return d.total_tokens() * 
 
 std::int64_t KdaBwdOp::workspace_words(const KdaDims& d) {
   std::int64_t words = layout_words(d, kMaxSlices) + prep_words(d);
-  for (const Knobs& k : chunked_covering_knobs()) {
-    const Geometry g = geometry(k);
-    words = std::max(words, chunked_layout(d, g.chunk, g.bv).words);
-  }
+  for (const std::int64_t chunk : {32, 64})
+    for (const std::int64_t bv : {16, 32, 64})
+      if (chunk * bv <= 2048) words = std::max(words, chunked_layout(d, chunk, bv).words);
   return words;
 }
 

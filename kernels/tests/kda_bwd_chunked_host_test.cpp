@@ -154,6 +154,28 @@ using namespace ::kda_host;
 #undef HAS_INITIAL_STATE
 #undef HAS_FINAL_STATE
 
+// C6: CHUNK 64, BV 16 (eight slices) on CUDA cores; lower-bound gate, final-state gradient only.
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 0
+#define HAS_FINAL_STATE 1
+#define CHUNK 64
+#define BV 16
+namespace chunk6 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk6
+#undef KDA_BWD_CHUNKED
+#undef MMA
+#undef CHUNK
+#undef BV
+#undef CKPT
+#undef SUB
+#undef PREP
+#undef KDA_BWD_ENTRY
+#undef KDA_GATE_SOFTPLUS
+#undef HAS_INITIAL_STATE
+#undef HAS_FINAL_STATE
+
 #pragma GCC diagnostic pop
 
 namespace {
@@ -344,6 +366,9 @@ TEST(KdaBwdChunkedOnHost, TwoSlicesInitialStateOnly) {
 }
 TEST(KdaBwdChunkedOnHost, SoftplusGateFinalStateGradientOnly) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk3, options("softplus", false, true), knobs(64, 32)));
+}
+TEST(KdaBwdChunkedOnHost, EightSlicesFinalStateGradientOnly) {
+  check(KDA_BWD_CHUNKED_CONFIG(chunk6, options("lower_bound", false, true), knobs(64, 16)));
 }
 TEST(KdaBwdChunkedOnHost, TensorCoresLowerBoundGateBothStates) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk4, options("lower_bound", true, true), knobs(64, 32, 1)));

@@ -54,8 +54,12 @@ TEST(KdaBwdOp, TensorsFollowTheOptions) {
                                                                 "d_initial_state"}));
   EXPECT_EQ(all.back().name, "workspace");
   EXPECT_EQ(all.back().shape, (std::vector<I>{KdaBwdOp::workspace_words(ptxevo::kernels::kda_dims(shape(1, 115, 4, 3)))}));
-  EXPECT_EQ(KdaBwdOp::workspace_words(ptxevo::kernels::kda_dims(shape(1, 115, 4, 3))),
-            4 * (115 / 32 + 3) * 128 * 128 + 8 * 115 * 4 * (3 * 128 + 1) + 4 * 4 * 129 + 115 * 4 * (3 * 128 + 1));
+  // The larger of the recurrent seed's layout (8 slices' shares and PREP's records) and the chunked
+  // seed's at CHUNK 64, BV 16 (8 slices' shares of 3 x 128 + 2 x 64 + 1 words).
+  const auto d = ptxevo::kernels::kda_dims(shape(1, 115, 4, 3));
+  const I recurrent = 4 * (115 / 32 + 3) * 128 * 128 + 8 * 115 * 4 * (3 * 128 + 1) + 4 * 4 * 129 + 115 * 4 * (3 * 128 + 1);
+  EXPECT_EQ(KdaBwdOp::layout_words(d, 8) + KdaBwdOp::prep_words(d), recurrent);
+  EXPECT_EQ(KdaBwdOp::workspace_words(d), std::max(recurrent, KdaBwdOp::chunked_layout(d, 64, 16).words));
   const auto none = op.tensors(shape(2, 17, 1, 2), options("softplus", false, false));
   EXPECT_EQ(names_of(none, Role::In), (std::vector<std::string>{"q", "k", "v", "g", "beta", "A_log", "dt_bias", "d_out"}));
   EXPECT_EQ(names_of(none, Role::Out),
@@ -90,7 +94,7 @@ TEST(KdaBwdOp, OptionsAndKnobsAreCheckedWithTheirNames) {
   EXPECT_EQ(KdaBwdOp::geometry(KdaBwdOp::chunked_knob_defaults()).chunk, 64);
   EXPECT_EQ(KdaBwdOp::geometry(KdaBwdOp::knob_defaults()).chunk, 0);
   EXPECT_NE(error({{"CHUNK", I{16}}}).find("CHUNK must be 32 or 64"), std::string::npos);
-  EXPECT_NE(error({{"CHUNK", I{32}}, {"BV", I{16}}}).find("BV must be 32 or 64 with CHUNK"), std::string::npos);
+  EXPECT_NE(error({{"CHUNK", I{32}}, {"BV", I{8}}}).find("BV must be 16, 32 or 64 with CHUNK"), std::string::npos);
   EXPECT_NE(error({{"CHUNK", I{64}}, {"BV", I{64}}}).find("CHUNK * BV must be at most 2048"), std::string::npos);
   EXPECT_NE(error({{"CHUNK", I{32}}, {"SUB", I{4}}}).find("unknown knob 'SUB' for the chunked seed"), std::string::npos);
   EXPECT_NE(error({{"CHUNK", I{32}}, {"MMA", I{2}}}).find("MMA must be 0 or 1"), std::string::npos);
@@ -138,10 +142,12 @@ TEST(KdaBwdOp, ChunkedPlanAndWorkspaceLayout) {
   // shapes.
   for (const auto& sh : {s, shape(2, 65, 4, 2), shape(1, 8192, 96, 6), shape(1, 8192, 64, 8)}) {
     const auto dd = ptxevo::kernels::kda_dims(sh);
-    for (const auto& k : KdaBwdOp::chunked_covering_knobs()) {
-      const auto g = KdaBwdOp::geometry(k);
-      EXPECT_LE(KdaBwdOp::chunked_layout(dd, g.chunk, g.bv).words, KdaBwdOp::workspace_words(dd));
-    }
+    for (const I chunk : {32, 64})
+      for (const I bv : {16, 32, 64}) {
+        if (chunk * bv > 2048) continue;
+        EXPECT_NO_THROW(KdaBwdOp::geometry({{"CHUNK", chunk}, {"BV", bv}}));
+        EXPECT_LE(KdaBwdOp::chunked_layout(dd, chunk, bv).words, KdaBwdOp::workspace_words(dd));
+      }
   }
 }
 
@@ -167,7 +173,7 @@ TEST(KdaBwdOp, PlanIsOneCtaPerChainSliceThenPerTokenChunkThenPerHead) {
   EXPECT_EQ(KdaBwdOp::sums_offset(d, 4) - KdaBwdOp::share_offset(d), 4 * 115 * 4 * (3 * 128 + 1));  // BV 32
   EXPECT_EQ(KdaBwdOp::layout_words(d, 4) - KdaBwdOp::sums_offset(d, 4), 4 * 4 * 129);
   // the tensor: any BV and PREP fit
-  EXPECT_EQ(KdaBwdOp::workspace_words(d), KdaBwdOp::layout_words(d, 8) + KdaBwdOp::prep_words(d));
+  EXPECT_LE(KdaBwdOp::layout_words(d, 8) + KdaBwdOp::prep_words(d), KdaBwdOp::workspace_words(d));
   // PREP: the prepare kernel first, the saved pre-processing after the plan's own layout
   const auto q = op.launch_plan(s, options("lower_bound", true, true),
                                 {{"BV", I{32}}, {"CKPT", I{64}}, {"SUB", I{4}}, {"PREP", I{1}}});
@@ -303,7 +309,7 @@ TEST(KdaBwdBuild, ChunkedSeedBuildsUnderEveryOptionSetAndCoveringKnobs) {
       for (const bool final : {false, true})
         for (const auto& knobs : KdaBwdOp::chunked_covering_knobs()) {
           // Each option set with one of the assignments, each assignment under several option sets.
-          if ((built++ % 4) != (initial * 2 + final + (gate[0] == 's')) % 4) continue;
+          if ((built++ % 5) != (initial * 2 + final + (gate[0] == 's')) % 5) continue;
           const OpConfig cfg = options(gate, initial, final);
           SCOPED_TRACE(std::string(gate) + (initial ? " +in" : "") + (final ? " +out" : "") + " CHUNK " +
                        std::to_string(std::get<I>(knobs.at("CHUNK"))) + " BV " +
