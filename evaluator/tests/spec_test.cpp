@@ -491,6 +491,27 @@ TEST_F(SpecTest, KnobValuesOutsideTheSpecAreRefusedWithItsLine) {
   EXPECT_NE(q.reasons[0].find("LOADER=tma is not one of the values"), std::string::npos) << q.reasons[0];
 }
 
+// A candidate source that is one of the spec's seeds is judged by that seed's knobs and
+// constraints, not the baseline's: seed_b declares no knobs, so VEC is refused for it by name
+// (before anything is built).
+TEST_F(SpecTest, ASourceThatIsASeedTakesThatSeedsKnobs) {
+  const SpecResult r = load(kSpec);
+  ASSERT_TRUE(r.spec.has_value()) << r.error->format();
+  Builder builder(nullptr);
+  CandidateInput input;
+  input.source_path = (dir_ / "sub" / "other.cu").string();
+  input.knob_overrides["VEC"] = std::int64_t{4};
+  const auto p = prepare_evaluation(*r.spec, *registry_.find("test_norm"), builder, input, {}, 1);
+  ASSERT_EQ(p.reasons.size(), 1u);
+  EXPECT_EQ(p.reasons[0], "knobs: seed 'seed_b' has no knob 'VEC'");
+  // The baseline's own source keeps its knobs: VEC=3 is refused as a value, not as a name.
+  input.source_path = (dir_ / "kernel.cu").string();
+  input.knob_overrides["VEC"] = std::int64_t{3};
+  const auto q = prepare_evaluation(*r.spec, *registry_.find("test_norm"), builder, input, {}, 1);
+  ASSERT_EQ(q.reasons.size(), 1u);
+  EXPECT_NE(q.reasons[0].find("VEC=3 is not one of the values"), std::string::npos) << q.reasons[0];
+}
+
 // Knobs an op renamed: the old name is mapped to the current one wherever knobs are given.
 TEST_F(SpecTest, CanonicalKnobsMapsAnOldNameToTheCurrentOne) {
   const Op& op = *registry_.find("test_norm");
