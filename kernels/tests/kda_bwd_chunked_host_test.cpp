@@ -358,6 +358,12 @@ Knobs knobs(I chunk, I bv, I mma = 0) { return {{"CHUNK", chunk}, {"BV", bv}, {"
 TEST(KdaBwdChunkedOnHost, DefaultsLowerBoundGateBothStates) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk0, options("lower_bound", true, true), knobs(64, 32)));
 }
+// The spec's longest correctness shape (five packed sequences, 2000 tokens) and its held-out ones
+// (nine packed sequences; four batched rows of 333): what the gate runs first on a GPU.
+TEST(KdaBwdChunkedOnHost, DefaultsOnTheSpecsLongestAndHeldOutShapes) {
+  check(KDA_BWD_CHUNKED_CONFIG(chunk0, options("lower_bound", true, true), knobs(64, 32)),
+        {shape(1, 2000, 4, 5), shape(1, 1289, 4, 9), shape(4, 333, 3, 4)});
+}
 TEST(KdaBwdChunkedOnHost, Chunk32SoftplusGateNoStates) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk1, options("softplus", false, false), knobs(32, 32)));
 }
