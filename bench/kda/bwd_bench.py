@@ -12,11 +12,13 @@ the same options). For every benchmark shape (the six docs/targets.md scenarios)
 - fp64 gradients of the first --ref-heads heads by torch autograd through the token-serial
   recurrence (docs/kda.md 1.3; the op's fused gate, beta sigmoid and L2 norms), against which ours
   and FLA's gradients are both measured (rel_l2 per gradient);
-- times, round-robin with CUDA events: our backward (the build's three kernels through the driver),
+- times, round-robin with CUDA events: our backward (the build's kernels through the driver),
   FLA's backward (torch.autograd.grad over a retained chunk_kda graph), and with --forward the
   training step (forward + backward) of both.
---also adds other builds of the same kda_bwd spec (other knobs, e.g. PREP=1), each checked against
-fp64 and timed beside the first (ratio first / it: > 1, it is faster).
+--also adds other builds of the same kda_bwd spec (other knobs, e.g. PREP=1, or the chunked seed:
+`ptxevo build kernels/kda/kda_bwd.spec --source kernels/kda/kda_bwd_chunked.cu --knobs ...`), each
+checked against fp64 and timed beside the first (ratio first / it: > 1, it is faster); all builds
+share one scratch buffer.
 With --export-bwd (a `ptxevo export --format torch` of the same kda_bwd spec) its bwd() must give
 the build's gradients bit for bit and is timed beside it; with --export-fwd too (an export of the
 kda_fwd build), the autograd function of attach_forward() is checked against fp64 like FLA's
