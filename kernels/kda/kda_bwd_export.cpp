@@ -97,6 +97,11 @@ extern "C" const char* ptxevo_kda_bwd_plan(long long B, long long T, long long H
   return 0;
 }
 
+)cpp";
+
+// The part of the launcher both seeds share: the workspace size and the launch's checks, after
+// the seed's plan (its ptxevo_kda_bwd_plan_t), before its launches.
+constexpr const char* kKdaBwdHostLaunch = R"cpp(
 // Bytes of scratch the launch needs (pass a buffer at least this large), or -1 for bad dims.
 extern "C" long long ptxevo_kda_bwd_workspace_bytes(long long B, long long T, long long H, long long N) {
   ptxevo_kda_bwd_plan_t p;
@@ -127,6 +132,9 @@ extern "C" cudaError_t ptxevo_kda_bwd_launch(
     *why = "ptxevo_kda_bwd: the workspace is smaller than ptxevo_kda_bwd_workspace_bytes() asks for";
     return cudaErrorInvalidValue;
   }
+)cpp";
+
+constexpr const char* kKdaBwdHostLaunches = R"cpp(
   typedef __nv_bfloat16 bf16;
   float* ws = (float*)workspace;
   const int h = (int)H;
@@ -197,36 +205,9 @@ extern "C" const char* ptxevo_kda_bwd_plan(long long B, long long T, long long H
   return 0;
 }
 
-// Bytes of scratch the launch needs (pass a buffer at least this large), or -1 for bad dims.
-extern "C" long long ptxevo_kda_bwd_workspace_bytes(long long B, long long T, long long H, long long N) {
-  ptxevo_kda_bwd_plan_t p;
-  return ptxevo_kda_bwd_plan(B, T, H, N, &p) ? -1 : p.workspace_words * 4;
-}
+)cpp";
 
-// The gradients of KDA(q, k, v, g, beta) (the forward of the same options) from d_out (bf16, of
-// out) and, with the final state, d_final_state (fp32, V-first); tensors dense in the op's
-// layouts (inputs as the forward's; dq, dk, dv, dg fp32 [B, T, H, 128]; dbeta fp32 [B, T, H];
-// dA_log fp32 [H]; ddt_bias fp32 [H, 128]; d_initial_state fp32 [N, H, 128, 128], V-first).
-// Every gradient is written (none accumulated into); pointers the options do not use must be NULL.
-// Returns cudaSuccess, or an error with *why (when why is not NULL). Launches on `stream`.
-extern "C" cudaError_t ptxevo_kda_bwd_launch(
-    const void* q, const void* k, const void* v, const void* g, const void* beta, const float* A_log,
-    const float* dt_bias, const long long* cu_seqlens, const float* initial_state, const void* d_out,
-    const float* d_final_state, float* dq, float* dk, float* dv, float* dg, float* dbeta, float* dA_log,
-    float* ddt_bias, float* d_initial_state, void* workspace, long long workspace_bytes, long long B, long long T,
-    long long H, long long N, float scale, float lower_bound, cudaStream_t stream, const char** why) {
-  const char* ignored = 0;
-  if (!why) why = &ignored;
-  if ((*why = ptxevo_kda_bwd_check(q, k, v, g, beta, A_log, dt_bias, cu_seqlens, initial_state, d_out, d_final_state, dq,
-                                   dk, dv, dg, dbeta, dA_log, ddt_bias, d_initial_state, workspace, B, N, scale,
-                                   lower_bound)) != 0)
-    return cudaErrorInvalidValue;
-  ptxevo_kda_bwd_plan_t p;
-  if ((*why = ptxevo_kda_bwd_plan(B, T, H, N, &p)) != 0) return cudaErrorInvalidValue;
-  if (workspace_bytes < p.workspace_words * 4) {
-    *why = "ptxevo_kda_bwd: the workspace is smaller than ptxevo_kda_bwd_workspace_bytes() asks for";
-    return cudaErrorInvalidValue;
-  }
+constexpr const char* kKdaBwdChunkedHostLaunches = R"cpp(
   typedef __nv_bfloat16 bf16;
   typedef void (*chunk_kernel)(const bf16*, const bf16*, const bf16*, const bf16*, const bf16*, const float*,
                                const float*, const long long*, const float*, const bf16*, const float*, float*, float*,
@@ -558,7 +539,8 @@ std::optional<evaluator::HostExport> KdaBwdOp::host_export(const OpConfig& cfg, 
                                                         {"SMEM_STATES", smem(kChunkStatesEntry)},
                                                         {"SMEM_DSTATES", smem(kChunkDstatesEntry)},
                                                         {"SMEM_SLICES", smem(kChunkSlicesEntry)},
-                                                        {"SMEM_FINISH", smem(kChunkFinishEntry)}});
+                                                        {"SMEM_FINISH", smem(kChunkFinishEntry)}}) +
+             kKdaBwdHostLaunch + kKdaBwdChunkedHostLaunches;
   }
   if (!g.chunk) {
     std::vector<const char*> entries = {kRecurrentEntry, kFinishEntry, kReduceEntry};
@@ -574,7 +556,8 @@ std::optional<evaluator::HostExport> KdaBwdOp::host_export(const OpConfig& cfg, 
     l.params_by_entry[kReduceEntry] = reduce_params();
     l.code = std::string(kKdaBwdHostCommon) + evaluator::substitute(kKdaBwdHost, {{"SLICES", std::to_string(kHeadDim / g.bv)},
                                                                                    {"PREP", g.prep ? "1" : "0"},
-                                                                                   {"CHUNK", std::to_string(kFinishTokens)}});
+                                                                                   {"CHUNK", std::to_string(kFinishTokens)}}) +
+             kKdaBwdHostLaunch + kKdaBwdHostLaunches;
   }
   l.prototype =
       "extern \"C\" cudaError_t ptxevo_kda_bwd_launch(const void* q, const void* k, const void* v, const void* g, "
