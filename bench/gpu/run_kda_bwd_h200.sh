@@ -10,7 +10,8 @@
 # Usage: bench/gpu/run_kda_bwd_h200.sh [SCENARIOS...]   (bwd_bench --shapes; default all six)
 # The chunked seed (kda_bwd_chunked.cu) is gated at its defaults and timed at CHUNK,BV,MMA = 64,32,0,
 # 64,32,1, 32,32,1 and 32,64,1 beside the recurrent seed.
-# Env: KDA_BWD_SKIP_GATE=1, KDA_BWD_GATE_RECURRENT=1 (gate the recurrent seed too),
+# Env: KDA_BWD_SKIP_GATE=1, KDA_BWD_GATE_H=64 (gate only those benchmark shapes), KDA_BWD_EXPORT_SHAPES
+# (default 6), KDA_BWD_EXPORT_S (default 150), KDA_BWD_GATE_RECURRENT=1 (gate the recurrent seed too),
 # KDA_BWD_EXPORT=recurrent (export that seed instead of the chunked one), KDA_BWD_GATE_S
 # (default 300 per gate), KDA_BWD_BENCH_S (default 300), KDA_NO_FLA=1.
 set -uo pipefail
@@ -40,19 +41,6 @@ fi
 # The chunked seed as the baseline of a spec of its own, so that `ptxevo eval` gates it.
 timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_bwd.spec kda_bwd_chunked_seed "$work/kda_bwd_chunked.spec" \
   > "$work/derive_bwd.txt" 2>&1 || cat "$work/derive_bwd.txt"
-if [ "${KDA_BWD_SKIP_GATE:-0}" != 1 ]; then
-  step "gate: ptxevo eval kernels/kda/kda_bwd.spec (chunked seed defaults)"
-  timeout "${KDA_BWD_GATE_S:-300}" .gpu/ptxevo eval "$work/kda_bwd_chunked.spec" --json-out "$out/gate_chunked.json" \
-    > "$out/gate_chunked.txt" 2>&1
-  echo "rc=$?"; tail -n 25 "$out/gate_chunked.txt"
-  if [ "${KDA_BWD_GATE_RECURRENT:-0}" = 1 ]; then
-    step "gate: ptxevo eval kernels/kda/kda_bwd.spec (recurrent seed defaults)"
-    timeout "${KDA_BWD_GATE_S:-300}" .gpu/ptxevo eval kernels/kda/kda_bwd.spec --json-out "$out/gate.json" \
-      > "$out/gate.txt" 2>&1
-    echo "rc=$?"; tail -n 25 "$out/gate.txt"
-  fi
-fi
-
 step "builds: kda_bwd seed defaults and PREP=1, kda_fwd chunked seed defaults"
 .gpu/ptxevo build kernels/kda/kda_bwd.spec --out "$work/bwd" > "$work/build_bwd.txt" 2>&1; echo "bwd build rc=$?"
 .gpu/ptxevo build kernels/kda/kda_bwd.spec --knobs PREP=1 --out "$work/bwd_prep" > "$work/build_bwd_prep.txt" 2>&1
@@ -85,17 +73,45 @@ echo "export bwd rc=$?"; grep -E "verified|error" "$work/export_bwd.txt"
   > "$work/export_fwd.txt" 2>&1
 echo "export fwd rc=$?"; grep -E "verified|error" "$work/export_fwd.txt"
 
-step "bwd_bench.py: ours beside FLA's backward and step"
+step "bwd_bench.py: the builds beside FLA's backward and training step"
 fla=()
 [ "${KDA_NO_FLA:-0}" = 1 ] && fla=(--no-fla)
 timeout "${KDA_BWD_BENCH_S:-300}" python3 bench/kda/bwd_bench.py --backward "$first" --also "$second" \
   --also "prep=$work/bwd_prep" --also "chunk64_32_1=$work/bwd_chunk64_32_1" --also "chunk32_32_1=$work/bwd_chunk32_32_1" \
-  --also "chunk32_64_1=$work/bwd_chunk32_64_1" \
-  --forward "chunked=$work/fwd" \
-  --export-bwd "$work/export_bwd" --export-fwd "$work/export_fwd" \
+  --also "chunk32_64_1=$work/bwd_chunk32_64_1" --forward "chunked=$work/fwd" \
   --out "$out/bwd_bench" --commit "$commit" ${1:+--shapes "$@"} "${fla[@]}" > "$out/bwd_bench.log" 2>&1
 echo "rc=$?"
 if [ -f "$out/bwd_bench/results.md" ]; then tail -n 12 "$out/bwd_bench/results.md"; else tail -n 30 "$out/bwd_bench.log"; fi
+
+# The exported module and the autograd function in a run of their own: at scenario 1 the first
+# autograd step alone took minutes on the H100, which would starve the comparison above.
+step "bwd_bench.py: the export and the autograd function (scenarios ${KDA_BWD_EXPORT_SHAPES:-6})"
+# shellcheck disable=SC2086
+timeout "${KDA_BWD_EXPORT_S:-150}" python3 bench/kda/bwd_bench.py --backward "$first" --forward "chunked=$work/fwd" \
+  --export-bwd "$work/export_bwd" --export-fwd "$work/export_fwd" --no-fla \
+  --out "$out/bwd_export" --commit "$commit" --shapes ${KDA_BWD_EXPORT_SHAPES:-6} > "$out/bwd_export.log" 2>&1
+echo "rc=$?"
+if [ -f "$out/bwd_export/results.md" ]; then tail -n 6 "$out/bwd_export/results.md"; else tail -n 20 "$out/bwd_export.log"; fi
+
+# Last: the gate's benchmark shapes hold the largest workspace several times over. On an 80 GB
+# H100, KDA_BWD_GATE_H=64 keeps only the H = 64 scenarios in the gated spec (every correctness and
+# held-out shape stays).
+if [ -n "${KDA_BWD_GATE_H:-}" ]; then
+  sed -i -E "/\{ B = 1, T = 8192, H = [0-9]+/{/H = ${KDA_BWD_GATE_H},/!d}" "$work/kda_bwd_chunked.spec"
+fi
+if [ "${KDA_BWD_SKIP_GATE:-0}" != 1 ]; then
+  step "gate: ptxevo eval kernels/kda/kda_bwd.spec (chunked seed defaults)"
+  timeout "${KDA_BWD_GATE_S:-300}" .gpu/ptxevo eval "$work/kda_bwd_chunked.spec" --json-out "$out/gate_chunked.json" \
+    > "$out/gate_chunked.txt" 2>&1
+  echo "rc=$?"; tail -n 25 "$out/gate_chunked.txt"
+  if [ "${KDA_BWD_GATE_RECURRENT:-0}" = 1 ]; then
+    step "gate: ptxevo eval kernels/kda/kda_bwd.spec (recurrent seed defaults)"
+    timeout "${KDA_BWD_GATE_S:-300}" .gpu/ptxevo eval kernels/kda/kda_bwd.spec --json-out "$out/gate.json" \
+      > "$out/gate.txt" 2>&1
+    echo "rc=$?"; tail -n 25 "$out/gate.txt"
+  fi
+fi
+
 tar -C "$work" -czf "$out/builds.tgz" --exclude='*.cubin' --exclude='*.so' build_bwd.txt build_fwd.txt export_bwd.txt \
   export_fwd.txt bwd/launch.json bwd/resources.json bwd_chunk64_32_0/launch.json bwd_chunk64_32_1/resources.json \
   export_bwd 2>/dev/null

@@ -170,6 +170,11 @@ def errors(grads: Dict[str, Any], ref: Dict[str, Any], shape=None) -> Dict[str, 
     return res
 
 
+def progress(key: str, what: str, t0: float) -> None:
+    """One line per stage on stderr: a shape that runs into the caller's time limit says where."""
+    print(f"[{time.monotonic() - t0:7.1f} s] {key}: {what}", file=sys.stderr, flush=True)
+
+
 def timed(name: str, step) -> Provider:
     """A provider of one call per timed sample: every call moves gigabytes, far over the L2, and
     runs for milliseconds, so one input set and no batching."""
@@ -189,7 +194,9 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
     B, T, H, N = dims_of(shape)
     row: Dict[str, Any] = {"shape": key, "scenario": scenario_number(shape, opts), "label": scenario_label(shape),
                            "errors": {}, "providers": {}, "ratios": {}, "notes": []}
+    t_shape = time.monotonic()
     x = make_inputs(shape, opts, args.seed)
+    progress(key, "inputs drawn", t_shape)
 
     # Scratch (the kda_bwd workspace: 12.5 GB at scenario 1) is one buffer per (name, dtype, shape)
     # for every build: the providers run one at a time and each writes its scratch before reading
@@ -220,9 +227,11 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
     ours = lambda: run_plan(plan, stream)  # noqa: E731
     ours()
     torch.cuda.synchronize()
+    progress(key, f"{bwd.label} ran", t_shape)
     t0 = time.monotonic()
     ref = reference_grads(x, shape, opts, args.ref_heads)
     torch.cuda.synchronize()
+    progress(key, "fp64 reference done", t_shape)
     row["reference"] = {"heads": min(args.ref_heads, H), "seconds": round(time.monotonic() - t0, 1)}
     row["errors"][bwd.label] = errors(bo, ref, shape)
     bad = [n for n, e in row["errors"][bwd.label].items() if not e.get("ok")]
@@ -248,6 +257,7 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
         run_plan(pl, stream)
         torch.cuda.synchronize()
         row["errors"][b.label] = errors(so, ref, shape)
+        progress(key, f"{b.label} ran and was checked", t_shape)
         if all(e.get("ok") for e in row["errors"][b.label].values()):
             providers.append(timed(b.label, (lambda q: lambda: run_plan(q, stream))(pl)))
             also_outs[b.label] = so
@@ -260,6 +270,7 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
         torch.cuda.synchronize()
         row["export_bit_equal"] = {n: bool(torch.equal(got[n], bo[n])) for n in GRADS if got.get(n) is not None and n in bo}
         del got
+        progress(key, "export_bwd ran and was compared", t_shape)
         providers.append(timed("export_bwd", lambda: export_bwd_call(ex_bwd, x, opts)))
         if ex_fwd is not None:
             kda = ex_bwd.attach_forward(ex_fwd)
@@ -278,6 +289,7 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
                 return torch.autograd.grad(outs, list(mine.values()), gouts, allow_unused=True)
             ag = dict(zip([GRADS[LEAVES.index(k)] for k in mine], autograd_step()))
             row["errors"]["autograd"] = errors(ag, ref)
+            progress(key, "autograd step ran and was checked", t_shape)
             del ag
             providers.append(timed("autograd_step", autograd_step))
 
@@ -305,6 +317,7 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
             fg = {GRADS[LEAVES.index(k)]: (v.reshape(H, HEAD_DIM) if k == "dt_bias" and v is not None else v)
                   for k, v in zip(names, g)}
             row["errors"]["fla"] = errors(fg, ref)
+            progress(key, "FLA ran and was checked", t_shape)
             del fg, g
             providers.append(timed("fla", lambda: torch.autograd.grad(outs_, [leaves[k] for k in names], gouts, retain_graph=True,
                                                                   allow_unused=True)))
@@ -317,7 +330,9 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
         except Exception as e:  # noqa: BLE001 -- FLA's failure is reported; ours is still timed
             row["notes"].append(f"FLA failed: {type(e).__name__}: {str(e)[:300]}")
     if providers:
+        progress(key, f"timing {len(providers)} providers, {args.samples} samples", t_shape)
         times = time_round_robin(providers, args.samples, args.warmup)
+        progress(key, "timed", t_shape)
         for p in providers:
             row["providers"][p.name] = summarize(times[p.name])
         if bwd.label in times and "fla" in times:
