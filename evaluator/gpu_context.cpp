@@ -47,7 +47,12 @@ DeviceBuffer::DeviceBuffer(const CudaDriver* d, std::size_t bytes, GuardSide sid
   const std::size_t padded = round_up(std::max<std::size_t>(bytes, 1), std::max<std::size_t>(align, 16));
   const auto fail = [&](CUresult r, const std::string& what) {
     release();
-    throw GpuError(what + ": " + d_->error_text(r), r);
+    // Out of memory: say how much the device had, so the report shows whose allocations filled it.
+    std::string mem;
+    std::size_t free_b = 0, total_b = 0;
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && d_->cuMemGetInfo(&free_b, &total_b) == CUDA_SUCCESS)
+      mem = " (" + std::to_string(free_b >> 20) + " MiB free of " + std::to_string(total_b >> 20) + " MiB)";
+    throw GpuError(what + ": " + d_->error_text(r) + mem, r);
   };
   CUdevice dev = 0;
   int vmm = 0;
