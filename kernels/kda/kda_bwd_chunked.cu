@@ -63,7 +63,7 @@ enum : int {
   kBp = kB + 1,  // one warp, or one row by threads of several rows, spreads over the banks)
   kCp = kC + 1,
   kPrepRec = 3 * kK + 1,                 // a token-head's record: q, k normalised, G, beta's sigmoid
-  kShareWords = 3 * kK + 2 * kC + 1,     // a slice's share: dq, dk, dG (K each), rows of dM, dL, dbeta
+  kShareWords = 3 * kK + 2 * kC + 1,     // a slice's share: dq, dk, da (K each), rows of dM, dL, dbeta
   kMatWords = 3 * kC * kC,               // a chunk-head's X, M, P
 };
 static_assert(kC == 32 || kC == 64, "CHUNK: 32 or 64");
@@ -488,10 +488,15 @@ __device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm
 // Chunk (n, c) of head h on value columns [z BV, z BV + BV), from the state S0 entering it and the
 // gradient dS of the one leaving it: U = X diag(b) Y, dU = M^T dO + Kr dS, dW = X^T dU; writes dv =
 // diag(b) dW and the slice's share of each token's gradients (docs/kda.md 7.3): of q and k through
-// Qd, Kd and Kr, of G (the last token's with the slice's dGtot), the rows of dM = dO U^T and
-// dL = -dW U^T, and of beta through W = diag(b) Y.
-// Shared: S0, dS [kK][kBp]; Kr [kC][kDp]; Y, U, dO, dU, dW [kC][kBp]; X, M [kC][kCp]; b; e^Gtot;
-// per-row-group column sums [4][kK].
+// Qd, Kd and Kr, of the log-decays (see below), the rows of dM = dO U^T and dL = -dW U^T, and
+// of beta through W = diag(b) Y.
+// The log-decay a_m's share, da_m = sum_{t >= m} (dQd Qd + dKd Kd)_t + sum_{t < m} (dKr Kr)_t +
+// e^Gtot (dS . S0), is written whole: G_t depends on a_m for m <= t and Gtot - G_t for m > t, so a
+// suffix sum and a prefix sum. Folding the Kr terms into one reverse cumulative sum (-dKr Kr at
+// each token, their total at the last) cancels large equal terms: an input spike there left
+// errors of 20% on a saturated gate's small gradient.
+// Shared: S0, dS [kK][kBp]; Kr (then the Kr terms) [kC][kDp]; Y, U, dO, dU, dW [kC][kBp]; X, M
+// [kC][kCp]; b; e^Gtot.
 __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm) {
   const int h = blockIdx.y / kS, z = blockIdx.y % kS, i = threadIdx.x;
   const Chunk ch = chunk_in_slot(p, blockIdx.x);
@@ -509,7 +514,6 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
   float* ms = xs + kC * kCp;
   float* bs = ms + kC * kCp;
   float* egt = bs + kC;
-  float* part = egt + 2 * kK;
   const float* keep = state_slice(p, 0, h, ch.slot, z);
   const float* dkeep = state_slice(p, p.dstate_off, h, ch.slot, z);
   for (int e = i; e < kK * kB; e += kT) {
@@ -540,11 +544,10 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
     p.dv[((ch.t0 + t) * p.H + h) * kK + z * kB + j] = bs[t] * dw[t * kBp + j];
   }
   // dQd = dO S0^T, dKd = -diag(b) dW S0^T, dKr = U dS^T, [kC][kK], over this slice's columns, four
-  // rows at a time a thread; each element's shares of dq, dk and dG. The column sums of dKr Kr
-  // (dGtot's share through Kr) collect in part.
+  // rows at a time a thread; each element's shares of dq and dk, its dQd Qd + dKd Kd (into the
+  // share's dG word) and its dKr Kr (into Kr's place: Kr was last read by dU's product).
   {
     const int ct = i % 32, rt = i / 32;
-    float gsum[4] = {0.f, 0.f, 0.f, 0.f};
     for (int rb = 0; rb < kC; rb += 16) {
       float aq[4][4], akd[4][4], akr[4][4];
 #pragma unroll
@@ -584,23 +587,32 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
           const float k = rec[kK + d], qs = p.scale * rec[d];
           sh[d] = p.scale * eg * aq[r][c2];
           sh[kK + d] = fmaf(akd[r][c2], eg, akr[r][c2] * er);
-          // dG += dKd Kd + dQd Qd - dKr Kr
-          sh[2 * kK + d] = fmaf(akd[r][c2], k * eg, fmaf(aq[r][c2], qs * eg, -akr[r][c2] * k * er));
-          gsum[c2] = fmaf(akr[r][c2], k * er, gsum[c2]);
+          sh[2 * kK + d] = fmaf(akd[r][c2], k * eg, aq[r][c2] * qs * eg);
+          kr[t * kDp + d] = akr[r][c2] * k * er;
         }
       }
     }
-#pragma unroll
-    for (int c2 = 0; c2 < 4; ++c2) part[rt * kK + ct + 32 * c2] = gsum[c2];
   }
   __syncthreads();
   {
-    // dGtot's share: e^Gtot (dS . S0) over the slice's columns plus the column sums of dKr Kr; it
-    // joins the last token's dG (G_last = Gtot).
-    float dgt = part[i] + part[kK + i] + part[2 * kK + i] + part[3 * kK + i], ss = 0.f;
-    for (int j = 0; j < kB; ++j) ss = fmaf(dS[i * kBp + j], s0[i * kBp + j], ss);
-    dgt = fmaf(egt[i], ss, dgt);
-    share_of(p, th, z, ch.t0 + ch.count - 1, h)[2 * kK + i] += dgt;
+    // Key channel i: the Kr terms' exclusive prefix sums in place, then the suffix sums of the
+    // shares from the last token, e^Gtot (dS . S0) over the slice's columns added to every token
+    // (Gtot depends on every a_m of the chunk). The shares were written by other threads of this
+    // block before the barrier.
+    float pre = 0.f;
+    for (int t = 0; t < ch.count; ++t) {
+      const float x = kr[t * kDp + i];
+      kr[t * kDp + i] = pre;
+      pre += x;
+    }
+    float suf = 0.f;
+    for (int j = 0; j < kB; ++j) suf = fmaf(dS[i * kBp + j], s0[i * kBp + j], suf);
+    suf *= egt[i];
+    for (int t = ch.count - 1; t >= 0; --t) {
+      float* sh = share_of(p, th, z, ch.t0 + t, h);
+      suf += sh[2 * kK + i];
+      sh[2 * kK + i] = suf + kr[t * kDp + i];
+    }
   }
   // The rows of dM = dO U^T (j <= i) and dL = -dW U^T (j < i).
   chunk_mm<kC, kC, kB>([&](int r, int x) { return dO[r * kBp + x]; }, [&](int x, int c2) { return us[c2 * kBp + x]; },
@@ -623,10 +635,14 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
 // Chunk (n, c) of head h: the slices' shares summed in slice order, then (thread d, key channel d)
 // the terms through P_ij = sum_d k_id k_jd e^(G_id - G_jd) and M_ij = scale sum_d q_id k_jd
 // e^(G_id - G_jd), from the last token to the first, so each token's gradients are complete when
-// it is reached and the log-decay's (da_m = sum over i >= m of dG_i) is a running sum; each token
-// then goes back through the pre-processing (docs/kda.md 7.2) as in kda_bwd_finish. Writes the
-// chunk's sums of the ddt_bias and dA_log terms (zeros for a chunk past its sequence's end).
-// Shared: q, k, G, dk, dG [kC][kDp]; dM, dL, P [kC][kCp]; b, dbeta's shares [kC]; the reduction's
+// it is reached; each token then goes back through the pre-processing (docs/kda.md 7.2) as in
+// kda_bwd_finish. Writes the chunk's sums of the ddt_bias and dA_log terms (zeros for a chunk past
+// its sequence's end).
+// A pair (i, j < i)'s term T_ij depends on a_m for j < m <= i: da_m gets R_m = sum over i >= m,
+// j < m of T_ij, summed as the column sums V_j = sum_{i >= m} T_ij (kept where dG was) over j < m.
+// No term is added and taken away again, as a reverse cumulative sum of +T_ij at i and -T_ij at j
+// would: that cancellation lost the small gradients of saturated gates.
+// Shared: q, k, G, dk, V [kC][kDp]; dM, dL, P [kC][kCp]; b, dbeta's shares [kC]; the reduction's
 // scratch.
 __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm) {
   const int h = blockIdx.y, i = threadIdx.x;
@@ -655,14 +671,10 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
     qs[t * kDp + i] = rec[i];
     ks[t * kDp + i] = rec[kK + i];
     gs[t * kDp + i] = rec[2 * kK + i];
-    float k = 0.f, g = 0.f;
-    for (int z = 0; z < kS; ++z) {
-      const float* sh = share_of(p, th, z, ch.t0 + t, h);
-      k += sh[kK + i];
-      g += sh[2 * kK + i];
-    }
+    float k = 0.f;
+    for (int z = 0; z < kS; ++z) k += share_of(p, th, z, ch.t0 + t, h)[kK + i];
     ak[t * kDp + i] = k;
-    ag[t * kDp + i] = g;
+    ag[t * kDp + i] = 0.f;
   }
   const float* src = mats(p, h, ch.slot);
   for (int e = i; e < kC * kC; e += kT) {
@@ -689,22 +701,25 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
   }
   __syncthreads();
   // The terms through P and M, thread i = key channel i, tokens from the last: token t's own row
-  // (q_t, and its dq, dk, dG) is not read again once it is done, so its dq goes where q_t was, its
-  // dk stays in ak and the log-decay's gradient (the running sum of dG) replaces dG in ag.
+  // (q_t, and its dq, dk, V) is not read again once it is done, so its dq goes where q_t was, its
+  // dk stays in ak and the log-decay's gradient replaces V_t in ag.
   {
-    // The slices' dq shares of a token, summed in slice order; the next token's are loaded while
-    // this one's pairs are walked.
-    const auto dq_shares = [&](int t) {
+    // The slices' dq and da shares of a token, summed in slice order; the next token's are loaded
+    // while this one's pairs are walked.
+    const auto shares = [&](int t, int word) {
       float s = 0.f;
-      for (int z = 0; z < kS; ++z) s += share_of(p, th, z, ch.t0 + t, h)[i];
+      for (int z = 0; z < kS; ++z) s += share_of(p, th, z, ch.t0 + t, h)[word];
       return s;
     };
-    float da = 0.f, aq_next = dq_shares(ch.count - 1);
+    float aq_next = shares(ch.count - 1, i), da_next = shares(ch.count - 1, 2 * kK + i);
     for (int t = ch.count - 1; t >= 0; --t) {
       const float qi = qs[t * kDp + i], ki = ks[t * kDp + i], gi = gs[t * kDp + i], bi = bs[t];
-      float aq = aq_next;
-      if (t > 0) aq_next = dq_shares(t - 1);
-      float akk = ak[t * kDp + i], agg = ag[t * kDp + i];
+      float aq = aq_next, da = da_next;
+      if (t > 0) {
+        aq_next = shares(t - 1, i);
+        da_next = shares(t - 1, 2 * kK + i);
+      }
+      float akk = ak[t * kDp + i], r = 0.f;
       for (int j = 0; j < t; ++j) {
         const float e = exp_r(gi - gs[j * kDp + i]), kj = ks[j * kDp + i] * e;
         const float m = dm[t * kCp + j], l = bi * dl[t * kCp + j];
@@ -712,14 +727,14 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
         akk = fmaf(l, kj, akk);
         const float w = fmaf(l, ki, m * qi);  // dp k_i + dm q_i
         ak[j * kDp + i] = fmaf(w, e, ak[j * kDp + i]);
-        agg = fmaf(w, kj, agg);
-        ag[j * kDp + i] = fmaf(-w, kj, ag[j * kDp + i]);
+        const float v = fmaf(w, kj, ag[j * kDp + i]);  // V_j, now over rows >= t
+        ag[j * kDp + i] = v;
+        r += v;
       }
       const float md = dm[t * kCp + t];  // the diagonal of M (e^0 = 1; its G terms cancel)
-      da += agg;
       qs[t * kDp + i] = fmaf(md, ki, aq);
       ak[t * kDp + i] = fmaf(md, qi, akk);
-      ag[t * kDp + i] = da;
+      ag[t * kDp + i] = da + r;
     }
   }
   __syncthreads();
@@ -788,7 +803,7 @@ enum : int {
   kPrepareSmem = 3 * kC * kDp + 2 * kC * kCp + kC,
   kStatesSmem = kK * kBp + 2 * kC * kDp + 3 * kC * kBp + kC * kCp + kC + 2 * kK,
   kDstatesSmem = kK * kBp + 3 * kC * kDp + 3 * kC * kBp + 2 * kC * kCp + kC + 2 * kK,
-  kSlicesSmem = 2 * kK * kBp + kC * kDp + 5 * kC * kBp + 2 * kC * kCp + kC + 2 * kK + 4 * kK,
+  kSlicesSmem = 2 * kK * kBp + kC * kDp + 5 * kC * kBp + 2 * kC * kCp + kC + 2 * kK,
   kFinishSmem = 5 * kC * kDp + 3 * kC * kCp + 2 * kC + 4 * kW,
   kSmemLimit = 227 * 1024 / 4,  // an sm_90 CTA's most
 };

@@ -382,6 +382,24 @@ TEST(KdaBwdChunkedOnHost, TensorCoresLowerBoundGateBothStates) {
 TEST(KdaBwdChunkedOnHost, TensorCoresTwoSlicesSoftplusFinalStateOnly) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk5, options("softplus", false, true), knobs(32, 64, 1)));
 }
+// The gate's input that failed the seed on an H100: one head whose gate saturates (g = 8, so
+// a = -5 a token and dg ~ 1e-25) and spikes of 100 in v and the final-state gradient. The
+// log-decays' gradient was a reverse cumulative sum in which the Kr terms were added at the last
+// token and taken away at each token: the cancellation left dg 4% off, dA_log 50%.
+TEST(KdaBwdChunkedOnHost, SaturatedGateWithSpikesKeepsItsSmallGradients) {
+  const auto expect_close = [](const auto& c) {
+    std::string fault;
+    const auto errors = run(c, shape(1, 33, 1, 1), Distribution::SparseSpikes, 224, &fault);
+    ASSERT_EQ(fault, "");
+    for (const char* name : {"dg", "ddt_bias", "dA_log"}) {
+      EXPECT_TRUE(errors.at(name).passed) << c.name << " " << name << ": " << errors.at(name).reason;
+      EXPECT_LT(errors.at(name).rel_l2, 1e-3) << c.name << " " << name;
+    }
+  };
+  expect_close(KDA_BWD_CHUNKED_CONFIG(chunk0, options("lower_bound", true, true), knobs(64, 32)));
+  expect_close(KDA_BWD_CHUNKED_CONFIG(chunk4, options("lower_bound", true, true), knobs(64, 32, 1)));
+}
+
 // The same bits whatever order the CTAs run in: shares and chunk sums are added in a fixed order.
 TEST(KdaBwdChunkedOnHost, OutputsDoNotDependOnTheOrderOfTheCtas) {
   const auto c = KDA_BWD_CHUNKED_CONFIG(chunk1, options("softplus", false, false), knobs(32, 32));
