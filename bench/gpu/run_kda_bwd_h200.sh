@@ -13,7 +13,8 @@
 # Env: KDA_BWD_SKIP_GATE=1, KDA_BWD_GATE_H=64 (gate only those benchmark shapes), KDA_BWD_EXPORT_SHAPES
 # (default 6), KDA_BWD_EXPORT_S (default 150), KDA_BWD_GATE_RECURRENT=1 (gate the recurrent seed too),
 # KDA_BWD_EXPORT=recurrent (export that seed instead of the chunked one), KDA_BWD_GATE_S
-# (default 300 per gate), KDA_BWD_BENCH_S (default 300), KDA_NO_FLA=1.
+# (default 300 per gate), KDA_BWD_BENCH_S (default 300), KDA_NO_FLA=1, KDA_BWD_PER_KERNEL (samples of
+# each kernel timed alone, default 5; 0: none).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 out="${OUT:-/tmp/ptxevo-out}"
@@ -78,7 +79,7 @@ fla=()
 [ "${KDA_NO_FLA:-0}" = 1 ] && fla=(--no-fla)
 timeout "${KDA_BWD_BENCH_S:-300}" python3 bench/kda/bwd_bench.py --backward "$first" --also "$second" \
   --also "prep=$work/bwd_prep" --also "chunk64_32_1=$work/bwd_chunk64_32_1" --also "chunk32_32_1=$work/bwd_chunk32_32_1" \
-  --also "chunk32_64_1=$work/bwd_chunk32_64_1" --forward "chunked=$work/fwd" \
+  --also "chunk32_64_1=$work/bwd_chunk32_64_1" --forward "chunked=$work/fwd" --per-kernel "${KDA_BWD_PER_KERNEL:-5}" \
   --out "$out/bwd_bench" --commit "$commit" ${1:+--shapes "$@"} "${fla[@]}" > "$out/bwd_bench.log" 2>&1
 echo "rc=$?"
 if [ -f "$out/bwd_bench/results.md" ]; then tail -n 12 "$out/bwd_bench/results.md"; else tail -n 30 "$out/bwd_bench.log"; fi

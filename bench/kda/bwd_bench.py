@@ -175,6 +175,18 @@ def progress(key: str, what: str, t0: float) -> None:
     print(f"[{time.monotonic() - t0:7.1f} s] {key}: {what}", file=sys.stderr, flush=True)
 
 
+def kernel_times(plan, stream: int, samples: int) -> List[Dict[str, Any]]:
+    """Each kernel of a plan alone, in plan order, after the whole plan has run (its inputs, the
+    workspace the kernels before it wrote, are in place): where a multi-kernel backward's time goes."""
+    from torch_bench import event_ms
+    out = []
+    for launch in plan:
+        launch(stream)  # one untimed launch: the module's first-launch costs
+        times = [event_ms((lambda q: lambda: q(stream))(launch)) for _ in range(samples)]
+        out.append({"entry": launch.k.entry, "grid": list(launch.k.grid), **summarize(times)})
+    return out
+
+
 def timed(name: str, step) -> Provider:
     """A provider of one call per timed sample: every call moves gigabytes, far over the L2, and
     runs for milliseconds, so one input set and no batching."""
@@ -197,6 +209,23 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
     t_shape = time.monotonic()
     x = make_inputs(shape, opts, args.seed)
     progress(key, "inputs drawn", t_shape)
+    if fla_fn is not None:
+        # FLA's first backward at a shape autotunes its Triton kernels: done here, before any of our
+        # buffers exist, and timed on its own (twice on an 80 GB H100 it did not finish in 200 s
+        # when it came after six builds' buffers).
+        try:
+            t0 = time.monotonic()
+            warm = {k: (x[k].reshape(-1) if k == "dt_bias" else x[k]).detach().clone().requires_grad_() for k in LEAVES if k in x}
+            o, fs = fla_fn(warm["q"], warm["k"], warm["v"], warm["g"], warm["beta"], initial_state=warm.get("initial_state"),
+                           A_log=warm["A_log"], dt_bias=warm["dt_bias"], cu_seqlens=x.get("cu_seqlens"), **fla_kw)[:2]
+            torch.autograd.grad([o, fs] if opts["final_state"] else [o], list(warm.values()),
+                                [x["d_out"], x["d_final_state"]] if opts["final_state"] else [x["d_out"]], allow_unused=True)
+            torch.cuda.synchronize()
+            row["fla_warmup_s"] = round(time.monotonic() - t0, 1)
+            del warm, o, fs
+            progress(key, f"FLA warmed up (first forward + backward) in {row['fla_warmup_s']} s", t_shape)
+        except Exception as e:  # noqa: BLE001 -- the FLA block below reports it again
+            row["notes"].append(f"FLA warm-up failed: {type(e).__name__}: {str(e)[:300]}")
 
     # Scratch (the kda_bwd workspace: 12.5 GB at scenario 1) is one buffer per (name, dtype, shape)
     # for every build: the providers run one at a time and each writes its scratch before reading
@@ -238,6 +267,8 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
     providers = [] if bad else [timed(bwd.label, ours)]
     if bad:
         row["notes"].append(f"{bwd.label} outside the gate's tolerance on {bad}: not timed")
+    elif args.per_kernel:
+        row["kernels"] = {bwd.label: kernel_times(plan, stream, args.per_kernel)}
 
     fwd_step = None
     if fwd is not None:
@@ -261,6 +292,8 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
         if all(e.get("ok") for e in row["errors"][b.label].values()):
             providers.append(timed(b.label, (lambda q: lambda: run_plan(q, stream))(pl)))
             also_outs[b.label] = so
+            if args.per_kernel:
+                row.setdefault("kernels", {})[b.label] = kernel_times(pl, stream, args.per_kernel)
         else:
             row["notes"].append(f"{b.label} outside the gate's tolerance: not timed")
 
@@ -391,6 +424,11 @@ def table(rows: Sequence[Dict[str, Any]], bwd_label: str) -> str:
             worst = max((e["rel_l2"] for e in r["errors"]["autograd"].values() if e.get("rel_l2") is not None), default=None)
             lines.append(f"{r['label']}: autograd (exported fwd + bwd) worst rel_l2 {e(worst)}; FLA step / autograd step "
                          f"{f(r['ratios'].get('fla_step_over_autograd', {}).get('ratio'), 2)}")
+    for r in rows:
+        for label, ks in r.get("kernels", {}).items():
+            total = sum(k["median"] for k in ks) or 1.0
+            lines.append(f"\n{r['label']}: {label} kernel by kernel (median ms, share of their sum): " +
+                         ", ".join(f"{k['entry']} {k['median']:.3f} ({100 * k['median'] / total:.0f}%)" for k in ks))
     ratios = [r["ratios"]["fla_bwd_over_ours"]["ratio"] for r in rows if "fla_bwd_over_ours" in r["ratios"]]
     steps = [r["ratios"]["fla_step_over_ours"]["ratio"] for r in rows if "fla_step_over_ours" in r["ratios"]]
     gm = lambda v: math.exp(sum(math.log(a) for a in v) / len(v))  # noqa: E731
@@ -417,6 +455,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ap.add_argument("--samples", type=int, default=15)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--per-kernel", type=int, default=0, metavar="SAMPLES",
+                    help="also time each kernel of every build's plan alone, SAMPLES times (0: no)")
     return ap.parse_args(argv)
 
 

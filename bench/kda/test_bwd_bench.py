@@ -116,6 +116,14 @@ class TableTest(unittest.TestCase):
         self.assertIn("s1: autograd (exported fwd + bwd) worst rel_l2 4.00e-06; FLA step / autograd step 0.60", t)
         self.assertIn("s4: prep 6.500 ms, seed / prep 1.500, worst rel_l2 2.00e-06", t)
 
+    def test_kernel_by_kernel_lines(self):
+        rows = [{"scenario": 6, "label": "s6", "providers": {}, "ratios": {}, "errors": {},
+                 "kernels": {"chunk": [{"entry": "kda_bwd_chunk_slices", "median": 3.0},
+                                       {"entry": "kda_bwd_reduce", "median": 1.0}]}}]
+        t = bwd_bench.table(rows, "chunk")
+        self.assertIn("s6: chunk kernel by kernel (median ms, share of their sum): kda_bwd_chunk_slices 3.000 (75%), "
+                      "kda_bwd_reduce 1.000 (25%)", t)
+
 
 if __name__ == "__main__":
     unittest.main()
