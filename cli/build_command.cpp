@@ -62,9 +62,10 @@ json arg_json(const KernelArg& a, std::size_t index, const std::string& entry) {
                               "benchmark this candidate with `ptxevo eval` instead");
 }
 
-json tensors_json(const Spec& spec, const Op& op, const Shape& shape) {
+// The build's tensors: its scratch sized for its knobs (Op::build_tensors).
+json tensors_json(const Spec& spec, const Op& op, const Shape& shape, const Knobs& knobs) {
   json out = json::array();
-  for (const auto& d : op.tensors(shape, spec.config)) {
+  for (const auto& d : op.build_tensors(shape, spec.config, knobs)) {
     json t = {{"name", d.name}, {"dtype", to_string(d.dtype)}, {"shape", d.shape}, {"role", to_string(d.role)}};
     if (d.role == Role::Out || d.role == Role::InOut) {
       auto it = spec.tolerances.find(d.name);
@@ -114,7 +115,7 @@ json launch_document(const Spec& spec, const Op& op, const PreparedEvaluation& p
     for (const auto& [name, v] : sc.shape) dims[name] = v;
     shapes.push_back({{"class", to_string(sc.cls)},
                       {"dims", std::move(dims)},
-                      {"tensors", tensors_json(spec, op, sc.shape)},
+                      {"tensors", tensors_json(spec, op, sc.shape, p.candidate_knobs)},
                       {"kernels", launch_plan_json(op.launch_plan(sc.shape, spec.config, p.candidate_knobs))},
                       {"bytes", op.bytes(sc.shape, spec.config)},
                       {"flops", op.flops(sc.shape, spec.config)}});

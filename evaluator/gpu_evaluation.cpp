@@ -271,7 +271,11 @@ std::vector<EvalReport> GpuEvaluator::evaluate_batch(const Op& op, const BatchEv
                                                     : GuardSide::BeforeStart;
     where = "[" + std::string(to_string(sc.cls)) + " shape " + shape_to_string(sc.shape) + ", every tensor flush against an unmapped page " +
             (side == GuardSide::AfterEnd ? "after its end" : side == GuardSide::BeforeStart ? "before its start" : "(guard pages off)") + "]";
-    const std::vector<TensorDesc> descs = op.tensors(sc.shape, req.config);
+    // Scratch as large as this batch's builds need, not as any build could (the KDA backward's
+    // largest workspace layout takes 16.8 GB at its largest shape, its seeds' defaults 10-11).
+    std::vector<Knobs> batch_knobs = breq.knobs;
+    if (base) batch_knobs.push_back(req.baseline_knobs);
+    const std::vector<TensorDesc> descs = batch_tensors(op, sc.shape, req.config, batch_knobs);
     std::vector<ShapeReport> srs(n);
     std::vector<LaunchPlan> plans(n);
     std::vector<bool> in_play(n, false);  // evaluated on this shape

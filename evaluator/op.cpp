@@ -35,6 +35,36 @@ Knobs canonical_knobs(const KnobAliases& aliases, Knobs k) {
 
 Knobs canonical_knobs(const Op& op, Knobs k) { return canonical_knobs(op.knob_aliases(), std::move(k)); }
 
+std::vector<TensorDesc> Op::build_tensors(const Shape& s, const OpConfig& cfg, const Knobs&) const { return tensors(s, cfg); }
+
+std::vector<TensorDesc> batch_tensors(const Op& op, const Shape& s, const OpConfig& cfg, const std::vector<Knobs>& knobs) {
+  std::vector<TensorDesc> out = op.tensors(s, cfg);
+  std::vector<std::int64_t> largest(out.size(), -1);
+  for (const Knobs& k : knobs) {
+    std::vector<TensorDesc> b;
+    try {
+      b = op.build_tensors(s, cfg, k);
+    } catch (const std::invalid_argument&) {
+      continue;
+    }
+    if (b.size() != out.size()) throw std::logic_error("op " + op.name() + ": build_tensors and tensors disagree on the tensors");
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      if (b[i].name != out[i].name || b[i].role != out[i].role || b[i].dtype != out[i].dtype)
+        throw std::logic_error("op " + op.name() + ": build_tensors and tensors disagree on tensor '" + out[i].name + "'");
+      if (out[i].role != Role::Scratch) {
+        if (b[i].shape != out[i].shape)
+          throw std::logic_error("op " + op.name() + ": build_tensors changes the shape of '" + out[i].name + "', not scratch");
+        continue;
+      }
+      if (b[i].shape.size() != 1) throw std::logic_error("op " + op.name() + ": scratch '" + out[i].name + "' is not flat");
+      largest[i] = std::max(largest[i], b[i].shape[0]);
+    }
+  }
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (largest[i] >= 0) out[i].shape = {largest[i]};
+  return out;
+}
+
 std::string canonical_knob_name(const Op& op, const std::string& name) {
   const KnobAliases aliases = op.knob_aliases();
   const auto it = aliases.find(name);

@@ -137,7 +137,11 @@ class Op {
   virtual std::string name() const = 0;
   // Checks the spec's options; returns an error message or "" when they are valid.
   virtual std::string validate(const OpConfig& cfg) const = 0;
+  // Every tensor of the op, each Scratch tensor as large as any plan the op can make needs.
   virtual std::vector<TensorDesc> tensors(const Shape& s, const OpConfig& cfg) const = 0;
+  // The tensors one build with knobs `k` needs: tensors() with each Scratch tensor sized for that
+  // build's plan (the default: tensors()). Throws std::invalid_argument like launch_plan.
+  virtual std::vector<TensorDesc> build_tensors(const Shape& s, const OpConfig& cfg, const Knobs& k) const;
   // Preprocessor definitions the op's templates need for this config (element types, optional
   // features), passed to NVRTC as -DNAME=VALUE next to the knobs.
   virtual std::map<std::string, std::string> template_defines(const OpConfig& cfg) const = 0;
@@ -182,6 +186,10 @@ class Op {
 // canonical_knobs with the op's aliases; the one step every place that takes knobs from a user,
 // a spec or a trace database runs before using them.
 Knobs canonical_knobs(const Op& op, Knobs k);
+// The tensors a batch of builds (their knob sets) shares: tensors() with each Scratch tensor as
+// large as the largest build_tensors() of the sets asks for. A set whose knobs make no plan is left
+// out (its launch plan fails on its own); with none left, tensors().
+std::vector<TensorDesc> batch_tensors(const Op& op, const Shape& s, const OpConfig& cfg, const std::vector<Knobs>& knobs);
 // The current name of a knob (the name itself when it was never renamed).
 std::string canonical_knob_name(const Op& op, const std::string& name);
 

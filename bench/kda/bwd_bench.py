@@ -227,26 +227,34 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
         except Exception as e:  # noqa: BLE001 -- the FLA block below reports it again
             row["notes"].append(f"FLA warm-up failed: {type(e).__name__}: {str(e)[:300]}")
 
-    # Scratch (the kda_bwd workspace: 12.5 GB at scenario 1) is one buffer per (name, dtype, shape)
-    # for every build: the providers run one at a time and each writes its scratch before reading
-    # it (the gate's poisoned runs check that), so six builds fit an 80 GB H100.
+    # Scratch (the kda_bwd workspace: 10-17 GB at scenario 1 by the build's knobs) is one buffer
+    # per (name, dtype), as large as the largest build's, for every build: the providers run one at
+    # a time and each writes its scratch before reading it (the gate's poisoned runs check that),
+    # so six builds fit an 80 GB H100.
+    dtypes = {"f64": torch.float64, "f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
+              "i64": torch.int64, "i32": torch.int32, "u8": torch.uint8}
+    scratch_numel: Dict[Any, int] = {}
+    for b in [bwd] + list(modules.get("also", [])) + ([fwd] if fwd is not None else []):
+        for t in shape_of(b, key).tensors:
+            if t.role == "scratch":
+                scratch_numel[(t.name, t.dtype)] = max(scratch_numel.get((t.name, t.dtype), 0), math.prod(t.shape))
     scratch: Dict[Any, Any] = {}
 
-    def alloc(s, skip):  # outputs and scratch, poisoned: NaN, or all bits set
-        dtypes = {"f64": torch.float64, "f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
-                  "i64": torch.int64, "i32": torch.int32, "u8": torch.uint8}
+    def poisoned(v):  # NaN, or all bits set
+        return v.fill_(float("nan") if v.is_floating_point() else (255 if v.dtype == torch.uint8 else -1))
+
+    def alloc(s, skip):  # outputs and scratch, poisoned
         out = {}
         for t in s.tensors:
             if t.role == "in" or t.name in skip:
                 continue
-            key = (t.name, t.dtype, tuple(t.shape))
-            if t.role == "scratch" and key in scratch:
-                out[t.name] = scratch[key]
-                continue
-            v = torch.empty(t.shape, device=DEVICE, dtype=dtypes[t.dtype])
-            out[t.name] = v.fill_(float("nan") if v.is_floating_point() else (255 if t.dtype == "u8" else -1))
             if t.role == "scratch":
-                scratch[key] = out[t.name]
+                k = (t.name, t.dtype)
+                if k not in scratch:
+                    scratch[k] = poisoned(torch.empty(scratch_numel[k], device=DEVICE, dtype=dtypes[t.dtype]))
+                out[t.name] = scratch[k][:math.prod(t.shape)].view(t.shape)
+                continue
+            out[t.name] = poisoned(torch.empty(t.shape, device=DEVICE, dtype=dtypes[t.dtype]))
         return out
 
     bo = alloc(shape, ())

@@ -169,6 +169,11 @@ std::int64_t KdaBwdOp::workspace_words(const KdaDims& d) {
   return words;
 }
 
+std::int64_t KdaBwdOp::plan_words(const KdaDims& d, const Geometry& g) {
+  if (g.chunk) return chunked_layout(d, g.chunk, g.bv).words;
+  return layout_words(d, D / g.bv) + (g.prep ? prep_words(d) : 0);
+}
+
 std::vector<std::string> KdaBwdOp::outputs(const Config& c) {
   std::vector<std::string> out = {"dq", "dk", "dv", "dg", "dbeta", "dA_log", "ddt_bias"};
   if (c.initial_state) out.push_back("d_initial_state");
@@ -204,6 +209,13 @@ std::vector<TensorDesc> KdaBwdOp::tensors(const Shape& s, const OpConfig& cfg) c
   out.push_back({"ddt_bias", DType::F32, {d.heads, D}, Role::Out, false});
   if (c.initial_state) out.push_back({"d_initial_state", DType::F32, state, Role::Out, false});
   out.push_back({"workspace", DType::F32, {workspace_words(d)}, Role::Scratch, false});
+  return out;
+}
+
+std::vector<TensorDesc> KdaBwdOp::build_tensors(const Shape& s, const OpConfig& cfg, const Knobs& k) const {
+  const Geometry g = geometry(k);
+  std::vector<TensorDesc> out = tensors(s, cfg);
+  out.back().shape = {plan_words(kda_dims(s), g)};
   return out;
 }
 

@@ -83,6 +83,8 @@ class KdaBwdOp : public evaluator::Op {
   static std::int64_t layout_words(const KdaDims& d, std::int64_t slices);
   static std::int64_t prep_words(const KdaDims& d);
   static std::int64_t workspace_words(const KdaDims& d);
+  // The fp32 words of workspace the plan of geometry g uses (workspace_words: the largest).
+  static std::int64_t plan_words(const KdaDims& d, const Geometry& g);
   static std::int64_t finish_chunks(const KdaDims& d);
   // The device reference's knobs: two slices of 64 columns, so its fp64 shares and checkpoints
   // take 8 GB of scratch at T = 8192, H = 96 (22.6 GB at BV 16, which an H100 could not give it
@@ -108,6 +110,9 @@ class KdaBwdOp : public evaluator::Op {
   std::string name() const override { return "kda_bwd"; }
   std::string validate(const evaluator::OpConfig& cfg) const override;
   std::vector<evaluator::TensorDesc> tensors(const evaluator::Shape& s, const evaluator::OpConfig& cfg) const override;
+  // The workspace sized for the knobs' seed and geometry (plan_words), not the largest of all.
+  std::vector<evaluator::TensorDesc> build_tensors(const evaluator::Shape& s, const evaluator::OpConfig& cfg,
+                                                   const evaluator::Knobs& k) const override;
   std::map<std::string, std::string> template_defines(const evaluator::OpConfig& cfg) const override;
   evaluator::LaunchPlan launch_plan(const evaluator::Shape& s, const evaluator::OpConfig& cfg,
                                     const evaluator::Knobs& k) const override;

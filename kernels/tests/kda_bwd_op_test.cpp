@@ -68,6 +68,42 @@ TEST(KdaBwdOp, TensorsFollowTheOptions) {
   EXPECT_THROW(op.tolerance("out", {}), std::invalid_argument);
 }
 
+// One build's tensors carry the workspace its plan uses; a batch's the largest of its builds'.
+TEST(KdaBwdOp, BuildTensorsSizeTheWorkspaceForTheKnobs) {
+  const KdaBwdOp op;
+  const auto cfg = options("lower_bound", true, true);
+  const auto s = shape(1, 8192, 96, 1);
+  const auto d = ptxevo::kernels::kda_dims(s);
+  const auto words = [](const std::vector<ptxevo::evaluator::TensorDesc>& ts) { return ts.back().shape.at(0); };
+  const ptxevo::evaluator::Knobs recurrent = KdaBwdOp::knob_defaults(), chunked = KdaBwdOp::chunked_knob_defaults();
+  const auto num = [](const ptxevo::evaluator::Knobs& k, const char* n) { return std::get<std::int64_t>(k.at(n)); };
+  ptxevo::evaluator::Knobs prep = recurrent, bv16 = chunked;
+  prep["PREP"] = std::int64_t{1};
+  bv16["BV"] = std::int64_t{16};
+  EXPECT_EQ(words(op.build_tensors(s, cfg, recurrent)), KdaBwdOp::layout_words(d, 128 / num(recurrent, "BV")));
+  EXPECT_EQ(words(op.build_tensors(s, cfg, prep)), KdaBwdOp::layout_words(d, 128 / num(recurrent, "BV")) + KdaBwdOp::prep_words(d));
+  EXPECT_EQ(words(op.build_tensors(s, cfg, chunked)),
+            KdaBwdOp::chunked_layout(d, num(chunked, "CHUNK"), num(chunked, "BV")).words);
+  EXPECT_EQ(words(op.build_tensors(s, cfg, bv16)), KdaBwdOp::workspace_words(d));  // the largest layout
+  EXPECT_LT(words(op.build_tensors(s, cfg, chunked)), KdaBwdOp::workspace_words(d));
+  // Everything but the workspace is tensors()'.
+  auto a = op.build_tensors(s, cfg, chunked), b = op.tensors(s, cfg);
+  a.pop_back();
+  b.pop_back();
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].shape, b[i].shape) << a[i].name;
+  // A batch: the larger of its builds'; knobs that make no plan are left out; none left: tensors().
+  const ptxevo::evaluator::Knobs bad = {{"CHUNK", std::int64_t{48}}};
+  EXPECT_THROW(op.build_tensors(s, cfg, bad), std::invalid_argument);
+  EXPECT_EQ(words(ptxevo::evaluator::batch_tensors(op, s, cfg, {recurrent, chunked, bad})),
+            std::max(words(op.build_tensors(s, cfg, recurrent)), words(op.build_tensors(s, cfg, chunked))));
+  EXPECT_EQ(words(ptxevo::evaluator::batch_tensors(op, s, cfg, {bad})), KdaBwdOp::workspace_words(d));
+  EXPECT_EQ(words(ptxevo::evaluator::batch_tensors(op, s, cfg, {})), KdaBwdOp::workspace_words(d));
+  std::printf("workspace at scenario 1: recurrent defaults %.1f GB, PREP %.1f GB, chunked defaults %.1f GB, largest %.1f GB\n",
+              4e-9 * static_cast<double>(words(op.build_tensors(s, cfg, recurrent))),
+              4e-9 * static_cast<double>(words(op.build_tensors(s, cfg, prep))),
+              4e-9 * static_cast<double>(words(op.build_tensors(s, cfg, chunked))), 4e-9 * static_cast<double>(KdaBwdOp::workspace_words(d)));
+}
+
 TEST(KdaBwdOp, OptionsAndKnobsAreCheckedWithTheirNames) {
   const KdaBwdOp op;
   EXPECT_EQ(op.validate({}), "");
