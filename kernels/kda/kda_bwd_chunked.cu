@@ -31,7 +31,8 @@
 //          shared memory): 128 / BV CTAs per chain in the chunk-serial kernels
 //   MMA    0: chunk_mm on CUDA cores (fp32 FMA); 1: on tensor cores (mma.sync m16n8k16, each fp32
 //          operand split into bf16 hi + lo and the product taken as hi hi + hi lo + lo hi in fp32:
-//          about 2^-16 relative per product, near fp32's)
+//          about 2^-16 relative per product, near fp32's), the slices kernel's three C x K
+//          products of the shares too (with MMA 0 one fused SIMT loop)
 #define KDA_BWD_CHUNKED 1
 #ifndef CHUNK
 #define CHUNK 64
@@ -543,9 +544,50 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
     const int t = e / kB, j = e % kB;
     p.dv[((ch.t0 + t) * p.H + h) * kK + z * kB + j] = bs[t] * dw[t * kBp + j];
   }
-  // dQd = dO S0^T, dKd = -diag(b) dW S0^T, dKr = U dS^T, [kC][kK], over this slice's columns, four
-  // rows at a time a thread; each element's shares of dq and dk, its dQd Qd + dKd Kd (into the
-  // share's dG word) and its dKr Kr (into Kr's place: Kr was last read by dU's product).
+  // dQd = dO S0^T, dKd = -diag(b) dW S0^T, dKr = U dS^T, [kC][kK], over this slice's columns; each
+  // element's shares of dq and dk, its dQd Qd + dKd Kd (into the share's dG word) and its dKr Kr
+  // (into Kr's place: Kr was last read by dU's product).
+#if MMA
+  // Three products through chunk_mm; the same thread gets element (t, d) in each (same tiling),
+  // so each adds to what it wrote before without a barrier.
+  {
+    const auto at = [&](int t, int d, float& eg, float& er, float& k, float& qs) {
+      const float* rec = record(p, ch.t0 + t, h);
+      const float G = rec[2 * kK + d];
+      eg = exp_r(G);
+      er = exp_r(egt[kK + d] - G);
+      k = rec[kK + d];
+      qs = p.scale * rec[d];
+      return share_of(p, th, z, ch.t0 + t, h);
+    };
+    chunk_mm<kC, kK, kB>([&](int r, int x) { return dO[r * kBp + x]; }, [&](int x, int c2) { return s0[c2 * kBp + x]; },
+                         [&](int t, int d, float aq) {
+                           if (t >= ch.count) return;
+                           float eg, er, k, qs;
+                           float* sh = at(t, d, eg, er, k, qs);
+                           sh[d] = p.scale * eg * aq;
+                           sh[2 * kK + d] = aq * qs * eg;
+                         });
+    chunk_mm<kC, kK, kB>([&](int r, int x) { return -bs[r] * dw[r * kBp + x]; },
+                         [&](int x, int c2) { return s0[c2 * kBp + x]; },
+                         [&](int t, int d, float akd) {
+                           if (t >= ch.count) return;
+                           float eg, er, k, qs;
+                           float* sh = at(t, d, eg, er, k, qs);
+                           sh[kK + d] = akd * eg;
+                           sh[2 * kK + d] = fmaf(akd, k * eg, sh[2 * kK + d]);
+                         });
+    chunk_mm<kC, kK, kB>([&](int r, int x) { return us[r * kBp + x]; }, [&](int x, int c2) { return dS[c2 * kBp + x]; },
+                         [&](int t, int d, float akr) {
+                           if (t >= ch.count) return;
+                           float eg, er, k, qs;
+                           float* sh = at(t, d, eg, er, k, qs);
+                           sh[kK + d] = fmaf(akr, er, sh[kK + d]);
+                           kr[t * kDp + d] = akr * k * er;
+                         });
+  }
+#else
+  // Four rows at a time a thread, the three products at once.
   {
     const int ct = i % 32, rt = i / 32;
     for (int rb = 0; rb < kC; rb += 16) {
@@ -593,6 +635,7 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
       }
     }
   }
+#endif
   __syncthreads();
   {
     // Key channel i: the Kr terms' exclusive prefix sums in place, then the suffix sums of the
