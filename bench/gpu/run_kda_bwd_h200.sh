@@ -14,7 +14,7 @@
 # (default 6), KDA_BWD_EXPORT_S (default 150), KDA_BWD_GATE_RECURRENT=1 (gate the recurrent seed too),
 # KDA_BWD_EXPORT=recurrent (export that seed instead of the chunked one), KDA_BWD_GATE_S
 # (default 300 per gate), KDA_BWD_BENCH_S (default 300), KDA_NO_FLA=1, KDA_BWD_PER_KERNEL (samples of
-# each kernel timed alone, default 5; 0: none).
+# each kernel timed alone, default 5; 0: none), KDA_BWD_FLA_WARM_S (FLA's autotuning alone, default 240).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 out="${OUT:-/tmp/ptxevo-out}"
@@ -22,7 +22,7 @@ work=/tmp/kda-bwd
 rm -rf "$work" && mkdir -p "$work" "$out"
 export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 ldd .gpu/ptxevo 2>/dev/null | grep -q "libmpi.*not found" && export LD_LIBRARY_PATH="$PWD/.gpu/lib/mpi:$LD_LIBRARY_PATH"
-export PTXEVO_CACHE_DIR=/tmp/ptxevo-cache PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/ptxevo-triton-cache FLA_FLASH_KDA=0
+export PTXEVO_CACHE_DIR=/tmp/ptxevo-cache PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/ptxevo-triton-cache FLA_FLASH_KDA=0 FLA_CACHE_RESULTS=1
 commit="$(cat .gpu/commit.txt 2>/dev/null || echo unknown)"
 t0=$(date +%s)
 step() { echo "== $1 ($(( $(date +%s) - t0 )) s)"; }
@@ -74,9 +74,18 @@ echo "export bwd rc=$?"; grep -E "verified|error" "$work/export_bwd.txt"
   > "$work/export_fwd.txt" 2>&1
 echo "export fwd rc=$?"; grep -E "verified|error" "$work/export_fwd.txt"
 
-step "bwd_bench.py: the builds beside FLA's backward and training step"
 fla=()
-[ "${KDA_NO_FLA:-0}" = 1 ] && fla=(--no-fla)
+if [ "${KDA_NO_FLA:-0}" = 1 ]; then
+  fla=(--no-fla)
+else
+  # FLA's autotuning alone in a process first (its results cached on disk): twice it did not finish
+  # in 200 s when it ran after six builds' buffers in one process.
+  step "FLA's first forward + backward per scenario, alone"
+  timeout "${KDA_BWD_FLA_WARM_S:-240}" python3 bench/kda/bwd_bench.py --backward "$first" --fla-warmup-only \
+    --out "$out/fla_warmup" --commit "$commit" ${1:+--shapes "$@"} > "$out/fla_warmup.log" 2>&1
+  echo "rc=$?"; tail -n 8 "$out/fla_warmup.log"
+fi
+step "bwd_bench.py: the builds beside FLA's backward and training step"
 timeout "${KDA_BWD_BENCH_S:-300}" python3 bench/kda/bwd_bench.py --backward "$first" --also "$second" \
   --also "prep=$work/bwd_prep" --also "chunk64_32_1=$work/bwd_chunk64_32_1" --also "chunk32_32_1=$work/bwd_chunk32_32_1" \
   --also "chunk32_64_1=$work/bwd_chunk32_64_1" --forward "chunked=$work/fwd" --per-kernel "${KDA_BWD_PER_KERNEL:-5}" \

@@ -175,6 +175,19 @@ def progress(key: str, what: str, t0: float) -> None:
     print(f"[{time.monotonic() - t0:7.1f} s] {key}: {what}", file=sys.stderr, flush=True)
 
 
+def fla_first_call(x: Dict[str, Any], opts: Dict[str, Any], fla_fn, fla_kw: Dict[str, Any]) -> float:
+    """Seconds of one FLA forward + backward on these inputs (the first at a shape autotunes)."""
+    import torch
+    t0 = time.monotonic()
+    warm = {k: (x[k].reshape(-1) if k == "dt_bias" else x[k]).detach().clone().requires_grad_() for k in LEAVES if k in x}
+    o, fs = fla_fn(warm["q"], warm["k"], warm["v"], warm["g"], warm["beta"], initial_state=warm.get("initial_state"),
+                   A_log=warm["A_log"], dt_bias=warm["dt_bias"], cu_seqlens=x.get("cu_seqlens"), **fla_kw)[:2]
+    torch.autograd.grad([o, fs] if opts["final_state"] else [o], list(warm.values()),
+                        [x["d_out"], x["d_final_state"]] if opts["final_state"] else [x["d_out"]], allow_unused=True)
+    torch.cuda.synchronize()
+    return round(time.monotonic() - t0, 1)
+
+
 def kernel_times(plan, stream: int, samples: int) -> List[Dict[str, Any]]:
     """Each kernel of a plan alone, in plan order, after the whole plan has run (its inputs, the
     workspace the kernels before it wrote, are in place): where a multi-kernel backward's time goes."""
@@ -214,15 +227,7 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
         # buffers exist, and timed on its own (twice on an 80 GB H100 it did not finish in 200 s
         # when it came after six builds' buffers).
         try:
-            t0 = time.monotonic()
-            warm = {k: (x[k].reshape(-1) if k == "dt_bias" else x[k]).detach().clone().requires_grad_() for k in LEAVES if k in x}
-            o, fs = fla_fn(warm["q"], warm["k"], warm["v"], warm["g"], warm["beta"], initial_state=warm.get("initial_state"),
-                           A_log=warm["A_log"], dt_bias=warm["dt_bias"], cu_seqlens=x.get("cu_seqlens"), **fla_kw)[:2]
-            torch.autograd.grad([o, fs] if opts["final_state"] else [o], list(warm.values()),
-                                [x["d_out"], x["d_final_state"]] if opts["final_state"] else [x["d_out"]], allow_unused=True)
-            torch.cuda.synchronize()
-            row["fla_warmup_s"] = round(time.monotonic() - t0, 1)
-            del warm, o, fs
+            row["fla_warmup_s"] = fla_first_call(x, opts, fla_fn, fla_kw)
             progress(key, f"FLA warmed up (first forward + backward) in {row['fla_warmup_s']} s", t_shape)
         except Exception as e:  # noqa: BLE001 -- the FLA block below reports it again
             row["notes"].append(f"FLA warm-up failed: {type(e).__name__}: {str(e)[:300]}")
@@ -463,6 +468,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ap.add_argument("--samples", type=int, default=15)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--fla-warmup-only", action="store_true",
+                    help="only FLA's first forward + backward per shape (its autotuning, cached on disk with "
+                         "FLA_CACHE_RESULTS=1), in a process holding nothing else; prints the seconds")
     ap.add_argument("--per-kernel", type=int, default=0, metavar="SAMPLES",
                     help="also time each kernel of every build's plan alone, SAMPLES times (0: no)")
     return ap.parse_args(argv)
@@ -514,6 +522,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
            "torch_cuda": torch.version.cuda, "fla": fla_note, "backward": bwd.summary(),
            "forward": fwd.summary() if fwd else None, "ref_heads": args.ref_heads, "samples": args.samples}
     print(json.dumps({k: env[k] for k in ("date", "commit", "gpu", "driver_api", "torch", "fla")}), flush=True)
+    if args.fla_warmup_only:
+        if fla_fn is None:
+            raise BenchError(f"--fla-warmup-only: {fla_note or 'FLA is off (--no-fla)'}")
+        for key in keys:
+            x = make_inputs(shape_of(bwd, key), opts, args.seed)
+            print(f"{key}: FLA first forward + backward {fla_first_call(x, opts, fla_fn, fla_kw)} s", flush=True)
+            del x
+            torch.cuda.empty_cache()
+        return 0
     rows = []
     with open(os.path.join(args.out, "rows.jsonl"), "w") as jl:
         for key in keys:
