@@ -38,8 +38,13 @@ Knobs canonical_knobs(const Op& op, Knobs k) { return canonical_knobs(op.knob_al
 std::vector<TensorDesc> Op::build_tensors(const Shape& s, const OpConfig& cfg, const Knobs&) const { return tensors(s, cfg); }
 
 std::vector<TensorDesc> batch_tensors(const Op& op, const Shape& s, const OpConfig& cfg, const std::vector<Knobs>& knobs) {
-  std::vector<TensorDesc> out = op.tensors(s, cfg);
-  std::vector<std::int64_t> largest(out.size(), -1);
+  const std::vector<TensorDesc> all = op.tensors(s, cfg);
+  const auto numel = [](const std::vector<std::int64_t>& shape) {
+    std::int64_t n = 1;
+    for (auto x : shape) n *= x;
+    return n;
+  };
+  std::vector<TensorDesc> out;
   for (const Knobs& k : knobs) {
     std::vector<TensorDesc> b;
     try {
@@ -47,22 +52,21 @@ std::vector<TensorDesc> batch_tensors(const Op& op, const Shape& s, const OpConf
     } catch (const std::invalid_argument&) {
       continue;
     }
-    if (b.size() != out.size()) throw std::logic_error("op " + op.name() + ": build_tensors and tensors disagree on the tensors");
+    if (b.size() != all.size()) throw std::logic_error("op " + op.name() + ": build_tensors and tensors disagree on the tensors");
     for (std::size_t i = 0; i < b.size(); ++i) {
-      if (b[i].name != out[i].name || b[i].role != out[i].role || b[i].dtype != out[i].dtype)
-        throw std::logic_error("op " + op.name() + ": build_tensors and tensors disagree on tensor '" + out[i].name + "'");
-      if (out[i].role != Role::Scratch) {
-        if (b[i].shape != out[i].shape)
-          throw std::logic_error("op " + op.name() + ": build_tensors changes the shape of '" + out[i].name + "', not scratch");
-        continue;
-      }
-      if (b[i].shape.size() != 1) throw std::logic_error("op " + op.name() + ": scratch '" + out[i].name + "' is not flat");
-      largest[i] = std::max(largest[i], b[i].shape[0]);
+      if (b[i].name != all[i].name || b[i].role != all[i].role || b[i].dtype != all[i].dtype)
+        throw std::logic_error("op " + op.name() + ": build_tensors and tensors disagree on tensor '" + all[i].name + "'");
+      if (all[i].role != Role::Scratch && b[i].shape != all[i].shape)
+        throw std::logic_error("op " + op.name() + ": build_tensors changes the shape of '" + all[i].name + "', not scratch");
     }
+    if (out.empty()) {
+      out = std::move(b);
+      continue;
+    }
+    for (std::size_t i = 0; i < b.size(); ++i)
+      if (b[i].role == Role::Scratch && numel(b[i].shape) > numel(out[i].shape)) out[i].shape = b[i].shape;
   }
-  for (std::size_t i = 0; i < out.size(); ++i)
-    if (largest[i] >= 0) out[i].shape = {largest[i]};
-  return out;
+  return out.empty() ? all : out;
 }
 
 std::string canonical_knob_name(const Op& op, const std::string& name) {
