@@ -61,9 +61,9 @@ timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_chu
 # defaults, or with KDA_BWD_EXPORT=recurrent the recurrent seed's; bwd_bench checks it bit for bit
 # against that seed's build, the first --backward.
 if [ "${KDA_BWD_EXPORT:-chunked}" = recurrent ]; then
-  export_seed=(); first="seed=$work/bwd"; second="chunk64_32_0=$work/bwd_chunk64_32_0"
+  export_seed=(); first="seed=$work/bwd"; second="chunk32_32_1=$work/bwd_chunk32_32_1"
 else
-  export_seed=(--seed-name kda_bwd_chunked_seed); first="chunk64_32_0=$work/bwd_chunk64_32_0"; second="seed=$work/bwd"
+  export_seed=(--seed-name kda_bwd_chunked_seed); first="chunk32_32_1=$work/bwd_chunk32_32_1"; second="seed=$work/bwd"
 fi
 step "exports (torch): kda_bwd ${KDA_BWD_EXPORT:-chunked} seed defaults, kda_fwd chunked seed defaults"
 export TORCH_EXTENSIONS_DIR=/tmp/torch-ext MAX_JOBS=16
@@ -87,7 +87,7 @@ else
 fi
 step "bwd_bench.py: the builds beside FLA's backward and training step"
 timeout "${KDA_BWD_BENCH_S:-300}" python3 bench/kda/bwd_bench.py --backward "$first" --also "$second" \
-  --also "prep=$work/bwd_prep" --also "chunk64_32_1=$work/bwd_chunk64_32_1" --also "chunk32_32_1=$work/bwd_chunk32_32_1" \
+  --also "prep=$work/bwd_prep" --also "chunk64_32_1=$work/bwd_chunk64_32_1" --also "chunk64_32_0=$work/bwd_chunk64_32_0" \
   --also "chunk32_64_1=$work/bwd_chunk32_64_1" --forward "chunked=$work/fwd" --per-kernel "${KDA_BWD_PER_KERNEL:-5}" \
   --out "$out/bwd_bench" --commit "$commit" ${1:+--shapes "$@"} "${fla[@]}" > "$out/bwd_bench.log" 2>&1
 echo "rc=$?"
@@ -123,6 +123,6 @@ if [ "${KDA_BWD_SKIP_GATE:-0}" != 1 ]; then
 fi
 
 tar -C "$work" -czf "$out/builds.tgz" --exclude='*.cubin' --exclude='*.so' build_bwd.txt build_fwd.txt export_bwd.txt \
-  export_fwd.txt bwd/launch.json bwd/resources.json bwd_chunk64_32_0/launch.json bwd_chunk64_32_1/resources.json \
+  export_fwd.txt bwd/launch.json bwd/resources.json bwd_chunk32_32_1/launch.json bwd_chunk32_32_1/resources.json \
   export_bwd 2>/dev/null
 step "done"

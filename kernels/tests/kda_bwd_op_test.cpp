@@ -80,6 +80,7 @@ TEST(KdaBwdOp, BuildTensorsSizeTheWorkspaceForTheKnobs) {
   ptxevo::evaluator::Knobs prep = recurrent, bv16 = chunked;
   prep["PREP"] = std::int64_t{1};
   bv16["BV"] = std::int64_t{16};
+  bv16["CHUNK"] = std::int64_t{64};
   EXPECT_EQ(words(op.build_tensors(s, cfg, recurrent)), KdaBwdOp::layout_words(d, 128 / num(recurrent, "BV")));
   EXPECT_EQ(words(op.build_tensors(s, cfg, prep)), KdaBwdOp::layout_words(d, 128 / num(recurrent, "BV")) + KdaBwdOp::prep_words(d));
   EXPECT_EQ(words(op.build_tensors(s, cfg, chunked)),
@@ -127,7 +128,7 @@ TEST(KdaBwdOp, OptionsAndKnobsAreCheckedWithTheirNames) {
   // The chunked seed: CHUNK selects it, and it takes CHUNK and BV only.
   EXPECT_EQ(error(KdaBwdOp::chunked_knob_defaults()), "");
   for (const auto& k : KdaBwdOp::chunked_covering_knobs()) EXPECT_EQ(error(k), "");
-  EXPECT_EQ(KdaBwdOp::geometry(KdaBwdOp::chunked_knob_defaults()).chunk, 64);
+  EXPECT_EQ(KdaBwdOp::geometry(KdaBwdOp::chunked_knob_defaults()).chunk, 32);
   EXPECT_EQ(KdaBwdOp::geometry(KdaBwdOp::knob_defaults()).chunk, 0);
   EXPECT_NE(error({{"CHUNK", I{16}}}).find("CHUNK must be 32 or 64"), std::string::npos);
   EXPECT_NE(error({{"CHUNK", I{32}}, {"BV", I{8}}}).find("BV must be 16, 32 or 64 with CHUNK"), std::string::npos);
