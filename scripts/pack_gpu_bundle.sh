@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 out=.gpu
 rm -rf "$out" && mkdir -p "$out/lib"
 bins=(ptxevo ptxevo_gpu_tests ptxevo_kda_gpu_tests ptxevo_evaluator_tests ptxevo_kernels_tests ptxevo_ir_tests build_bench ir_parse_bench)
+# PTXEVO_PACK_BINS="ptxevo": only those (a campaign needs the CLI alone; room for a "before" build).
+[ -n "${PTXEVO_PACK_BINS:-}" ] && read -r -a bins <<< "$PTXEVO_PACK_BINS"
 # scripts/setup.sh builds only the CLI: the rest here (a no-op when they are current).
 [ -f build/build.ninja ] || { echo "pack: no build/: run scripts/setup.sh first" >&2; exit 1; }
 cmake --build build --parallel "$(nproc)" --target "${bins[@]}"
@@ -49,6 +51,18 @@ if [ -n "${PTXEVO_EXPERT_FLASHKDA:-}" ]; then
     { echo "pack: $PTXEVO_EXPERT_FLASHKDA is no FlashKDA checkout with CUTLASS in cutlass/" >&2; exit 1; }
   mkdir -p "$out/anchors"
   tar -C "$PTXEVO_EXPERT_FLASHKDA" --exclude=.git --exclude=docs/assets -czf "$out/anchors/FlashKDA.tgz" .
+fi
+# A "before" build for a before/after pair on one GPU machine (bench/gpu/run_throughput_h200.sh's
+# PTXEVO_BIN): PTXEVO_PACK_BEFORE names a worktree of an older commit built with its own
+# scripts/setup.sh; its ptxevo (stripped) and its kernels/ (the specs and seed templates that
+# binary understands) go to .gpu/before/. Leave the anchors out of such a pack: the carried tree
+# has 64 MiB.
+if [ -n "${PTXEVO_PACK_BEFORE:-}" ]; then
+  [ -x "$PTXEVO_PACK_BEFORE/build/ptxevo" ] || { echo "pack: no $PTXEVO_PACK_BEFORE/build/ptxevo" >&2; exit 1; }
+  mkdir -p "$out/before"
+  cp "$PTXEVO_PACK_BEFORE/build/ptxevo" "$out/before/ptxevo" && strip "$out/before/ptxevo"
+  (cd "$PTXEVO_PACK_BEFORE" && tar --exclude='*.md' -cf - kernels) | tar -C "$out/before" -xf -
+  git -C "$PTXEVO_PACK_BEFORE" describe --always --abbrev=7 > "$out/before/commit.txt"
 fi
 git describe --always --dirty --abbrev=7 > "$out/commit.txt"
 du -sh "$out"

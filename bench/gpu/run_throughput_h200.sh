@@ -9,17 +9,20 @@
 # Usage: bench/gpu/run_throughput_h200.sh COMMIT MINUTES [extra campaign options]
 # Env: BEST_EVALS (default 5) candidates re-measured with every sample at the end (0: none);
 #      OUT_SUB: a sub-folder of $OUT for this run (several runs in one call);
-#      SPEC (default kernels/rmsnorm/rmsnorm_fwd.spec): the campaign's spec.
+#      SPEC (default kernels/rmsnorm/rmsnorm_fwd.spec): the campaign's spec;
+#      PTXEVO_BIN (default .gpu/ptxevo): another build of ptxevo, e.g. an older commit's carried
+#      beside the bundle, for a before/after pair on one machine (its commit: PTXEVO_BIN_COMMIT).
 set -uo pipefail
 commit="${1:?commit}"; minutes="${2:?minutes}"; shift 2
 [ -f .gpu/commit.txt ] && commit="$(cat .gpu/commit.txt)"  # what the bundle was built from
+[ -n "${PTXEVO_BIN:-}" ] && commit="${PTXEVO_BIN_COMMIT:-unknown (PTXEVO_BIN=$PTXEVO_BIN)}"
 out="${OUT:-/tmp/ptxevo-out}${OUT_SUB:+/$OUT_SUB}"
 mkdir -p "$out/logs"
 export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 # Open MPI from the bundle only where the image has none (scripts/pack_gpu_bundle.sh).
 ldd .gpu/ptxevo 2>/dev/null | grep -q "libmpi.*not found" && export LD_LIBRARY_PATH="$PWD/.gpu/lib/mpi:$LD_LIBRARY_PATH"
 export PTXEVO_CACHE_DIR=/tmp/ptxevo-cache
-bin="$PWD/.gpu/ptxevo"
+bin="$(realpath "${PTXEVO_BIN:-.gpu/ptxevo}")"
 spec="${SPEC:-kernels/rmsnorm/rmsnorm_fwd.spec}"
 db="$out/campaign.db"
 {
