@@ -175,13 +175,24 @@ def progress(key: str, what: str, t0: float) -> None:
     print(f"[{time.monotonic() - t0:7.1f} s] {key}: {what}", file=sys.stderr, flush=True)
 
 
+def fla_leaves(x: Dict[str, Any]) -> Dict[str, Any]:
+    """FLA's leaf tensors: copies of the inputs needing gradients, dt_bias flat ([H * 128]: FLA's
+    gradient comes back in that shape)."""
+    return {k: (x[k].reshape(-1) if k == "dt_bias" else x[k]).detach().clone().requires_grad_() for k in LEAVES if k in x}
+
+
+def fla_forward(fla_fn, fla_kw: Dict[str, Any], leaves: Dict[str, Any], x: Dict[str, Any]):
+    """FLA's chunk_kda output and final state."""
+    return fla_fn(leaves["q"], leaves["k"], leaves["v"], leaves["g"], leaves["beta"], initial_state=leaves.get("initial_state"),
+                  A_log=leaves["A_log"], dt_bias=leaves["dt_bias"], cu_seqlens=x.get("cu_seqlens"), **fla_kw)[:2]
+
+
 def fla_first_call(x: Dict[str, Any], opts: Dict[str, Any], fla_fn, fla_kw: Dict[str, Any]) -> float:
     """Seconds of one FLA forward + backward on these inputs (the first at a shape autotunes)."""
     import torch
     t0 = time.monotonic()
-    warm = {k: (x[k].reshape(-1) if k == "dt_bias" else x[k]).detach().clone().requires_grad_() for k in LEAVES if k in x}
-    o, fs = fla_fn(warm["q"], warm["k"], warm["v"], warm["g"], warm["beta"], initial_state=warm.get("initial_state"),
-                   A_log=warm["A_log"], dt_bias=warm["dt_bias"], cu_seqlens=x.get("cu_seqlens"), **fla_kw)[:2]
+    warm = fla_leaves(x)
+    o, fs = fla_forward(fla_fn, fla_kw, warm, x)
     torch.autograd.grad([o, fs] if opts["final_state"] else [o], list(warm.values()),
                         [x["d_out"], x["d_final_state"]] if opts["final_state"] else [x["d_out"]], allow_unused=True)
     torch.cuda.synchronize()
@@ -340,19 +351,11 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
             providers.append(timed("autograd_step", autograd_step))
 
     if fla_fn is not None:
-        # FLA takes dt_bias flat ([H * 128]: its gradient comes back in that shape)
-        leaves = {k: (x[k].reshape(-1) if k == "dt_bias" else x[k]).detach().clone().requires_grad_()
-                  for k in LEAVES if k in x}
-
-        def fla_forward():
-            o, s = fla_fn(leaves["q"], leaves["k"], leaves["v"], leaves["g"], leaves["beta"],
-                          initial_state=leaves.get("initial_state"), A_log=leaves["A_log"], dt_bias=leaves["dt_bias"],
-                          cu_seqlens=x.get("cu_seqlens"), **fla_kw)[:2]
-            return o, s
+        leaves = fla_leaves(x)
         names = list(leaves)
         try:
             t0 = time.monotonic()
-            o, s = fla_forward()
+            o, s = fla_forward(fla_fn, fla_kw, leaves, x)
             outs_, gouts = [o], [x["d_out"]]
             if opts["final_state"]:
                 outs_.append(s)
@@ -369,7 +372,7 @@ def run_shape(key: str, bwd: BuildDir, fwd: Optional[BuildDir], modules: Dict[st
                                                                   allow_unused=True)))
             if fwd is not None:
                 def fla_step():
-                    o2, s2 = fla_forward()
+                    o2, s2 = fla_forward(fla_fn, fla_kw, leaves, x)
                     torch.autograd.grad([o2, s2] if opts["final_state"] else [o2], [leaves[k] for k in names], gouts,
                                         allow_unused=True)
                 providers.append(timed("fla_fwd+fla", fla_step))

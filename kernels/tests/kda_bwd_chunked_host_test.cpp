@@ -31,17 +31,7 @@ namespace chunk0 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd_chunked.cu"
 }  // namespace chunk0
-#undef KDA_BWD_CHUNKED
-#undef MMA
-#undef CHUNK
-#undef BV
-#undef CKPT
-#undef SUB
-#undef PREP
-#undef KDA_BWD_ENTRY
-#undef KDA_GATE_SOFTPLUS
-#undef HAS_INITIAL_STATE
-#undef HAS_FINAL_STATE
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
 
 // C1: CHUNK 32, BV 32; softplus gate, no states.
 #define KDA_GATE_SOFTPLUS 1
@@ -53,17 +43,7 @@ namespace chunk1 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd_chunked.cu"
 }  // namespace chunk1
-#undef KDA_BWD_CHUNKED
-#undef MMA
-#undef CHUNK
-#undef BV
-#undef CKPT
-#undef SUB
-#undef PREP
-#undef KDA_BWD_ENTRY
-#undef KDA_GATE_SOFTPLUS
-#undef HAS_INITIAL_STATE
-#undef HAS_FINAL_STATE
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
 
 // C2: CHUNK 32, BV 64 (two slices); lower-bound gate, initial state only.
 #define KDA_GATE_SOFTPLUS 0
@@ -75,17 +55,7 @@ namespace chunk2 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd_chunked.cu"
 }  // namespace chunk2
-#undef KDA_BWD_CHUNKED
-#undef MMA
-#undef CHUNK
-#undef BV
-#undef CKPT
-#undef SUB
-#undef PREP
-#undef KDA_BWD_ENTRY
-#undef KDA_GATE_SOFTPLUS
-#undef HAS_INITIAL_STATE
-#undef HAS_FINAL_STATE
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
 
 // C3: CHUNK 64, BV 32; softplus gate, final-state gradient only.
 #define KDA_GATE_SOFTPLUS 1
@@ -97,17 +67,7 @@ namespace chunk3 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd_chunked.cu"
 }  // namespace chunk3
-#undef KDA_BWD_CHUNKED
-#undef MMA
-#undef CHUNK
-#undef BV
-#undef CKPT
-#undef SUB
-#undef PREP
-#undef KDA_BWD_ENTRY
-#undef KDA_GATE_SOFTPLUS
-#undef HAS_INITIAL_STATE
-#undef HAS_FINAL_STATE
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
 
 // C4: the defaults on tensor cores (MMA 1), lower-bound gate, both states.
 #define KDA_GATE_SOFTPLUS 0
@@ -120,17 +80,7 @@ namespace chunk4 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd_chunked.cu"
 }  // namespace chunk4
-#undef KDA_BWD_CHUNKED
-#undef MMA
-#undef CHUNK
-#undef BV
-#undef CKPT
-#undef SUB
-#undef PREP
-#undef KDA_BWD_ENTRY
-#undef KDA_GATE_SOFTPLUS
-#undef HAS_INITIAL_STATE
-#undef HAS_FINAL_STATE
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
 
 // C5: CHUNK 32, BV 64 on tensor cores; softplus gate, final-state gradient only.
 #define KDA_GATE_SOFTPLUS 1
@@ -143,17 +93,7 @@ namespace chunk5 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd_chunked.cu"
 }  // namespace chunk5
-#undef KDA_BWD_CHUNKED
-#undef MMA
-#undef CHUNK
-#undef BV
-#undef CKPT
-#undef SUB
-#undef PREP
-#undef KDA_BWD_ENTRY
-#undef KDA_GATE_SOFTPLUS
-#undef HAS_INITIAL_STATE
-#undef HAS_FINAL_STATE
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
 
 // C6: CHUNK 64, BV 16 (eight slices) on CUDA cores; lower-bound gate, final-state gradient only.
 #define KDA_GATE_SOFTPLUS 0
@@ -165,17 +105,7 @@ namespace chunk6 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd_chunked.cu"
 }  // namespace chunk6
-#undef KDA_BWD_CHUNKED
-#undef MMA
-#undef CHUNK
-#undef BV
-#undef CKPT
-#undef SUB
-#undef PREP
-#undef KDA_BWD_ENTRY
-#undef KDA_GATE_SOFTPLUS
-#undef HAS_INITIAL_STATE
-#undef HAS_FINAL_STATE
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
 
 // C7: the chunked seed's defaults (CHUNK 32, BV 32, MMA 1), lower-bound gate, both states.
 #define KDA_GATE_SOFTPLUS 0
@@ -188,17 +118,7 @@ namespace chunk7 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd_chunked.cu"
 }  // namespace chunk7
-#undef KDA_BWD_CHUNKED
-#undef MMA
-#undef CHUNK
-#undef BV
-#undef CKPT
-#undef SUB
-#undef PREP
-#undef KDA_BWD_ENTRY
-#undef KDA_GATE_SOFTPLUS
-#undef HAS_INITIAL_STATE
-#undef HAS_FINAL_STATE
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
 
 #pragma GCC diagnostic pop
 
