@@ -346,6 +346,9 @@ int run_campaign(const CampaignCliOptions& o, std::ostream& out, std::ostream& e
   co.seed = o.seed;
   co.max_benchmark_shapes = o.max_benchmark_shapes;
   co.final_check = !o.no_final;
+  co.determinism_runs = o.determinism_runs;
+  co.guard_pages = !o.no_guard_pages;
+  co.degenerate_rows = !o.no_degenerate_rows;
   std::vector<search::Measurer*> measurers;
   for (auto& m : owned) measurers.push_back(m.get());
 

@@ -79,6 +79,10 @@ struct CampaignCliOptions {
   int workers_per_gpu = 2;
   double timeout_s = 300;
   bool no_final = false;
+  // Candidates' gate checks lowered, only to measure what they cost (search::CampaignOptions).
+  int determinism_runs = 3;
+  bool no_guard_pages = false;
+  bool no_degenerate_rows = false;
   bool no_cache = false;
   bool quiet = false;
   std::string self_exe;

@@ -62,6 +62,15 @@ int run_cli(int argc, char** argv, ptxevo::cluster::Session* mpi) {
       ->capture_default_str();
   app.add_option("--timeout", camp.timeout_s, "Seconds per candidate before a hung worker is killed")->capture_default_str();
   app.add_flag("--no-final", camp.no_final, "Skip re-measuring the winner at the end");
+  app.add_option("--determinism-runs", camp.determinism_runs,
+                 "Candidates' gate: runs per shape and distribution that must agree bit for bit (lower only to "
+                 "measure what the check costs; the winner's final check runs the full gate)")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
+  app.add_flag("--no-guard-pages", camp.no_guard_pages,
+               "Candidates gated without guard pages, to measure what they cost (the final check keeps them)");
+  app.add_flag("--no-degenerate-rows", camp.no_degenerate_rows,
+               "Candidates gated without degenerate rows, to measure what they cost (the final check keeps them)");
   app.add_option("--build-factor", camp.build_factor,
                  "Candidates built and screened per batch slot before a queued batch goes out, for the cost model "
                  "to choose from (1: no choice); a GPU worker with nothing to do never waits for them")

@@ -181,6 +181,9 @@ evaluator::EvalRequest CampaignEngine::common_request(std::uint64_t input_seed) 
   // held-out shape): the host-side fp64 references of the largest shapes dominate a batch's
   // cost. The winner's final check and `ptxevo eval` use the evaluator's defaults (two).
   req.gate.distributions_benchmark = opt_.benchmark_distributions;
+  req.gate.determinism_runs = opt_.determinism_runs;
+  req.gate.guard_pages = opt_.guard_pages;
+  req.gate.degenerate_rows = opt_.degenerate_rows;
   req.timing.min_samples = opt_.timing_min_samples;
   req.timing.stop_rel_ci = opt_.timing_ci_width;
   return req;
@@ -842,6 +845,10 @@ CampaignResult CampaignEngine::run() {
     log_ << "campaign " << campaign_id_ << " (" << spec_.op << ", " << opt_.arch << ", " << mode() << ") in "
          << db_.path().string() << std::endl;
   }
+  if (opt_.determinism_runs != evaluator::GateOptions{}.determinism_runs || !opt_.guard_pages || !opt_.degenerate_rows)
+    log_ << "gate lowered for the candidates (to measure its cost): determinism runs " << opt_.determinism_runs
+         << ", guard pages " << (opt_.guard_pages ? "on" : "off") << ", degenerate rows "
+         << (opt_.degenerate_rows ? "on" : "off") << "; the winner's final check runs the full gate\n";
 
   if (projection_) {
     for (auto& h : tracedb::genome_hashes(db_.connection(), campaign_id_)) taken_.insert(std::move(h));

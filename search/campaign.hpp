@@ -72,6 +72,12 @@ struct CampaignOptions {
   int warm_start = -1;
   bool final_check = true;           // re-measure the winner against the baseline at the end
   int benchmark_distributions = 1;   // input distributions per benchmark shape for candidates
+  // The candidates' gate checks (evaluator::GateOptions); lowered only to measure what a check
+  // costs a campaign (`--determinism-runs 1 --no-guard-pages --no-degenerate-rows`). The
+  // winner's final check always runs the full gate.
+  int determinism_runs = 3;
+  bool guard_pages = true;
+  bool degenerate_rows = true;
   // Candidates' timing stops per shape once the paired speedup's 95% CI is narrower than
   // timing_ci_width of the ratio, after at least timing_min_samples pairs (30 at most). On the
   // H200, 80% of a campaign's GPU time was timing at a fixed 30 pairs per shape, while most

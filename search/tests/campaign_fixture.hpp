@@ -130,6 +130,7 @@ class KnobModelMeasurer : public Measurer {
     std::vector<evaluator::EvalReport> out;
     std::lock_guard<std::mutex> lock(mu_);
     batch_sizes_.push_back(static_cast<int>(items.size()));
+    gates_.push_back(common.gate);
     for (const auto& it : items) {
       ++calls_[it.genome_hash];
       ++total_;
@@ -186,12 +187,17 @@ class KnobModelMeasurer : public Measurer {
     std::lock_guard<std::mutex> lock(mu_);
     return batch_sizes_;
   }
+  std::vector<evaluator::GateOptions> gates() const {  // the gate options of each measure() call
+    std::lock_guard<std::mutex> lock(mu_);
+    return gates_;
+  }
 
  private:
   int delay_ms_;
   mutable std::mutex mu_;
   std::map<std::string, int> calls_;
   std::vector<int> batch_sizes_;
+  std::vector<evaluator::GateOptions> gates_;
   int total_ = 0;
 };
 

@@ -169,6 +169,29 @@ TEST_F(CampaignTest, ImprovesOverTheSeedAndNeverMeasuresAGenomeTwice) {
   EXPECT_NE(log_.find("evaluations"), std::string::npos);
 }
 
+TEST_F(CampaignTest, ALoweredGateReachesTheCandidatesButNotTheFinalCheck) {
+  auto db = tracedb::TraceDb::open(dir_ / "c.db");
+  KnobModelMeasurer m;
+  auto opt = small();
+  opt.determinism_runs = 1;
+  opt.guard_pages = false;
+  opt.degenerate_rows = false;
+  auto r = run(db, {&m}, opt);
+  ASSERT_TRUE(r.final_report.has_value());
+  const auto gates = m.gates();
+  ASSERT_GE(gates.size(), 2u);
+  for (std::size_t i = 0; i + 1 < gates.size(); ++i) {
+    EXPECT_EQ(gates[i].determinism_runs, 1);
+    EXPECT_FALSE(gates[i].guard_pages);
+    EXPECT_FALSE(gates[i].degenerate_rows);
+  }
+  const evaluator::GateOptions full;
+  EXPECT_EQ(gates.back().determinism_runs, full.determinism_runs);
+  EXPECT_TRUE(gates.back().guard_pages);
+  EXPECT_TRUE(gates.back().degenerate_rows);
+  EXPECT_NE(log_.find("gate lowered for the candidates"), std::string::npos);
+}
+
 TEST_F(CampaignTest, TopsBatchesUpAndRemeasuresTheBestOnlyAFewTimes) {
   // UNROLL = 3 genomes fail the gate and half the knob space is quickly seen: many children are
   // duplicates, so without top-up batches shrink to one or two candidates.
