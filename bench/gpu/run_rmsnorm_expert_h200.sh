@@ -10,7 +10,9 @@
 #               descriptor per pointer pair, so graph replays over rotating inputs skip its path)
 #   fwd_stream  the goal shapes again, stream launches
 # The seeds are built here with `.gpu/ptxevo build` at their defaults; CANDIDATES_<table> (a
-# space-separated list of LABEL=DIR build dirs made by `ptxevo build`) replaces them. Each table has a time budget within the
+# space-separated list of LABEL=DIR build dirs made by `ptxevo build`) replaces them; VARIANTS_<table>
+# (LABEL=KNOBS ..., e.g. "wide=WIDE_ROWS=128,ITEMS=2") adds builds of the table's spec at those
+# knobs beside the seed, each gated first (`ptxevo eval`, no timing; a failing one is left out). Each table has a time budget within the
 # 10-minute call; what finished is kept. Everything lands in $OUT as one archive plus a summary.
 # Usage: [TABLES="decode fwd_graph residual bwd_stream fwd_stream"] bench/gpu/run_rmsnorm_expert_h200.sh
 set -uo pipefail
@@ -42,9 +44,25 @@ cat "$work/env.txt"
   > "$work/expert_build.log" 2>&1
 echo "expert build rc=$? after $(( $(date +%s) - t0 )) s"; tail -3 "$work/expert_build.log"
 
-build() {  # LABEL SPEC
-  timeout 120 .gpu/ptxevo build "$2" --out "$work/builds/$1" > "$work/builds/$1.txt" 2>&1 ||
-    { echo "build of $2 failed:"; tail -5 "$work/builds/$1.txt"; return 1; }
+build() {  # LABEL SPEC [KNOBS]
+  timeout 120 .gpu/ptxevo build "$2" ${3:+--knobs "$3"} --out "$work/builds/$1" > "$work/builds/$1.txt" 2>&1 ||
+    { echo "build of $2 ${3:-} failed:" >&2; tail -5 "$work/builds/$1.txt" >&2; return 1; }
+}
+# The seed plus VARIANTS_<table>'s builds that pass the gate, as LABEL=DIR words.
+variants() {  # TABLE SPEC
+  local table="$1" spec="$2" list="seed=$work/builds/$1" v label knobs
+  local var="VARIANTS_$table"
+  for v in ${!var:-}; do
+    label="${v%%=*}"; knobs="${v#*=}"
+    build "$table-$label" "$spec" "$knobs" || continue
+    timeout 150 .gpu/ptxevo eval "$spec" --knobs "$knobs" --repeat 1 > "$work/builds/$table-$label.gate.txt" 2>&1
+    if grep -q "passed: 1" "$work/builds/$table-$label.gate.txt"; then
+      list="$list $label=$work/builds/$table-$label"; echo "$table $label ($knobs): gate pass" >&2
+    else
+      echo "$table $label ($knobs): gate did not pass, left out:" >&2; tail -4 "$work/builds/$table-$label.gate.txt" >&2
+    fi
+  done
+  echo "$list"
 }
 bench() {  # TABLE SECONDS LABEL=DIR... -- OPTIONS
   local table="$1" secs="$2"; shift 2
@@ -61,9 +79,9 @@ bench() {  # TABLE SECONDS LABEL=DIR... -- OPTIONS
 [[ "$tables" == *" decode "* ]] && build decode kernels/rmsnorm/rmsnorm_fwd_decode.spec
 [[ "$tables" == *" bwd_stream "* ]] && build bwd kernels/rmsnorm/rmsnorm_bwd.spec
 [[ "$tables" == *" residual "* ]] && build residual kernels/rmsnorm/rmsnorm_fwd_decode_residual.spec
-[[ "$tables" == *" decode "* ]] && bench decode 200 ${CANDIDATES_decode:-seed=$work/builds/decode} -- --graph
+[[ "$tables" == *" decode "* ]] && bench decode 200 ${CANDIDATES_decode:-$(variants decode kernels/rmsnorm/rmsnorm_fwd_decode.spec)} -- --graph
 [[ "$tables" == *" fwd_graph "* ]] && bench fwd_graph 180 ${CANDIDATES_fwd_graph:-seed=$work/builds/fwd} -- --graph
-[[ "$tables" == *" residual "* ]] && bench residual 150 ${CANDIDATES_residual:-seed=$work/builds/residual} -- --graph
+[[ "$tables" == *" residual "* ]] && bench residual 150 ${CANDIDATES_residual:-$(variants residual kernels/rmsnorm/rmsnorm_fwd_decode_residual.spec)} -- --graph
 [[ "$tables" == *" bwd_stream "* ]] && bench bwd_stream 120 ${CANDIDATES_bwd_stream:-seed=$work/builds/bwd} --
 [[ "$tables" == *" fwd_stream "* ]] && bench fwd_stream 150 ${CANDIDATES_fwd_graph:-seed=$work/builds/fwd} --
 

@@ -43,6 +43,11 @@
 //               writes the current one, so loads stay in flight across groups (no tail wave,
 //               no CTA start per group). Two tiles: keep ITEMS * VEC small
 //   SPREAD_CTAS read by the launch plan only (more threads, then CTAs, per row when rows are few)
+//   WIDE_ROWS   > 0 (and THREADS < 1024): one more entry, rmsnorm_fwd_wide, a CTA of 1024 threads
+//               per row (__launch_bounds__(1024, 1)); the plan takes it for M <= WIDE_ROWS when
+//               the row would otherwise span several CTAs (a cluster, or a CTA re-reading what its
+//               registers cannot hold) and 1024 threads hold it in registers: one CTA's barrier
+//               instead of a cluster's, for decode batches of long rows
 //
 // Layout: a row (or a cluster slice) is a run of units: VEC-element vectors when N % VEC == 0 and
 // every base pointer is aligned for them, else single elements (the scalar path, for any N). Thread
@@ -116,6 +121,9 @@
 #ifndef PERSISTENT_CTAS
 #define PERSISTENT_CTAS 0
 #endif
+#ifndef WIDE_ROWS
+#define WIDE_ROWS 0
+#endif
 
 #if EARLY_LAUNCH && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 #error "EARLY_LAUNCH needs griddepcontrol (sm_90 or later); use EARLY_LAUNCH=0 for this arch"
@@ -163,6 +171,7 @@ enum : int {
   kXBytes = kVec * (int)sizeof(XT),  // bytes per x / out vector
   kWBytes = kVec * (int)sizeof(WT),  // bytes per weight vector
   kBBytes = kVec * (int)sizeof(BT),  // bytes per bias vector
+  kWideThreads = 1024,               // threads of rmsnorm_fwd_wide's CTA: one row each
 };
 
 static_assert(kThreads >= 32 && kThreads <= 1024 && (kThreads & (kThreads - 1)) == 0,
@@ -354,6 +363,13 @@ __device__ __forceinline__ float row_sum_alt(float v) {
   __shared__ float red_alt[kTpr > 32 ? kThreads / 32 : 1];
   return row_sum_through<kTpr>(v, red_alt);
 }
+#if WIDE_ROWS > 0
+// The row sum of rmsnorm_fwd_wide's CTA (one row over all its threads).
+__device__ __forceinline__ float row_sum_wide(float v) {
+  __shared__ float red_wide[kWideThreads / 32];
+  return row_sum_through<kWideThreads>(v, red_wide);
+}
+#endif
 
 // Sum of the CTA sums `v` of a cluster (every thread of every CTA calls it with its CTA's sum).
 // The barrier.cluster.arrive.relaxed at kernel start pairs with the first wait here: after it
@@ -702,8 +718,10 @@ __device__ __forceinline__ bool aligned_for(const T* p) {
   return ((unsigned long long)p & (unsigned long long)(need - 1)) == 0;
 }
 
-template <int kTpr, bool kClustered>
+// kWide: rmsnorm_fwd_wide's CTA of kWideThreads threads, one row (kTpr = kWideThreads).
+template <int kTpr, bool kClustered, bool kWide = false>
 __device__ __forceinline__ void rmsnorm_fwd_body(const Args& a) {
+  static_assert(!kWide || (kTpr == kWideThreads && !kClustered), "the wide entry: one row per CTA");
   unsigned int rank = 0, nranks = 1;
   if constexpr (kClustered) {
     asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
@@ -720,8 +738,9 @@ __device__ __forceinline__ void rmsnorm_fwd_body(const Args& a) {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
   const long long cta = (long long)blockIdx.y * gridDim.x + blockIdx.x;
-  const long long row =
-      kClustered ? cta >> (__ffs(nranks) - 1) : cta * (kThreads / kTpr) + threadIdx.x / kTpr;
+  const long long row = kWide         ? cta
+                       : kClustered ? cta >> (__ffs(nranks) - 1)
+                                    : cta * (kThreads / kTpr) + threadIdx.x / kTpr;
   const bool active = row < a.M;
   // Null (absent) pointers count as aligned.
   bool vec_ok = a.N % kVec == 0 && aligned_for<XT, kVec>(a.x) && aligned_for<XT, kVec>(a.out);
@@ -735,7 +754,12 @@ __device__ __forceinline__ void rmsnorm_fwd_body(const Args& a) {
   Tile tl;
   float ss = 0.f;
   if (active) ss = vec_ok ? pass1<kTpr, kClustered, kVec>(a, vrun, tl) : pass1<kTpr, kClustered, 1>(a, srun, tl);
+#if WIDE_ROWS > 0
+  if constexpr (kWide) ss = row_sum_wide(ss);
+  else ss = row_sum<kTpr>(ss);
+#else
   ss = row_sum<kTpr>(ss);
+#endif
   if constexpr (kClustered) ss = cluster_sum(ss, rank, nranks);
   const float r = rsqrt_approx(ss / (float)a.N + a.eps);
   if (!active) return;  // after the last barrier
@@ -879,4 +903,10 @@ PTXEVO_ENTRY(rmsnorm_fwd_tpr1024, 1024, false)
 #endif
 #if CLUSTER > 1
 PTXEVO_ENTRY(rmsnorm_fwd_cluster, THREADS, true)
+#endif
+#if WIDE_ROWS > 0 && THREADS < 1024
+// Never persistent: the plan gives it at most WIDE_ROWS CTAs.
+extern "C" __global__ void __launch_bounds__(rmsnorm_seed::kWideThreads, 1) rmsnorm_fwd_wide(PTXEVO_PARAMS) {
+  rmsnorm_seed::rmsnorm_fwd_body<rmsnorm_seed::kWideThreads, false, true>({x, w, b, res, out, res_out, rstd, M, N, eps});
+}
 #endif

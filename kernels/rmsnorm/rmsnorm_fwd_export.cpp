@@ -14,8 +14,8 @@ using evaluator::OpConfig;
 
 const char* py_bool(bool b) { return b ? "True" : "False"; }
 
-// The plan mirrors RmsNormFwdOp::dispatch and launch_plan line for line (spread, persistent CTAs
-// and the programmatic launch included); the launcher checks
+// The plan mirrors RmsNormFwdOp::dispatch and launch_plan line for line (spread, persistent CTAs,
+// the wide entry and the programmatic launch included); the launcher checks
 // that the optional tensors match the options the kernel was built with (a weight passed to a
 // kernel built without one would be ignored silently).
 constexpr const char* kRmsNormFwdHost = R"cpp(
@@ -48,6 +48,7 @@ static long long ptxevo_rmsnorm_fwd_ctas(long long M, long long cluster, long lo
 extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_fwd_plan_t* plan, const char** why) {
   const long long kVec = @VEC@, kThreads = @THREADS@, kTpr = @TPR@, kItems = @ITEMS@, kCluster = @CLUSTER@;
   const long long kStageKb = @STAGE_KB@, kSpreadCtas = @SPREAD_CTAS@, kPersistentCtas = @PERSISTENT_CTAS@;
+  const long long kWideRows = @WIDE_ROWS@, kWideThreads = 1024;
   const long long kStageElemBytes = @STAGE_ELEM_BYTES@;  // fp32 h with a residual, else sizeof(x)
   if (M < 1 || N < 1) {
     if (why) *why = "ptxevo_rmsnorm_fwd: M and N must be >= 1";
@@ -73,15 +74,24 @@ extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_
   while (ptxevo_rmsnorm_fwd_ctas(M, cluster, kThreads / tpr) < kSpreadCtas && kCluster > 1 && tpr == kThreads && cluster < kCluster &&
          N / (2 * cluster) >= kThreads * kVec)
     cluster *= 2;
-  const long long rows_per_cta = kThreads / tpr;
+  // Few long rows (WIDE_ROWS): one CTA of 1024 threads per row in place of a cluster.
+  const int wide = kWideRows > 0 && kThreads < kWideThreads && M <= kWideRows && (cluster > 1 || need > kThreads) &&
+                   kWideThreads * kItems * kVec >= N;
+  if (wide) {
+    tpr = kWideThreads;
+    cluster = 1;
+  }
+  const long long rows_per_cta = wide ? 1 : kThreads / tpr;
   int entry = 0;
-  if (cluster > 1) {
+  if (wide) {
+    entry = @WIDE_ENTRY@;
+  } else if (cluster > 1) {
     entry = @CLUSTER_ENTRY@;
   } else {
     for (long long t = kTpr; t < tpr; t *= 2) ++entry;
   }
   long long shared = 0;
-  if (tpr == kThreads && kStageKb > 0) {  // what the registers cannot hold goes to the stage
+  if (!wide && tpr == kThreads && kStageKb > 0) {  // what the registers cannot hold goes to the stage
     const long long unit = N % kVec == 0 ? kVec : 1;
     const long long slot = unit * kStageElemBytes;
     const long long slice = ptxevo_rmsnorm_fwd_ceil_div(N / unit, cluster);
@@ -92,7 +102,7 @@ extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_
   }
   long long groups = cluster > 1 ? M : ptxevo_rmsnorm_fwd_ceil_div(M, rows_per_cta);
   // PERSISTENT_CTAS: the CTAs walk the row groups, so fewer CTAs than groups suffice.
-  if (cluster == 1 && kPersistentCtas > 0 && groups > kPersistentCtas) groups = kPersistentCtas;
+  if (cluster == 1 && !wide && kPersistentCtas > 0 && groups > kPersistentCtas) groups = kPersistentCtas;
   const long long max_x = ((1LL << 31) - 1) / cluster;
   long long gx = groups, gy = 1;
   if (groups > max_x) {  // the kernel's CTA index is blockIdx.y * gridDim.x + blockIdx.x
@@ -107,7 +117,7 @@ extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_
   plan->grid[0] = (unsigned)(gx * cluster);
   plan->grid[1] = (unsigned)gy;
   plan->grid[2] = 1;
-  plan->block[0] = (unsigned)kThreads;
+  plan->block[0] = (unsigned)(wide ? kWideThreads : kThreads);
   plan->block[1] = plan->block[2] = 1;
   plan->cluster[0] = (unsigned)cluster;
   plan->cluster[1] = plan->cluster[2] = 1;
@@ -394,17 +404,20 @@ std::optional<evaluator::HostExport> RmsNormFwdOp::host_export(const OpConfig& c
                      {"long long", "N", "l"},                     {"float", "eps", "f"}};
   l.entries = entries(g);
   std::string names, cases;
-  int cluster_entry = -1;
+  int cluster_entry = -1, wide_entry = -1;
   for (std::size_t i = 0; i < l.entries.size(); ++i) {
     names += (i ? ", " : "") + ("\"" + l.entries[i] + "\"");
     cases += "    case " + std::to_string(i) + ":\n      k = " + l.entries[i] + ";\n      break;\n";
     if (l.entries[i] == "rmsnorm_fwd_cluster") cluster_entry = static_cast<int>(i);
+    if (l.entries[i] == "rmsnorm_fwd_wide") wide_entry = static_cast<int>(i);
   }
   if (!cases.empty()) cases.pop_back();  // the template's line break follows
   const auto xs = static_cast<long long>(evaluator::dtype_size(c.x));
   l.code = evaluator::substitute(kRmsNormFwdHost, {{"ENTRY_NAMES", names},
                                         {"ENTRY_CASES", cases},
                                         {"CLUSTER_ENTRY", std::to_string(cluster_entry)},
+                                        {"WIDE_ENTRY", std::to_string(wide_entry)},
+                                        {"WIDE_ROWS", std::to_string(g.wide_rows)},
                                         {"VEC", std::to_string(g.vec)},
                                         {"THREADS", std::to_string(g.threads)},
                                         {"TPR", std::to_string(g.tpr)},

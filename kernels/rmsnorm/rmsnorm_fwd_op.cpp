@@ -108,7 +108,7 @@ const std::vector<std::string>& knob_names() {
   static const std::vector<std::string> k = {"VEC",        "THREADS",   "TPR",        "ITEMS",
                                              "CLUSTER",    "STAGE_KB",  "MIN_BLOCKS", "LOAD_HINT",
                                              "STORE_HINT", "SPREAD_CTAS", "WEIGHT_EARLY", "EARLY_LAUNCH",
-                                             "PERSISTENT_CTAS"};
+                                             "PERSISTENT_CTAS", "WIDE_ROWS"};
   return k;
 }
 
@@ -205,7 +205,8 @@ Knobs RmsNormFwdOp::knob_defaults(DType x) {
           {"SPREAD_CTAS", g.spread_ctas},
           {"WEIGHT_EARLY", g.weight_early},
           {"EARLY_LAUNCH", g.early_launch},
-          {"PERSISTENT_CTAS", g.persistent_ctas}};
+          {"PERSISTENT_CTAS", g.persistent_ctas},
+          {"WIDE_ROWS", g.wide_rows}};
 }
 
 RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
@@ -216,7 +217,7 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
       throw std::invalid_argument(
           "rmsnorm_fwd: unknown knob '" + name +
           "' (knobs: VEC, THREADS, TPR, ITEMS, CLUSTER, STAGE_KB, MIN_BLOCKS, LOAD_HINT, STORE_HINT, SPREAD_CTAS, "
-          "WEIGHT_EARLY, EARLY_LAUNCH, PERSISTENT_CTAS)");
+          "WEIGHT_EARLY, EARLY_LAUNCH, PERSISTENT_CTAS, WIDE_ROWS)");
   }
   const Knobs d = knob_defaults(c.x);
   auto get = [&](const char* n) { return evaluator::knob_int(k, n, std::get<std::int64_t>(d.at(n))); };
@@ -234,6 +235,7 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
   g.weight_early = get("WEIGHT_EARLY");
   g.early_launch = get("EARLY_LAUNCH");
   g.persistent_ctas = get("PERSISTENT_CTAS");
+  g.wide_rows = get("WIDE_ROWS");
   const auto xs = static_cast<std::int64_t>(evaluator::dtype_size(c.x));
   auto fail = [](const std::string& m) { throw std::invalid_argument("rmsnorm_fwd: " + m); };
   if (!is_pow2(g.vec) || g.vec * xs > 16)
@@ -265,6 +267,8 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
     fail("EARLY_LAUNCH=" + std::to_string(g.early_launch) + " must be 0 or 1");
   if (g.persistent_ctas < 0 || g.persistent_ctas > 65535)
     fail("PERSISTENT_CTAS=" + std::to_string(g.persistent_ctas) + " must be in [0, 65535] (0: a CTA per row group)");
+  if (g.wide_rows < 0 || g.wide_rows > 65535)
+    fail("WIDE_ROWS=" + std::to_string(g.wide_rows) + " must be in [0, 65535] (0: no 1024-thread CTA per row)");
   return g;
 }
 
@@ -277,8 +281,12 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
 // wider, doubling the threads per row (up to THREADS) and then the cluster (up to CLUSTER), until
 // the grid reaches SPREAD_CTAS: a short kernel's time is then the latency of a few loads a
 // thread instead of a long serial run on a handful of SMs.
+// WIDE_ROWS: up to that many rows, a row that would span several CTAs (a cluster) or more than a
+// CTA's registers takes one CTA of kWideThreads threads instead (rmsnorm_fwd_wide), when those
+// hold it in registers: a CTA barrier in place of the cluster's.
 RmsNormFwdOp::Dispatch RmsNormFwdOp::dispatch(const Config& c, const Geometry& g, std::int64_t m, std::int64_t n) {
   Dispatch d;
+  d.threads = g.threads;
   const std::int64_t need = ceil_div(n, g.items * g.vec);
   d.tpr = need >= g.threads ? g.threads : std::max(g.tpr, next_pow2(need));
   if (need > g.threads && g.cluster > 1) d.cluster = std::min(g.cluster, next_pow2(ceil_div(need, g.threads)));
@@ -289,6 +297,13 @@ RmsNormFwdOp::Dispatch RmsNormFwdOp::dispatch(const Config& c, const Geometry& g
   while (ctas() < g.spread_ctas && g.cluster > 1 && d.tpr == g.threads && d.cluster < g.cluster &&
          n / (2 * d.cluster) >= g.threads * g.vec)
     d.cluster *= 2;
+  if (g.wide_rows > 0 && g.threads < kWideThreads && m <= g.wide_rows && (d.cluster > 1 || need > g.threads) &&
+      kWideThreads * g.items * g.vec >= n) {
+    d.entry = "rmsnorm_fwd_wide";
+    d.tpr = d.threads = kWideThreads;
+    d.rows_per_cta = d.cluster = 1;
+    return d;
+  }
   d.rows_per_cta = g.threads / d.tpr;
   d.entry = d.cluster > 1 ? "rmsnorm_fwd_cluster" : "rmsnorm_fwd_tpr" + std::to_string(d.tpr);
   if (d.tpr == g.threads && g.stage_kb > 0) {
@@ -309,6 +324,7 @@ std::vector<std::string> RmsNormFwdOp::entries(const Geometry& g) {
   std::vector<std::string> e;
   for (std::int64_t t = g.tpr; t <= g.threads; t *= 2) e.push_back("rmsnorm_fwd_tpr" + std::to_string(t));
   if (g.cluster > 1) e.push_back("rmsnorm_fwd_cluster");
+  if (g.wide_rows > 0 && g.threads < kWideThreads) e.push_back("rmsnorm_fwd_wide");
   return e;
 }
 
@@ -363,8 +379,10 @@ evaluator::LaunchPlan RmsNormFwdOp::launch_plan(const Shape& s, const OpConfig& 
                                 " bytes of dynamic shared memory, more than a CTA may have");
   // Groups of CTAs that share rows: one CTA (rows_per_cta rows) or one cluster (one row).
   std::int64_t groups = dp.cluster > 1 ? d.m : ceil_div(d.m, dp.rows_per_cta);
-  // PERSISTENT_CTAS: the tpr entries walk the row groups, so fewer CTAs than groups suffice.
-  if (dp.cluster == 1 && g.persistent_ctas > 0) groups = std::min(groups, g.persistent_ctas);
+  // PERSISTENT_CTAS: the tpr entries walk the row groups, so fewer CTAs than groups suffice (the
+  // wide entry is never persistent: it runs at most WIDE_ROWS rows).
+  if (dp.cluster == 1 && dp.entry != "rmsnorm_fwd_wide" && g.persistent_ctas > 0)
+    groups = std::min(groups, g.persistent_ctas);
   const std::int64_t max_x = ((std::int64_t{1} << 31) - 1) / dp.cluster;  // groups along grid.x
   std::int64_t gx = groups, gy = 1;
   if (groups > max_x) {  // the kernel's CTA index is blockIdx.y * gridDim.x + blockIdx.x
@@ -375,7 +393,7 @@ evaluator::LaunchPlan RmsNormFwdOp::launch_plan(const Shape& s, const OpConfig& 
   evaluator::KernelLaunch l;
   l.entry = dp.entry;
   l.grid = {static_cast<std::uint32_t>(gx * dp.cluster), static_cast<std::uint32_t>(gy), 1};
-  l.block = {static_cast<std::uint32_t>(g.threads), 1, 1};
+  l.block = {static_cast<std::uint32_t>(dp.threads), 1, 1};
   l.shared_bytes = static_cast<std::uint32_t>(dp.shared_bytes);
   l.cluster = {static_cast<std::uint32_t>(dp.cluster), 1, 1};
   l.programmatic = g.early_launch == 1;

@@ -45,7 +45,7 @@ class RmsNormFwdOp : public evaluator::Op {
   struct Geometry {
     std::int64_t vec = 8, threads = 512, tpr = 8, items = 8, cluster = 4, stage_kb = 0, min_blocks = 2,
                  load_hint = 0, store_hint = 0, spread_ctas = 0, weight_early = 0, early_launch = 0,
-                 persistent_ctas = 0;
+                 persistent_ctas = 0, wide_rows = 0;
   };
   // Throws std::invalid_argument for unknown knobs or impossible values.
   static Geometry geometry(const Config& c, const evaluator::Knobs& k);
@@ -60,6 +60,7 @@ class RmsNormFwdOp : public evaluator::Op {
     std::int64_t rows_per_cta = 0;  // THREADS / tpr
     std::int64_t cluster = 1;       // CTAs per row (1: no cluster)
     std::int64_t shared_bytes = 0;  // dynamic shared memory per CTA
+    std::int64_t threads = 0;       // block size: THREADS, or kWideThreads for rmsnorm_fwd_wide
   };
   static Dispatch dispatch(const Config& c, const Geometry& g, std::int64_t m, std::int64_t n);
   // Every entry the template defines for these knobs (a superset of what dispatch() returns).
@@ -67,6 +68,8 @@ class RmsNormFwdOp : public evaluator::Op {
   // Dynamic shared memory a CTA may have: 227 KB on sm_90a and sm_100a, less 1 KB kept for the
   // kernel's static shared memory (reduction slots). sm_80 allows 163 KB.
   static constexpr std::int64_t kMaxStageKb = 226;
+  // Threads of rmsnorm_fwd_wide's CTA (WIDE_ROWS): one row each.
+  static constexpr std::int64_t kWideThreads = 1024;
 
   std::string name() const override { return "rmsnorm_fwd"; }
   std::string validate(const evaluator::OpConfig& cfg) const override;

@@ -82,6 +82,10 @@ ptxevo::evaluator::KnobValue seed_default(const ptxevo::evaluator::SeedTemplate&
   throw std::runtime_error("seed has no knob " + name);
 }
 
+bool seed_has_knob(const ptxevo::evaluator::SeedTemplate& seed, const std::string& name) {
+  return std::any_of(seed.knobs.begin(), seed.knobs.end(), [&](const auto& k) { return k.name == name; });
+}
+
 bool admitted(const ptxevo::evaluator::SeedTemplate& seed, const Knobs& k) {
   for (const auto& c : seed.constraints)
     if (!ptxevo::evaluator::constraint_holds(c, k)) return false;
@@ -133,7 +137,7 @@ TEST(RmsNormFwdSpec, LoadsWithTheTargetShapesAndSeed) {
   // The decode specs' latency knobs are left out here: off, as the op's defaults have them.
   Knobs expected = RmsNormFwdOp::knob_defaults(DType::BF16);
   EXPECT_EQ(expected.at("SPREAD_CTAS"), ptxevo::evaluator::KnobValue{std::int64_t{0}});
-  for (const char* k : {"SPREAD_CTAS", "WEIGHT_EARLY", "EARLY_LAUNCH", "PERSISTENT_CTAS"}) {
+  for (const char* k : {"SPREAD_CTAS", "WEIGHT_EARLY", "EARLY_LAUNCH", "PERSISTENT_CTAS", "WIDE_ROWS"}) {
     EXPECT_EQ(expected.at(k), ptxevo::evaluator::KnobValue{std::int64_t{0}}) << k;
     expected.erase(k);
   }
@@ -170,8 +174,9 @@ TEST(RmsNormFwdSpec, ResidualSpecLoads) {
 // For every spec: every assignment the constraints admit is a plan launch_plan accepts for every
 // shape (so the search never proposes a candidate the op refuses), and the constraints cut
 // something. LOAD_HINT and STORE_HINT appear in no constraint and only pick an opcode: they vary
-// on their own, the rest jointly. MIN_BLOCKS enters only the knob checks, not the per-shape
-// geometry, so its other values are planned for one shape.
+// on their own, the rest jointly. WIDE_ROWS varies with the knobs that size a row's share
+// (jointly with all it would multiply the test's time by four). MIN_BLOCKS enters only the knob
+// checks, not the per-shape geometry, so its other values are planned for one shape.
 TEST(RmsNormFwdSpec, ConstraintsImplyAValidPlan) {
   RmsNormFwdOp op;
   for (const auto& file : kSpecFiles) {
@@ -198,8 +203,10 @@ TEST(RmsNormFwdSpec, ConstraintsImplyAValidPlan) {
     };
     std::set<std::string> joint;
     for (const auto& kn : seed.knobs)
-      if (kn.name != "LOAD_HINT" && kn.name != "STORE_HINT") joint.insert(kn.name);
+      if (kn.name != "LOAD_HINT" && kn.name != "STORE_HINT" && kn.name != "WIDE_ROWS") joint.insert(kn.name);
     for_each_assignment(seed, check, joint);
+    if (seed_has_knob(seed, "WIDE_ROWS"))
+      for_each_assignment(seed, check, {"WIDE_ROWS", "THREADS", "ITEMS", "VEC", "CLUSTER"});
     EXPECT_GT(admits, 1000);
     EXPECT_LT(admits, total);
     for_each_assignment(seed, check, {"LOAD_HINT"});
@@ -362,6 +369,9 @@ TEST(RmsNormFwdBuild, SeedBuildsForKnobAndDtypeCombinations) {
       {"sm_90a", {}, {{"PERSISTENT_CTAS", I{264}}, {"ITEMS", I{2}}, {"EARLY_LAUNCH", I{1}}, {"WEIGHT_EARLY", I{1}}},
        "%nctaid.x"},
       {"sm_90a", kResidualBias, {{"PERSISTENT_CTAS", I{132}}, {"ITEMS", I{2}}}, "%nctaid.x"},
+      // The wide entry: 1024 threads, one row each.
+      {"sm_90a", {}, {{"WIDE_ROWS", I{128}}, {"ITEMS", I{2}}, {"SPREAD_CTAS", I{132}}}, ".maxntid 1024, 1, 1"},
+      {"sm_90a", kResidualBias, {{"WIDE_ROWS", I{32}}, {"ITEMS", I{2}}, {"WEIGHT_EARLY", I{1}}}, ".maxntid 1024, 1, 1"},
       {"sm_100a", {}, {{"EARLY_LAUNCH", I{1}}, {"CLUSTER", I{2}}}, "griddepcontrol.wait"},
       {"sm_90a", {{"x_dtype", "fp16"}, {"w_dtype", "same"}}, {{"WEIGHT_EARLY", I{1}}, {"ITEMS", I{4}}}, "cvt.rn.f16x2.f32"},
       // Blackwell.
@@ -376,7 +386,7 @@ TEST(RmsNormFwdBuild, SeedBuildsForKnobAndDtypeCombinations) {
     EXPECT_NE(b.ptx.find(c.expect_in_ptx), std::string::npos) << c.expect_in_ptx;
     expect_clean_ptx(b.ptx, "seed");
     // The plans of these knobs pass the static checks (entries, bounds, clusters).
-    for (const auto& [m, n] : std::vector<std::pair<I, I>>{{64, 256}, {64, 4096}, {3, 65536}, {4, 262144}, {3, 7}})
+    for (const auto& [m, n] : std::vector<std::pair<I, I>>{{64, 256}, {64, 4096}, {3, 65536}, {4, 262144}, {3, 7}, {4, 8192}})
       for (const auto& v : ir_violations(b.ptx, c.knobs, shape(m, n), c.cfg)) ADD_FAILURE() << v.rule << ": " << v.message;
   }
 }

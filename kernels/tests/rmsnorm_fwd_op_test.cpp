@@ -340,6 +340,68 @@ TEST(RmsNormFwdOp, DispatchSpreadsFewRows) {
   EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"WEIGHT_EARLY", I{2}}}), std::invalid_argument);
 }
 
+// WIDE_ROWS: up to that many rows, a row that would span a cluster (or more than a CTA's
+// registers) gets one CTA of 1024 threads, when they hold it in registers; nothing else changes.
+TEST(RmsNormFwdOp, DispatchGivesFewLongRowsACtaOf1024Threads) {
+  const RmsNormFwdOp::Config cfg;
+  const Knobs decode = {{"SPREAD_CTAS", I{132}}, {"ITEMS", I{2}}, {"WIDE_ROWS", I{128}}};
+  const auto g = RmsNormFwdOp::geometry(cfg, decode);
+  struct Case {
+    std::int64_t m, n;
+    const char* entry;
+  };
+  const Case cases[] = {
+      {2, 8192, "rmsnorm_fwd_wide"},       // a cluster of 2 without
+      {128, 8192, "rmsnorm_fwd_wide"},     // M == WIDE_ROWS
+      {129, 8192, "rmsnorm_fwd_cluster"},  // more rows: the cluster
+      {2, 16384, "rmsnorm_fwd_wide"},      // 1024 threads x 2 vectors of 8 hold the row exactly
+      {2, 16392, "rmsnorm_fwd_cluster"},   // one vector more than they hold
+      {8, 4096, "rmsnorm_fwd_tpr512"},     // one CTA of THREADS holds the row: no cluster to avoid
+      {1000, 256, "rmsnorm_fwd_tpr32"},  // short rows: spread as without
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("M=" + std::to_string(c.m) + " N=" + std::to_string(c.n));
+    const auto d = RmsNormFwdOp::dispatch(cfg, g, c.m, c.n);
+    EXPECT_EQ(d.entry, c.entry);
+    const bool wide = d.entry == "rmsnorm_fwd_wide";
+    EXPECT_EQ(d.threads, wide ? RmsNormFwdOp::kWideThreads : g.threads);
+    EXPECT_EQ(d.rows_per_cta * d.tpr, d.threads);
+    if (wide) {
+      EXPECT_EQ(d.cluster, 1);
+      EXPECT_EQ(d.shared_bytes, 0);
+    }
+  }
+  // The launch: a CTA of 1024 threads per row, never capped by PERSISTENT_CTAS, programmatic
+  // with EARLY_LAUNCH like the other entries.
+  Knobs k = decode;
+  k["PERSISTENT_CTAS"] = I{132};
+  k["EARLY_LAUNCH"] = I{1};
+  const auto plan = RmsNormFwdOp().launch_plan(shape(100, 8192), {}, k);
+  const KernelLaunch& l = only_launch(plan);
+  EXPECT_EQ(l.entry, "rmsnorm_fwd_wide");
+  EXPECT_EQ(l.grid.x, 100u);
+  EXPECT_EQ(l.block.x, 1024u);
+  EXPECT_EQ(l.cluster.x, 1u);
+  EXPECT_TRUE(l.programmatic);
+  // Without a cluster (CLUSTER 1) a long row re-reads what 512 threads cannot hold: wide instead.
+  Knobs flat = decode;
+  flat["CLUSTER"] = I{1};
+  EXPECT_EQ(RmsNormFwdOp::dispatch(cfg, RmsNormFwdOp::geometry(cfg, flat), 4, 16384).entry, "rmsnorm_fwd_wide");
+  // THREADS 1024 has no wide entry (its own CTAs are as wide); WIDE_ROWS 0 none either.
+  Knobs full = decode;
+  full["THREADS"] = I{1024};
+  const auto gf = RmsNormFwdOp::geometry(cfg, full);
+  EXPECT_NE(RmsNormFwdOp::dispatch(cfg, gf, 2, 32768).entry, "rmsnorm_fwd_wide");
+  const auto entries = RmsNormFwdOp::entries(gf);
+  EXPECT_EQ(std::count(entries.begin(), entries.end(), "rmsnorm_fwd_wide"), 0);
+  const auto with = RmsNormFwdOp::entries(g);
+  EXPECT_EQ(std::count(with.begin(), with.end(), "rmsnorm_fwd_wide"), 1);
+  const auto none = RmsNormFwdOp::entries(RmsNormFwdOp::geometry(cfg, {{"SPREAD_CTAS", I{132}}}));
+  EXPECT_EQ(std::count(none.begin(), none.end(), "rmsnorm_fwd_wide"), 0);
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"WIDE_ROWS", I{-1}}}), std::invalid_argument);
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"WIDE_ROWS", I{65536}}}), std::invalid_argument);
+}
+
 TEST(RmsNormFwdOp, DispatchFollowsTheKnobs) {
   const RmsNormFwdOp::Config cfg;
   // From ITEMS 4, CLUSTER 16 (the first defaults), which the expectations below were worked out for.
@@ -945,6 +1007,7 @@ const std::vector<Knobs>& emulated_knob_sets() {
       {{"THREADS", I{1024}}, {"VEC", I{8}}, {"ITEMS", I{1}}, {"CLUSTER", I{2}}},
       {{"SPREAD_CTAS", I{132}}},  // the decode specs' default: rows spread over threads and clusters
       {{"SPREAD_CTAS", I{528}}, {"THREADS", I{128}}, {"ITEMS", I{2}}, {"CLUSTER", I{16}}},
+      {{"SPREAD_CTAS", I{132}}, {"ITEMS", I{2}}, {"WIDE_ROWS", I{128}}},  // M = 3, N = 8192: the wide entry
   };
   return k;
 }
