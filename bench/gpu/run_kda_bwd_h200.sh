@@ -23,6 +23,7 @@ rm -rf "$work" && mkdir -p "$work" "$out"
 export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 ldd .gpu/ptxevo 2>/dev/null | grep -q "libmpi.*not found" && export LD_LIBRARY_PATH="$PWD/.gpu/lib/mpi:$LD_LIBRARY_PATH"
 export PTXEVO_CACHE_DIR=/tmp/ptxevo-cache PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/ptxevo-triton-cache FLA_FLASH_KDA=0 FLA_CACHE_RESULTS=1
+. bench/gpu/triton_autotune.sh && autotune_restore
 commit="$(cat .gpu/commit.txt 2>/dev/null || echo unknown)"
 t0=$(date +%s)
 step() { echo "== $1 ($(( $(date +%s) - t0 )) s)"; }
@@ -125,4 +126,5 @@ fi
 tar -C "$work" -czf "$out/builds.tgz" --exclude='*.cubin' --exclude='*.so' build_bwd.txt build_fwd.txt export_bwd.txt \
   export_fwd.txt bwd/launch.json bwd/resources.json bwd_chunk32_32_1/launch.json bwd_chunk32_32_1/resources.json \
   export_bwd 2>/dev/null
+autotune_save "$out"
 step "done"

@@ -20,6 +20,7 @@ rm -rf "$work" && mkdir -p "$work" "$out"
 ptxevo_ld="$PWD/.gpu/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PTXEVO_CACHE_DIR=/tmp/ptxevo-cache TORCH_EXTENSIONS_DIR=/tmp/torch-ext PYTHONUNBUFFERED=1
 export TRITON_CACHE_DIR=/tmp/ptxevo-triton-cache FLA_FLASH_KDA=0 FLA_CACHE_RESULTS=1 MAX_JOBS=16
+. bench/gpu/triton_autotune.sh && autotune_restore
 commit="$(cat .gpu/commit.txt 2>/dev/null || echo unknown)"
 t0=$(date +%s)
 step() { echo "== $1 ($(( $(date +%s) - t0 )) s)"; }
@@ -75,4 +76,5 @@ echo "rc=$?"
 [ -f "$work/bench/summary.txt" ] && cat "$work/bench/summary.txt" || tail -n 30 "$work/fla_bench.log"
 cp "$work/bench/results.md" "$out/fla_bench_results.md" 2>/dev/null
 tar -C "$work" -czf "$out/kda_export.tgz" --exclude='*.cubin' --exclude='*.so' --exclude='*.o' . 2>/dev/null
+autotune_save "$out"
 step "done"

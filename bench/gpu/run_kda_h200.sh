@@ -51,6 +51,7 @@ mkdir -p "$out"
 # For the ptxevo binaries only: Python (torch, triton, FLA) keeps the machine's own libraries.
 ptxevo_ld="$PWD/.gpu/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-/tmp/ptxevo-triton-cache}"  # shared by fla_bench's two processes
+. bench/gpu/triton_autotune.sh && autotune_restore
 export PTXEVO_CACHE_DIR="${PTXEVO_CACHE_DIR:-/tmp/ptxevo-cache}"
 export FLA_FLASH_KDA=0 FLA_CACHE_RESULTS=1 TRITON_PRINT_AUTOTUNING=1
 export PYTHONUNBUFFERED=1
@@ -168,6 +169,7 @@ fi
 echo
 echo "== $(( SECONDS - t_start )) s; steps:"
 printf '  %s\n' "${steps[@]}"
+autotune_save "$out"
 echo "== gate test summary"
 grep -E "verdict|^\[ *(OK|FAILED) *\]" "$out/kda_gpu_tests.log" 2>/dev/null | tail -n 12
 echo "== KDA forward, ms (FLA/ours, CUTLASS/ours: > 1 means ours is faster)"
