@@ -85,6 +85,7 @@ else
   timeout "${KDA_BWD_FLA_WARM_S:-240}" python3 bench/kda/bwd_bench.py --backward "$first" --fla-warmup-only \
     --out "$out/fla_warmup" --commit "$commit" ${1:+--shapes "$@"} > "$out/fla_warmup.log" 2>&1
   echo "rc=$?"; tail -n 8 "$out/fla_warmup.log"
+  autotune_save "$out"  # again at the end; this one survives a call that runs out of time later
 fi
 step "bwd_bench.py: the builds beside FLA's backward and training step"
 timeout "${KDA_BWD_BENCH_S:-300}" python3 bench/kda/bwd_bench.py --backward "$first" --also "$second" \
