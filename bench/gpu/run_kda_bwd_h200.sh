@@ -10,7 +10,7 @@
 # Usage: bench/gpu/run_kda_bwd_h200.sh [SCENARIOS...]   (bwd_bench --shapes; default all six)
 # The chunked seed (kda_bwd_chunked.cu) is gated at its defaults and timed at CHUNK,BV,MMA = 64,32,0,
 # 64,32,1, 32,32,1, 32,64,1 and 32,16,1 beside the recurrent seed (BV 64 made the chunk-serial
-# kernels slower than BV 32 on the H100; BV 16 doubles their CTAs).
+# kernels slower than BV 32 on the H100; BV 16 doubles their CTAs), and 32,32,1 with MMA_TERMS 1.
 # Env: KDA_BWD_SKIP_GATE=1, KDA_BWD_GATE_H=64 (gate only those benchmark shapes), KDA_BWD_EXPORT_SHAPES
 # (default 6), KDA_BWD_EXPORT_S (default 150), KDA_BWD_GATE_RECURRENT=1 (gate the recurrent seed too),
 # KDA_BWD_EXPORT=recurrent (export that seed instead of the chunked one), KDA_BWD_GATE_S
@@ -48,11 +48,12 @@ step "builds: kda_bwd seed defaults and PREP=1, kda_fwd chunked seed defaults"
 .gpu/ptxevo build kernels/kda/kda_bwd.spec --out "$work/bwd" > "$work/build_bwd.txt" 2>&1; echo "bwd build rc=$?"
 .gpu/ptxevo build kernels/kda/kda_bwd.spec --knobs PREP=1 --out "$work/bwd_prep" > "$work/build_bwd_prep.txt" 2>&1
 echo "bwd PREP=1 build rc=$?"
-for ck in 64_32_0 64_32_1 32_32_1 32_64_1 32_16_1; do  # CHUNK_BV_MMA, built side by side
-  IFS=_ read -r c bv mma <<< "$ck"
-  ( .gpu/ptxevo build kernels/kda/kda_bwd.spec --source kernels/kda/kda_bwd_chunked.cu --knobs "CHUNK=$c,BV=$bv,MMA=$mma" \
+for ck in 64_32_0 64_32_1 32_32_1 32_64_1 32_16_1 32_32_1_1; do  # CHUNK_BV_MMA[_MMA_TERMS], built side by side
+  IFS=_ read -r c bv mma terms <<< "$ck"
+  ( .gpu/ptxevo build kernels/kda/kda_bwd.spec --source kernels/kda/kda_bwd_chunked.cu \
+      --knobs "CHUNK=$c,BV=$bv,MMA=$mma${terms:+,MMA_TERMS=$terms}" \
       --out "$work/bwd_chunk$ck" > "$work/build_bwd_chunk$ck.txt" 2>&1
-    echo "bwd chunked CHUNK,BV,MMA=$c,$bv,$mma build rc=$?" ) &
+    echo "bwd chunked CHUNK,BV,MMA=$c,$bv,$mma${terms:+ MMA_TERMS=$terms} build rc=$?" ) &
 done
 wait
 timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_chunked_seed "$work/kda_fwd_chunked.spec" \
@@ -91,7 +92,8 @@ fi
 step "bwd_bench.py: the builds beside FLA's backward and training step"
 timeout "${KDA_BWD_BENCH_S:-300}" python3 bench/kda/bwd_bench.py --backward "$first" --also "$second" \
   --also "prep=$work/bwd_prep" --also "chunk64_32_1=$work/bwd_chunk64_32_1" --also "chunk64_32_0=$work/bwd_chunk64_32_0" \
-  --also "chunk32_64_1=$work/bwd_chunk32_64_1" --also "chunk32_16_1=$work/bwd_chunk32_16_1" --forward "chunked=$work/fwd" --per-kernel "${KDA_BWD_PER_KERNEL:-5}" \
+  --also "chunk32_64_1=$work/bwd_chunk32_64_1" --also "chunk32_16_1=$work/bwd_chunk32_16_1" \
+  --also "chunk32_32_1_1=$work/bwd_chunk32_32_1_1" --forward "chunked=$work/fwd" --per-kernel "${KDA_BWD_PER_KERNEL:-5}" \
   --out "$out/bwd_bench" --commit "$commit" ${1:+--shapes "$@"} "${fla[@]}" > "$out/bwd_bench.log" 2>&1
 echo "rc=$?"
 if [ -f "$out/bwd_bench/results.md" ]; then tail -n 12 "$out/bwd_bench/results.md"; else tail -n 30 "$out/bwd_bench.log"; fi

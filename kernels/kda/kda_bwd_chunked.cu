@@ -5,7 +5,7 @@
 // simple form a search can rewrite (staging, fewer barriers).
 //
 // Compiled by NVRTC with the op's defines (KDA_GATE_SOFTPLUS, HAS_INITIAL_STATE, HAS_FINAL_STATE)
-// and the knobs CHUNK, BV and MMA. KdaBwdOp::launch_plan launches, in order (no atomics: every output
+// and the knobs CHUNK, BV, MMA and MMA_TERMS. KdaBwdOp::launch_plan launches, in order (no atomics: every output
 // is the same bit for bit from run to run):
 //   kda_bwd_chunk_prepare  grid (slots, H): each token's normalised q, k, in-chunk cumulative
 //                          log-decay G and beta's sigmoid; per chunk P, M and X = (I + L)^-1
@@ -33,6 +33,12 @@
 //          operand split into bf16 hi + lo and the product taken as hi hi + hi lo + lo hi in fp32:
 //          about 2^-16 relative per product, near fp32's), the slices kernel's three C x K
 //          products of the shares too (with MMA 0 one fused SIMT loop)
+//   MMA_TERMS  with MMA 1, the bf16 terms of the tensor-core products: 3 (hi hi + hi lo + lo hi,
+//          near fp32) or 1 (each operand rounded to bf16 once, FLA's precision: a third of the
+//          mma.sync and no lo halves) for the chunk-serial kernels' products and the slices
+//          kernel's share products, most of the multiply-adds. The slices kernel's U, dU and dW
+//          (dbeta = sum dW Y cancels: one term left it 2.8e-2 off on large-uniform inputs, past
+//          the gate's 1e-2) and the dM, dL rows keep three.
 #define KDA_BWD_CHUNKED 1
 #ifndef CHUNK
 #define CHUNK 64
@@ -42,6 +48,9 @@
 #endif
 #ifndef MMA
 #define MMA 0
+#endif
+#ifndef MMA_TERMS
+#define MMA_TERMS 3
 #endif
 // kda_bwd.cu's recurrence knobs, unused here.
 #define CKPT 32
@@ -71,6 +80,7 @@ static_assert(kC == 32 || kC == 64, "CHUNK: 32 or 64");
 static_assert(kB == 16 || kB == 32 || kB == 64, "BV: 16, 32 or 64");
 static_assert(kC * kB <= 2048, "CHUNK * BV: at most 2048 (kda_bwd_chunk_slices' shared memory)");
 static_assert(MMA == 0 || MMA == 1, "MMA: 0 or 1");
+static_assert(MMA_TERMS == 3 || (MMA == 1 && MMA_TERMS == 1), "MMA_TERMS: 3, or 1 with MMA 1");
 
 struct ChunkArgs {
   const __nv_bfloat16* __restrict__ q;
@@ -193,7 +203,7 @@ __device__ __forceinline__ void split_pair(float v0, float v1, unsigned int& hi,
 // its fragments from the accessors (PTX ISA m16n8k16 layouts: lane 4 g + t holds A rows g, g + 8,
 // columns 2 t, 2 t + 1, 2 t + 8, 2 t + 9; B rows 2 t, 2 t + 1, 2 t + 8, 2 t + 9 of column g;
 // D rows g, g + 8, columns 2 t, 2 t + 1).
-template <int R, int CC, int X, class A, class B, class F>
+template <int R, int CC, int X, int kTerms = MMA_TERMS, class A, class B, class F>
 __device__ __forceinline__ void chunk_mm(A a, B b, F f) {
   static_assert(R % 16 == 0 && CC % 8 == 0 && X % 16 == 0, "chunk_mm: tile shape");
   constexpr int TN = CC / 8, tiles = (R / 16) * TN;
@@ -204,6 +214,12 @@ __device__ __forceinline__ void chunk_mm(A a, B b, F f) {
 #pragma unroll 2
     for (int x0 = 0; x0 < X; x0 += 16) {
       const int k = x0 + 2 * t;
+if constexpr (kTerms == 1) {
+      const unsigned int ah[4] = {pack_bf16x2(a(r0, k), a(r0, k + 1)), pack_bf16x2(a(r0 + 8, k), a(r0 + 8, k + 1)),
+                                  pack_bf16x2(a(r0, k + 8), a(r0, k + 9)), pack_bf16x2(a(r0 + 8, k + 8), a(r0 + 8, k + 9))};
+      const unsigned int bh[2] = {pack_bf16x2(b(k, c0 + g), b(k + 1, c0 + g)), pack_bf16x2(b(k + 8, c0 + g), b(k + 9, c0 + g))};
+      mma_bf16(d, ah, bh);
+      } else {
       unsigned int ah[4], al[4], bh[2], bl[2];
       split_pair(a(r0, k), a(r0, k + 1), ah[0], al[0]);
       split_pair(a(r0 + 8, k), a(r0 + 8, k + 1), ah[1], al[1]);
@@ -214,6 +230,7 @@ __device__ __forceinline__ void chunk_mm(A a, B b, F f) {
       mma_bf16(d, al, bh);
       mma_bf16(d, ah, bl);
       mma_bf16(d, ah, bh);
+      }
     }
     f(r0, c0 + 2 * t, d[0]);
     f(r0, c0 + 2 * t + 1, d[1]);
@@ -225,7 +242,7 @@ __device__ __forceinline__ void chunk_mm(A a, B b, F f) {
 // out(r, c) = sum over x < X of a(r, x) b(x, c) for r < R, c < CC, handed to f(r, c, value): each
 // thread a tile of rows rt + RT i and columns ct + CT j, so a warp reads one a(r, x) (a broadcast)
 // and consecutive b(x, c).
-template <int R, int CC, int X, class A, class B, class F>
+template <int R, int CC, int X, int kTerms = MMA_TERMS, class A, class B, class F>
 __device__ __forceinline__ void chunk_mm(A a, B b, F f) {
   constexpr int CT = CC < 32 ? CC : 32, RT = kT / CT, TR = R / RT, TC = CC / CT;
   static_assert(CT * RT == kT && TR * RT == R && TC * CT == CC, "chunk_mm: tile shape");
@@ -529,15 +546,15 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
   }
   load_rows(p, p.d_out, ch, h, z, dO);
   __syncthreads();
-  chunk_mm<kC, kB, kC>([&](int r, int x) { return xs[r * kCp + x]; },
+  chunk_mm<kC, kB, kC, 3>([&](int r, int x) { return xs[r * kCp + x]; },
                         [&](int x, int c2) { return bs[x] * ys[x * kBp + c2]; },
                         [&](int r, int c2, float acc) { us[r * kBp + c2] = acc; });
   __syncthreads();
-  chunk_mm<kC, kB, kC + kK>([&](int r, int x) { return x < kC ? ms[x * kCp + r] : kr[r * kDp + x - kC]; },
+  chunk_mm<kC, kB, kC + kK, 3>([&](int r, int x) { return x < kC ? ms[x * kCp + r] : kr[r * kDp + x - kC]; },
                              [&](int x, int c2) { return x < kC ? dO[x * kBp + c2] : dS[(x - kC) * kBp + c2]; },
                              [&](int r, int c2, float acc) { du[r * kBp + c2] = acc; });
   __syncthreads();
-  chunk_mm<kC, kB, kC>([&](int r, int x) { return xs[x * kCp + r]; }, [&](int x, int c2) { return du[x * kBp + c2]; },
+  chunk_mm<kC, kB, kC, 3>([&](int r, int x) { return xs[x * kCp + r]; }, [&](int x, int c2) { return du[x * kBp + c2]; },
                         [&](int r, int c2, float acc) { dw[r * kBp + c2] = acc; });
   __syncthreads();
   for (int e = i; e < ch.count * kB; e += kT) {
@@ -658,11 +675,11 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
     }
   }
   // The rows of dM = dO U^T (j <= i) and dL = -dW U^T (j < i).
-  chunk_mm<kC, kC, kB>([&](int r, int x) { return dO[r * kBp + x]; }, [&](int x, int c2) { return us[c2 * kBp + x]; },
+  chunk_mm<kC, kC, kB, 3>([&](int r, int x) { return dO[r * kBp + x]; }, [&](int x, int c2) { return us[c2 * kBp + x]; },
                         [&](int r, int c2, float acc) {
                           if (r < ch.count && c2 <= r) share_of(p, th, z, ch.t0 + r, h)[3 * kK + c2] = acc;
                         });
-  chunk_mm<kC, kC, kB>([&](int r, int x) { return dw[r * kBp + x]; }, [&](int x, int c2) { return us[c2 * kBp + x]; },
+  chunk_mm<kC, kC, kB, 3>([&](int r, int x) { return dw[r * kBp + x]; }, [&](int x, int c2) { return us[c2 * kBp + x]; },
                         [&](int r, int c2, float acc) {
                           if (r < ch.count && c2 < r) share_of(p, th, z, ch.t0 + r, h)[3 * kK + kC + c2] = -acc;
                         });

@@ -60,8 +60,12 @@ KdaBwdOp::Geometry chunked_geometry(const Knobs& k) {
     else if (name == "MMA") {
       if (*v != 0 && *v != 1) fail("MMA must be 0 or 1, got " + std::to_string(*v));
       g.mma = *v == 1;
-    } else fail("unknown knob '" + name + "' for the chunked seed (knobs: CHUNK, BV, MMA)");
+    } else if (name == "MMA_TERMS") {
+      if (*v != 1 && *v != 3) fail("MMA_TERMS must be 1 or 3, got " + std::to_string(*v));
+      g.mma_terms = *v;
+    } else fail("unknown knob '" + name + "' for the chunked seed (knobs: CHUNK, BV, MMA, MMA_TERMS)");
   }
+  if (g.mma_terms == 1 && !g.mma) fail("MMA_TERMS=1 needs MMA 1 (with MMA 0 the products are fp32 on CUDA cores)");
   if (g.chunk != 32 && g.chunk != 64) fail("CHUNK must be 32 or 64, got " + std::to_string(g.chunk));
   if (g.bv != 16 && g.bv != 32 && g.bv != 64) fail("BV must be 16, 32 or 64 with CHUNK, got " + std::to_string(g.bv));
   if (g.chunk * g.bv > 2048)
@@ -109,7 +113,7 @@ std::vector<Knobs> KdaBwdOp::covering_knobs() {
 // CHUNK 32 on tensor cores: on an H100 (bench/results/2026-12-06-h100-kda-bwd-chunked-4389bc2)
 // 1.9-2.0x faster than CHUNK 64, BV 32 on CUDA cores in all six scenarios.
 Knobs KdaBwdOp::chunked_knob_defaults() {
-  return {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}};
+  return {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"MMA_TERMS", std::int64_t{3}}};
 }
 
 std::vector<Knobs> KdaBwdOp::chunked_covering_knobs() {
@@ -118,7 +122,8 @@ std::vector<Knobs> KdaBwdOp::chunked_covering_knobs() {
           {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{0}}},
           {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{64}}, {"MMA", std::int64_t{1}}},
           {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}},
-          {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{16}}, {"MMA", std::int64_t{0}}}};
+          {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{16}}, {"MMA", std::int64_t{0}}},
+          {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"MMA_TERMS", std::int64_t{1}}}};
 }
 
 KdaBwdOp::ChunkedLayout KdaBwdOp::chunked_layout(const KdaDims& d, std::int64_t chunk, std::int64_t bv) {

@@ -41,12 +41,13 @@ class KdaBwdOp : public evaluator::Op {
   using Config = KdaFwdOp::Config;
 
   // The seed's knobs after validation (defaults as in kda_bwd.cu).
-  // With CHUNK, the chunked seed (kda_bwd_chunked.cu: knobs CHUNK, BV and MMA only).
+  // With CHUNK, the chunked seed (kda_bwd_chunked.cu: knobs CHUNK, BV, MMA and MMA_TERMS only).
   struct Geometry {
     std::int64_t bv = 16, ckpt = 64, sub = 8;
     bool prep = false;       // PREP: a prepare kernel saves each token's pre-processing for the recurrence
     std::int64_t chunk = 0;  // CHUNK: tokens per chunk of the chunked seed; 0: the recurrent seed
     bool mma = false;        // MMA (chunked seed): its products on tensor cores
+    std::int64_t mma_terms = 3;  // MMA_TERMS (chunked seed, MMA 1): bf16 terms per product, 3 or 1
   };
   // Throws std::invalid_argument for unknown knobs or values the template cannot build.
   static Geometry geometry(const evaluator::Knobs& k);

@@ -120,6 +120,20 @@ using namespace ::kda_host;
 }  // namespace chunk7
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
+// C8: the defaults with one bf16 term per tensor-core product (MMA_TERMS 1, FLA's precision).
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 32
+#define MMA 1
+#define MMA_TERMS 1
+namespace chunk8 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk8
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
+
 #pragma GCC diagnostic pop
 
 namespace {
@@ -272,7 +286,7 @@ const std::vector<Shape> kShapes = {shape(1, 1, 1, 1),  shape(1, 70, 2, 1),  sha
                                     shape(1, 40, 1, 4), shape(1, 130, 1, 1), shape(1, 241, 1, 7)};
 
 template <typename ChunkArgs, typename Args>
-void check(const Config<ChunkArgs, Args>& c, const std::vector<Shape>& shapes = kShapes) {
+void check(const Config<ChunkArgs, Args>& c, const std::vector<Shape>& shapes = kShapes, double max_rel_l2 = 2e-3) {
   const auto& dists = ptxevo::evaluator::all_distributions();
   std::map<std::string, double> worst;
   for (std::size_t i = 0; i < shapes.size(); ++i) {
@@ -284,7 +298,7 @@ void check(const Config<ChunkArgs, Args>& c, const std::vector<Shape>& shapes = 
     for (const auto& [name, e] : errors) {
       EXPECT_TRUE(e.passed) << name << ": " << e.reason;
       if (e.ref_rms > 1e-30) {
-        EXPECT_LT(e.rel_l2, 2e-3) << name;
+        EXPECT_LT(e.rel_l2, max_rel_l2) << name;
       }
       worst[name] = std::max(worst[name], e.ref_rms > 1e-30 ? e.rel_l2 : 0.0);
     }
@@ -297,12 +311,19 @@ void check(const Config<ChunkArgs, Args>& c, const std::vector<Shape>& shapes = 
 OpConfig options(const char* gate, bool initial, bool final) {
   return {{"gate", gate}, {"initial_state", initial ? "true" : "false"}, {"final_state", final ? "true" : "false"}};
 }
-Knobs knobs(I chunk, I bv, I mma = 0) { return {{"CHUNK", chunk}, {"BV", bv}, {"MMA", mma}}; }
+Knobs knobs(I chunk, I bv, I mma = 0, I terms = 3) {
+  return {{"CHUNK", chunk}, {"BV", bv}, {"MMA", mma}, {"MMA_TERMS", terms}};
+}
 
 TEST(KdaBwdChunkedOnHost, DefaultsLowerBoundGateBothStates) {
   const Knobs defaults = knobs(32, 32, 1);
   EXPECT_EQ(defaults, KdaBwdOp::chunked_knob_defaults());
   check(KDA_BWD_CHUNKED_CONFIG(chunk7, options("lower_bound", true, true), defaults));
+}
+// One bf16 term per product: within the gate's tolerance (rel_l2 1e-2) on every output; the
+// printed errors are what MMA_TERMS 1 costs (FLA's backward on an H100: 1.4e-3 to 4.3e-3).
+TEST(KdaBwdChunkedOnHost, OneBf16TermPerProductStaysWithinTheGatesTolerance) {
+  check(KDA_BWD_CHUNKED_CONFIG(chunk8, options("lower_bound", true, true), knobs(32, 32, 1, 1)), kShapes, 1e-2);
 }
 TEST(KdaBwdChunkedOnHost, Chunk64LowerBoundGateBothStates) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk0, options("lower_bound", true, true), knobs(64, 32)));
@@ -337,18 +358,20 @@ TEST(KdaBwdChunkedOnHost, TensorCoresTwoSlicesSoftplusFinalStateOnly) {
 // log-decays' gradient was a reverse cumulative sum in which the Kr terms were added at the last
 // token and taken away at each token: the cancellation left dg 4% off, dA_log 50%.
 TEST(KdaBwdChunkedOnHost, SaturatedGateWithSpikesKeepsItsSmallGradients) {
-  const auto expect_close = [](const auto& c) {
+  const auto expect_close = [](const auto& c, double bound = 1e-3) {
     std::string fault;
     const auto errors = run(c, shape(1, 33, 1, 1), Distribution::SparseSpikes, 224, &fault);
     ASSERT_EQ(fault, "");
     for (const char* name : {"dg", "ddt_bias", "dA_log"}) {
       EXPECT_TRUE(errors.at(name).passed) << c.name << " " << name << ": " << errors.at(name).reason;
-      EXPECT_LT(errors.at(name).rel_l2, 1e-3) << c.name << " " << name;
+      EXPECT_LT(errors.at(name).rel_l2, bound) << c.name << " " << name;
     }
   };
   expect_close(KDA_BWD_CHUNKED_CONFIG(chunk0, options("lower_bound", true, true), knobs(64, 32)));
   expect_close(KDA_BWD_CHUNKED_CONFIG(chunk4, options("lower_bound", true, true), knobs(64, 32, 1)));
   expect_close(KDA_BWD_CHUNKED_CONFIG(chunk7, options("lower_bound", true, true), knobs(32, 32, 1)));
+  // One bf16 term (FLA's precision): dg and ddt_bias 2.8e-3, dA_log 8.1e-3, inside the gate's 1e-2.
+  expect_close(KDA_BWD_CHUNKED_CONFIG(chunk8, options("lower_bound", true, true), knobs(32, 32, 1, 1)), 1e-2);
 }
 
 // The same bits whatever order the CTAs run in: shares and chunk sums are added in a fixed order.

@@ -136,6 +136,10 @@ TEST(KdaBwdOp, OptionsAndKnobsAreCheckedWithTheirNames) {
   EXPECT_NE(error({{"CHUNK", I{32}}, {"SUB", I{4}}}).find("unknown knob 'SUB' for the chunked seed"), std::string::npos);
   EXPECT_NE(error({{"CHUNK", I{32}}, {"MMA", I{2}}}).find("MMA must be 0 or 1"), std::string::npos);
   EXPECT_TRUE(KdaBwdOp::geometry({{"CHUNK", I{32}}, {"MMA", I{1}}}).mma);
+  EXPECT_EQ(KdaBwdOp::geometry({{"CHUNK", I{32}}, {"MMA", I{1}}, {"MMA_TERMS", I{1}}}).mma_terms, 1);
+  EXPECT_NE(error({{"CHUNK", I{32}}, {"MMA", I{1}}, {"MMA_TERMS", I{2}}}).find("MMA_TERMS must be 1 or 3"),
+            std::string::npos);
+  EXPECT_NE(error({{"CHUNK", I{32}}, {"MMA", I{0}}, {"MMA_TERMS", I{1}}}).find("needs MMA 1"), std::string::npos);
 }
 
 // The chunked plan: a prepare per chunk slot, the two chunk-serial passes per chain and value
