@@ -214,23 +214,18 @@ __device__ __forceinline__ void chunk_mm(A a, B b, F f) {
 #pragma unroll 2
     for (int x0 = 0; x0 < X; x0 += 16) {
       const int k = x0 + 2 * t;
-if constexpr (kTerms == 1) {
-      const unsigned int ah[4] = {pack_bf16x2(a(r0, k), a(r0, k + 1)), pack_bf16x2(a(r0 + 8, k), a(r0 + 8, k + 1)),
-                                  pack_bf16x2(a(r0, k + 8), a(r0, k + 9)), pack_bf16x2(a(r0 + 8, k + 8), a(r0 + 8, k + 9))};
-      const unsigned int bh[2] = {pack_bf16x2(b(k, c0 + g), b(k + 1, c0 + g)), pack_bf16x2(b(k + 8, c0 + g), b(k + 9, c0 + g))};
-      mma_bf16(d, ah, bh);
-      } else {
-      unsigned int ah[4], al[4], bh[2], bl[2];
+      unsigned int ah[4], al[4], bh[2], bl[2];  // the lo halves go unused (and unbuilt) with one term
       split_pair(a(r0, k), a(r0, k + 1), ah[0], al[0]);
       split_pair(a(r0 + 8, k), a(r0 + 8, k + 1), ah[1], al[1]);
       split_pair(a(r0, k + 8), a(r0, k + 9), ah[2], al[2]);
       split_pair(a(r0 + 8, k + 8), a(r0 + 8, k + 9), ah[3], al[3]);
       split_pair(b(k, c0 + g), b(k + 1, c0 + g), bh[0], bl[0]);
       split_pair(b(k + 8, c0 + g), b(k + 9, c0 + g), bh[1], bl[1]);
-      mma_bf16(d, al, bh);
-      mma_bf16(d, ah, bl);
-      mma_bf16(d, ah, bh);
+      if constexpr (kTerms == 3) {
+        mma_bf16(d, al, bh);
+        mma_bf16(d, ah, bl);
       }
+      mma_bf16(d, ah, bh);
     }
     f(r0, c0 + 2 * t, d[0]);
     f(r0, c0 + 2 * t + 1, d[1]);
