@@ -28,14 +28,20 @@ echo "ncu rc=$?"
 python3 - "$out/ncu_kda_bwd.csv" <<'PY'
 import csv, sys
 rows = [r for r in csv.reader(open(sys.argv[1], errors="replace")) if len(r) > 10]
-if not rows:
+# The bench's own output comes first on stdout: the table starts at ncu's header row.
+start = next((i for i, r in enumerate(rows) if r[0] == "ID"), None)
+if start is None:
     sys.exit("no ncu rows (see ncu_kda_bwd.err)")
-head, body = rows[0], rows[1:]
+head, body = rows[start], rows[start + 1:]
 col = {n: i for i, n in enumerate(head)}
-want = ("Duration", "Compute (SM) Throughput", "Memory Throughput", "Achieved Occupancy", "Registers Per Thread",
-        "Block Size", "Grid Size", "Dynamic Shared Memory Per Block", "Warp Cycles Per Issued Instruction")
+want = ("Duration", "Compute (SM) Throughput", "Memory Throughput", "DRAM Throughput", "Achieved Occupancy",
+        "Registers Per Thread", "Grid Size", "Dynamic Shared Memory Per Block", "Warp Cycles Per Issued Instruction")
 for r in body:
     name, metric = r[col["Kernel Name"]], r[col["Metric Name"]]
     if metric in want:
-        print(f"{name[:28]:28s} {metric:40s} {r[col['Metric Value']]:>12s} {r[col['Metric Unit']]}")
+        print(f"{name[:28]:28s} {metric:40s} {r[col['Metric Value']]:>18s} {r[col['Metric Unit']]}")
+    # ncu's rules name the limiter (e.g. the stall reason and what it costs).
+    rule = r[col["Rule Description"]] if len(r) > col["Rule Description"] else ""
+    if rule and ("stalled" in rule or "limited by" in rule):
+        print(f"{name[:28]:28s} {r[col['Rule Name']]}: {rule[:240]}")
 PY
