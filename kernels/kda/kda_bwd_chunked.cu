@@ -203,6 +203,24 @@ __device__ __forceinline__ void split_pair(float v0, float v1, unsigned int& hi,
 // its fragments from the accessors (PTX ISA m16n8k16 layouts: lane 4 g + t holds A rows g, g + 8,
 // columns 2 t, 2 t + 1, 2 t + 8, 2 t + 9; B rows 2 t, 2 t + 1, 2 t + 8, 2 t + 9 of column g;
 // D rows g, g + 8, columns 2 t, 2 t + 1).
+// One k16 step of a 16 x 8 tile: d += a b over columns k, k + 1, k + 8, k + 9 of this lane's A rows
+// r0, r0 + 8 and B column cg (k = x0 + 2 t, r0 = row0 + g, cg = c0 + g).
+template <int kTerms, class A, class B>
+__device__ __forceinline__ void mma_k16(float* d, A a, B b, int r0, int cg, int k) {
+  unsigned int ah[4], al[4], bh[2], bl[2];  // the lo halves go unused (and unbuilt) with one term
+  split_pair(a(r0, k), a(r0, k + 1), ah[0], al[0]);
+  split_pair(a(r0 + 8, k), a(r0 + 8, k + 1), ah[1], al[1]);
+  split_pair(a(r0, k + 8), a(r0, k + 9), ah[2], al[2]);
+  split_pair(a(r0 + 8, k + 8), a(r0 + 8, k + 9), ah[3], al[3]);
+  split_pair(b(k, cg), b(k + 1, cg), bh[0], bl[0]);
+  split_pair(b(k + 8, cg), b(k + 9, cg), bh[1], bl[1]);
+  if constexpr (kTerms == 3) {
+    mma_bf16(d, al, bh);
+    mma_bf16(d, ah, bl);
+  }
+  mma_bf16(d, ah, bh);
+}
+
 template <int R, int CC, int X, int kTerms = MMA_TERMS, class A, class B, class F>
 __device__ __forceinline__ void chunk_mm(A a, B b, F f) {
   static_assert(R % 16 == 0 && CC % 8 == 0 && X % 16 == 0, "chunk_mm: tile shape");
@@ -212,25 +230,36 @@ __device__ __forceinline__ void chunk_mm(A a, B b, F f) {
     const int r0 = (tile / TN) * 16 + g, c0 = (tile % TN) * 8;
     float d[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll 2
-    for (int x0 = 0; x0 < X; x0 += 16) {
-      const int k = x0 + 2 * t;
-      unsigned int ah[4], al[4], bh[2], bl[2];  // the lo halves go unused (and unbuilt) with one term
-      split_pair(a(r0, k), a(r0, k + 1), ah[0], al[0]);
-      split_pair(a(r0 + 8, k), a(r0 + 8, k + 1), ah[1], al[1]);
-      split_pair(a(r0, k + 8), a(r0, k + 9), ah[2], al[2]);
-      split_pair(a(r0 + 8, k + 8), a(r0 + 8, k + 9), ah[3], al[3]);
-      split_pair(b(k, c0 + g), b(k + 1, c0 + g), bh[0], bl[0]);
-      split_pair(b(k + 8, c0 + g), b(k + 9, c0 + g), bh[1], bl[1]);
-      if constexpr (kTerms == 3) {
-        mma_bf16(d, al, bh);
-        mma_bf16(d, ah, bl);
-      }
-      mma_bf16(d, ah, bh);
-    }
+    for (int x0 = 0; x0 < X; x0 += 16) mma_k16<kTerms>(d, a, b, r0, c0 + g, x0 + 2 * t);
     f(r0, c0 + 2 * t, d[0]);
     f(r0, c0 + 2 * t + 1, d[1]);
     f(r0 + 8, c0 + 2 * t, d[2]);
     f(r0 + 8, c0 + 2 * t + 1, d[3]);
+  }
+}
+
+// Three products of one shape in one pass, out_j(r, c) = sum over x < X of a_j(r, x) b_j(x, c),
+// handed together to f(r, c, out_0, out_1, out_2): one epilogue per element (its global loads and
+// exponentials once, no read-modify-write of what an earlier product stored), each product's
+// accumulation the same as chunk_mm's.
+template <int R, int CC, int X, int kTerms = MMA_TERMS, class A0, class B0, class A1, class B1, class A2, class B2,
+          class F>
+__device__ __forceinline__ void chunk_mm3(A0 a0, B0 b0, A1 a1, B1 b1, A2 a2, B2 b2, F f) {
+  static_assert(R % 16 == 0 && CC % 8 == 0 && X % 16 == 0, "chunk_mm3: tile shape");
+  constexpr int TN = CC / 8, tiles = (R / 16) * TN;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  for (int tile = warp; tile < tiles; tile += kW) {
+    const int r0 = (tile / TN) * 16 + g, c0 = (tile % TN) * 8;
+    float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f}, d2[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int x0 = 0; x0 < X; x0 += 16) {
+      mma_k16<kTerms>(d0, a0, b0, r0, c0 + g, x0 + 2 * t);
+      mma_k16<kTerms>(d1, a1, b1, r0, c0 + g, x0 + 2 * t);
+      mma_k16<kTerms>(d2, a2, b2, r0, c0 + g, x0 + 2 * t);
+    }
+    f(r0, c0 + 2 * t, d0[0], d1[0], d2[0]);
+    f(r0, c0 + 2 * t + 1, d0[1], d1[1], d2[1]);
+    f(r0 + 8, c0 + 2 * t, d0[2], d1[2], d2[2]);
+    f(r0 + 8, c0 + 2 * t + 1, d0[3], d1[3], d2[3]);
   }
 }
 #else
@@ -560,44 +589,23 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
   // element's shares of dq and dk, its dQd Qd + dKd Kd (into the share's dG word) and its dKr Kr
   // (into Kr's place: Kr was last read by dU's product).
 #if MMA
-  // Three products through chunk_mm; the same thread gets element (t, d) in each (same tiling),
-  // so each adds to what it wrote before without a barrier.
-  {
-    const auto at = [&](int t, int d, float& eg, float& er, float& k, float& qs) {
-      const float* rec = record(p, ch.t0 + t, h);
-      const float G = rec[2 * kK + d];
-      eg = exp_r(G);
-      er = exp_r(egt[kK + d] - G);
-      k = rec[kK + d];
-      qs = p.scale * rec[d];
-      return share_of(p, th, z, ch.t0 + t, h);
-    };
-    chunk_mm<kC, kK, kB>([&](int r, int x) { return dO[r * kBp + x]; }, [&](int x, int c2) { return s0[c2 * kBp + x]; },
-                         [&](int t, int d, float aq) {
-                           if (t >= ch.count) return;
-                           float eg, er, k, qs;
-                           float* sh = at(t, d, eg, er, k, qs);
-                           sh[d] = p.scale * eg * aq;
-                           sh[2 * kK + d] = aq * qs * eg;
-                         });
-    chunk_mm<kC, kK, kB>([&](int r, int x) { return -bs[r] * dw[r * kBp + x]; },
-                         [&](int x, int c2) { return s0[c2 * kBp + x]; },
-                         [&](int t, int d, float akd) {
-                           if (t >= ch.count) return;
-                           float eg, er, k, qs;
-                           float* sh = at(t, d, eg, er, k, qs);
-                           sh[kK + d] = akd * eg;
-                           sh[2 * kK + d] = fmaf(akd, k * eg, sh[2 * kK + d]);
-                         });
-    chunk_mm<kC, kK, kB>([&](int r, int x) { return us[r * kBp + x]; }, [&](int x, int c2) { return dS[c2 * kBp + x]; },
-                         [&](int t, int d, float akr) {
-                           if (t >= ch.count) return;
-                           float eg, er, k, qs;
-                           float* sh = at(t, d, eg, er, k, qs);
-                           sh[kK + d] = fmaf(akr, er, sh[kK + d]);
-                           kr[t * kDp + d] = akr * k * er;
-                         });
-  }
+  // The three products in one pass (chunk_mm3): each element's record loads, exponentials and
+  // share stores once.
+  chunk_mm3<kC, kK, kB>(
+      [&](int r, int x) { return dO[r * kBp + x]; }, [&](int x, int c2) { return s0[c2 * kBp + x]; },
+      [&](int r, int x) { return -bs[r] * dw[r * kBp + x]; }, [&](int x, int c2) { return s0[c2 * kBp + x]; },
+      [&](int r, int x) { return us[r * kBp + x]; }, [&](int x, int c2) { return dS[c2 * kBp + x]; },
+      [&](int t, int d, float aq, float akd, float akr) {
+        if (t >= ch.count) return;
+        const float* rec = record(p, ch.t0 + t, h);
+        const float G = rec[2 * kK + d], eg = exp_r(G), er = exp_r(egt[kK + d] - G);
+        const float k = rec[kK + d], qs = p.scale * rec[d];
+        float* sh = share_of(p, th, z, ch.t0 + t, h);
+        sh[d] = p.scale * eg * aq;
+        sh[kK + d] = fmaf(akr, er, akd * eg);
+        sh[2 * kK + d] = fmaf(akd, k * eg, aq * qs * eg);
+        kr[t * kDp + d] = akr * k * er;
+      });
 #else
   // Four rows at a time a thread, the three products at once.
   {
