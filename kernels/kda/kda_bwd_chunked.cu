@@ -239,27 +239,26 @@ __device__ __forceinline__ void chunk_mm(A a, B b, F f) {
 }
 
 // Three products of one shape in one pass, out_j(r, c) = sum over x < X of a_j(r, x) b_j(x, c),
-// handed together to f(r, c, out_0, out_1, out_2): one epilogue per element (its global loads and
-// exponentials once, no read-modify-write of what an earlier product stored), each product's
-// accumulation the same as chunk_mm's.
+// with one epilogue per tile: pre(r, c) runs before a tile's products and returns what the
+// epilogue needs from global memory (its loads then wait behind the products, not after them),
+// f(pre's value, r, c, d0, d1, d2) gets the lane's four elements of each product: (r, c),
+// (r, c + 1), (r + 8, c), (r + 8, c + 1) in d_j[0..3]. Each product accumulates as chunk_mm's.
 template <int R, int CC, int X, int kTerms = MMA_TERMS, class A0, class B0, class A1, class B1, class A2, class B2,
-          class F>
-__device__ __forceinline__ void chunk_mm3(A0 a0, B0 b0, A1 a1, B1 b1, A2 a2, B2 b2, F f) {
+          class P, class F>
+__device__ __forceinline__ void chunk_mm3(A0 a0, B0 b0, A1 a1, B1 b1, A2 a2, B2 b2, P pre, F f) {
   static_assert(R % 16 == 0 && CC % 8 == 0 && X % 16 == 0, "chunk_mm3: tile shape");
   constexpr int TN = CC / 8, tiles = (R / 16) * TN;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   for (int tile = warp; tile < tiles; tile += kW) {
     const int r0 = (tile / TN) * 16 + g, c0 = (tile % TN) * 8;
+    const auto early = pre(r0, c0 + 2 * t);
     float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f}, d2[4] = {0.f, 0.f, 0.f, 0.f};
     for (int x0 = 0; x0 < X; x0 += 16) {
       mma_k16<kTerms>(d0, a0, b0, r0, c0 + g, x0 + 2 * t);
       mma_k16<kTerms>(d1, a1, b1, r0, c0 + g, x0 + 2 * t);
       mma_k16<kTerms>(d2, a2, b2, r0, c0 + g, x0 + 2 * t);
     }
-    f(r0, c0 + 2 * t, d0[0], d1[0], d2[0]);
-    f(r0, c0 + 2 * t + 1, d0[1], d1[1], d2[1]);
-    f(r0 + 8, c0 + 2 * t, d0[2], d1[2], d2[2]);
-    f(r0 + 8, c0 + 2 * t + 1, d0[3], d1[3], d2[3]);
+    f(early, r0, c0 + 2 * t, d0, d1, d2);
   }
 }
 #else
@@ -319,6 +318,21 @@ __device__ __forceinline__ void decayed(const ChunkArgs& p, const Chunk& ch, int
     if (kd) kd[t * kDp + i] = k * eg;
     kr[t * kDp + i] = k * er;
     if (qd) qd[t * kDp + i] = p.scale * q * eg;
+  }
+}
+
+// Kd = k e^G alone, rows past the chunk's end zero (the same values as decayed's). Thread i,
+// column i.
+__device__ __forceinline__ void decayed_keys(const ChunkArgs& p, const Chunk& ch, int h, float* kd) {
+  const int i = threadIdx.x;
+#pragma unroll 8
+  for (int t = 0; t < kC; ++t) {
+    float v = 0.f;
+    if (t < ch.count) {
+      const float* rec = record(p, ch.t0 + t, h);
+      v = rec[kK + i] * exp_r(rec[2 * kK + i]);
+    }
+    kd[t * kDp + i] = v;
   }
 }
 
@@ -480,13 +494,15 @@ __device__ __forceinline__ void chunk_states_body(const ChunkArgs& p, float* sm)
 // The backward's recurrence on value columns [z BV, z BV + BV) of chain (n, h), from the last chunk:
 // stores the state gradient dS leaving each chunk, then dU = M^T dO + Kr dS, dY = diag(b) X^T dU
 // and dS <- diag(e^Gtot) dS + Qd^T dO - Kd^T dY; the initial state's gradient is the last dS.
-// Shared: dS [kK][kBp]; Qd, Kd, Kr [kC][kDp]; dO, dU, dY [kC][kBp]; X, M [kC][kCp]; b; e^Gtot.
+// Shared: dS [kK][kBp]; Qd, Kr (then Kd) [kC][kDp]; dO, dU, dY [kC][kBp]; X, M [kC][kCp]; b;
+// e^Gtot. Kd takes Kr's place once dU's product is done: two [kC][kDp] arrays instead of three
+// let three CTAs share an SM (at CHUNK 32, BV 32), so H = 96 x 4 chains run in one wave.
 __device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm) {
   const int n = blockIdx.x, h = blockIdx.y, z = blockIdx.z, i = threadIdx.x;
   float* dS = sm;
   float* qd = dS + kK * kBp;
-  float* kd = qd + kC * kDp;
-  float* kr = kd + kC * kDp;
+  float* kr = qd + kC * kDp;
+  float* kd = kr;
   float* dO = kr + kC * kDp;
   float* du = dO + kC * kBp;
   float* dy = du + kC * kBp;
@@ -503,7 +519,7 @@ __device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm
     const Chunk ch = chunk_at(p, n, c);
     float* keep = state_slice(p, p.dstate_off, h, ch.slot, z);
     for (int j = 0; j < kB; ++j) keep[i * kB + j] = dS[i * kBp + j];
-    decayed(p, ch, h, kd, kr, qd, egt);
+    decayed(p, ch, h, nullptr, kr, qd, egt);
     chunk_mats(p, ch, h, bs, xs, ms);
     load_rows(p, p.d_out, ch, h, z, dO);
     __syncthreads();
@@ -512,6 +528,7 @@ __device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm
         [&](int x, int c2) { return x < kC ? dO[x * kBp + c2] : dS[(x - kC) * kBp + c2]; },
         [&](int r, int c2, float acc) { du[r * kBp + c2] = acc; });
     __syncthreads();
+    decayed_keys(p, ch, h, kd);  // over Kr, read last by dU's product; dY's does not read it
     chunk_mm<kC, kB, kC>([&](int r, int x) { return xs[x * kCp + r]; }, [&](int x, int c2) { return du[x * kBp + c2]; },
                           [&](int r, int c2, float acc) { dy[r * kBp + c2] = bs[r] * acc; });
     __syncthreads();
@@ -558,14 +575,18 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
   float* egt = bs + kC;
   const float* keep = state_slice(p, 0, h, ch.slot, z);
   const float* dkeep = state_slice(p, p.dstate_off, h, ch.slot, z);
-  for (int e = i; e < kK * kB; e += kT) {
+  // Fixed trip counts, unrolled: eight loads in flight a thread rather than one.
+#pragma unroll 8
+  for (int n = 0; n < kK * kB / kT; ++n) {
+    const int e = i + n * kT;
     s0[(e / kB) * kBp + e % kB] = keep[e];
     dS[(e / kB) * kBp + e % kB] = dkeep[e];
   }
   decayed(p, ch, h, nullptr, kr, nullptr, egt);
   chunk_mats(p, ch, h, bs, xs, ms);
-  for (int e = i; e < kC * kB; e += kT) {
-    const int t = e / kB, j = e % kB;
+#pragma unroll
+  for (int n = 0; n < kC * kB / kT; ++n) {
+    const int e = i + n * kT, t = e / kB, j = e % kB;
     ys[t * kBp + j] = t < ch.count ? p.ws[p.y_off + ((ch.t0 + t) * p.H + h) * kK + z * kB + j] : 0.f;
   }
   load_rows(p, p.d_out, ch, h, z, dO);
@@ -589,22 +610,44 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
   // element's shares of dq and dk, its dQd Qd + dKd Kd (into the share's dG word) and its dKr Kr
   // (into Kr's place: Kr was last read by dU's product).
 #if MMA
-  // The three products in one pass (chunk_mm3): each element's record loads, exponentials and
-  // share stores once.
+  // The three products in one pass (chunk_mm3): each element's record words (G, k, q) are loaded
+  // before its tile's products and used once, its exponentials taken once, its share words
+  // stored once.
+  struct Words {
+    float G[4], k[4], q[4];
+  };
   chunk_mm3<kC, kK, kB>(
       [&](int r, int x) { return dO[r * kBp + x]; }, [&](int x, int c2) { return s0[c2 * kBp + x]; },
       [&](int r, int x) { return -bs[r] * dw[r * kBp + x]; }, [&](int x, int c2) { return s0[c2 * kBp + x]; },
       [&](int r, int x) { return us[r * kBp + x]; }, [&](int x, int c2) { return dS[c2 * kBp + x]; },
-      [&](int t, int d, float aq, float akd, float akr) {
-        if (t >= ch.count) return;
-        const float* rec = record(p, ch.t0 + t, h);
-        const float G = rec[2 * kK + d], eg = exp_r(G), er = exp_r(egt[kK + d] - G);
-        const float k = rec[kK + d], qs = p.scale * rec[d];
-        float* sh = share_of(p, th, z, ch.t0 + t, h);
-        sh[d] = p.scale * eg * aq;
-        sh[kK + d] = fmaf(akr, er, akd * eg);
-        sh[2 * kK + d] = fmaf(akd, k * eg, aq * qs * eg);
-        kr[t * kDp + d] = akr * k * er;
+      [&](int r0, int c) {
+        Words w;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int t = r0 + 8 * (e >> 1), d = c + (e & 1);
+          w.G[e] = w.k[e] = w.q[e] = 0.f;
+          if (t < ch.count) {
+            const float* rec = record(p, ch.t0 + t, h);
+            w.G[e] = rec[2 * kK + d];
+            w.k[e] = rec[kK + d];
+            w.q[e] = rec[d];
+          }
+        }
+        return w;
+      },
+      [&](const Words& w, int r0, int c, const float* aq, const float* akd, const float* akr) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int t = r0 + 8 * (e >> 1), d = c + (e & 1);
+          if (t >= ch.count) continue;
+          const float eg = exp_r(w.G[e]), er = exp_r(egt[kK + d] - w.G[e]);
+          const float k = w.k[e], qs = p.scale * w.q[e];
+          float* sh = share_of(p, th, z, ch.t0 + t, h);
+          sh[d] = p.scale * eg * aq[e];
+          sh[kK + d] = fmaf(akr[e], er, akd[e] * eg);
+          sh[2 * kK + d] = fmaf(akd[e], k * eg, aq[e] * qs * eg);
+          kr[t * kDp + d] = akr[e] * k * er;
+        }
       });
 #else
   // Four rows at a time a thread, the three products at once.
@@ -865,7 +908,7 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
 enum : int {
   kPrepareSmem = 3 * kC * kDp + 2 * kC * kCp + kC,
   kStatesSmem = kK * kBp + 2 * kC * kDp + 3 * kC * kBp + kC * kCp + kC + 2 * kK,
-  kDstatesSmem = kK * kBp + 3 * kC * kDp + 3 * kC * kBp + 2 * kC * kCp + kC + 2 * kK,
+  kDstatesSmem = kK * kBp + 2 * kC * kDp + 3 * kC * kBp + 2 * kC * kCp + kC + 2 * kK,
   kSlicesSmem = 2 * kK * kBp + kC * kDp + 5 * kC * kBp + 2 * kC * kCp + kC + 2 * kK,
   kFinishSmem = 5 * kC * kDp + 3 * kC * kCp + 2 * kC + 4 * kW,
   kSmemLimit = 227 * 1024 / 4,  // an sm_90 CTA's most

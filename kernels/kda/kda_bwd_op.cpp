@@ -147,7 +147,7 @@ std::uint32_t KdaBwdOp::chunked_shared_bytes(const std::string& entry, std::int6
   if (entry == kChunkPrepareEntry) floats = 3 * chunk * dp + 2 * chunk * cp + chunk;
   else if (entry == kChunkStatesEntry) floats = D * bp + 2 * chunk * dp + 3 * chunk * bp + chunk * cp + chunk + 2 * D;
   else if (entry == kChunkDstatesEntry)
-    floats = D * bp + 3 * chunk * dp + 3 * chunk * bp + 2 * chunk * cp + chunk + 2 * D;
+    floats = D * bp + 2 * chunk * dp + 3 * chunk * bp + 2 * chunk * cp + chunk + 2 * D;
   else if (entry == kChunkSlicesEntry)
     floats = 2 * D * bp + chunk * dp + 5 * chunk * bp + 2 * chunk * cp + chunk + 2 * D;
   else if (entry == kChunkFinishEntry) floats = 5 * chunk * dp + 3 * chunk * cp + 2 * chunk + 4 * warps;
