@@ -339,7 +339,9 @@ __device__ __forceinline__ void decayed_keys(const ChunkArgs& p, const Chunk& ch
 // Beta's sigmoid per token (0 past the end) and X (or also M) of the chunk, from the prepare.
 __device__ __forceinline__ void chunk_mats(const ChunkArgs& p, const Chunk& ch, int h, float* b, float* x, float* m) {
   const float* src = mats(p, h, ch.slot);
-  for (int e = threadIdx.x; e < kC * kC; e += kT) {
+#pragma unroll 8
+  for (int n = 0; n < kC * kC / kT; ++n) {  // fixed trip count, unrolled: loads in flight together
+    const int e = threadIdx.x + n * kT;
     x[(e / kC) * kCp + e % kC] = src[e];
     if (m) m[(e / kC) * kCp + e % kC] = src[kC * kC + e];
   }
@@ -349,8 +351,9 @@ __device__ __forceinline__ void chunk_mats(const ChunkArgs& p, const Chunk& ch, 
 // Rows [0, count) of a [kC][BV] slice of a bf16 [T_total][H][128] tensor, the others zero.
 __device__ __forceinline__ void load_rows(const ChunkArgs& p, const __nv_bfloat16* src, const Chunk& ch, int h, int z,
                                           float* dst) {
-  for (int e = threadIdx.x; e < kC * kB; e += kT) {
-    const int t = e / kB, j = e % kB;
+#pragma unroll 8
+  for (int n = 0; n < kC * kB / kT; ++n) {
+    const int e = threadIdx.x + n * kT, t = e / kB, j = e % kB;
     dst[t * kBp + j] = t < ch.count ? load_bf16(src + ((ch.t0 + t) * p.H + h) * kK + z * kB + j) : 0.f;
   }
 }
@@ -554,8 +557,9 @@ __device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm
 // suffix sum and a prefix sum. Folding the Kr terms into one reverse cumulative sum (-dKr Kr at
 // each token, their total at the last) cancels large equal terms: an input spike there left
 // errors of 20% on a saturated gate's small gradient.
-// Shared: S0, dS [kK][kBp]; Kr (then the Kr terms) [kC][kDp]; Y, U, dO, dU, dW [kC][kBp]; X, M
-// [kC][kCp]; b; e^Gtot.
+// Shared: S0, dS [kK][kBp]; Kr (then the Kr terms), the dQd Qd + dKd Kd terms [kC][kDp]; Y, U,
+// dO, dU, dW [kC][kBp]; X, M [kC][kCp]; b; e^Gtot. The terms stay here for the suffix sums rather
+// than going through the share in global memory and back (a serial walk of dependent loads).
 __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm) {
   const int h = blockIdx.y / kS, z = blockIdx.y % kS, i = threadIdx.x;
   const Chunk ch = chunk_in_slot(p, blockIdx.x);
@@ -573,6 +577,7 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
   float* ms = xs + kC * kCp;
   float* bs = ms + kC * kCp;
   float* egt = bs + kC;
+  float* ga = egt + 2 * kK;
   const float* keep = state_slice(p, 0, h, ch.slot, z);
   const float* dkeep = state_slice(p, p.dstate_off, h, ch.slot, z);
   // Fixed trip counts, unrolled: eight loads in flight a thread rather than one.
@@ -645,7 +650,7 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
           float* sh = share_of(p, th, z, ch.t0 + t, h);
           sh[d] = p.scale * eg * aq[e];
           sh[kK + d] = fmaf(akr[e], er, akd[e] * eg);
-          sh[2 * kK + d] = fmaf(akd[e], k * eg, aq[e] * qs * eg);
+          ga[t * kDp + d] = fmaf(akd[e], k * eg, aq[e] * qs * eg);
           kr[t * kDp + d] = akr[e] * k * er;
         }
       });
@@ -692,7 +697,7 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
           const float k = rec[kK + d], qs = p.scale * rec[d];
           sh[d] = p.scale * eg * aq[r][c2];
           sh[kK + d] = fmaf(akd[r][c2], eg, akr[r][c2] * er);
-          sh[2 * kK + d] = fmaf(akd[r][c2], k * eg, aq[r][c2] * qs * eg);
+          ga[t * kDp + d] = fmaf(akd[r][c2], k * eg, aq[r][c2] * qs * eg);
           kr[t * kDp + d] = akr[r][c2] * k * er;
         }
       }
@@ -715,9 +720,8 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
     for (int j = 0; j < kB; ++j) suf = fmaf(dS[i * kBp + j], s0[i * kBp + j], suf);
     suf *= egt[i];
     for (int t = ch.count - 1; t >= 0; --t) {
-      float* sh = share_of(p, th, z, ch.t0 + t, h);
-      suf += sh[2 * kK + i];
-      sh[2 * kK + i] = suf + kr[t * kDp + i];
+      suf += ga[t * kDp + i];
+      share_of(p, th, z, ch.t0 + t, h)[2 * kK + i] = suf + kr[t * kDp + i];
     }
   }
   // The rows of dM = dO U^T (j <= i) and dL = -dW U^T (j < i).
@@ -909,7 +913,7 @@ enum : int {
   kPrepareSmem = 3 * kC * kDp + 2 * kC * kCp + kC,
   kStatesSmem = kK * kBp + 2 * kC * kDp + 3 * kC * kBp + kC * kCp + kC + 2 * kK,
   kDstatesSmem = kK * kBp + 2 * kC * kDp + 3 * kC * kBp + 2 * kC * kCp + kC + 2 * kK,
-  kSlicesSmem = 2 * kK * kBp + kC * kDp + 5 * kC * kBp + 2 * kC * kCp + kC + 2 * kK,
+  kSlicesSmem = 2 * kK * kBp + 2 * kC * kDp + 5 * kC * kBp + 2 * kC * kCp + kC + 2 * kK,
   kFinishSmem = 5 * kC * kDp + 3 * kC * kCp + 2 * kC + 4 * kW,
   kSmemLimit = 227 * 1024 / 4,  // an sm_90 CTA's most
 };

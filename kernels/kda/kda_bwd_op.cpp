@@ -149,7 +149,7 @@ std::uint32_t KdaBwdOp::chunked_shared_bytes(const std::string& entry, std::int6
   else if (entry == kChunkDstatesEntry)
     floats = D * bp + 2 * chunk * dp + 3 * chunk * bp + 2 * chunk * cp + chunk + 2 * D;
   else if (entry == kChunkSlicesEntry)
-    floats = 2 * D * bp + chunk * dp + 5 * chunk * bp + 2 * chunk * cp + chunk + 2 * D;
+    floats = 2 * D * bp + 2 * chunk * dp + 5 * chunk * bp + 2 * chunk * cp + chunk + 2 * D;
   else if (entry == kChunkFinishEntry) floats = 5 * chunk * dp + 3 * chunk * cp + 2 * chunk + 4 * warps;
   else fail("no chunked entry named '" + entry + "'");
   return static_cast<std::uint32_t>(4 * floats);
