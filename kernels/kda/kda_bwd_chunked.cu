@@ -348,6 +348,17 @@ __device__ __forceinline__ void chunk_mats(const ChunkArgs& p, const Chunk& ch, 
   for (int t = threadIdx.x; t < kC; t += kT) b[t] = t < ch.count ? record(p, ch.t0 + t, h)[3 * kK] : 0.f;
 }
 
+// A state slice from shared memory [kK][kBp] to its workspace place [kK][kB], consecutive threads
+// on consecutive words (a row a thread would spread each store instruction over 32 lines). It reads
+// other threads' rows: a barrier orders their writes before it.
+__device__ __forceinline__ void store_slice(float* dst, const float* src) {
+#pragma unroll 8
+  for (int n = 0; n < kK * kB / kT; ++n) {
+    const int e = threadIdx.x + n * kT;
+    dst[e] = src[(e / kB) * kBp + e % kB];
+  }
+}
+
 // Rows [0, count) of a [kC][BV] slice of a bf16 [T_total][H][128] tensor, the others zero.
 __device__ __forceinline__ void load_rows(const ChunkArgs& p, const __nv_bfloat16* src, const Chunk& ch, int h, int z,
                                           float* dst) {
@@ -464,13 +475,13 @@ __device__ __forceinline__ void chunk_states_body(const ChunkArgs& p, float* sm)
   float* egt = bs + kC;
   const long long state = (((long long)n * p.H + h) * kK + z * kB) * kK + i;  // [n][h][col][row i]
   for (int j = 0; j < kB; ++j) S[i * kBp + j] = HAS_INITIAL_STATE ? p.initial_state[state + (long long)j * kK] : 0.f;
+  __syncthreads();
   long long bos, eos;
   sequence(p, n, bos, eos);
   const long long chunks = (eos - bos + kC - 1) / kC;
   for (long long c = 0; c < chunks; ++c) {
     const Chunk ch = chunk_at(p, n, c);
-    float* keep = state_slice(p, 0, h, ch.slot, z);
-    for (int j = 0; j < kB; ++j) keep[i * kB + j] = S[i * kBp + j];
+    store_slice(state_slice(p, 0, h, ch.slot, z), S);
     decayed(p, ch, h, kd, kr, nullptr, egt);
     chunk_mats(p, ch, h, bs, xs, nullptr);
     load_rows(p, p.v, ch, h, z, vs);
@@ -515,13 +526,13 @@ __device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm
   float* egt = bs + kC;
   const long long state = (((long long)n * p.H + h) * kK + z * kB) * kK + i;
   for (int j = 0; j < kB; ++j) dS[i * kBp + j] = HAS_FINAL_STATE ? p.d_final_state[state + (long long)j * kK] : 0.f;
+  __syncthreads();
   long long bos, eos;
   sequence(p, n, bos, eos);
   const long long chunks = (eos - bos + kC - 1) / kC;
   for (long long c = chunks - 1; c >= 0; --c) {
     const Chunk ch = chunk_at(p, n, c);
-    float* keep = state_slice(p, p.dstate_off, h, ch.slot, z);
-    for (int j = 0; j < kB; ++j) keep[i * kB + j] = dS[i * kBp + j];
+    store_slice(state_slice(p, p.dstate_off, h, ch.slot, z), dS);
     decayed(p, ch, h, nullptr, kr, qd, egt);
     chunk_mats(p, ch, h, bs, xs, ms);
     load_rows(p, p.d_out, ch, h, z, dO);
