@@ -572,12 +572,8 @@ __device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm
 // dO, dU, dW [kC][kBp]; X, M [kC][kCp]; b; e^Gtot. The terms stay here for the suffix sums rather
 // than going through the share in global memory and back (a serial walk of dependent loads).
 __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm) {
-  // The grid is (slots, H x slices); CTAs are numbered with the slice fastest, so a chunk's slices
-  // run side by side and share its records, X and M through L2 (chunk fastest, they ran a wave of
-  // CTAs apart).
-  const unsigned lin = blockIdx.y * gridDim.x + blockIdx.x, rest = lin / kS;
-  const int z = (int)(lin % kS), h = (int)(rest / gridDim.x), i = threadIdx.x;
-  const Chunk ch = chunk_in_slot(p, rest % gridDim.x);
+  const int h = blockIdx.y / kS, z = blockIdx.y % kS, i = threadIdx.x;
+  const Chunk ch = chunk_in_slot(p, blockIdx.x);
   if (ch.count == 0) return;
   const long long th = token_heads(p);
   float* s0 = sm;
@@ -802,9 +798,8 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
     ag[t * kDp + i] = 0.f;
   }
   const float* src = mats(p, h, ch.slot);
-#pragma unroll 4
-  for (int n = 0; n < kC * kC / kT; ++n) {  // fixed trip count, unrolled: loads in flight together
-    const int e = i + n * kT, r = e / kC, c2 = e % kC;
+  for (int e = i; e < kC * kC; e += kT) {
+    const int r = e / kC, c2 = e % kC;
     float m = 0.f, l = 0.f;
     if (r < ch.count) {
       for (int z = 0; z < kS; ++z) {
