@@ -198,11 +198,6 @@ __device__ __forceinline__ void split_pair(float v0, float v1, unsigned int& hi,
   lo = pack_bf16x2(v0 - __uint_as_float(hi << 16), v1 - __uint_as_float(hi & 0xffff0000u));
 }
 
-// out(r, c) = sum over x < X of a(r, x) b(x, c) for r < R, c < CC, handed to f(r, c, value), on
-// tensor cores: each warp takes 16 x 8 output tiles in turn and walks x 16 at a time, building
-// its fragments from the accessors (PTX ISA m16n8k16 layouts: lane 4 g + t holds A rows g, g + 8,
-// columns 2 t, 2 t + 1, 2 t + 8, 2 t + 9; B rows 2 t, 2 t + 1, 2 t + 8, 2 t + 9 of column g;
-// D rows g, g + 8, columns 2 t, 2 t + 1).
 // One k16 step of a 16 x 8 tile: d += a b over columns k, k + 1, k + 8, k + 9 of this lane's A rows
 // r0, r0 + 8 and B column cg (k = x0 + 2 t, r0 = row0 + g, cg = c0 + g).
 template <int kTerms, class A, class B>
@@ -221,6 +216,11 @@ __device__ __forceinline__ void mma_k16(float* d, A a, B b, int r0, int cg, int 
   mma_bf16(d, ah, bh);
 }
 
+// out(r, c) = sum over x < X of a(r, x) b(x, c) for r < R, c < CC, handed to f(r, c, value), on
+// tensor cores: each warp takes 16 x 8 output tiles in turn and walks x 16 at a time, building
+// its fragments from the accessors (PTX ISA m16n8k16 layouts: lane 4 g + t holds A rows g, g + 8,
+// columns 2 t, 2 t + 1, 2 t + 8, 2 t + 9; B rows 2 t, 2 t + 1, 2 t + 8, 2 t + 9 of column g;
+// D rows g, g + 8, columns 2 t, 2 t + 1).
 template <int R, int CC, int X, int kTerms = MMA_TERMS, class A, class B, class F>
 __device__ __forceinline__ void chunk_mm(A a, B b, F f) {
   static_assert(R % 16 == 0 && CC % 8 == 0 && X % 16 == 0, "chunk_mm: tile shape");
