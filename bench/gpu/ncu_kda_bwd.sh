@@ -24,8 +24,8 @@ timeout "${KDA_NCU_TIMEOUT:-300}" ncu --clock-control none -k "regex:kda_bwd_chu
   python3 bench/kda/bwd_bench.py --backward "chunked=$bd/build" --no-fla --shapes "$scenario" --samples 1 --warmup 0 \
   --ref-heads 1 --out "$bd/bench" > "$out/ncu_kda_bwd.csv" 2> "$out/ncu_kda_bwd.err"
 echo "ncu rc=$?"
-# A short table: per kernel, duration and the throughput and occupancy lines.
-python3 - "$out/ncu_kda_bwd.csv" <<'PY'
+# A short table (ncu_table.txt): per kernel, duration and the throughput and occupancy lines.
+python3 - "$out/ncu_kda_bwd.csv" > "$out/ncu_table.txt" <<'PY'
 import csv, sys
 rows = [r for r in csv.reader(open(sys.argv[1], errors="replace")) if len(r) > 10]
 # The bench's own output comes first on stdout: the table starts at ncu's header row.
@@ -45,3 +45,8 @@ for r in body:
     if rule and ("stalled" in rule or "limited by" in rule):
         print(f"{name[:28]:28s} {r[col['Rule Name']]}: {rule[:240]}")
 PY
+cat "$out/ncu_table.txt"
+# At most 8 files come back from the device (this may run after another script in one call): the
+# table stays, the CSV and logs go into one archive.
+(cd "$out" && tar -czf ncu_kda_bwd.tgz ncu_kda_bwd.csv ncu_kda_bwd.err ncu_bwd_build.log &&
+  rm -f ncu_kda_bwd.csv ncu_kda_bwd.err ncu_bwd_build.log)

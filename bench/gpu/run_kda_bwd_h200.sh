@@ -131,4 +131,8 @@ tar -C "$work" -czf "$out/builds.tgz" --exclude='*.cubin' --exclude='*.so' build
   export_fwd.txt bwd/launch.json bwd/resources.json bwd_chunk32_32_1/launch.json bwd_chunk32_32_1/resources.json \
   export_bwd 2>/dev/null
 autotune_save "$out"
+# At most 8 files come back from the device: the summaries stay, the rest (logs, JSON, rows) goes
+# into kda_bwd_run.tgz.
+. bench/gpu/pack_out.sh && pack_out "$out" kda_bwd_run.tgz env.txt bwd_bench/results.md bwd_export/results.md \
+  gate_chunked.txt
 step "done"
