@@ -428,3 +428,17 @@ TEST(KdaBwdDeviceReference, BuildsForEveryOptionSetWithConsistentPlans) {
 }
 
 }  // namespace
+
+// What the defaults' speed rests on (H100 and H200: 228 KB of shared memory an SM, 1 KB of it
+// reserved per CTA): at CHUNK 32, BV 32 the chain kernels fit three CTAs an SM, so the 384 chains
+// of H = 96 x four slices run in one wave (dstates at 89 KB took two), and the slices kernel two.
+TEST(KdaBwdOp, ChunkedDefaultsKeepTheirCtasPerSm) {
+  const auto per_sm = [](const char* entry) {
+    return (228u * 1024) / (KdaBwdOp::chunked_shared_bytes(entry, 32, 32) + 1024u);
+  };
+  EXPECT_GE(per_sm(KdaBwdOp::kChunkStatesEntry), 3u);
+  EXPECT_GE(per_sm(KdaBwdOp::kChunkDstatesEntry), 3u);
+  EXPECT_GE(per_sm(KdaBwdOp::kChunkSlicesEntry), 2u);
+  EXPECT_GE(per_sm(KdaBwdOp::kChunkPrepareEntry), 3u);
+  EXPECT_GE(per_sm(KdaBwdOp::kChunkFinishEntry), 2u);
+}
