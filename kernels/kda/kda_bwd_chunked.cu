@@ -1,8 +1,9 @@
 // kda_bwd seed template (chunked): the Kimi Delta Attention backward through chunks of CHUNK
 // tokens (docs/kda.md 7.3), the same gradients as the recurrent kda_bwd.cu with the token-serial
 // work cut to one small matrix step per chunk. fp32 throughout; the products go through one
-// primitive over shared memory (chunk_mm below: CUDA cores, or tensor cores with MMA 1), the
-// simple form a search can rewrite (staging, fewer barriers).
+// primitive over shared memory (chunk_mm below: CUDA cores, or tensor cores with MMA 1; chunk_mm3
+// runs three of one shape with one epilogue), the simple form a search can rewrite (staging,
+// fewer barriers). docs/kda.md 7.7: what limits it on the GPU.
 //
 // Compiled by NVRTC with the op's defines (KDA_GATE_SOFTPLUS, HAS_INITIAL_STATE, HAS_FINAL_STATE)
 // and the knobs CHUNK, BV, MMA and MMA_TERMS. KdaBwdOp::launch_plan launches, in order (no atomics: every output
