@@ -24,27 +24,8 @@ timeout "${KDA_NCU_TIMEOUT:-300}" ncu --clock-control none -k "regex:kda_bwd_chu
   python3 bench/kda/bwd_bench.py --backward "chunked=$bd/build" --no-fla --shapes "$scenario" --samples 1 --warmup 0 \
   --ref-heads 1 --out "$bd/bench" > "$out/ncu_kda_bwd.csv" 2> "$out/ncu_kda_bwd.err"
 echo "ncu rc=$?"
-# A short table (ncu_table.txt): per kernel, duration and the throughput and occupancy lines.
-python3 - "$out/ncu_kda_bwd.csv" > "$out/ncu_table.txt" <<'PY'
-import csv, sys
-rows = [r for r in csv.reader(open(sys.argv[1], errors="replace")) if len(r) > 10]
-# The bench's own output comes first on stdout: the table starts at ncu's header row.
-start = next((i for i, r in enumerate(rows) if r[0] == "ID"), None)
-if start is None:
-    sys.exit("no ncu rows (see ncu_kda_bwd.err)")
-head, body = rows[start], rows[start + 1:]
-col = {n: i for i, n in enumerate(head)}
-want = ("Duration", "Compute (SM) Throughput", "Memory Throughput", "DRAM Throughput", "Achieved Occupancy",
-        "Registers Per Thread", "Grid Size", "Dynamic Shared Memory Per Block", "Warp Cycles Per Issued Instruction")
-for r in body:
-    name, metric = r[col["Kernel Name"]], r[col["Metric Name"]]
-    if metric in want:
-        print(f"{name[:28]:28s} {metric:40s} {r[col['Metric Value']]:>18s} {r[col['Metric Unit']]}")
-    # ncu's rules name the limiter (e.g. the stall reason and what it costs).
-    rule = r[col["Rule Description"]] if len(r) > col["Rule Description"] else ""
-    if rule and ("stalled" in rule or "limited by" in rule):
-        print(f"{name[:28]:28s} {r[col['Rule Name']]}: {rule[:240]}")
-PY
+# A short table (ncu_table.txt): per kernel, duration, throughputs, occupancy, the limiter rules.
+python3 bench/gpu/ncu_table.py "$out/ncu_kda_bwd.csv" > "$out/ncu_table.txt"
 cat "$out/ncu_table.txt"
 # At most 8 files come back from the device (this may run after another script in one call): the
 # table stays, the CSV and logs go into one archive.
