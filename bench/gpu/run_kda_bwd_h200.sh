@@ -131,8 +131,8 @@ tar -C "$work" -czf "$out/builds.tgz" --exclude='*.cubin' --exclude='*.so' build
   export_fwd.txt bwd/launch.json bwd/resources.json bwd_chunk32_32_1/launch.json bwd_chunk32_32_1/resources.json \
   export_bwd 2>/dev/null
 autotune_save "$out"
-# At most 8 files come back from the device: the summaries stay, the rest (logs, JSON, rows) goes
-# into kda_bwd_run.tgz.
+# At most 8 files come back from the device: the summaries and FLA's tuning stay, the rest (logs,
+# JSON, rows, builds.tgz) goes into kda_bwd_run.tgz; five files, room for ncu_kda_bwd.sh's two.
 . bench/gpu/pack_out.sh && pack_out "$out" kda_bwd_run.tgz env.txt bwd_bench/results.md bwd_export/results.md \
-  gate_chunked.txt
+  gate_chunked.txt fla_autotune.tgz
 step "done"

@@ -74,8 +74,8 @@ def markdown_table(rows: Sequence[Dict[str, Any]], labels: Sequence[str]) -> str
                 cells += ["failed" if l in r.get("failed", {}) else "—"] + ["—"] * (1 + len(others))
                 continue
             frac = r["floor_ms"] / p["median"] if r.get("floor_ms") else None
-            faster = _faster_reference(r)
-            vs = {o: _speedup(r, l, faster if o == FASTER else o) if (o != FASTER or faster) else None for o in others}
+            ref = {o: _faster_reference(r) if o == FASTER else o for o in others}
+            vs = {o: _speedup(r, l, ref[o]) if ref[o] else None for o in others}
             for o, v in vs.items():
                 if v is not None:
                     geo.setdefault(f"{l}/{o}", []).append(v)

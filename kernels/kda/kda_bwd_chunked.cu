@@ -624,8 +624,8 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
     p.dv[((ch.t0 + t) * p.H + h) * kK + z * kB + j] = bs[t] * dw[t * kBp + j];
   }
   // dQd = dO S0^T, dKd = -diag(b) dW S0^T, dKr = U dS^T, [kC][kK], over this slice's columns; each
-  // element's shares of dq and dk, its dQd Qd + dKd Kd (into the share's dG word) and its dKr Kr
-  // (into Kr's place: Kr was last read by dU's product).
+  // element's shares of dq and dk, its dQd Qd + dKd Kd (into ga) and its dKr Kr (into Kr's place:
+  // Kr was last read by dU's product).
 #if MMA
   // The three products in one pass (chunk_mm3): each element's record words (G, k, q) are loaded
   // before its tile's products and used once, its exponentials taken once, its share words
@@ -718,10 +718,10 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
 #endif
   __syncthreads();
   {
-    // Key channel i: the Kr terms' exclusive prefix sums in place, then the suffix sums of the
-    // shares from the last token, e^Gtot (dS . S0) over the slice's columns added to every token
-    // (Gtot depends on every a_m of the chunk). The shares were written by other threads of this
-    // block before the barrier.
+    // Key channel i: the Kr terms' exclusive prefix sums in place, then the suffix sums of the ga
+    // terms from the last token, e^Gtot (dS . S0) over the slice's columns added to every token
+    // (Gtot depends on every a_m of the chunk), into the share's dG word. Other threads of this
+    // block wrote kr and ga before the barrier.
     float pre = 0.f;
     for (int t = 0; t < ch.count; ++t) {
       const float x = kr[t * kDp + i];
