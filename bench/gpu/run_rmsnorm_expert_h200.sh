@@ -12,8 +12,13 @@
 # The seeds are built here with `.gpu/ptxevo build` at their defaults; CANDIDATES_<table> (a
 # space-separated list of LABEL=DIR build dirs made by `ptxevo build`) replaces them; VARIANTS_<table>
 # (LABEL=KNOBS ..., e.g. "wide=WIDE_ROWS=128,ITEMS=2") adds builds of the table's spec at those
-# knobs beside the seed, each gated first (`ptxevo eval`, no timing; a failing one is left out). Each table has a time budget within the
-# 10-minute call; what finished is kept. Everything lands in $OUT as one archive plus a summary.
+# knobs beside the seed, each gated first (`ptxevo eval`, no timing; a failing one is left out).
+# The goal-shape tables' variants (VARIANTS_fwd_graph, also timed by fwd_stream) are built from
+# rmsnorm_fwd.spec's shapes with rmsnorm_fwd_decode.spec's knobs and defaults (the latency paths:
+# SPREAD_CTAS, WEIGHT_EARLY, EARLY_LAUNCH, PERSISTENT_CTAS, WIDE_ROWS), written next to them as
+# kernels/rmsnorm/rmsnorm_fwd_all_knobs.spec on the GPU machine only. Each table has a time budget
+# within the 10-minute call; what finished is kept. Everything lands in $OUT as one archive plus a
+# summary.
 # Usage: [TABLES="decode fwd_graph residual bwd_stream fwd_stream"] bench/gpu/run_rmsnorm_expert_h200.sh
 set -uo pipefail
 tables=" ${TABLES:-decode fwd_graph residual bwd_stream fwd_stream} "
@@ -76,14 +81,19 @@ bench() {  # TABLE SECONDS LABEL=DIR... -- OPTIONS
   echo "$table rc=$?"
 }
 [[ "$tables" == *" fwd_graph "* || "$tables" == *" fwd_stream "* ]] && build fwd kernels/rmsnorm/rmsnorm_fwd.spec
+all_knobs=kernels/rmsnorm/rmsnorm_fwd_all_knobs.spec
+{ sed '/^\[objective\]/,$d' kernels/rmsnorm/rmsnorm_fwd.spec; sed -n '/^\[objective\]/,$p' kernels/rmsnorm/rmsnorm_fwd_decode.spec; } > "$all_knobs"
+fwd_list="seed=$work/builds/fwd"
+[[ -n "${VARIANTS_fwd_graph:-}" && -z "${CANDIDATES_fwd_graph:-}" ]] &&
+  fwd_list="$(variants fwd_graph "$all_knobs" | sed "s|^seed=$work/builds/fwd_graph|seed=$work/builds/fwd|")"
 [[ "$tables" == *" decode "* ]] && build decode kernels/rmsnorm/rmsnorm_fwd_decode.spec
 [[ "$tables" == *" bwd_stream "* ]] && build bwd kernels/rmsnorm/rmsnorm_bwd.spec
 [[ "$tables" == *" residual "* ]] && build residual kernels/rmsnorm/rmsnorm_fwd_decode_residual.spec
 [[ "$tables" == *" decode "* ]] && bench decode 200 ${CANDIDATES_decode:-$(variants decode kernels/rmsnorm/rmsnorm_fwd_decode.spec)} -- --graph
-[[ "$tables" == *" fwd_graph "* ]] && bench fwd_graph 180 ${CANDIDATES_fwd_graph:-seed=$work/builds/fwd} -- --graph
+[[ "$tables" == *" fwd_graph "* ]] && bench fwd_graph "${FWD_GRAPH_S:-180}" ${CANDIDATES_fwd_graph:-$fwd_list} -- --graph
 [[ "$tables" == *" residual "* ]] && bench residual 150 ${CANDIDATES_residual:-$(variants residual kernels/rmsnorm/rmsnorm_fwd_decode_residual.spec)} -- --graph
-[[ "$tables" == *" bwd_stream "* ]] && bench bwd_stream 120 ${CANDIDATES_bwd_stream:-seed=$work/builds/bwd} --
-[[ "$tables" == *" fwd_stream "* ]] && bench fwd_stream 150 ${CANDIDATES_fwd_graph:-seed=$work/builds/fwd} --
+[[ "$tables" == *" bwd_stream "* ]] && bench bwd_stream "${BWD_STREAM_S:-120}" ${CANDIDATES_bwd_stream:-$(variants bwd_stream kernels/rmsnorm/rmsnorm_bwd.spec | sed "s|^seed=$work/builds/bwd_stream|seed=$work/builds/bwd|")} --
+[[ "$tables" == *" fwd_stream "* ]] && bench fwd_stream "${FWD_STREAM_S:-150}" ${CANDIDATES_fwd_graph:-$fwd_list} --
 
 tar -C "$work" -czf "$out/rmsnorm_expert.tar.gz" --exclude='*.cubin' . 2>/dev/null
 for t in decode fwd_graph residual bwd_stream fwd_stream; do
