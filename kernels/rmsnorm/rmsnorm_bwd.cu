@@ -26,9 +26,12 @@
 // previous row (every thread is done with it) with the row STAGES - 1 ahead; cluster sum; pass 2
 // reads x, dout from shared memory again and writes dx. Sums are added in a fixed order, so every
 // thread of a group gets the bitwise-same c1 and results are deterministic. 64-bit offsets.
+// OVERLAP_SUM 1 (clusters, at least three stages): a row's cluster barrier is split around the
+// next row's pass 1 (arrive after the row's CTA sum, wait before its pass 2), so a CTA does not
+// stall on its peers' sums; each stage is then refilled one row later.
 //
 // Defines: XT, WT (element types), HAS_WEIGHT; knobs: THREADS, ITEMS, STAGES, CLUSTER, WREG,
-// MIN_BLOCKS (and BLOCKS, SMEM_KB, RTHREADS for the launch plan only).
+// OVERLAP_SUM, MIN_BLOCKS (and BLOCKS, SMEM_KB, RTHREADS for the launch plan only).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -55,6 +58,9 @@
 #endif
 #ifndef WREG
 #define WREG 1
+#endif
+#ifndef OVERLAP_SUM
+#define OVERLAP_SUM 0
 #endif
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 1
@@ -305,6 +311,87 @@ __device__ __forceinline__ void ring_issue(unsigned int bar, unsigned int dst, c
   }
 }
 
+// This thread's share of a row's sum of x * dout * w over its units of the slice in the stage
+// (xs, ds); wr holds the weights when WREG (else they are loaded).
+__device__ __forceinline__ float slice_dot(const unsigned char* xs, const unsigned char* ds, int len,
+                                           const WT* __restrict__ w, long long u0, const float (&wr)[ITEMS][VEC]) {
+  float c = 0.f;
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) {
+    const int k = threadIdx.x + j * THREADS;
+    if (k < len) {
+      const uint4 xv = reinterpret_cast<const uint4*>(xs)[k];
+      const uint4 dv = reinterpret_cast<const uint4*>(ds)[k];
+      float wv[VEC];
+#if HAS_WEIGHT && WREG
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) wv[i] = wr[j][i];
+#else
+      weights(w, u0 + k, wv);
+#endif
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) c = fmaf(elem(xv, i) * elem(dv, i), wv[i], c);
+    }
+  }
+  return c;
+}
+
+// dx of this thread's units (row pointer dxr at the slice's first unit) and the dw partial.
+__device__ __forceinline__ void slice_dx(const unsigned char* xs, const unsigned char* ds, int len,
+                                         const WT* __restrict__ w, long long u0, const float (&wr)[ITEMS][VEC],
+                                         float (&acc)[ITEMS][VEC], XT* __restrict__ dxr, float rs, float c1) {
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) {
+    const int k = threadIdx.x + j * THREADS;
+    if (k < len) {
+      const uint4 xv = reinterpret_cast<const uint4*>(xs)[k];
+      const uint4 dv = reinterpret_cast<const uint4*>(ds)[k];
+      float wv[VEC];
+#if HAS_WEIGHT && WREG
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) wv[i] = wr[j][i];
+#else
+      weights(w, u0 + k, wv);
+#endif
+      uint4 o;
+      XT* oe = reinterpret_cast<XT*>(&o);
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) {
+        const float xh = elem(xv, i) * rs;
+        const float dy = elem(dv, i);
+        oe[i] = from_f<XT>((dy * wv[i] - xh * c1) * rs);
+        acc[j][i] = fmaf(dy, xh, acc[j][i]);
+      }
+      reinterpret_cast<uint4*>(dxr)[k] = o;
+    }
+  }
+}
+
+// The CTA sum in two halves around the barrier, so thread 0 can issue a refill in between:
+// warp sums into red (one slot a warp), then every thread adds the slots in warp order.
+__device__ __forceinline__ void cta_sum_arrive(float c, float* red) {
+  for (int o = 16; o > 0; o >>= 1) c += __shfl_xor_sync(0xffffffffu, c, o);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = c;
+  __syncthreads();
+}
+__device__ __forceinline__ float cta_sum_total(const float* red) {
+  float total = 0.f;
+#pragma unroll
+  for (int i = 0; i < kWarps; ++i) total += red[i];
+  return total;
+}
+__device__ __forceinline__ float cta_sum(float c, float* red) {
+  cta_sum_arrive(c, red);
+  return cta_sum_total(red);
+}
+
+// Stores v at this CTA's shared address `local` in the CTA of cluster rank `peer`.
+__device__ __forceinline__ void dsmem_put(unsigned int local, unsigned int peer, float v) {
+  unsigned int remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(peer));
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
+}
+
 template <bool kClustered>
 __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __restrict__ w,
                                           const XT* __restrict__ dout, const float* __restrict__ rstd,
@@ -357,6 +444,8 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
   float acc[ITEMS][VEC];
 #if HAS_WEIGHT && WREG
   float wr[ITEMS][VEC];
+#else
+  float(&wr)[ITEMS][VEC] = acc;  // unused: slice_dot and slice_dx load the weights
 #endif
 #pragma unroll
   for (int j = 0; j < ITEMS; ++j) {
@@ -373,93 +462,86 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
   // are calls).
   int st = 0, prev = stages - 1;
   unsigned int parity = 0;
-  for (long long it = 0; it < rows; ++it) {
-    const long long row = g + it * G;
-    const unsigned char* xs = ring + static_cast<unsigned int>(st) * stage_bytes;
-    const unsigned char* ds = xs + bytes;
-    const float rs = rstd[row];
-    mbar_wait(bar0 + 8u * st, parity);
-    float c = 0.f;
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j) {
-      const int k = threadIdx.x + j * THREADS;
-      if (k < len) {
-        const uint4 xv = reinterpret_cast<const uint4*>(xs)[k];
-        const uint4 dv = reinterpret_cast<const uint4*>(ds)[k];
-        float wv[VEC];
-#if HAS_WEIGHT && WREG
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) wv[i] = wr[j][i];
-#else
-        weights(w, u0 + k, wv);
-#endif
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) c = fmaf(elem(xv, i) * elem(dv, i), wv[i], c);
-      }
-    }
-    // CTA sum: one barrier; red is double-buffered by row parity (a row's slots are rewritten
-    // two rows later, after every thread has passed the next row's barrier, hence read them).
-    for (int o = 16; o > 0; o >>= 1) c += __shfl_xor_sync(0xffffffffu, c, o);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, p = static_cast<int>(it & 1);
-    if (lane == 0) red[p][warp] = c;
-    __syncthreads();
-    // Every thread has finished row it - 1 (pass 2 comes before this barrier): its stage takes
-    // row it - 1 + stages.
-    if (threadIdx.x == 0 && it >= 1 && it - 1 + stages < rows) {
-      const long long off = (g + (it - 1 + stages) * G) * N + u0 * VEC;
+  // Thread 0, after a barrier every thread passed with row `done` finished: row done's stage
+  // takes row done + stages.
+  auto refill = [&](long long done, int stage) {
+    if (threadIdx.x == 0 && done >= 0 && done + stages < rows) {
+      const long long off = (g + (done + stages) * G) * N + u0 * VEC;
       // Orders this CTA's generic-proxy reads of the stage before the async-proxy writes.
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      ring_issue(bar0 + 8u * prev, ring0 + static_cast<unsigned int>(prev) * stage_bytes, x + off, dout + off, bytes);
+      ring_issue(bar0 + 8u * stage, ring0 + static_cast<unsigned int>(stage) * stage_bytes, x + off, dout + off, bytes);
     }
-    float total = 0.f;
-#pragma unroll
-    for (int i = 0; i < kWarps; ++i) total += red[p][i];
-    if constexpr (kClustered) {
-      // Rank i's sum goes to slot i of every CTA; after the barrier each CTA adds the slots in
-      // rank order. Slots are double-buffered by parity: a peer writes this parity again only
-      // after the next row's barrier, which every thread here passes after reading them.
-      if (threadIdx.x < nranks) {
-        unsigned int remote;
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-                     : "=r"(remote)
-                     : "r"(smem_addr(&slots[p][rank])), "r"(static_cast<unsigned int>(threadIdx.x)));
-        asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(total) : "memory");
+  };
+#if CLUSTER > 1 && OVERLAP_SUM
+  if (kClustered && stages >= 3) {
+    // The cluster barrier of row `it` is split: its arrive follows row it's CTA sum, its wait
+    // comes after row it + 1's pass 1, so the peers' sums travel while this CTA reads the next
+    // stage. Row it + 1's stage is then read before row it's is free: a stage is refilled one row
+    // later than in the loop below (one row fewer in flight), hence at least three stages.
+    auto publish = [&](float total, int p) {
+      if (threadIdx.x < nranks) dsmem_put(smem_addr(&slots[p][rank]), threadIdx.x, total);
+      asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+    };
+    float next = 0.f;
+    if (rows > 0) {
+      mbar_wait(bar0, 0);
+      next = cta_sum(slice_dot(ring, ring + bytes, len, w, u0, wr), red[0]);
+      publish(next, 0);
+    }
+    for (long long it = 0; it < rows; ++it) {
+      const long long row = g + it * G;
+      const float rs = rstd[row];
+      const int p = static_cast<int>(it & 1);
+      const int nst = st + 1 == stages ? 0 : st + 1;
+      if (it + 1 < rows) {
+        const unsigned char* xs = ring + static_cast<unsigned int>(nst) * stage_bytes;
+        mbar_wait(bar0 + 8u * nst, nst == 0 ? parity ^ 1u : parity);
+        cta_sum_arrive(slice_dot(xs, xs + bytes, len, w, u0, wr), red[p ^ 1]);
+        // Every thread has finished row it - 1.
+        refill(it - 1, prev);
+        next = cta_sum_total(red[p ^ 1]);
       }
-      asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-      total = 0.f;
+      asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+      float total = 0.f;
       for (unsigned int i = 0; i < nranks; ++i) total += slots[p][i];
+      const unsigned char* xs = ring + static_cast<unsigned int>(st) * stage_bytes;
+      slice_dx(xs, xs + bytes, len, w, u0, wr, acc, dx + row * N + u0 * VEC, rs, total * rs * inv_n);
+      if (it + 1 < rows) publish(next, p ^ 1);
+      prev = st;
+      st = nst;
+      if (st == 0) parity ^= 1u;
     }
-    const float c1 = total * rs * inv_n;
-    XT* dxr = dx + row * N + u0 * VEC;
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j) {
-      const int k = threadIdx.x + j * THREADS;
-      if (k < len) {
-        const uint4 xv = reinterpret_cast<const uint4*>(xs)[k];
-        const uint4 dv = reinterpret_cast<const uint4*>(ds)[k];
-        float wv[VEC];
-#if HAS_WEIGHT && WREG
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) wv[i] = wr[j][i];
-#else
-        weights(w, u0 + k, wv);
+  } else
 #endif
-        uint4 o;
-        XT* oe = reinterpret_cast<XT*>(&o);
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) {
-          const float xh = elem(xv, i) * rs;
-          const float dy = elem(dv, i);
-          oe[i] = from_f<XT>((dy * wv[i] - xh * c1) * rs);
-          acc[j][i] = fmaf(dy, xh, acc[j][i]);
-        }
-        reinterpret_cast<uint4*>(dxr)[k] = o;
+  {
+    for (long long it = 0; it < rows; ++it) {
+      const long long row = g + it * G;
+      const unsigned char* xs = ring + static_cast<unsigned int>(st) * stage_bytes;
+      const float rs = rstd[row];
+      mbar_wait(bar0 + 8u * st, parity);
+      const float c = slice_dot(xs, xs + bytes, len, w, u0, wr);
+      // CTA sum: one barrier; red is double-buffered by row parity (a row's slots are rewritten
+      // two rows later, after every thread has passed the next row's barrier, hence read them).
+      const int p = static_cast<int>(it & 1);
+      cta_sum_arrive(c, red[p]);
+      // Every thread has finished row it - 1 (pass 2 comes before this barrier).
+      refill(it - 1, prev);
+      float total = cta_sum_total(red[p]);
+      if constexpr (kClustered) {
+        // Rank i's sum goes to slot i of every CTA; after the barrier each CTA adds the slots in
+        // rank order. Slots are double-buffered by parity: a peer writes this parity again only
+        // after the next row's barrier, which every thread here passes after reading them.
+        if (threadIdx.x < nranks) dsmem_put(smem_addr(&slots[p][rank]), threadIdx.x, total);
+        asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+        total = 0.f;
+        for (unsigned int i = 0; i < nranks; ++i) total += slots[p][i];
       }
-    }
-    prev = st;
-    if (++st == stages) {
-      st = 0;
-      parity ^= 1u;
+      slice_dx(xs, xs + bytes, len, w, u0, wr, acc, dx + row * N + u0 * VEC, rs, total * rs * inv_n);
+      prev = st;
+      if (++st == stages) {
+        st = 0;
+        parity ^= 1u;
+      }
     }
   }
   // No DSMEM access follows the last row's cluster barrier, so CTAs may exit at once.

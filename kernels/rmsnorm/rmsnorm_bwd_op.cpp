@@ -109,8 +109,8 @@ std::map<std::string, std::string> RmsNormBwdOp::template_defines(const OpConfig
 
 namespace {
 
-const char* const kKnobNames[] = {"THREADS", "ITEMS",  "STAGES", "CLUSTER", "SMEM_KB",
-                                  "WREG",    "MIN_BLOCKS", "BLOCKS", "CBLOCKS", "RTHREADS"};
+const char* const kKnobNames[] = {"THREADS",    "ITEMS",  "STAGES",  "CLUSTER",  "SMEM_KB",    "WREG",
+                                  "MIN_BLOCKS", "BLOCKS", "CBLOCKS", "RTHREADS", "OVERLAP_SUM"};
 
 std::int64_t next_pow2(std::int64_t v) {
   std::int64_t p = 1;
@@ -132,13 +132,13 @@ Knobs RmsNormBwdOp::knob_defaults() {
   return {{"THREADS", std::int64_t{512}}, {"ITEMS", std::int64_t{4}},     {"STAGES", std::int64_t{3}},
           {"CLUSTER", std::int64_t{16}},  {"SMEM_KB", std::int64_t{200}}, {"WREG", std::int64_t{1}},
           {"MIN_BLOCKS", std::int64_t{1}}, {"BLOCKS", std::int64_t{132}},  {"CBLOCKS", std::int64_t{120}},
-          {"RTHREADS", std::int64_t{256}}};
+          {"RTHREADS", std::int64_t{256}}, {"OVERLAP_SUM", std::int64_t{0}}};
 }
 
 namespace {
 
 struct Geometry {
-  std::int64_t threads, items, stages, cluster, smem_kb, wreg, min_blocks, blocks, cblocks, rthreads;
+  std::int64_t threads, items, stages, cluster, smem_kb, wreg, min_blocks, blocks, cblocks, rthreads, overlap_sum;
 };
 
 Geometry geometry(const Knobs& k) {
@@ -148,12 +148,13 @@ Geometry geometry(const Knobs& k) {
     if (!known)
       throw std::invalid_argument("rmsnorm_bwd: unknown knob '" + name +
                                   "' (knobs: THREADS, ITEMS, STAGES, CLUSTER, SMEM_KB, WREG, MIN_BLOCKS, BLOCKS, "
-                                  "CBLOCKS, RTHREADS)");
+                                  "CBLOCKS, RTHREADS, OVERLAP_SUM)");
   }
   const Knobs d = RmsNormBwdOp::knob_defaults();
   auto get = [&](const char* n) { return knob_int(k, n, std::get<std::int64_t>(d.at(n))); };
   Geometry g{get("THREADS"), get("ITEMS"),      get("STAGES"), get("CLUSTER"), get("SMEM_KB"),
-             get("WREG"),    get("MIN_BLOCKS"), get("BLOCKS"), get("CBLOCKS"), get("RTHREADS")};
+             get("WREG"),    get("MIN_BLOCKS"), get("BLOCKS"), get("CBLOCKS"), get("RTHREADS"),
+             get("OVERLAP_SUM")};
   auto fail = [](const std::string& m) { throw std::invalid_argument("rmsnorm_bwd: " + m); };
   const std::string max_rows = std::to_string(RmsNormBwdOp::kMaxPartialRows);
   if (g.threads < 32 || g.threads > 1024 || g.threads % 32 != 0)
@@ -168,6 +169,8 @@ Geometry geometry(const Knobs& k) {
          " must be 1..226: a CTA may have 227 KB of shared memory on sm_90a and sm_100a, and the kernel keeps "
          "under 1 KB for its own");
   if (g.wreg != 0 && g.wreg != 1) fail("WREG=" + std::to_string(g.wreg) + " must be 0 or 1");
+  if (g.overlap_sum != 0 && g.overlap_sum != 1)
+    fail("OVERLAP_SUM=" + std::to_string(g.overlap_sum) + " must be 0 or 1");
   if (g.min_blocks < 0 || g.min_blocks > 32 || g.threads * g.min_blocks > 2048)
     fail("MIN_BLOCKS=" + std::to_string(g.min_blocks) + " must be in 0..32 with THREADS * MIN_BLOCKS <= 2048");
   if (g.blocks < 1 || g.blocks > RmsNormBwdOp::kMaxPartialRows)
@@ -183,7 +186,8 @@ Geometry geometry(const Knobs& k) {
 
 // The ring when STAGES > 0 and N is a whole number of 16-byte units: the smallest power-of-two
 // cluster whose CTAs hold a slice in THREADS * ITEMS units, doubled until at least two stages of
-// it fit SMEM_KB, at most CLUSTER. Anything else (and STAGES = 0) runs the first template's paths.
+// it fit SMEM_KB (three for a cluster with OVERLAP_SUM, whose split barrier needs them), at most
+// CLUSTER. Anything else (and STAGES = 0) runs the first template's paths.
 RmsNormBwdOp::Dispatch RmsNormBwdOp::dispatch(const OpConfig& cfg, const Knobs& k, std::int64_t m, std::int64_t n) {
   const Config c = parse(cfg);
   const Geometry g = geometry(k);
@@ -194,7 +198,7 @@ RmsNormBwdOp::Dispatch RmsNormBwdOp::dispatch(const OpConfig& cfg, const Knobs& 
     for (std::int64_t cl = next_pow2(ceil_div(nu, g.threads * g.items)); cl <= g.cluster; cl *= 2) {
       const std::int64_t slice = ceil_div(nu, cl);
       const std::int64_t stages = std::min(g.stages, g.smem_kb * 1024 / (slice * 32));
-      if (stages < 2) continue;
+      if (stages < (cl > 1 && g.overlap_sum ? 3 : 2)) continue;
       d.entry = cl > 1 ? "rmsnorm_bwd_ring_cluster" : "rmsnorm_bwd_ring";
       d.cluster = cl;
       d.groups = std::min(m, cl > 1 ? std::max<std::int64_t>(1, g.cblocks / cl) : g.blocks);

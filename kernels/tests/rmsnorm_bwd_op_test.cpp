@@ -227,6 +227,12 @@ TEST(RmsNormBwd, DispatchFollowsTheKnobs) {
   EXPECT_EQ(d({{"STAGES", I{2}}}, 32768, 16384).stages, 2);
   EXPECT_EQ(d({{"STAGES", I{4}}, {"SMEM_KB", I{224}}}, 32768, 16384).stages, 3);
   EXPECT_EQ(d({{"STAGES", I{4}}}, 32768, 4096).stages, 4);
+  // The split cluster barrier needs three stages: the cluster doubles until they fit, and with
+  // STAGES 2 a row that needs a cluster leaves the ring.
+  EXPECT_EQ(d({{"OVERLAP_SUM", I{1}}, {"SMEM_KB", I{144}}}, 100, 65536).cluster, 8);
+  EXPECT_EQ(d({{"SMEM_KB", I{144}}}, 100, 65536).cluster, 4);
+  EXPECT_EQ(d({{"OVERLAP_SUM", I{1}}, {"STAGES", I{2}}}, 100, 65536).entry, "rmsnorm_bwd");
+  EXPECT_EQ(d({{"OVERLAP_SUM", I{1}}, {"STAGES", I{2}}}, 100, 16384).entry, "rmsnorm_bwd_ring");
   // CLUSTER caps the cluster; a row the largest cluster cannot hold runs the first template.
   EXPECT_EQ(d({{"CLUSTER", I{8}}}, 8192, 262144).entry, "rmsnorm_bwd");
   EXPECT_EQ(d({{"CLUSTER", I{8}}}, 16384, 131072).cluster, 8);
@@ -298,24 +304,24 @@ std::string model_ring(const RmsNormBwdOp::Dispatch& d, const Knobs& k, I M, I N
       };
       for (I i = 0; i < std::min(rows, stages); ++i)
         if (!issue(i, i)) return "prologue loads a row past M";
-      I st = 0, prev = stages - 1, parity = 0;
-      for (I it = 0; it < rows; ++it) {
-        const I row = g + it * G;
-        // try_wait.parity(parity) passes once the stage's phase of that parity completed: exactly
-        // it / stages + 1 fills so far (one more would be a refill before this row was read).
-        if (issues[static_cast<std::size_t>(st)] != it / stages + 1) return "stage filled too often or too rarely";
-        if (((issues[static_cast<std::size_t>(st)] - 1) & 1) != parity) return "parity does not match the phase";
-        if (stage_row[static_cast<std::size_t>(st)] != row) return "stage holds another row";
+      // Pass 1 of row index i from stage sti, whose mbarrier is waited on with parity par.
+      auto pass1 = [&](I i, I sti, I par) -> std::string {
+        const I row = g + i * G;
+        // try_wait.parity(par) passes once the stage's phase of that parity completed: exactly
+        // i / stages + 1 fills so far (one more would be a refill before this row was read).
+        if (issues[static_cast<std::size_t>(sti)] != i / stages + 1) return "stage filled too often or too rarely";
+        if (((issues[static_cast<std::size_t>(sti)] - 1) & 1) != par) return "parity does not match the phase";
+        if (stage_row[static_cast<std::size_t>(sti)] != row) return "stage holds another row";
         for (I t = 0; t < threads; ++t)
           for (I j = 0; j < items; ++j) {
             const I kk = t + j * threads;
             if (kk < len) ++cov.read1[static_cast<std::size_t>(row * nu + u0 + kk)];
           }
-        if (it >= 1 && it - 1 + stages < rows) {
-          if (prev != (it - 1) % stages) return "refill of a stage other than the previous row's";
-          if (prev == st) return "refill of the stage in use";
-          if (!issue(it - 1 + stages, prev)) return "refill past M";
-        }
+        return "";
+      };
+      auto pass2 = [&](I i, I sti) -> std::string {
+        const I row = g + i * G;
+        if (stage_row[static_cast<std::size_t>(sti)] != row) return "stage refilled before pass 2";
         for (I t = 0; t < threads; ++t)
           for (I j = 0; j < items; ++j) {
             const I kk = t + j * threads;
@@ -324,11 +330,38 @@ std::string model_ring(const RmsNormBwdOp::Dispatch& d, const Knobs& k, I M, I N
               ++cov.written[static_cast<std::size_t>(row * nu + u0 + kk)];
             }
           }
-        prev = st;
-        if (++st == stages) {
-          st = 0;
-          parity ^= 1;
+        return "";
+      };
+      // After the barrier that follows row `done`'s pass 2, its stage takes row done + stages.
+      auto refill = [&](I done, I prev, std::initializer_list<I> in_use) -> std::string {
+        if (done < 0 || done + stages >= rows) return "";
+        if (prev != done % stages) return "refill of a stage other than the previous row's";
+        for (I u : in_use)
+          if (prev == u) return "refill of the stage in use";
+        if (!issue(done + stages, prev)) return "refill past M";
+        return "";
+      };
+      I st = 0, prev = stages - 1, parity = 0;
+      const bool overlap = c > 1 && k.count("OVERLAP_SUM") && std::get<I>(k.at("OVERLAP_SUM")) == 1 && stages >= 3;
+      if (overlap && rows > 0)
+        if (auto e = pass1(0, 0, 0); !e.empty()) return e;
+      for (I it = 0; it < rows; ++it) {
+        const I nst = st + 1 == stages ? 0 : st + 1;
+        if (overlap) {
+          // The kernel's split cluster barrier: row it + 1's pass 1 and the refill of row
+          // it - 1's stage come before row it's pass 2.
+          if (it + 1 < rows) {
+            if (auto e = pass1(it + 1, nst, nst == 0 ? parity ^ 1 : parity); !e.empty()) return e;
+            if (auto e = refill(it - 1, prev, {st, nst}); !e.empty()) return e;
+          }
+        } else {
+          if (auto e = pass1(it, st, parity); !e.empty()) return e;
+          if (auto e = refill(it - 1, prev, {st}); !e.empty()) return e;
         }
+        if (auto e = pass2(it, st); !e.empty()) return e;
+        prev = st;
+        st = nst;
+        if (st == 0) parity ^= 1;
       }
       for (I t = 0; t < threads; ++t)
         for (I j = 0; j < items; ++j) {
@@ -363,6 +396,12 @@ TEST(RmsNormBwdModel, TheRingCoversEveryElementOnceWithMatchingParities) {
       {70, 16384, {{"THREADS", I{128}}, {"ITEMS", I{2}}, {"CBLOCKS", I{64}}}},  // 8 CTAs of 2048 elements
       {5, 1000, {{"THREADS", I{1024}}, {"ITEMS", I{1}}}},  // fewer units than threads
       {1, 8, {}},
+      // The split cluster barrier: a stage is refilled one row later.
+      {150, 65528, {{"OVERLAP_SUM", I{1}}}},                    // cluster of 4, wraps
+      {20, 262144, {{"OVERLAP_SUM", I{1}}}},                    // cluster of 16
+      {2, 65536, {{"OVERLAP_SUM", I{1}}}},                      // two rows per group
+      {97, 65536, {{"OVERLAP_SUM", I{1}}, {"STAGES", I{4}}}},  // four stages
+      {45, 65536, {{"OVERLAP_SUM", I{1}}, {"SMEM_KB", I{144}}}},  // the cluster doubles for three stages
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + " " + knobs_text(c.k));
@@ -498,9 +537,9 @@ TEST(RmsNormBwdSpec, LoadsWithTheTargetShapesAndTheOpsDefaults) {
 }
 
 // Every admitted assignment is a plan the op accepts on every shape, within the kernel's limits:
-// a slice fits the register tile, at least two stages, shared memory a CTA may have, at most 1024
-// groups. Knobs that only enter the plan through a lookup (BLOCKS, CBLOCKS, RTHREADS, WREG) vary on
-// their own, the rest jointly.
+// a slice fits the register tile, at least two stages (three for a cluster with OVERLAP_SUM),
+// shared memory a CTA may have, at most 1024 groups. Knobs that only enter the plan through a
+// lookup (BLOCKS, CBLOCKS, RTHREADS, WREG) vary on their own, the rest jointly.
 TEST(RmsNormBwdSpec, ConstraintsImplyAValidPlan) {
   const Spec spec = load_bwd_spec();
   const auto& seed = spec.seeds.at(0);
@@ -523,7 +562,7 @@ TEST(RmsNormBwdSpec, ConstraintsImplyAValidPlan) {
         ASSERT_LE(l.cluster.x, 16u);
         ASSERT_EQ(l.grid.x % l.cluster.x, 0u);
         if (d.entry != "rmsnorm_bwd") {
-          ASSERT_GE(d.stages, 2);
+          ASSERT_GE(d.stages, d.cluster > 1 && std::get<I>(k.at("OVERLAP_SUM")) == 1 ? 3 : 2) << knobs_text(k);
           ASSERT_LE(d.slice, std::get<I>(k.at("THREADS")) * std::get<I>(k.at("ITEMS")));
         }
       } catch (const std::invalid_argument& e) {
@@ -532,7 +571,7 @@ TEST(RmsNormBwdSpec, ConstraintsImplyAValidPlan) {
       }
     }
   };
-  for_each_assignment(seed, {"THREADS", "ITEMS", "STAGES", "CLUSTER", "SMEM_KB", "MIN_BLOCKS"}, check);
+  for_each_assignment(seed, {"THREADS", "ITEMS", "STAGES", "CLUSTER", "SMEM_KB", "MIN_BLOCKS", "OVERLAP_SUM"}, check);
   EXPECT_GT(admits, 500);
   EXPECT_LT(admits, total);
   for (const char* knob : {"BLOCKS", "CBLOCKS", "RTHREADS", "WREG"}) for_each_assignment(seed, {knob}, check);
