@@ -48,7 +48,7 @@ static long long ptxevo_rmsnorm_fwd_ctas(long long M, long long cluster, long lo
 extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_fwd_plan_t* plan, const char** why) {
   const long long kVec = @VEC@, kThreads = @THREADS@, kTpr = @TPR@, kItems = @ITEMS@, kCluster = @CLUSTER@;
   const long long kStageKb = @STAGE_KB@, kSpreadCtas = @SPREAD_CTAS@, kPersistentCtas = @PERSISTENT_CTAS@;
-  const long long kWideRows = @WIDE_ROWS@, kWideThreads = 1024;
+  const long long kWideRows = @WIDE_ROWS@, kWideThreads = 1024, kMinCluster = @MIN_CLUSTER@;
   const long long kStageElemBytes = @STAGE_ELEM_BYTES@;  // fp32 h with a residual, else sizeof(x)
   if (M < 1 || N < 1) {
     if (why) *why = "ptxevo_rmsnorm_fwd: M and N must be >= 1";
@@ -66,6 +66,9 @@ extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_
   if (need > kThreads && kCluster > 1) {  // a row longer than a CTA holds: split over a cluster
     const long long c = ptxevo_rmsnorm_fwd_next_pow2(ptxevo_rmsnorm_fwd_ceil_div(need, kThreads));
     cluster = c < kCluster ? c : kCluster;
+    // MIN_CLUSTER: at least that many CTAs (at most CLUSTER) while every thread keeps a vector.
+    while (cluster < (kMinCluster < kCluster ? kMinCluster : kCluster) && N / (2 * cluster) >= kThreads * kVec)
+      cluster *= 2;
   }
   // Few rows: spread a row over more threads, then more CTAs of a cluster, up to SPREAD_CTAS CTAs.
   while (ptxevo_rmsnorm_fwd_ctas(M, cluster, kThreads / tpr) < kSpreadCtas && tpr < kThreads &&
@@ -418,6 +421,7 @@ std::optional<evaluator::HostExport> RmsNormFwdOp::host_export(const OpConfig& c
                                         {"CLUSTER_ENTRY", std::to_string(cluster_entry)},
                                         {"WIDE_ENTRY", std::to_string(wide_entry)},
                                         {"WIDE_ROWS", std::to_string(g.wide_rows)},
+                                        {"MIN_CLUSTER", std::to_string(g.min_cluster)},
                                         {"VEC", std::to_string(g.vec)},
                                         {"THREADS", std::to_string(g.threads)},
                                         {"TPR", std::to_string(g.tpr)},

@@ -108,7 +108,7 @@ const std::vector<std::string>& knob_names() {
   static const std::vector<std::string> k = {"VEC",        "THREADS",   "TPR",        "ITEMS",
                                              "CLUSTER",    "STAGE_KB",  "MIN_BLOCKS", "LOAD_HINT",
                                              "STORE_HINT", "SPREAD_CTAS", "WEIGHT_EARLY", "EARLY_LAUNCH",
-                                             "PERSISTENT_CTAS", "WIDE_ROWS"};
+                                             "PERSISTENT_CTAS", "WIDE_ROWS", "MIN_CLUSTER"};
   return k;
 }
 
@@ -206,7 +206,8 @@ Knobs RmsNormFwdOp::knob_defaults(DType x) {
           {"WEIGHT_EARLY", g.weight_early},
           {"EARLY_LAUNCH", g.early_launch},
           {"PERSISTENT_CTAS", g.persistent_ctas},
-          {"WIDE_ROWS", g.wide_rows}};
+          {"WIDE_ROWS", g.wide_rows},
+          {"MIN_CLUSTER", g.min_cluster}};
 }
 
 RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
@@ -217,7 +218,7 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
       throw std::invalid_argument(
           "rmsnorm_fwd: unknown knob '" + name +
           "' (knobs: VEC, THREADS, TPR, ITEMS, CLUSTER, STAGE_KB, MIN_BLOCKS, LOAD_HINT, STORE_HINT, SPREAD_CTAS, "
-          "WEIGHT_EARLY, EARLY_LAUNCH, PERSISTENT_CTAS, WIDE_ROWS)");
+          "WEIGHT_EARLY, EARLY_LAUNCH, PERSISTENT_CTAS, WIDE_ROWS, MIN_CLUSTER)");
   }
   const Knobs d = knob_defaults(c.x);
   auto get = [&](const char* n) { return evaluator::knob_int(k, n, std::get<std::int64_t>(d.at(n))); };
@@ -236,6 +237,7 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
   g.early_launch = get("EARLY_LAUNCH");
   g.persistent_ctas = get("PERSISTENT_CTAS");
   g.wide_rows = get("WIDE_ROWS");
+  g.min_cluster = get("MIN_CLUSTER");
   const auto xs = static_cast<std::int64_t>(evaluator::dtype_size(c.x));
   auto fail = [](const std::string& m) { throw std::invalid_argument("rmsnorm_fwd: " + m); };
   if (!is_pow2(g.vec) || g.vec * xs > 16)
@@ -269,6 +271,8 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
     fail("PERSISTENT_CTAS=" + std::to_string(g.persistent_ctas) + " must be in [0, 65535] (0: a CTA per row group)");
   if (g.wide_rows < 0 || g.wide_rows > 65535)
     fail("WIDE_ROWS=" + std::to_string(g.wide_rows) + " must be in [0, 65535] (0: no 1024-thread CTA per row)");
+  if (!is_pow2(g.min_cluster) || g.min_cluster > 16)
+    fail("MIN_CLUSTER=" + std::to_string(g.min_cluster) + " must be 1, 2, 4, 8 or 16 (CTAs per cluster)");
   return g;
 }
 
@@ -289,7 +293,12 @@ RmsNormFwdOp::Dispatch RmsNormFwdOp::dispatch(const Config& c, const Geometry& g
   d.threads = g.threads;
   const std::int64_t need = ceil_div(n, g.items * g.vec);
   d.tpr = need >= g.threads ? g.threads : std::max(g.tpr, next_pow2(need));
-  if (need > g.threads && g.cluster > 1) d.cluster = std::min(g.cluster, next_pow2(ceil_div(need, g.threads)));
+  if (need > g.threads && g.cluster > 1) {
+    d.cluster = std::min(g.cluster, next_pow2(ceil_div(need, g.threads)));
+    // MIN_CLUSTER: a row that needs a cluster takes at least that many CTAs (at most CLUSTER), each
+    // a smaller slice, while every thread keeps at least a vector.
+    while (d.cluster < std::min(g.cluster, g.min_cluster) && n / (2 * d.cluster) >= g.threads * g.vec) d.cluster *= 2;
+  }
   auto ctas = [&] { return d.cluster > 1 ? m * d.cluster : ceil_div(m, g.threads / d.tpr); };
   while (ctas() < g.spread_ctas && d.tpr < g.threads && d.tpr < next_pow2(ceil_div(n, g.vec))) d.tpr *= 2;
   // A cluster of c CTAs splits the row's vectors in c slices: spread only while every CTA keeps

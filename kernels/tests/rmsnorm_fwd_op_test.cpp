@@ -423,6 +423,16 @@ TEST(RmsNormFwdOp, DispatchFollowsTheKnobs) {
   EXPECT_EQ(d.cluster, 1);
   // CLUSTER caps the cluster.
   EXPECT_EQ(pick({{"CLUSTER", I{4}}}, 262144).cluster, 4);
+  // MIN_CLUSTER: a row that needs a cluster takes at least that many CTAs, at most CLUSTER, while
+  // every thread keeps a vector; rows a CTA holds are left alone.
+  EXPECT_EQ(pick({{"ITEMS", I{8}}}, 65536).cluster, 2);
+  EXPECT_EQ(pick({{"ITEMS", I{8}}, {"MIN_CLUSTER", I{8}}}, 65536).cluster, 8);
+  EXPECT_EQ(pick({{"ITEMS", I{8}}, {"MIN_CLUSTER", I{16}}, {"CLUSTER", I{8}}}, 65536).cluster, 8);
+  EXPECT_EQ(pick({{"ITEMS", I{8}}, {"MIN_CLUSTER", I{16}}}, 65536).cluster, 16);   // 8 elements a thread
+  EXPECT_EQ(pick({{"ITEMS", I{8}}, {"MIN_CLUSTER", I{16}}}, 40000).cluster, 8);    // 16 would leave 4.9
+  EXPECT_EQ(pick({{"ITEMS", I{8}}, {"MIN_CLUSTER", I{16}}}, 32768).cluster, 1);    // one CTA holds it
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"MIN_CLUSTER", I{3}}}), std::invalid_argument);
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"MIN_CLUSTER", I{32}}}), std::invalid_argument);
   EXPECT_EQ(pick({{"CLUSTER", I{2}}}, 32768).cluster, 2);
   // VEC = 2: a thread keeps 8 elements, so N = 256 needs 32 threads per row.
   EXPECT_EQ(pick({{"VEC", I{2}}}, 256).entry, "rmsnorm_fwd_tpr32");
@@ -1008,6 +1018,7 @@ const std::vector<Knobs>& emulated_knob_sets() {
       {{"SPREAD_CTAS", I{132}}},  // the decode specs' default: rows spread over threads and clusters
       {{"SPREAD_CTAS", I{528}}, {"THREADS", I{128}}, {"ITEMS", I{2}}, {"CLUSTER", I{16}}},
       {{"SPREAD_CTAS", I{132}}, {"ITEMS", I{2}}, {"WIDE_ROWS", I{128}}},  // M = 3, N = 8192: the wide entry
+      {{"MIN_CLUSTER", I{16}}, {"CLUSTER", I{16}}},  // N = 40000, 70001: clusters of 8 and 16, short slices
   };
   return k;
 }
