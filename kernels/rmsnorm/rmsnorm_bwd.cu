@@ -29,9 +29,13 @@
 // OVERLAP_SUM 1 (clusters, at least three stages): a row's cluster barrier is split around the
 // next row's pass 1 (arrive after the row's CTA sum, wait before its pass 2), so a CTA does not
 // stall on its peers' sums; each stage is then refilled one row later.
+// ASYNC_SUM 1 (clusters, without OVERLAP_SUM): no cluster barrier per row. Each CTA's sum goes to
+// every peer by st.async onto the peer's mbarrier of that row parity (its bytes complete the
+// phase), so no thread waits on a release fence for its earlier dx stores (what the barrier's
+// release costs: Nsight Compute put half of the stall cycles on it).
 //
 // Defines: XT, WT (element types), HAS_WEIGHT; knobs: THREADS, ITEMS, STAGES, CLUSTER, WREG,
-// OVERLAP_SUM, MIN_BLOCKS (and BLOCKS, SMEM_KB, RTHREADS for the launch plan only).
+// OVERLAP_SUM, ASYNC_SUM, MIN_BLOCKS (and BLOCKS, SMEM_KB, RTHREADS for the launch plan only).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -61,6 +65,9 @@
 #endif
 #ifndef OVERLAP_SUM
 #define OVERLAP_SUM 0
+#endif
+#ifndef ASYNC_SUM
+#define ASYNC_SUM 0
 #endif
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 1
@@ -385,6 +392,17 @@ __device__ __forceinline__ float cta_sum(float c, float* red) {
   return cta_sum_total(red);
 }
 
+// Stores v at this CTA's shared address `local` in the CTA of cluster rank `peer`, counted as 4
+// bytes on that CTA's mbarrier at this CTA's address `bar`.
+__device__ __forceinline__ void dsmem_put_async(unsigned int local, unsigned int bar, unsigned int peer, float v) {
+  unsigned int remote, remote_bar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(peer));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_bar) : "r"(bar), "r"(peer));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(remote), "f"(v),
+               "r"(remote_bar)
+               : "memory");
+}
+
 // Stores v at this CTA's shared address `local` in the CTA of cluster rank `peer`.
 __device__ __forceinline__ void dsmem_put(unsigned int local, unsigned int peer, float v) {
   unsigned int remote;
@@ -400,6 +418,7 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
   __shared__ __align__(8) unsigned long long full[kStages];  // one mbarrier per stage
   __shared__ float red[2][32];                               // CTA sums, double-buffered by row parity
   __shared__ float slots[2][16];                             // cluster: CTA sums of every rank, by parity
+  __shared__ __align__(8) unsigned long long sums_full[2];   // ASYNC_SUM: the slots' mbarriers, by parity
   unsigned int rank = 0, nranks = 1;
   if constexpr (kClustered) {
     asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
@@ -422,6 +441,15 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
     if (rank == 0) bwd_scalar(x, w, dout, rstd, dx, HAS_WEIGHT ? dw_partial + g * N : nullptr, M, N, g, G, red[0]);
     return;
   }
+#if CLUSTER > 1 && ASYNC_SUM
+  // The peers' st.async may arrive as soon as the cluster barrier below completes: initialised
+  // and fenced before this CTA's arrive.
+  if (kClustered && threadIdx.x == 0) {
+    mbar_init(smem_addr(&sums_full[0]));
+    mbar_init(smem_addr(&sums_full[1]));
+    mbar_init_fence();
+  }
+#endif
   if constexpr (kClustered) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   const long long rows = g < M ? (M - g + G - 1) / G : 0;  // rows of this group: g, g + G, ...
   const unsigned int ring0 = smem_addr(ring), bar0 = smem_addr(full);
@@ -531,8 +559,18 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
         // Rank i's sum goes to slot i of every CTA; after the barrier each CTA adds the slots in
         // rank order. Slots are double-buffered by parity: a peer writes this parity again only
         // after the next row's barrier, which every thread here passes after reading them.
+#if ASYNC_SUM
+        // Without the barrier: a peer sends row it + 2's sum only after it has every CTA's sum of
+        // row it + 1, which this CTA sends after the barrier above, past its reads of row it's.
+        // Rows p, p + 2, ... use mbarrier p: phase parity (it >> 1) & 1.
+        const unsigned int bar = smem_addr(&sums_full[p]);
+        if (threadIdx.x == 0) mbar_expect_tx(bar, 4u * nranks);
+        if (threadIdx.x < nranks) dsmem_put_async(smem_addr(&slots[p][rank]), bar, threadIdx.x, total);
+        mbar_wait(bar, static_cast<unsigned int>(it >> 1) & 1u);
+#else
         if (threadIdx.x < nranks) dsmem_put(smem_addr(&slots[p][rank]), threadIdx.x, total);
         asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
         total = 0.f;
         for (unsigned int i = 0; i < nranks; ++i) total += slots[p][i];
       }
@@ -544,6 +582,12 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
       }
     }
   }
+#if CLUSTER > 1 && ASYNC_SUM
+  // A CTA's shared memory must outlive the peers' last st.async into it (each CTA has its own
+  // before its last wait; this keeps the rule independent of that).
+  if constexpr (kClustered)
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+#endif
   // No DSMEM access follows the last row's cluster barrier, so CTAs may exit at once.
   if (HAS_WEIGHT) {
     float* part = dw_partial + g * N + u0 * VEC;

@@ -110,7 +110,8 @@ std::map<std::string, std::string> RmsNormBwdOp::template_defines(const OpConfig
 namespace {
 
 const char* const kKnobNames[] = {"THREADS",    "ITEMS",  "STAGES",  "CLUSTER",  "SMEM_KB",    "WREG",
-                                  "MIN_BLOCKS", "BLOCKS", "CBLOCKS", "RTHREADS", "OVERLAP_SUM"};
+                                  "MIN_BLOCKS", "BLOCKS", "CBLOCKS", "RTHREADS", "OVERLAP_SUM",
+                                  "ASYNC_SUM"};
 
 std::int64_t next_pow2(std::int64_t v) {
   std::int64_t p = 1;
@@ -132,13 +133,14 @@ Knobs RmsNormBwdOp::knob_defaults() {
   return {{"THREADS", std::int64_t{512}}, {"ITEMS", std::int64_t{4}},     {"STAGES", std::int64_t{3}},
           {"CLUSTER", std::int64_t{16}},  {"SMEM_KB", std::int64_t{200}}, {"WREG", std::int64_t{1}},
           {"MIN_BLOCKS", std::int64_t{1}}, {"BLOCKS", std::int64_t{132}},  {"CBLOCKS", std::int64_t{120}},
-          {"RTHREADS", std::int64_t{256}}, {"OVERLAP_SUM", std::int64_t{0}}};
+          {"RTHREADS", std::int64_t{256}}, {"OVERLAP_SUM", std::int64_t{0}},
+          {"ASYNC_SUM", std::int64_t{0}}};
 }
 
 namespace {
 
 struct Geometry {
-  std::int64_t threads, items, stages, cluster, smem_kb, wreg, min_blocks, blocks, cblocks, rthreads, overlap_sum;
+  std::int64_t threads, items, stages, cluster, smem_kb, wreg, min_blocks, blocks, cblocks, rthreads, overlap_sum, async_sum;
 };
 
 Geometry geometry(const Knobs& k) {
@@ -148,13 +150,13 @@ Geometry geometry(const Knobs& k) {
     if (!known)
       throw std::invalid_argument("rmsnorm_bwd: unknown knob '" + name +
                                   "' (knobs: THREADS, ITEMS, STAGES, CLUSTER, SMEM_KB, WREG, MIN_BLOCKS, BLOCKS, "
-                                  "CBLOCKS, RTHREADS, OVERLAP_SUM)");
+                                  "CBLOCKS, RTHREADS, OVERLAP_SUM, ASYNC_SUM)");
   }
   const Knobs d = RmsNormBwdOp::knob_defaults();
   auto get = [&](const char* n) { return knob_int(k, n, std::get<std::int64_t>(d.at(n))); };
   Geometry g{get("THREADS"), get("ITEMS"),      get("STAGES"), get("CLUSTER"), get("SMEM_KB"),
              get("WREG"),    get("MIN_BLOCKS"), get("BLOCKS"), get("CBLOCKS"), get("RTHREADS"),
-             get("OVERLAP_SUM")};
+             get("OVERLAP_SUM"), get("ASYNC_SUM")};
   auto fail = [](const std::string& m) { throw std::invalid_argument("rmsnorm_bwd: " + m); };
   const std::string max_rows = std::to_string(RmsNormBwdOp::kMaxPartialRows);
   if (g.threads < 32 || g.threads > 1024 || g.threads % 32 != 0)
@@ -171,6 +173,7 @@ Geometry geometry(const Knobs& k) {
   if (g.wreg != 0 && g.wreg != 1) fail("WREG=" + std::to_string(g.wreg) + " must be 0 or 1");
   if (g.overlap_sum != 0 && g.overlap_sum != 1)
     fail("OVERLAP_SUM=" + std::to_string(g.overlap_sum) + " must be 0 or 1");
+  if (g.async_sum != 0 && g.async_sum != 1) fail("ASYNC_SUM=" + std::to_string(g.async_sum) + " must be 0 or 1");
   if (g.min_blocks < 0 || g.min_blocks > 32 || g.threads * g.min_blocks > 2048)
     fail("MIN_BLOCKS=" + std::to_string(g.min_blocks) + " must be in 0..32 with THREADS * MIN_BLOCKS <= 2048");
   if (g.blocks < 1 || g.blocks > RmsNormBwdOp::kMaxPartialRows)
