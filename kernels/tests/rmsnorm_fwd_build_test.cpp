@@ -142,17 +142,18 @@ TEST(RmsNormFwdSpec, LoadsWithTheTargetShapesAndSeed) {
     expected.erase(k);
   }
   EXPECT_EQ(expected.at("MIN_CLUSTER"), ptxevo::evaluator::KnobValue{std::int64_t{1}});  // as the plan had it
-  // But CLUSTER 8 (the op's default is 4): N = 256K on 8 CTAs, held in registers, instead of 4
-  // that re-read half of each slice (H100, beside the expert: 3.60 -> 3.14 ms, no other row moved).
-  EXPECT_EQ(defaults.at("CLUSTER"), ptxevo::evaluator::KnobValue{std::int64_t{8}});
-  expected["CLUSTER"] = std::int64_t{8};
+  expected.erase("MIN_CLUSTER");
   EXPECT_EQ(defaults, expected);
-  // One assignment; every benchmark row in registers (a CTA or a cluster holds the row).
+  // One assignment; every benchmark row up to 128K in registers (a CTA or a cluster holds the
+  // row). N = 256K over a 4-CTA cluster re-reads half of each slice (CLUSTER 8 holds it: faster on
+  // an H100, kernels/rmsnorm/README.md).
   const RmsNormFwdOp::Config cfg;
   const auto g = RmsNormFwdOp::geometry(cfg, defaults);
   for (const auto& s : spec.benchmark_shapes) {
     const auto d = RmsNormFwdOp::dispatch(cfg, g, s.at("M"), s.at("N"));
-    EXPECT_LE(s.at("N"), d.cluster * g.threads * g.items * g.vec) << d.entry;
+    if (s.at("N") <= 131072) {
+      EXPECT_LE(s.at("N"), d.cluster * g.threads * g.items * g.vec) << d.entry;
+    }
     EXPECT_GE(s.at("N") * 2, d.tpr * d.cluster * g.items * g.vec) << "over half the threads idle: " << d.entry;
   }
 }
