@@ -318,6 +318,17 @@ __device__ __forceinline__ void ring_issue(unsigned int bar, unsigned int dst, c
   }
 }
 
+// The weights of unit u: from the registers (WREG) or loaded.
+__device__ __forceinline__ void unit_weights(const WT* __restrict__ w, long long u, const float (&wrj)[VEC],
+                                             float* wv) {
+#if HAS_WEIGHT && WREG
+#pragma unroll
+  for (int i = 0; i < VEC; ++i) wv[i] = wrj[i];
+#else
+  weights(w, u, wv);
+#endif
+}
+
 // This thread's share of a row's sum of x * dout * w over its units of the slice in the stage
 // (xs, ds); wr holds the weights when WREG (else they are loaded).
 __device__ __forceinline__ float slice_dot(const unsigned char* xs, const unsigned char* ds, int len,
@@ -330,12 +341,7 @@ __device__ __forceinline__ float slice_dot(const unsigned char* xs, const unsign
       const uint4 xv = reinterpret_cast<const uint4*>(xs)[k];
       const uint4 dv = reinterpret_cast<const uint4*>(ds)[k];
       float wv[VEC];
-#if HAS_WEIGHT && WREG
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) wv[i] = wr[j][i];
-#else
-      weights(w, u0 + k, wv);
-#endif
+      unit_weights(w, u0 + k, wr[j], wv);
 #pragma unroll
       for (int i = 0; i < VEC; ++i) c = fmaf(elem(xv, i) * elem(dv, i), wv[i], c);
     }
@@ -354,12 +360,7 @@ __device__ __forceinline__ void slice_dx(const unsigned char* xs, const unsigned
       const uint4 xv = reinterpret_cast<const uint4*>(xs)[k];
       const uint4 dv = reinterpret_cast<const uint4*>(ds)[k];
       float wv[VEC];
-#if HAS_WEIGHT && WREG
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) wv[i] = wr[j][i];
-#else
-      weights(w, u0 + k, wv);
-#endif
+      unit_weights(w, u0 + k, wr[j], wv);
       uint4 o;
       XT* oe = reinterpret_cast<XT*>(&o);
 #pragma unroll
