@@ -13,6 +13,7 @@
 # space-separated list of LABEL=DIR build dirs made by `ptxevo build`) replaces them; VARIANTS_<table>
 # (LABEL=KNOBS ..., e.g. "wide=WIDE_ROWS=128,ITEMS=2") adds builds of the table's spec at those
 # knobs beside the seed, each gated first (`ptxevo eval`, no timing; a failing one is left out).
+# SHAPES_<table> ("M=32768,N=256 M=32768,N=512") times only those benchmark shapes.
 # The goal-shape tables' variants (VARIANTS_fwd_graph, also timed by fwd_stream) are built from
 # rmsnorm_fwd.spec's shapes with rmsnorm_fwd_decode.spec's knobs and defaults (the latency paths:
 # SPREAD_CTAS, WEIGHT_EARLY, EARLY_LAUNCH, PERSISTENT_CTAS, WIDE_ROWS), written next to them as
@@ -75,9 +76,11 @@ bench() {  # TABLE SECONDS LABEL=DIR... -- OPTIONS
   [ "$secs" -gt "$l" ] && secs="$l"
   local cands=()
   while [ "$1" != "--" ]; do cands+=(--candidate "$1"); shift; done; shift
+  local shapes_var="SHAPES_$table" shapes=()
+  [ -n "${!shapes_var:-}" ] && shapes=(--shapes ${!shapes_var})
   echo "== $table (up to $secs s)"
   timeout "$secs" python3 bench/rmsnorm/torch_bench.py --commit "$commit" "${cands[@]}" --expert "$expert" \
-    --out "$work/$table" "$@" > "$work/$table.log" 2>&1
+    --out "$work/$table" "${shapes[@]}" "$@" > "$work/$table.log" 2>&1
   echo "$table rc=$?"
 }
 [[ "$tables" == *" fwd_graph "* || "$tables" == *" fwd_stream "* ]] && build fwd kernels/rmsnorm/rmsnorm_fwd.spec
