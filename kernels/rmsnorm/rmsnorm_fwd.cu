@@ -48,6 +48,12 @@
 //               the row would otherwise span several CTAs (a cluster, or a CTA re-reading what its
 //               registers cannot hold) and 1024 threads hold it in registers: one CTA's barrier
 //               instead of a cluster's, for decode batches of long rows
+//   SMALL_THREADS > 0: entries rmsnorm_fwd_small<T> (T = TPR ... SMALL_THREADS), a second register
+//               tile for rows that fit one small CTA: SMALL_THREADS threads per CTA, SMALL_ITEMS
+//               vectors a thread, __launch_bounds__(SMALL_THREADS, SMALL_MIN_BLOCKS). Fewer
+//               registers and smaller CTAs give many CTAs an SM on short rows, whose loads then
+//               overlap other CTAs' reductions and stores; the plan takes them for a row that fits
+//               when the grid has at least SPREAD_CTAS CTAs
 //
 // Layout: a row (or a cluster slice) is a run of units: VEC-element vectors when N % VEC == 0 and
 // every base pointer is aligned for them, else single elements (the scalar path, for any N). Thread
@@ -124,6 +130,15 @@
 #ifndef WIDE_ROWS
 #define WIDE_ROWS 0
 #endif
+#ifndef SMALL_THREADS
+#define SMALL_THREADS 0
+#endif
+#ifndef SMALL_ITEMS
+#define SMALL_ITEMS 1
+#endif
+#ifndef SMALL_MIN_BLOCKS
+#define SMALL_MIN_BLOCKS 0
+#endif
 
 #if EARLY_LAUNCH && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 #error "EARLY_LAUNCH needs griddepcontrol (sm_90 or later); use EARLY_LAUNCH=0 for this arch"
@@ -172,6 +187,8 @@ enum : int {
   kWBytes = kVec * (int)sizeof(WT),  // bytes per weight vector
   kBBytes = kVec * (int)sizeof(BT),  // bytes per bias vector
   kWideThreads = 1024,               // threads of rmsnorm_fwd_wide's CTA: one row each
+  kSmallThreads = SMALL_THREADS > 0 ? SMALL_THREADS : 32,  // CTA of the rmsnorm_fwd_small entries
+  kSmallItems = SMALL_ITEMS,                                // their vectors per thread
 };
 
 static_assert(kThreads >= 32 && kThreads <= 1024 && (kThreads & (kThreads - 1)) == 0,
@@ -180,6 +197,9 @@ static_assert(kMinTpr >= 1 && (kMinTpr & (kMinTpr - 1)) == 0 && kMinTpr <= kThre
               "TPR: a power of two <= THREADS");
 static_assert(kVec >= 1 && (kVec & (kVec - 1)) == 0 && kXBytes <= 16, "VEC: a power of two with VEC * sizeof(XT) <= 16");
 static_assert(kItems >= 1, "ITEMS >= 1");
+static_assert(kSmallThreads >= 32 && kSmallThreads <= 1024 && (kSmallThreads & (kSmallThreads - 1)) == 0,
+              "SMALL_THREADS: 0 or a power of two in [32, 1024]");
+static_assert(kSmallItems >= 1, "SMALL_ITEMS >= 1");
 static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4 || kCluster == 8 || kCluster == 16,
               "CLUSTER: 1, 2, 4, 8 or 16");
 
@@ -363,6 +383,14 @@ __device__ __forceinline__ float row_sum_alt(float v) {
   __shared__ float red_alt[kTpr > 32 ? kThreads / 32 : 1];
   return row_sum_through<kTpr>(v, red_alt);
 }
+#if SMALL_THREADS > 0
+// The row sum of an rmsnorm_fwd_small CTA (kSmallThreads threads, kSmallThreads / kTpr rows).
+template <int kTpr>
+__device__ __forceinline__ float row_sum_small(float v) {
+  __shared__ float red_small[kTpr > 32 ? kSmallThreads / 32 : 1];
+  return row_sum_through<kTpr>(v, red_small);
+}
+#endif
 #if WIDE_ROWS > 0
 // The row sum of rmsnorm_fwd_wide's CTA (one row over all its threads).
 __device__ __forceinline__ float row_sum_wide(float v) {
@@ -404,22 +432,24 @@ struct Args {
   float eps;
 };
 
-// The register tile: ITEMS slots of VEC elements as raw words of XT, for x and (with a residual)
-// for the residual; h = x + residual is recomputed in fp32 from them, bitwise the same each time.
-// Unit j of kU elements holds elements j * kU ... j * kU + kU - 1, i.e. slot (j * kU + e) / VEC,
-// position (j * kU + e) % VEC.
-struct Tile {
-  unsigned int x[kItems][Words<kXBytes>::value];
+// The register tile: kIt slots (ITEMS, or SMALL_ITEMS for the small entries) of VEC elements as
+// raw words of XT, for x and (with a residual) for the residual; h = x + residual is recomputed in
+// fp32 from them, bitwise the same each time. Unit j of kU elements holds elements j * kU ...
+// j * kU + kU - 1, i.e. slot (j * kU + e) / VEC, position (j * kU + e) % VEC.
+template <int kIt>
+struct TileOf {
+  unsigned int x[kIt][Words<kXBytes>::value];
 #if HAS_RESIDUAL
-  unsigned int r[kItems][Words<kXBytes>::value];
+  unsigned int r[kIt][Words<kXBytes>::value];
 #endif
 #if WEIGHT_EARLY && HAS_WEIGHT
-  unsigned int w[kItems][Words<kWBytes>::value];  // the vector path's weight, loaded with x
+  unsigned int w[kIt][Words<kWBytes>::value];  // the vector path's weight, loaded with x
 #endif
 #if WEIGHT_EARLY && HAS_BIAS
-  unsigned int b[kItems][Words<kBBytes>::value];
+  unsigned int b[kIt][Words<kBBytes>::value];
 #endif
 };
+using Tile = TileOf<kItems>;
 
 // Unit `u` of x (and the residual) at element offset `off`: h in fp32, plus the raw x words that
 // the tile and the stage keep when there is no residual. With a residual, residual_out = h.
@@ -480,8 +510,8 @@ __device__ __forceinline__ void emit(const Args& a, long long off, long long col
   store_out<kU * (int)sizeof(XT)>(a.out + off, o);
 }
 
-template <int kU>
-__device__ __forceinline__ void tile_get(const Tile& tl, int j, float* h) {
+template <int kU, int kIt>
+__device__ __forceinline__ void tile_get(const TileOf<kIt>& tl, int j, float* h) {
 #pragma unroll
   for (int e = 0; e < kU; ++e) {
     const int s = (j * kU + e) / kVec, p = (j * kU + e) % kVec;
@@ -494,10 +524,10 @@ __device__ __forceinline__ void tile_get(const Tile& tl, int j, float* h) {
 
 // A row (or, clustered, this CTA's slice of it) in units of kU elements: kU = VEC on the vector
 // path, 1 on the scalar path. Thread t owns units t, t + kTpr, ... of the run [u0, u0 + len).
-template <int kTpr, bool kClustered, int kU>
+template <int kTpr, bool kClustered, int kU, int kIt = kItems>
 struct Run {
   enum : int {
-    kR = kItems * kVec / kU,  // units per thread in registers
+    kR = kIt * kVec / kU,  // units per thread in registers
     kXB = kU * (int)sizeof(XT),
     kSlot = HAS_RESIDUAL ? kU * 4 : kXB,  // stage bytes per unit: fp32 h with a residual, raw x without
   };
@@ -533,12 +563,12 @@ __device__ __forceinline__ unsigned char* stage_slot(long long s) {
 // Loads the register units of the run into the tile. Every load is issued before any value is
 // used: a use between two loads would wait for the first, serialising their latencies, while
 // this way ITEMS loads per thread are in flight at once.
-template <int kTpr, bool kClustered, int kU>
-__device__ __forceinline__ void tile_load(const Args& a, const Run<kTpr, kClustered, kU>& run, Tile& tl) {
+template <int kTpr, bool kClustered, int kU, int kIt>
+__device__ __forceinline__ void tile_load(const Args& a, const Run<kTpr, kClustered, kU, kIt>& run, TileOf<kIt>& tl) {
   const int t = threadIdx.x % kTpr;
   if constexpr (kU == kVec) {  // unit j is slot j
 #pragma unroll
-    for (int j = 0; j < kItems; ++j) {
+    for (int j = 0; j < kIt; ++j) {
       const long long k = t + (long long)j * kTpr;
       if (k < run.len) {
         const long long off = run.rbase + (run.u0 + k) * kU;
@@ -556,7 +586,7 @@ __device__ __forceinline__ void tile_load(const Args& a, const Run<kTpr, kCluste
     }
   } else {  // single elements, slot by slot: VEC loads in flight, then packed into the slot
 #pragma unroll
-    for (int s = 0; s < kItems; ++s) {
+    for (int s = 0; s < kIt; ++s) {
       unsigned int xe[kVec];
 #if HAS_RESIDUAL
       unsigned int re[kVec];
@@ -594,9 +624,9 @@ __device__ __forceinline__ void tile_load(const Args& a, const Run<kTpr, kCluste
 
 // The first pass after the tile is loaded (active rows only): stores residual_out, reads the rest
 // of the run into the stage or past it, returns this thread's sum of squares.
-template <int kTpr, bool kClustered, int kU>
-__device__ __forceinline__ float pass1_rest(const Args& a, const Run<kTpr, kClustered, kU>& run, Tile& tl) {
-  using R = Run<kTpr, kClustered, kU>;
+template <int kTpr, bool kClustered, int kU, int kIt>
+__device__ __forceinline__ float pass1_rest(const Args& a, const Run<kTpr, kClustered, kU, kIt>& run, TileOf<kIt>& tl) {
+  using R = Run<kTpr, kClustered, kU, kIt>;
   const int t = threadIdx.x % kTpr;
   float ss = 0.f;
 #pragma unroll
@@ -641,16 +671,17 @@ __device__ __forceinline__ float pass1_rest(const Args& a, const Run<kTpr, kClus
 
 // First pass (active rows only): loads the run, stores residual_out, keeps the tile (and the
 // stage), returns this thread's sum of squares.
-template <int kTpr, bool kClustered, int kU>
-__device__ __forceinline__ float pass1(const Args& a, const Run<kTpr, kClustered, kU>& run, Tile& tl) {
+template <int kTpr, bool kClustered, int kU, int kIt>
+__device__ __forceinline__ float pass1(const Args& a, const Run<kTpr, kClustered, kU, kIt>& run, TileOf<kIt>& tl) {
   tile_load<kTpr, kClustered, kU>(a, run, tl);
   return pass1_rest<kTpr, kClustered, kU>(a, run, tl);
 }
 
 // Second pass (active rows only): out from the tile, the stage, and re-reads of the rest.
-template <int kTpr, bool kClustered, int kU>
-__device__ __forceinline__ void pass2(const Args& a, const Run<kTpr, kClustered, kU>& run, const Tile& tl, float r) {
-  using R = Run<kTpr, kClustered, kU>;
+template <int kTpr, bool kClustered, int kU, int kIt>
+__device__ __forceinline__ void pass2(const Args& a, const Run<kTpr, kClustered, kU, kIt>& run, const TileOf<kIt>& tl,
+                                      float r) {
+  using R = Run<kTpr, kClustered, kU, kIt>;
   const int t = threadIdx.x % kTpr;
 #pragma unroll
   for (int j = 0; j < R::kR; ++j) {
@@ -718,10 +749,14 @@ __device__ __forceinline__ bool aligned_for(const T* p) {
   return ((unsigned long long)p & (unsigned long long)(need - 1)) == 0;
 }
 
-// kWide: rmsnorm_fwd_wide's CTA of kWideThreads threads, one row (kTpr = kWideThreads).
-template <int kTpr, bool kClustered, bool kWide = false>
+// kWide: rmsnorm_fwd_wide's CTA of kWideThreads threads, one row (kTpr = kWideThreads). kSmall:
+// an rmsnorm_fwd_small CTA (kSmallThreads threads, kSmallItems vectors a thread).
+template <int kTpr, bool kClustered, bool kWide = false, bool kSmall = false>
 __device__ __forceinline__ void rmsnorm_fwd_body(const Args& a) {
   static_assert(!kWide || (kTpr == kWideThreads && !kClustered), "the wide entry: one row per CTA");
+  static_assert(!kSmall || (kTpr <= kSmallThreads && !kClustered && !kWide), "a small entry: rows within its CTA");
+  constexpr int kCta = kSmall ? kSmallThreads : kThreads;  // threads of this CTA
+  constexpr int kIt = kSmall ? kSmallItems : kItems;       // vectors a thread keeps
   unsigned int rank = 0, nranks = 1;
   if constexpr (kClustered) {
     asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
@@ -740,26 +775,29 @@ __device__ __forceinline__ void rmsnorm_fwd_body(const Args& a) {
   const long long cta = (long long)blockIdx.y * gridDim.x + blockIdx.x;
   const long long row = kWide         ? cta
                        : kClustered ? cta >> (__ffs(nranks) - 1)
-                                    : cta * (kThreads / kTpr) + threadIdx.x / kTpr;
+                                    : cta * (kCta / kTpr) + threadIdx.x / kTpr;
   const bool active = row < a.M;
   // Null (absent) pointers count as aligned.
   bool vec_ok = a.N % kVec == 0 && aligned_for<XT, kVec>(a.x) && aligned_for<XT, kVec>(a.out);
   if constexpr (HAS_WEIGHT) vec_ok = vec_ok && aligned_for<WT, kVec>(a.w);
   if constexpr (HAS_BIAS) vec_ok = vec_ok && aligned_for<BT, kVec>(a.b);
   if constexpr (HAS_RESIDUAL) vec_ok = vec_ok && aligned_for<XT, kVec>(a.res) && aligned_for<RT, kVec>(a.res_out);
-  const Run<kTpr, kClustered, kVec> vrun(a, row, active, rank, nranks);
-  const Run<kTpr, kClustered, 1> srun(a, row, active, rank, nranks);
+  const Run<kTpr, kClustered, kVec, kIt> vrun(a, row, active, rank, nranks);
+  const Run<kTpr, kClustered, 1, kIt> srun(a, row, active, rank, nranks);
 
   // One tile and one reduction for both paths (separate copies would cost registers).
-  Tile tl;
+  TileOf<kIt> tl;
   float ss = 0.f;
   if (active) ss = vec_ok ? pass1<kTpr, kClustered, kVec>(a, vrun, tl) : pass1<kTpr, kClustered, 1>(a, srun, tl);
 #if WIDE_ROWS > 0
   if constexpr (kWide) ss = row_sum_wide(ss);
-  else ss = row_sum<kTpr>(ss);
-#else
-  ss = row_sum<kTpr>(ss);
+  else
 #endif
+#if SMALL_THREADS > 0
+  if constexpr (kSmall) ss = row_sum_small<kTpr>(ss);
+  else
+#endif
+  ss = row_sum<kTpr>(ss);
   if constexpr (kClustered) ss = cluster_sum(ss, rank, nranks);
   const float r = rsqrt_approx(ss / (float)a.N + a.eps);
   if (!active) return;  // after the last barrier
@@ -903,6 +941,52 @@ PTXEVO_ENTRY(rmsnorm_fwd_tpr1024, 1024, false)
 #endif
 #if CLUSTER > 1
 PTXEVO_ENTRY(rmsnorm_fwd_cluster, THREADS, true)
+#endif
+#if SMALL_THREADS > 0
+#if SMALL_MIN_BLOCKS > 0
+#define PTXEVO_SMALL_BOUNDS __launch_bounds__(SMALL_THREADS, SMALL_MIN_BLOCKS)
+#else
+#define PTXEVO_SMALL_BOUNDS __launch_bounds__(SMALL_THREADS)
+#endif
+// Never persistent: the plan takes them for grids of many CTAs.
+#define PTXEVO_SMALL_ENTRY(NAME, T)                                                             \
+  extern "C" __global__ void PTXEVO_SMALL_BOUNDS NAME(PTXEVO_PARAMS) {                          \
+    rmsnorm_seed::rmsnorm_fwd_body<T, false, false, true>({x, w, b, res, out, res_out, rstd, M, N, eps}); \
+  }
+// The small entries the launch plan can name: TPR <= T <= SMALL_THREADS.
+#if TPR <= 1
+PTXEVO_SMALL_ENTRY(rmsnorm_fwd_small1, 1)
+#endif
+#if TPR <= 2
+PTXEVO_SMALL_ENTRY(rmsnorm_fwd_small2, 2)
+#endif
+#if TPR <= 4
+PTXEVO_SMALL_ENTRY(rmsnorm_fwd_small4, 4)
+#endif
+#if TPR <= 8
+PTXEVO_SMALL_ENTRY(rmsnorm_fwd_small8, 8)
+#endif
+#if TPR <= 16
+PTXEVO_SMALL_ENTRY(rmsnorm_fwd_small16, 16)
+#endif
+#if TPR <= 32
+PTXEVO_SMALL_ENTRY(rmsnorm_fwd_small32, 32)
+#endif
+#if TPR <= 64 && SMALL_THREADS >= 64
+PTXEVO_SMALL_ENTRY(rmsnorm_fwd_small64, 64)
+#endif
+#if TPR <= 128 && SMALL_THREADS >= 128
+PTXEVO_SMALL_ENTRY(rmsnorm_fwd_small128, 128)
+#endif
+#if TPR <= 256 && SMALL_THREADS >= 256
+PTXEVO_SMALL_ENTRY(rmsnorm_fwd_small256, 256)
+#endif
+#if TPR <= 512 && SMALL_THREADS >= 512
+PTXEVO_SMALL_ENTRY(rmsnorm_fwd_small512, 512)
+#endif
+#if SMALL_THREADS >= 1024
+PTXEVO_SMALL_ENTRY(rmsnorm_fwd_small1024, 1024)
+#endif
 #endif
 #if WIDE_ROWS > 0 && THREADS < 1024
 // Never persistent: the plan gives it at most WIDE_ROWS CTAs.

@@ -15,7 +15,7 @@ using evaluator::OpConfig;
 const char* py_bool(bool b) { return b ? "True" : "False"; }
 
 // The plan mirrors RmsNormFwdOp::dispatch and launch_plan line for line (spread, persistent CTAs,
-// the wide entry and the programmatic launch included); the launcher checks
+// the wide and small entries and the programmatic launch included); the launcher checks
 // that the optional tensors match the options the kernel was built with (a weight passed to a
 // kernel built without one would be ignored silently).
 constexpr const char* kRmsNormFwdHost = R"cpp(
@@ -49,6 +49,7 @@ extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_
   const long long kVec = @VEC@, kThreads = @THREADS@, kTpr = @TPR@, kItems = @ITEMS@, kCluster = @CLUSTER@;
   const long long kStageKb = @STAGE_KB@, kSpreadCtas = @SPREAD_CTAS@, kPersistentCtas = @PERSISTENT_CTAS@;
   const long long kWideRows = @WIDE_ROWS@, kWideThreads = 1024, kMinCluster = @MIN_CLUSTER@;
+  const long long kSmallThreads = @SMALL_THREADS@, kSmallItems = @SMALL_ITEMS@;
   const long long kStageElemBytes = @STAGE_ELEM_BYTES@;  // fp32 h with a residual, else sizeof(x)
   if (M < 1 || N < 1) {
     if (why) *why = "ptxevo_rmsnorm_fwd: M and N must be >= 1";
@@ -58,6 +59,12 @@ extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_
     if (why) *why = "ptxevo_rmsnorm_fwd: M * N is too large (at most 2^40 elements)";
     return -1;
   }
+  // Short rows (SMALL_THREADS): the small entries when SMALL_THREADS threads of SMALL_ITEMS vectors
+  // hold the row and their grid has at least SPREAD_CTAS CTAs.
+  const long long p2s = ptxevo_rmsnorm_fwd_next_pow2(ptxevo_rmsnorm_fwd_ceil_div(N, kSmallItems * kVec));
+  const long long tps = kTpr > p2s ? kTpr : p2s;
+  const int small = kSmallThreads > 0 && tps <= kSmallThreads &&
+                    ptxevo_rmsnorm_fwd_ceil_div(M, kSmallThreads / tps) >= kSpreadCtas;
   // Threads per row: the fewest (at least TPR) that hold the row in registers, at most THREADS.
   const long long need = ptxevo_rmsnorm_fwd_ceil_div(N, kItems * kVec);
   const long long p2 = ptxevo_rmsnorm_fwd_next_pow2(need);
@@ -78,15 +85,22 @@ extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_
          N / (2 * cluster) >= kThreads * kVec)
     cluster *= 2;
   // Few long rows (WIDE_ROWS): one CTA of 1024 threads per row in place of a cluster.
-  const int wide = kWideRows > 0 && kThreads < kWideThreads && M <= kWideRows && (cluster > 1 || need > kThreads) &&
+  const int wide = !small && kWideRows > 0 && kThreads < kWideThreads && M <= kWideRows && (cluster > 1 || need > kThreads) &&
                    kWideThreads * kItems * kVec >= N;
   if (wide) {
     tpr = kWideThreads;
     cluster = 1;
   }
-  const long long rows_per_cta = wide ? 1 : kThreads / tpr;
+  if (small) {
+    tpr = tps;
+    cluster = 1;
+  }
+  const long long rows_per_cta = small ? kSmallThreads / tpr : wide ? 1 : kThreads / tpr;
   int entry = 0;
-  if (wide) {
+  if (small) {
+    entry = @SMALL_ENTRY@;
+    for (long long t = kTpr; t < tpr; t *= 2) ++entry;
+  } else if (wide) {
     entry = @WIDE_ENTRY@;
   } else if (cluster > 1) {
     entry = @CLUSTER_ENTRY@;
@@ -94,7 +108,7 @@ extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_
     for (long long t = kTpr; t < tpr; t *= 2) ++entry;
   }
   long long shared = 0;
-  if (!wide && tpr == kThreads && kStageKb > 0) {  // what the registers cannot hold goes to the stage
+  if (!wide && !small && tpr == kThreads && kStageKb > 0) {  // what the registers cannot hold goes to the stage
     const long long unit = N % kVec == 0 ? kVec : 1;
     const long long slot = unit * kStageElemBytes;
     const long long slice = ptxevo_rmsnorm_fwd_ceil_div(N / unit, cluster);
@@ -105,7 +119,7 @@ extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_
   }
   long long groups = cluster > 1 ? M : ptxevo_rmsnorm_fwd_ceil_div(M, rows_per_cta);
   // PERSISTENT_CTAS: the CTAs walk the row groups, so fewer CTAs than groups suffice.
-  if (cluster == 1 && !wide && kPersistentCtas > 0 && groups > kPersistentCtas) groups = kPersistentCtas;
+  if (cluster == 1 && !wide && !small && kPersistentCtas > 0 && groups > kPersistentCtas) groups = kPersistentCtas;
   const long long max_x = ((1LL << 31) - 1) / cluster;
   long long gx = groups, gy = 1;
   if (groups > max_x) {  // the kernel's CTA index is blockIdx.y * gridDim.x + blockIdx.x
@@ -120,7 +134,7 @@ extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_
   plan->grid[0] = (unsigned)(gx * cluster);
   plan->grid[1] = (unsigned)gy;
   plan->grid[2] = 1;
-  plan->block[0] = (unsigned)(wide ? kWideThreads : kThreads);
+  plan->block[0] = (unsigned)(small ? kSmallThreads : wide ? kWideThreads : kThreads);
   plan->block[1] = plan->block[2] = 1;
   plan->cluster[0] = (unsigned)cluster;
   plan->cluster[1] = plan->cluster[2] = 1;
@@ -407,12 +421,13 @@ std::optional<evaluator::HostExport> RmsNormFwdOp::host_export(const OpConfig& c
                      {"long long", "N", "l"},                     {"float", "eps", "f"}};
   l.entries = entries(g);
   std::string names, cases;
-  int cluster_entry = -1, wide_entry = -1;
+  int cluster_entry = -1, wide_entry = -1, small_entry = -1;
   for (std::size_t i = 0; i < l.entries.size(); ++i) {
     names += (i ? ", " : "") + ("\"" + l.entries[i] + "\"");
     cases += "    case " + std::to_string(i) + ":\n      k = " + l.entries[i] + ";\n      break;\n";
     if (l.entries[i] == "rmsnorm_fwd_cluster") cluster_entry = static_cast<int>(i);
     if (l.entries[i] == "rmsnorm_fwd_wide") wide_entry = static_cast<int>(i);
+    if (small_entry < 0 && l.entries[i].rfind("rmsnorm_fwd_small", 0) == 0) small_entry = static_cast<int>(i);
   }
   if (!cases.empty()) cases.pop_back();  // the template's line break follows
   const auto xs = static_cast<long long>(evaluator::dtype_size(c.x));
@@ -421,6 +436,9 @@ std::optional<evaluator::HostExport> RmsNormFwdOp::host_export(const OpConfig& c
                                         {"CLUSTER_ENTRY", std::to_string(cluster_entry)},
                                         {"WIDE_ENTRY", std::to_string(wide_entry)},
                                         {"WIDE_ROWS", std::to_string(g.wide_rows)},
+                                        {"SMALL_ENTRY", std::to_string(small_entry)},
+                                        {"SMALL_THREADS", std::to_string(g.small_threads)},
+                                        {"SMALL_ITEMS", std::to_string(g.small_items)},
                                         {"MIN_CLUSTER", std::to_string(g.min_cluster)},
                                         {"VEC", std::to_string(g.vec)},
                                         {"THREADS", std::to_string(g.threads)},

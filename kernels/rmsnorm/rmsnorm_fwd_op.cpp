@@ -108,7 +108,8 @@ const std::vector<std::string>& knob_names() {
   static const std::vector<std::string> k = {"VEC",        "THREADS",   "TPR",        "ITEMS",
                                              "CLUSTER",    "STAGE_KB",  "MIN_BLOCKS", "LOAD_HINT",
                                              "STORE_HINT", "SPREAD_CTAS", "WEIGHT_EARLY", "EARLY_LAUNCH",
-                                             "PERSISTENT_CTAS", "WIDE_ROWS", "MIN_CLUSTER"};
+                                             "PERSISTENT_CTAS", "WIDE_ROWS", "MIN_CLUSTER", "SMALL_THREADS",
+                                             "SMALL_ITEMS", "SMALL_MIN_BLOCKS"};
   return k;
 }
 
@@ -207,7 +208,10 @@ Knobs RmsNormFwdOp::knob_defaults(DType x) {
           {"EARLY_LAUNCH", g.early_launch},
           {"PERSISTENT_CTAS", g.persistent_ctas},
           {"WIDE_ROWS", g.wide_rows},
-          {"MIN_CLUSTER", g.min_cluster}};
+          {"MIN_CLUSTER", g.min_cluster},
+          {"SMALL_THREADS", g.small_threads},
+          {"SMALL_ITEMS", g.small_items},
+          {"SMALL_MIN_BLOCKS", g.small_min_blocks}};
 }
 
 RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
@@ -218,7 +222,8 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
       throw std::invalid_argument(
           "rmsnorm_fwd: unknown knob '" + name +
           "' (knobs: VEC, THREADS, TPR, ITEMS, CLUSTER, STAGE_KB, MIN_BLOCKS, LOAD_HINT, STORE_HINT, SPREAD_CTAS, "
-          "WEIGHT_EARLY, EARLY_LAUNCH, PERSISTENT_CTAS, WIDE_ROWS, MIN_CLUSTER)");
+          "WEIGHT_EARLY, EARLY_LAUNCH, PERSISTENT_CTAS, WIDE_ROWS, MIN_CLUSTER, SMALL_THREADS, SMALL_ITEMS, "
+          "SMALL_MIN_BLOCKS)");
   }
   const Knobs d = knob_defaults(c.x);
   auto get = [&](const char* n) { return evaluator::knob_int(k, n, std::get<std::int64_t>(d.at(n))); };
@@ -238,6 +243,9 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
   g.persistent_ctas = get("PERSISTENT_CTAS");
   g.wide_rows = get("WIDE_ROWS");
   g.min_cluster = get("MIN_CLUSTER");
+  g.small_threads = get("SMALL_THREADS");
+  g.small_items = get("SMALL_ITEMS");
+  g.small_min_blocks = get("SMALL_MIN_BLOCKS");
   const auto xs = static_cast<std::int64_t>(evaluator::dtype_size(c.x));
   auto fail = [](const std::string& m) { throw std::invalid_argument("rmsnorm_fwd: " + m); };
   if (!is_pow2(g.vec) || g.vec * xs > 16)
@@ -273,6 +281,16 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
     fail("WIDE_ROWS=" + std::to_string(g.wide_rows) + " must be in [0, 65535] (0: no 1024-thread CTA per row)");
   if (!is_pow2(g.min_cluster) || g.min_cluster > 16)
     fail("MIN_CLUSTER=" + std::to_string(g.min_cluster) + " must be 1, 2, 4, 8 or 16 (CTAs per cluster)");
+  if (g.small_threads != 0 && (!is_pow2(g.small_threads) || g.small_threads < 32 || g.small_threads > 1024))
+    fail("SMALL_THREADS=" + std::to_string(g.small_threads) +
+         " must be 0 (no small entries) or a power of two in [32, 1024]");
+  if (g.small_items < 1 || g.small_items > 32 || g.small_items * g.vec * xs > 256)
+    fail("SMALL_ITEMS=" + std::to_string(g.small_items) +
+         " must be in [1, 32] with SMALL_ITEMS * VEC * sizeof(x) <= 256 bytes (got " +
+         std::to_string(g.small_items * g.vec * xs) + ")");
+  if (g.small_min_blocks < 0 || g.small_min_blocks > 32 || g.small_threads * g.small_min_blocks > 2048)
+    fail("SMALL_MIN_BLOCKS=" + std::to_string(g.small_min_blocks) +
+         " must be in [0, 32] with SMALL_THREADS * SMALL_MIN_BLOCKS <= 2048");
   return g;
 }
 
@@ -288,8 +306,21 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
 // WIDE_ROWS: up to that many rows, a row that would span several CTAs (a cluster) or more than a
 // CTA's registers takes one CTA of kWideThreads threads instead (rmsnorm_fwd_wide), when those
 // hold it in registers: a CTA barrier in place of the cluster's.
+// SMALL_THREADS > 0: before all that, a row that SMALL_THREADS threads of SMALL_ITEMS vectors hold
+// takes the small entries (the smallest power-of-two thread count >= its need, at least TPR) when
+// their grid has at least SPREAD_CTAS CTAs: many rows of short length, many small CTAs an SM.
 RmsNormFwdOp::Dispatch RmsNormFwdOp::dispatch(const Config& c, const Geometry& g, std::int64_t m, std::int64_t n) {
   Dispatch d;
+  if (g.small_threads > 0) {
+    const std::int64_t t = std::max(g.tpr, next_pow2(ceil_div(n, g.small_items * g.vec)));
+    if (t <= g.small_threads && ceil_div(m, g.small_threads / t) >= g.spread_ctas) {
+      d.entry = "rmsnorm_fwd_small" + std::to_string(t);
+      d.tpr = t;
+      d.threads = g.small_threads;
+      d.rows_per_cta = g.small_threads / t;
+      return d;
+    }
+  }
   d.threads = g.threads;
   const std::int64_t need = ceil_div(n, g.items * g.vec);
   d.tpr = need >= g.threads ? g.threads : std::max(g.tpr, next_pow2(need));
@@ -334,6 +365,8 @@ std::vector<std::string> RmsNormFwdOp::entries(const Geometry& g) {
   for (std::int64_t t = g.tpr; t <= g.threads; t *= 2) e.push_back("rmsnorm_fwd_tpr" + std::to_string(t));
   if (g.cluster > 1) e.push_back("rmsnorm_fwd_cluster");
   if (g.wide_rows > 0 && g.threads < kWideThreads) e.push_back("rmsnorm_fwd_wide");
+  if (g.small_threads > 0)
+    for (std::int64_t t = g.tpr; t <= g.small_threads; t *= 2) e.push_back("rmsnorm_fwd_small" + std::to_string(t));
   return e;
 }
 
@@ -389,8 +422,8 @@ evaluator::LaunchPlan RmsNormFwdOp::launch_plan(const Shape& s, const OpConfig& 
   // Groups of CTAs that share rows: one CTA (rows_per_cta rows) or one cluster (one row).
   std::int64_t groups = dp.cluster > 1 ? d.m : ceil_div(d.m, dp.rows_per_cta);
   // PERSISTENT_CTAS: the tpr entries walk the row groups, so fewer CTAs than groups suffice (the
-  // wide entry is never persistent: it runs at most WIDE_ROWS rows).
-  if (dp.cluster == 1 && dp.entry != "rmsnorm_fwd_wide" && g.persistent_ctas > 0)
+  // wide entry is never persistent: it runs at most WIDE_ROWS rows; nor are the small entries).
+  if (dp.entry.rfind("rmsnorm_fwd_tpr", 0) == 0 && g.persistent_ctas > 0)
     groups = std::min(groups, g.persistent_ctas);
   const std::int64_t max_x = ((std::int64_t{1} << 31) - 1) / dp.cluster;  // groups along grid.x
   std::int64_t gx = groups, gy = 1;

@@ -23,8 +23,8 @@ namespace ptxevo::kernels {
 // b_dtype = fp32 | same (fp32; only with has_bias); has_residual = true | false (false);
 // residual_out_dtype = x | fp32 (x; only with has_residual); store_rstd = true | false (false);
 // eps = a finite float >= 0 (1e-6). Shape dims: M, N (both >= 1).
-// Knobs (int): VEC, THREADS, TPR, ITEMS, CLUSTER, STAGE_KB, MIN_BLOCKS, LOAD_HINT, STORE_HINT (see
-// knob_defaults() and the README).
+// Knobs (int): VEC, THREADS, TPR, ITEMS, CLUSTER, STAGE_KB, MIN_BLOCKS, LOAD_HINT, STORE_HINT and the
+// path knobs after them (see knob_defaults() and the README).
 class RmsNormFwdOp : public evaluator::Op {
  public:
   // The parsed, validated config. parse() throws std::invalid_argument with a user-facing message.
@@ -45,7 +45,8 @@ class RmsNormFwdOp : public evaluator::Op {
   struct Geometry {
     std::int64_t vec = 8, threads = 512, tpr = 8, items = 8, cluster = 4, stage_kb = 0, min_blocks = 2,
                  load_hint = 0, store_hint = 0, spread_ctas = 0, weight_early = 0, early_launch = 0,
-                 persistent_ctas = 0, wide_rows = 0, min_cluster = 1;
+                 persistent_ctas = 0, wide_rows = 0, min_cluster = 1, small_threads = 0, small_items = 1,
+                 small_min_blocks = 0;
   };
   // Throws std::invalid_argument for unknown knobs or impossible values.
   static Geometry geometry(const Config& c, const evaluator::Knobs& k);
@@ -60,7 +61,7 @@ class RmsNormFwdOp : public evaluator::Op {
     std::int64_t rows_per_cta = 0;  // THREADS / tpr
     std::int64_t cluster = 1;       // CTAs per row (1: no cluster)
     std::int64_t shared_bytes = 0;  // dynamic shared memory per CTA
-    std::int64_t threads = 0;       // block size: THREADS, or kWideThreads for rmsnorm_fwd_wide
+    std::int64_t threads = 0;       // block size: THREADS, kWideThreads (rmsnorm_fwd_wide) or SMALL_THREADS
   };
   static Dispatch dispatch(const Config& c, const Geometry& g, std::int64_t m, std::int64_t n);
   // Every entry the template defines for these knobs (a superset of what dispatch() returns).

@@ -177,7 +177,8 @@ TEST(RmsNormFwdSpec, ResidualSpecLoads) {
 // shape (so the search never proposes a candidate the op refuses), and the constraints cut
 // something. LOAD_HINT and STORE_HINT appear in no constraint and only pick an opcode: they vary
 // on their own, the rest jointly. WIDE_ROWS varies with the knobs that size a row's share
-// (jointly with all it would multiply the test's time by four). MIN_BLOCKS enters only the knob
+// (jointly with all it would multiply the test's time by four), and the SMALL_ knobs with what
+// their entries' plan and tile read. MIN_BLOCKS enters only the knob
 // checks, not the per-shape geometry, so its other values are planned for one shape.
 TEST(RmsNormFwdSpec, ConstraintsImplyAValidPlan) {
   RmsNormFwdOp op;
@@ -205,10 +206,15 @@ TEST(RmsNormFwdSpec, ConstraintsImplyAValidPlan) {
     };
     std::set<std::string> joint;
     for (const auto& kn : seed.knobs)
-      if (kn.name != "LOAD_HINT" && kn.name != "STORE_HINT" && kn.name != "WIDE_ROWS") joint.insert(kn.name);
+      if (kn.name != "LOAD_HINT" && kn.name != "STORE_HINT" && kn.name != "WIDE_ROWS" &&
+          kn.name.rfind("SMALL_", 0) != 0)
+        joint.insert(kn.name);
     for_each_assignment(seed, check, joint);
     if (seed_has_knob(seed, "WIDE_ROWS"))
       for_each_assignment(seed, check, {"WIDE_ROWS", "THREADS", "ITEMS", "VEC", "CLUSTER"});
+    if (seed_has_knob(seed, "SMALL_THREADS"))
+      for_each_assignment(seed, check,
+                          {"SMALL_THREADS", "SMALL_ITEMS", "SMALL_MIN_BLOCKS", "VEC", "TPR", "SPREAD_CTAS", "WEIGHT_EARLY"});
     EXPECT_GT(admits, 1000);
     EXPECT_LT(admits, total);
     for_each_assignment(seed, check, {"LOAD_HINT"});
