@@ -173,12 +173,14 @@ TEST(ExportNvcc, LauncherPlanMatchesTheOpsLaunchPlan) {
 }
 
 // The latency paths of the decode spec: rows spread over more threads and clusters, persistent
-// CTAs, the programmatic launch, the wide entry.
+// CTAs, the programmatic launch, the wide entry, the small entries.
 TEST(ExportNvcc, LauncherPlanMatchesTheOpsLaunchPlanOnTheLatencyPaths) {
   const std::string decode = std::string(PTXEVO_SOURCE_DIR) + "/kernels/rmsnorm/rmsnorm_fwd_decode.spec";
   expect_launcher_plan_matches(decode, "SPREAD_CTAS=528,CLUSTER=8,THREADS=128,ITEMS=1,EARLY_LAUNCH=1", "plan_spread");
   expect_launcher_plan_matches(decode, "PERSISTENT_CTAS=132,ITEMS=2,THREADS=256,SPREAD_CTAS=264", "plan_persistent");
   expect_launcher_plan_matches(decode, "WIDE_ROWS=128,ITEMS=2,PERSISTENT_CTAS=132,CLUSTER=1", "plan_wide");
+  expect_launcher_plan_matches(decode, "SMALL_THREADS=256,SMALL_ITEMS=4,SMALL_MIN_BLOCKS=4,SMALL_MIN_ROWS=1,TPR=16",
+                               "plan_small");
 }
 
 // The torch module builds the kernels with device_build_commands: relocatable device code and a

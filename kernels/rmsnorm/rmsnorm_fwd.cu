@@ -28,7 +28,7 @@
 //               from global memory for the output.
 //   MIN_BLOCKS  second __launch_bounds__ argument (0: none)
 //   LOAD_HINT   x and residual loads: 0 ld.global.nc, 1 ld.global.cg, 2 ld.global.nc.L1::no_allocate,
-//               3 ld.global.nc.L2::256B
+//               3 ld.global.nc.L2::256B, 4 ld.global
 //   STORE_HINT  out and residual_out stores: 0 st.global, 1 st.global.cs (streaming)
 //   WEIGHT_EARLY 1: the weight (and bias) of the register tile is loaded with x, before the row's
 //               reduction, so its latency hides behind x's rather than following the reduction
@@ -53,7 +53,8 @@
 //               vectors a thread, __launch_bounds__(SMALL_THREADS, SMALL_MIN_BLOCKS). Fewer
 //               registers and smaller CTAs give many CTAs an SM on short rows, whose loads then
 //               overlap other CTAs' reductions and stores; the plan takes them for a row that fits
-//               when the grid has at least SPREAD_CTAS CTAs
+//               when the shape has at least SMALL_MIN_ROWS rows. Their tile never holds the weight
+//               (WEIGHT_EARLY is for the other entries)
 //
 // Layout: a row (or a cluster slice) is a run of units: VEC-element vectors when N % VEC == 0 and
 // every base pointer is aligned for them, else single elements (the scalar path, for any N). Thread
@@ -155,8 +156,10 @@
 #define PTXEVO_LDX "ld.global.nc.L1::no_allocate"
 #elif LOAD_HINT == 3
 #define PTXEVO_LDX "ld.global.nc.L2::256B"
+#elif LOAD_HINT == 4
+#define PTXEVO_LDX "ld.global"
 #else
-#error "LOAD_HINT must be 0, 1, 2 or 3"
+#error "LOAD_HINT must be 0, 1, 2, 3 or 4"
 #endif
 
 #if STORE_HINT == 0
@@ -435,18 +438,21 @@ struct Args {
 // The register tile: kIt slots (ITEMS, or SMALL_ITEMS for the small entries) of VEC elements as
 // raw words of XT, for x and (with a residual) for the residual; h = x + residual is recomputed in
 // fp32 from them, bitwise the same each time. Unit j of kU elements holds elements j * kU ...
-// j * kU + kU - 1, i.e. slot (j * kU + e) / VEC, position (j * kU + e) % VEC.
-template <int kIt>
+// j * kU + kU - 1, i.e. slot (j * kU + e) / VEC, position (j * kU + e) % VEC. kEarly: the vector
+// path's weight (and bias) words too, loaded with x (WEIGHT_EARLY; never for the small entries,
+// whose occupancy needs the registers).
+template <int kIt, bool kEarly = (WEIGHT_EARLY != 0)>
 struct TileOf {
+  enum : bool { kWeightEarly = kEarly };
   unsigned int x[kIt][Words<kXBytes>::value];
 #if HAS_RESIDUAL
   unsigned int r[kIt][Words<kXBytes>::value];
 #endif
-#if WEIGHT_EARLY && HAS_WEIGHT
-  unsigned int w[kIt][Words<kWBytes>::value];  // the vector path's weight, loaded with x
+#if HAS_WEIGHT
+  unsigned int w[kEarly ? kIt : 1][Words<kWBytes>::value];
 #endif
-#if WEIGHT_EARLY && HAS_BIAS
-  unsigned int b[kIt][Words<kBBytes>::value];
+#if HAS_BIAS
+  unsigned int b[kEarly ? kIt : 1][Words<kBBytes>::value];
 #endif
 };
 using Tile = TileOf<kItems>;
@@ -510,8 +516,8 @@ __device__ __forceinline__ void emit(const Args& a, long long off, long long col
   store_out<kU * (int)sizeof(XT)>(a.out + off, o);
 }
 
-template <int kU, int kIt>
-__device__ __forceinline__ void tile_get(const TileOf<kIt>& tl, int j, float* h) {
+template <int kU, int kIt, bool kEarly>
+__device__ __forceinline__ void tile_get(const TileOf<kIt, kEarly>& tl, int j, float* h) {
 #pragma unroll
   for (int e = 0; e < kU; ++e) {
     const int s = (j * kU + e) / kVec, p = (j * kU + e) % kVec;
@@ -563,8 +569,9 @@ __device__ __forceinline__ unsigned char* stage_slot(long long s) {
 // Loads the register units of the run into the tile. Every load is issued before any value is
 // used: a use between two loads would wait for the first, serialising their latencies, while
 // this way ITEMS loads per thread are in flight at once.
-template <int kTpr, bool kClustered, int kU, int kIt>
-__device__ __forceinline__ void tile_load(const Args& a, const Run<kTpr, kClustered, kU, kIt>& run, TileOf<kIt>& tl) {
+template <int kTpr, bool kClustered, int kU, int kIt, bool kEarly>
+__device__ __forceinline__ void tile_load(const Args& a, const Run<kTpr, kClustered, kU, kIt>& run,
+                                          TileOf<kIt, kEarly>& tl) {
   const int t = threadIdx.x % kTpr;
   if constexpr (kU == kVec) {  // unit j is slot j
 #pragma unroll
@@ -576,11 +583,11 @@ __device__ __forceinline__ void tile_load(const Args& a, const Run<kTpr, kCluste
 #if HAS_RESIDUAL
         load_x<kXBytes>(tl.r[j], a.res + off);
 #endif
-#if WEIGHT_EARLY && HAS_WEIGHT
-        load_w<kWBytes>(tl.w[j], a.w + (run.u0 + k) * kU);
+#if HAS_WEIGHT
+        if constexpr (kEarly) load_w<kWBytes>(tl.w[j], a.w + (run.u0 + k) * kU);
 #endif
-#if WEIGHT_EARLY && HAS_BIAS
-        load_w<kBBytes>(tl.b[j], a.b + (run.u0 + k) * kU);
+#if HAS_BIAS
+        if constexpr (kEarly) load_w<kBBytes>(tl.b[j], a.b + (run.u0 + k) * kU);
 #endif
       }
     }
@@ -624,8 +631,9 @@ __device__ __forceinline__ void tile_load(const Args& a, const Run<kTpr, kCluste
 
 // The first pass after the tile is loaded (active rows only): stores residual_out, reads the rest
 // of the run into the stage or past it, returns this thread's sum of squares.
-template <int kTpr, bool kClustered, int kU, int kIt>
-__device__ __forceinline__ float pass1_rest(const Args& a, const Run<kTpr, kClustered, kU, kIt>& run, TileOf<kIt>& tl) {
+template <int kTpr, bool kClustered, int kU, int kIt, bool kEarly>
+__device__ __forceinline__ float pass1_rest(const Args& a, const Run<kTpr, kClustered, kU, kIt>& run,
+                                            TileOf<kIt, kEarly>& tl) {
   using R = Run<kTpr, kClustered, kU, kIt>;
   const int t = threadIdx.x % kTpr;
   float ss = 0.f;
@@ -671,16 +679,17 @@ __device__ __forceinline__ float pass1_rest(const Args& a, const Run<kTpr, kClus
 
 // First pass (active rows only): loads the run, stores residual_out, keeps the tile (and the
 // stage), returns this thread's sum of squares.
-template <int kTpr, bool kClustered, int kU, int kIt>
-__device__ __forceinline__ float pass1(const Args& a, const Run<kTpr, kClustered, kU, kIt>& run, TileOf<kIt>& tl) {
+template <int kTpr, bool kClustered, int kU, int kIt, bool kEarly>
+__device__ __forceinline__ float pass1(const Args& a, const Run<kTpr, kClustered, kU, kIt>& run,
+                                       TileOf<kIt, kEarly>& tl) {
   tile_load<kTpr, kClustered, kU>(a, run, tl);
   return pass1_rest<kTpr, kClustered, kU>(a, run, tl);
 }
 
 // Second pass (active rows only): out from the tile, the stage, and re-reads of the rest.
-template <int kTpr, bool kClustered, int kU, int kIt>
-__device__ __forceinline__ void pass2(const Args& a, const Run<kTpr, kClustered, kU, kIt>& run, const TileOf<kIt>& tl,
-                                      float r) {
+template <int kTpr, bool kClustered, int kU, int kIt, bool kEarly>
+__device__ __forceinline__ void pass2(const Args& a, const Run<kTpr, kClustered, kU, kIt>& run,
+                                      const TileOf<kIt, kEarly>& tl, float r) {
   using R = Run<kTpr, kClustered, kU, kIt>;
   const int t = threadIdx.x % kTpr;
 #pragma unroll
@@ -690,8 +699,7 @@ __device__ __forceinline__ void pass2(const Args& a, const Run<kTpr, kClustered,
       const long long col = (run.u0 + k) * kU;
       float h[kU];
       tile_get<kU>(tl, j, h);
-#if WEIGHT_EARLY
-      if constexpr (kU == kVec) {  // the vector path loaded them with x (unit j is slot j)
+      if constexpr (kEarly && kU == kVec) {  // the vector path loaded them with x (unit j is slot j)
         const unsigned int* we = nullptr;
         const unsigned int* be = nullptr;
 #if HAS_WEIGHT
@@ -704,9 +712,6 @@ __device__ __forceinline__ void pass2(const Args& a, const Run<kTpr, kClustered,
       } else {
         emit<kU>(a, run.rbase + col, col, h, r);
       }
-#else
-      emit<kU>(a, run.rbase + col, col, h, r);
-#endif
     }
   }
 #if STAGE_KB > 0
@@ -786,7 +791,7 @@ __device__ __forceinline__ void rmsnorm_fwd_body(const Args& a) {
   const Run<kTpr, kClustered, 1, kIt> srun(a, row, active, rank, nranks);
 
   // One tile and one reduction for both paths (separate copies would cost registers).
-  TileOf<kIt> tl;
+  TileOf<kIt, kSmall ? false : (WEIGHT_EARLY != 0)> tl;
   float ss = 0.f;
   if (active) ss = vec_ok ? pass1<kTpr, kClustered, kVec>(a, vrun, tl) : pass1<kTpr, kClustered, 1>(a, srun, tl);
 #if WIDE_ROWS > 0

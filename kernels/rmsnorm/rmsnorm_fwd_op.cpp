@@ -109,7 +109,7 @@ const std::vector<std::string>& knob_names() {
                                              "CLUSTER",    "STAGE_KB",  "MIN_BLOCKS", "LOAD_HINT",
                                              "STORE_HINT", "SPREAD_CTAS", "WEIGHT_EARLY", "EARLY_LAUNCH",
                                              "PERSISTENT_CTAS", "WIDE_ROWS", "MIN_CLUSTER", "SMALL_THREADS",
-                                             "SMALL_ITEMS", "SMALL_MIN_BLOCKS"};
+                                             "SMALL_ITEMS", "SMALL_MIN_BLOCKS", "SMALL_MIN_ROWS"};
   return k;
 }
 
@@ -211,7 +211,8 @@ Knobs RmsNormFwdOp::knob_defaults(DType x) {
           {"MIN_CLUSTER", g.min_cluster},
           {"SMALL_THREADS", g.small_threads},
           {"SMALL_ITEMS", g.small_items},
-          {"SMALL_MIN_BLOCKS", g.small_min_blocks}};
+          {"SMALL_MIN_BLOCKS", g.small_min_blocks},
+          {"SMALL_MIN_ROWS", g.small_min_rows}};
 }
 
 RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
@@ -223,7 +224,7 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
           "rmsnorm_fwd: unknown knob '" + name +
           "' (knobs: VEC, THREADS, TPR, ITEMS, CLUSTER, STAGE_KB, MIN_BLOCKS, LOAD_HINT, STORE_HINT, SPREAD_CTAS, "
           "WEIGHT_EARLY, EARLY_LAUNCH, PERSISTENT_CTAS, WIDE_ROWS, MIN_CLUSTER, SMALL_THREADS, SMALL_ITEMS, "
-          "SMALL_MIN_BLOCKS)");
+          "SMALL_MIN_BLOCKS, SMALL_MIN_ROWS)");
   }
   const Knobs d = knob_defaults(c.x);
   auto get = [&](const char* n) { return evaluator::knob_int(k, n, std::get<std::int64_t>(d.at(n))); };
@@ -246,6 +247,7 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
   g.small_threads = get("SMALL_THREADS");
   g.small_items = get("SMALL_ITEMS");
   g.small_min_blocks = get("SMALL_MIN_BLOCKS");
+  g.small_min_rows = get("SMALL_MIN_ROWS");
   const auto xs = static_cast<std::int64_t>(evaluator::dtype_size(c.x));
   auto fail = [](const std::string& m) { throw std::invalid_argument("rmsnorm_fwd: " + m); };
   if (!is_pow2(g.vec) || g.vec * xs > 16)
@@ -267,7 +269,7 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
          "for its own");
   if (g.min_blocks < 0 || g.min_blocks > 32 || g.threads * g.min_blocks > 2048)
     fail("MIN_BLOCKS=" + std::to_string(g.min_blocks) + " must be in [0, 32] with THREADS * MIN_BLOCKS <= 2048");
-  if (g.load_hint < 0 || g.load_hint > 3) fail("LOAD_HINT=" + std::to_string(g.load_hint) + " must be 0, 1, 2 or 3");
+  if (g.load_hint < 0 || g.load_hint > 4) fail("LOAD_HINT=" + std::to_string(g.load_hint) + " must be 0, 1, 2, 3 or 4");
   if (g.store_hint < 0 || g.store_hint > 1) fail("STORE_HINT=" + std::to_string(g.store_hint) + " must be 0 or 1");
   if (g.spread_ctas < 0 || g.spread_ctas > 4096)
     fail("SPREAD_CTAS=" + std::to_string(g.spread_ctas) + " must be in [0, 4096] (0: never spread rows)");
@@ -291,6 +293,8 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
   if (g.small_min_blocks < 0 || g.small_min_blocks > 32 || g.small_threads * g.small_min_blocks > 2048)
     fail("SMALL_MIN_BLOCKS=" + std::to_string(g.small_min_blocks) +
          " must be in [0, 32] with SMALL_THREADS * SMALL_MIN_BLOCKS <= 2048");
+  if (g.small_min_rows < 1 || g.small_min_rows > (std::int64_t{1} << 31))
+    fail("SMALL_MIN_ROWS=" + std::to_string(g.small_min_rows) + " must be in [1, 2^31]");
   return g;
 }
 
@@ -308,12 +312,12 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
 // hold it in registers: a CTA barrier in place of the cluster's.
 // SMALL_THREADS > 0: before all that, a row that SMALL_THREADS threads of SMALL_ITEMS vectors hold
 // takes the small entries (the smallest power-of-two thread count >= its need, at least TPR) when
-// their grid has at least SPREAD_CTAS CTAs: many rows of short length, many small CTAs an SM.
+// the shape has at least SMALL_MIN_ROWS rows: many rows, many small CTAs an SM.
 RmsNormFwdOp::Dispatch RmsNormFwdOp::dispatch(const Config& c, const Geometry& g, std::int64_t m, std::int64_t n) {
   Dispatch d;
   if (g.small_threads > 0) {
     const std::int64_t t = std::max(g.tpr, next_pow2(ceil_div(n, g.small_items * g.vec)));
-    if (t <= g.small_threads && ceil_div(m, g.small_threads / t) >= g.spread_ctas) {
+    if (t <= g.small_threads && m >= g.small_min_rows) {
       d.entry = "rmsnorm_fwd_small" + std::to_string(t);
       d.tpr = t;
       d.threads = g.small_threads;

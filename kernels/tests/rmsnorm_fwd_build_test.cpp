@@ -214,7 +214,7 @@ TEST(RmsNormFwdSpec, ConstraintsImplyAValidPlan) {
       for_each_assignment(seed, check, {"WIDE_ROWS", "THREADS", "ITEMS", "VEC", "CLUSTER"});
     if (seed_has_knob(seed, "SMALL_THREADS"))
       for_each_assignment(seed, check,
-                          {"SMALL_THREADS", "SMALL_ITEMS", "SMALL_MIN_BLOCKS", "VEC", "TPR", "SPREAD_CTAS", "WEIGHT_EARLY"});
+                          {"SMALL_THREADS", "SMALL_ITEMS", "SMALL_MIN_BLOCKS", "SMALL_MIN_ROWS", "VEC", "TPR"});
     EXPECT_GT(admits, 1000);
     EXPECT_LT(admits, total);
     for_each_assignment(seed, check, {"LOAD_HINT"});

@@ -402,6 +402,57 @@ TEST(RmsNormFwdOp, DispatchGivesFewLongRowsACtaOf1024Threads) {
   EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"WIDE_ROWS", I{65536}}}), std::invalid_argument);
 }
 
+// SMALL_THREADS: shapes of at least SMALL_MIN_ROWS rows whose row SMALL_THREADS threads of
+// SMALL_ITEMS vectors hold take the small entries (CTAs of SMALL_THREADS, T >= TPR); others keep
+// the plan they had, and the small entries are never persistent.
+TEST(RmsNormFwdOp, DispatchGivesManyShortRowsSmallCtas) {
+  const RmsNormFwdOp::Config cfg;
+  const Knobs k = {{"SMALL_THREADS", I{128}}, {"SMALL_ITEMS", I{2}}, {"SMALL_MIN_ROWS", I{4096}},
+                   {"PERSISTENT_CTAS", I{132}}};
+  const auto g = RmsNormFwdOp::geometry(cfg, k);
+  struct Case {
+    std::int64_t m, n;
+    const char* entry;
+    std::int64_t threads;
+  };
+  const Case cases[] = {
+      {32768, 256, "rmsnorm_fwd_small16", 128},   // 16 threads of 2 vectors; 8 rows a CTA
+      {32768, 2048, "rmsnorm_fwd_small128", 128},  // 128 threads hold the row exactly
+      {4096, 7, "rmsnorm_fwd_small8", 128},        // at least TPR threads a row
+      {32768, 2056, "rmsnorm_fwd_tpr8", 512},      // one vector more: the other tile
+      {4095, 256, "rmsnorm_fwd_tpr8", 512},        // fewer rows than SMALL_MIN_ROWS
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("M=" + std::to_string(c.m) + " N=" + std::to_string(c.n));
+    const auto d = RmsNormFwdOp::dispatch(cfg, g, c.m, c.n);
+    EXPECT_EQ(d.entry, c.entry);
+    EXPECT_EQ(d.threads, c.threads);
+    EXPECT_EQ(d.rows_per_cta * d.tpr, d.threads);
+    EXPECT_EQ(d.cluster, 1);
+    EXPECT_EQ(d.shared_bytes, 0);
+  }
+  const auto plan = RmsNormFwdOp().launch_plan(shape(32768, 256), {}, k);
+  const KernelLaunch& l = only_launch(plan);
+  EXPECT_EQ(l.entry, "rmsnorm_fwd_small16");
+  EXPECT_EQ(l.grid.x, 32768u / 8);  // not capped at PERSISTENT_CTAS
+  EXPECT_EQ(l.block.x, 128u);
+  const auto entries = RmsNormFwdOp::entries(g);
+  for (const char* e : {"rmsnorm_fwd_small8", "rmsnorm_fwd_small16", "rmsnorm_fwd_small128"})
+    EXPECT_EQ(std::count(entries.begin(), entries.end(), e), 1) << e;
+  EXPECT_EQ(std::count(entries.begin(), entries.end(), "rmsnorm_fwd_small256"), 0);
+  const auto none = RmsNormFwdOp::entries(RmsNormFwdOp::geometry(cfg, {}));
+  EXPECT_EQ(std::count_if(none.begin(), none.end(), [](const std::string& e) { return e.rfind("rmsnorm_fwd_small", 0) == 0; }),
+            0);
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"SMALL_THREADS", I{96}}}), std::invalid_argument);
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"SMALL_THREADS", I{16}}}), std::invalid_argument);
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"SMALL_ITEMS", I{0}}}), std::invalid_argument);
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"SMALL_ITEMS", I{32}}}), std::invalid_argument);  // 512 bytes
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"SMALL_THREADS", I{256}}, {"SMALL_MIN_BLOCKS", I{16}}}),
+               std::invalid_argument);
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"SMALL_MIN_ROWS", I{0}}}), std::invalid_argument);
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"LOAD_HINT", I{5}}}), std::invalid_argument);
+}
+
 TEST(RmsNormFwdOp, DispatchFollowsTheKnobs) {
   const RmsNormFwdOp::Config cfg;
   // From ITEMS 4, CLUSTER 16 (the first defaults), which the expectations below were worked out for.
@@ -1019,6 +1070,7 @@ const std::vector<Knobs>& emulated_knob_sets() {
       {{"SPREAD_CTAS", I{528}}, {"THREADS", I{128}}, {"ITEMS", I{2}}, {"CLUSTER", I{16}}},
       {{"SPREAD_CTAS", I{132}}, {"ITEMS", I{2}}, {"WIDE_ROWS", I{128}}},  // M = 3, N = 8192: the wide entry
       {{"MIN_CLUSTER", I{16}}, {"CLUSTER", I{16}}},  // N = 40000, 70001: clusters of 8 and 16, short slices
+      {{"SMALL_THREADS", I{128}}, {"SMALL_ITEMS", I{2}}, {"SMALL_MIN_ROWS", I{1}}},  // N <= 2048: small entries
   };
   return k;
 }
