@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -303,9 +304,20 @@ std::vector<KnobSpace> make_grid(const evaluator::SeedTemplate& seed, const std:
 
 evaluator::SeedTemplate restrict_seed(const evaluator::SeedTemplate& seed, const std::vector<KnobSpace>& grid) {
   evaluator::SeedTemplate s = seed;
-  for (auto& k : s.knobs)
-    for (const auto& g : grid)
-      if (g.name == k.name) k.values = g.values;
+  s.knobs.clear();
+  for (const auto& k : seed.knobs) {
+    const auto g = std::find_if(grid.begin(), grid.end(), [&](const KnobSpace& x) { return x.name == k.name; });
+    if (g != grid.end()) {
+      KnobSpace r = k;
+      r.values = g->values;
+      r.default_value = g->default_value;
+      s.knobs.push_back(std::move(r));
+      continue;
+    }
+    // Word boundaries: SMALL_ITEMS must not match inside another name, nor ITEMS inside it.
+    const std::regex name("\\b" + k.name + "\\b");
+    for (auto& c : s.constraints) c = std::regex_replace(c, name, "(" + show(k.default_value) + ")");
+  }
   return s;
 }
 

@@ -93,7 +93,11 @@ void write_universe(const std::filesystem::path& path, const Universe& u);
 // grid, or sets *error (naming the knob and the value) and returns {}.
 std::vector<evaluator::KnobSpace> make_grid(const evaluator::SeedTemplate& seed, const std::vector<std::string>& vary,
                                             std::string* error);
-// The seed with each knob's values cut to the grid's (knobs absent from the grid unchanged).
+// The seed as the universe knows it: each knob's values and default are the grid's (the universe's
+// figures are relative to its own baseline). A knob the grid lacks was added to the spec after
+// the universe was made: its members ran without it, at the template's default, which the spec's
+// default must be (docs/prior_study.md). It leaves the seed, so genomes match the records, and
+// the constraints read its default in its place.
 evaluator::SeedTemplate restrict_seed(const evaluator::SeedTemplate& seed, const std::vector<evaluator::KnobSpace>& grid);
 // Every assignment of `seed`'s (restricted) knob lists that meets its constraints, in odometer
 // order over the knobs as the seed lists them (the last knob fastest).

@@ -419,7 +419,7 @@ TEST(RmsNormFwdOp, DispatchGivesManyShortRowsSmallCtas) {
       {32768, 256, "rmsnorm_fwd_small16", 128},   // 16 threads of 2 vectors; 8 rows a CTA
       {32768, 2048, "rmsnorm_fwd_small128", 128},  // 128 threads hold the row exactly
       {4096, 7, "rmsnorm_fwd_small8", 128},        // at least TPR threads a row
-      {32768, 2056, "rmsnorm_fwd_tpr8", 512},      // one vector more: the other tile
+      {32768, 2056, "rmsnorm_fwd_tpr64", 512},     // one vector more: the other tile
       {4095, 256, "rmsnorm_fwd_tpr8", 512},        // fewer rows than SMALL_MIN_ROWS
   };
   for (const Case& c : cases) {
@@ -654,7 +654,7 @@ TEST(RmsNormFwdOp, ImpossibleKnobsThrow) {
   throws({{"STAGE_KB", I{-1}}}, {}, "STAGE_KB");
   throws({{"MIN_BLOCKS", I{4}}, {"THREADS", I{1024}}}, {}, "MIN_BLOCKS");
   throws({{"MIN_BLOCKS", I{-1}}}, {}, "MIN_BLOCKS");
-  throws({{"LOAD_HINT", I{4}}}, {}, "LOAD_HINT");
+  throws({{"LOAD_HINT", I{5}}}, {}, "LOAD_HINT");
   throws({{"STORE_HINT", I{2}}}, {}, "STORE_HINT");
   throws({{"UNROLL", I{2}}}, {}, "unknown knob 'UNROLL'");
   throws({{"VEC", std::string("eight")}}, {}, "VEC");

@@ -81,7 +81,7 @@ inline Universe synthetic_universe(Universe builds, const evaluator::Spec& spec,
   u.synthetic = true;
   u.note = "SYNTHETIC timings from search/tests/synthetic_universe.hpp (a test fixture); nothing was measured";
   u.gpu = "synthetic";
-  const auto defaults = evaluator::default_knobs(spec.seeds.front());
+  const auto defaults = evaluator::default_knobs(restrict_seed(spec.seeds.front(), u.grid));
   const UniverseMember* base = nullptr;
   for (const auto& m : u.members)
     if (m.genome.knobs == defaults && m.genome.edits.empty() && m.build == "ok") base = &m;
