@@ -443,7 +443,6 @@ struct Args {
 // whose occupancy needs the registers).
 template <int kIt, bool kEarly = (WEIGHT_EARLY != 0)>
 struct TileOf {
-  enum : bool { kWeightEarly = kEarly };
   unsigned int x[kIt][Words<kXBytes>::value];
 #if HAS_RESIDUAL
   unsigned int r[kIt][Words<kXBytes>::value];
