@@ -13,7 +13,9 @@
 # space-separated list of LABEL=DIR build dirs made by `ptxevo build`) replaces them; VARIANTS_<table>
 # (LABEL=KNOBS ..., e.g. "wide=WIDE_ROWS=128,ITEMS=2") adds builds of the table's spec at those
 # knobs beside the seed, each gated first (`ptxevo eval`, no timing; a failing one is left out).
-# SHAPES_<table> ("M=32768,N=256 M=32768,N=512") times only those benchmark shapes.
+# SHAPES_<table> ("M=32768,N=256 M=32768,N=512") times only those benchmark shapes. EXTRA_<table>
+# (LABEL=DIR ...) adds build dirs made elsewhere (e.g. of an earlier template, to time a template
+# change against its parent in one run); they must have passed the gate where they were made.
 # The goal-shape tables' variants (VARIANTS_fwd_graph, also timed by fwd_stream) are built from
 # rmsnorm_fwd.spec's shapes with rmsnorm_fwd_decode.spec's knobs and defaults (the latency paths:
 # SPREAD_CTAS, WEIGHT_EARLY, EARLY_LAUNCH, PERSISTENT_CTAS, WIDE_ROWS), written next to them as
@@ -76,6 +78,8 @@ bench() {  # TABLE SECONDS LABEL=DIR... -- OPTIONS
   [ "$secs" -gt "$l" ] && secs="$l"
   local cands=()
   while [ "$1" != "--" ]; do cands+=(--candidate "$1"); shift; done; shift
+  local extra_var="EXTRA_$table" c
+  for c in ${!extra_var:-}; do cands+=(--candidate "$c"); done
   local shapes_var="SHAPES_$table" shapes=()
   [ -n "${!shapes_var:-}" ] && shapes=(--shapes ${!shapes_var})
   echo "== $table (up to $secs s)"

@@ -54,7 +54,8 @@
 //               registers and smaller CTAs give many CTAs an SM on short rows, whose loads then
 //               overlap other CTAs' reductions and stores; the plan takes them for a row that fits
 //               when the shape has at least SMALL_MIN_ROWS rows. Their tile never holds the weight
-//               (WEIGHT_EARLY is for the other entries)
+//               (WEIGHT_EARLY is for the other entries); no rest loops, 32-bit columns and an
+//               approximate division by N keep their per-row instructions few
 //
 // Layout: a row (or a cluster slice) is a run of units: VEC-element vectors when N % VEC == 0 and
 // every base pointer is aligned for them, else single elements (the scalar path, for any N). Thread
@@ -64,7 +65,7 @@
 // accumulated in fp32 with fmaf, reduced with a shfl.sync.bfly butterfly over the row's lanes,
 // then (T > 32) once through shared memory (one barrier), then (cluster) over the CTAs' partials in
 // rank order: every thread ends with the bitwise-identical sum, so results are deterministic. Row
-// and column offsets are 64-bit.
+// offsets are 64-bit; columns too, except in the small entries, whose rows fit their tile.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -527,23 +528,36 @@ __device__ __forceinline__ void tile_get(const TileOf<kIt, kEarly>& tl, int j, f
   }
 }
 
+template <bool kNarrow>
+struct IndexOf {
+  using type = long long;
+};
+template <>
+struct IndexOf<true> {
+  using type = int;
+};
+
 // A row (or, clustered, this CTA's slice of it) in units of kU elements: kU = VEC on the vector
 // path, 1 on the scalar path. Thread t owns units t, t + kTpr, ... of the run [u0, u0 + len).
-template <int kTpr, bool kClustered, int kU, int kIt = kItems>
+// kFits: the caller guarantees the run fits the register tile (len <= kR * kTpr), so there is no
+// rest to read and in-row indices are 32-bit (the small entries: fewer instructions a row).
+template <int kTpr, bool kClustered, int kU, int kIt = kItems, bool kFits = false>
 struct Run {
   enum : int {
     kR = kIt * kVec / kU,  // units per thread in registers
     kXB = kU * (int)sizeof(XT),
     kSlot = HAS_RESIDUAL ? kU * 4 : kXB,  // stage bytes per unit: fp32 h with a residual, raw x without
   };
-  long long u0, len, rbase;
+  using Idx = typename IndexOf<kFits>::type;  // an index within the row
+  Idx u0, len;
+  long long rbase;
   __device__ __forceinline__ Run(const Args& a, long long row, bool active, unsigned int rank, unsigned int nranks) {
-    const long long nu = a.N / kU;
+    const Idx nu = (Idx)(a.N / kU);
     u0 = 0;
     len = nu;
     if constexpr (kClustered) {  // slices of ceil(nu / nranks) units (nranks is a power of two)
-      const long long s = (nu + nranks - 1) >> (__ffs(nranks) - 1);
-      u0 = min(nu, (long long)rank * s);
+      const Idx s = (nu + nranks - 1) >> (__ffs(nranks) - 1);
+      u0 = min(nu, (Idx)rank * s);
       len = min(nu - u0, s);
     }
     rbase = (active ? row : 0) * a.N;  // the row's first element
@@ -568,14 +582,15 @@ __device__ __forceinline__ unsigned char* stage_slot(long long s) {
 // Loads the register units of the run into the tile. Every load is issued before any value is
 // used: a use between two loads would wait for the first, serialising their latencies, while
 // this way ITEMS loads per thread are in flight at once.
-template <int kTpr, bool kClustered, int kU, int kIt, bool kEarly>
-__device__ __forceinline__ void tile_load(const Args& a, const Run<kTpr, kClustered, kU, kIt>& run,
+template <int kTpr, bool kClustered, int kU, int kIt, bool kFits, bool kEarly>
+__device__ __forceinline__ void tile_load(const Args& a, const Run<kTpr, kClustered, kU, kIt, kFits>& run,
                                           TileOf<kIt, kEarly>& tl) {
+  using Idx = typename Run<kTpr, kClustered, kU, kIt, kFits>::Idx;
   const int t = threadIdx.x % kTpr;
   if constexpr (kU == kVec) {  // unit j is slot j
 #pragma unroll
     for (int j = 0; j < kIt; ++j) {
-      const long long k = t + (long long)j * kTpr;
+      const Idx k = t + (Idx)j * kTpr;
       if (k < run.len) {
         const long long off = run.rbase + (run.u0 + k) * kU;
         load_x<kXBytes>(tl.x[j], a.x + off);
@@ -599,7 +614,7 @@ __device__ __forceinline__ void tile_load(const Args& a, const Run<kTpr, kCluste
 #endif
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
-        const long long k = t + (long long)(s * kVec + e) * kTpr;
+        const Idx k = t + (Idx)(s * kVec + e) * kTpr;
         if (k < run.len) {
           const long long off = run.rbase + run.u0 + k;
           load_x<(int)sizeof(XT)>(&xe[e], a.x + off);
@@ -610,7 +625,7 @@ __device__ __forceinline__ void tile_load(const Args& a, const Run<kTpr, kCluste
       }
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
-        if (t + (long long)(s * kVec + e) * kTpr < run.len) {
+        if (t + (Idx)(s * kVec + e) * kTpr < run.len) {
           if constexpr (sizeof(XT) == 4) {
             tl.x[s][e] = xe[e];
 #if HAS_RESIDUAL
@@ -630,15 +645,15 @@ __device__ __forceinline__ void tile_load(const Args& a, const Run<kTpr, kCluste
 
 // The first pass after the tile is loaded (active rows only): stores residual_out, reads the rest
 // of the run into the stage or past it, returns this thread's sum of squares.
-template <int kTpr, bool kClustered, int kU, int kIt, bool kEarly>
-__device__ __forceinline__ float pass1_rest(const Args& a, const Run<kTpr, kClustered, kU, kIt>& run,
+template <int kTpr, bool kClustered, int kU, int kIt, bool kFits, bool kEarly>
+__device__ __forceinline__ float pass1_rest(const Args& a, const Run<kTpr, kClustered, kU, kIt, kFits>& run,
                                             TileOf<kIt, kEarly>& tl) {
-  using R = Run<kTpr, kClustered, kU, kIt>;
+  using R = Run<kTpr, kClustered, kU, kIt, kFits>;
   const int t = threadIdx.x % kTpr;
   float ss = 0.f;
 #pragma unroll
   for (int j = 0; j < R::kR; ++j) {
-    const long long k = t + (long long)j * kTpr;
+    const typename R::Idx k = t + (typename R::Idx)j * kTpr;
     if (k < run.len) {
       float h[kU];
       tile_get<kU>(tl, j, h);
@@ -647,53 +662,55 @@ __device__ __forceinline__ float pass1_rest(const Args& a, const Run<kTpr, kClus
       for (int e = 0; e < kU; ++e) ss = fmaf(h[e], h[e], ss);
     }
   }
+  if constexpr (!kFits) {  // the rest of the run: the stage, then global memory
 #if STAGE_KB > 0
-  const long long slots = stage_slots<R::kSlot>();
-  long long s = 0;
+    const long long slots = stage_slots<R::kSlot>();
+    long long s = 0;
 #endif
-  for (long long k = t + (long long)R::kR * kTpr; k < run.len; k += kTpr) {
-    const long long col = (run.u0 + k) * kU;
-    float h[kU];
-    unsigned int xw[Words<R::kXB>::value];
-    load_unit<kU>(a, run.rbase + col, h, xw);
-    store_residual<kU>(a, run.rbase + col, h);
+    for (long long k = t + (long long)R::kR * kTpr; k < run.len; k += kTpr) {
+      const long long col = (run.u0 + k) * kU;
+      float h[kU];
+      unsigned int xw[Words<R::kXB>::value];
+      load_unit<kU>(a, run.rbase + col, h, xw);
+      store_residual<kU>(a, run.rbase + col, h);
 #if STAGE_KB > 0
-    if (s < slots) {
+      if (s < slots) {
 #if HAS_RESIDUAL
-      unsigned int hw[kU];
+        unsigned int hw[kU];
 #pragma unroll
-      for (int e = 0; e < kU; ++e) hw[e] = __float_as_uint(h[e]);
-      stage_put<R::kSlot>(stage_slot<R::kSlot>(s), hw);
+        for (int e = 0; e < kU; ++e) hw[e] = __float_as_uint(h[e]);
+        stage_put<R::kSlot>(stage_slot<R::kSlot>(s), hw);
 #else
-      stage_put<R::kSlot>(stage_slot<R::kSlot>(s), xw);
+        stage_put<R::kSlot>(stage_slot<R::kSlot>(s), xw);
 #endif
-    }
-    ++s;
+      }
+      ++s;
 #endif
 #pragma unroll
-    for (int e = 0; e < kU; ++e) ss = fmaf(h[e], h[e], ss);
+      for (int e = 0; e < kU; ++e) ss = fmaf(h[e], h[e], ss);
+    }
   }
   return ss;
 }
 
 // First pass (active rows only): loads the run, stores residual_out, keeps the tile (and the
 // stage), returns this thread's sum of squares.
-template <int kTpr, bool kClustered, int kU, int kIt, bool kEarly>
-__device__ __forceinline__ float pass1(const Args& a, const Run<kTpr, kClustered, kU, kIt>& run,
+template <int kTpr, bool kClustered, int kU, int kIt, bool kFits, bool kEarly>
+__device__ __forceinline__ float pass1(const Args& a, const Run<kTpr, kClustered, kU, kIt, kFits>& run,
                                        TileOf<kIt, kEarly>& tl) {
   tile_load<kTpr, kClustered, kU>(a, run, tl);
   return pass1_rest<kTpr, kClustered, kU>(a, run, tl);
 }
 
 // Second pass (active rows only): out from the tile, the stage, and re-reads of the rest.
-template <int kTpr, bool kClustered, int kU, int kIt, bool kEarly>
-__device__ __forceinline__ void pass2(const Args& a, const Run<kTpr, kClustered, kU, kIt>& run,
+template <int kTpr, bool kClustered, int kU, int kIt, bool kFits, bool kEarly>
+__device__ __forceinline__ void pass2(const Args& a, const Run<kTpr, kClustered, kU, kIt, kFits>& run,
                                       const TileOf<kIt, kEarly>& tl, float r) {
-  using R = Run<kTpr, kClustered, kU, kIt>;
+  using R = Run<kTpr, kClustered, kU, kIt, kFits>;
   const int t = threadIdx.x % kTpr;
 #pragma unroll
   for (int j = 0; j < R::kR; ++j) {
-    const long long k = t + (long long)j * kTpr;
+    const typename R::Idx k = t + (typename R::Idx)j * kTpr;
     if (k < run.len) {
       const long long col = (run.u0 + k) * kU;
       float h[kU];
@@ -713,36 +730,38 @@ __device__ __forceinline__ void pass2(const Args& a, const Run<kTpr, kClustered,
       }
     }
   }
+  if constexpr (!kFits) {  // the rest of the run: the stage, then global memory
 #if STAGE_KB > 0
-  const long long slots = stage_slots<R::kSlot>();
-  long long s = 0;
+    const long long slots = stage_slots<R::kSlot>();
+    long long s = 0;
 #endif
-  for (long long k = t + (long long)R::kR * kTpr; k < run.len; k += kTpr) {
-    const long long col = (run.u0 + k) * kU;
-    float h[kU];
+    for (long long k = t + (long long)R::kR * kTpr; k < run.len; k += kTpr) {
+      const long long col = (run.u0 + k) * kU;
+      float h[kU];
 #if STAGE_KB > 0
-    if (s < slots) {
+      if (s < slots) {
 #if HAS_RESIDUAL
-      unsigned int hw[kU];
-      stage_get<R::kSlot>(hw, stage_slot<R::kSlot>(s));
+        unsigned int hw[kU];
+        stage_get<R::kSlot>(hw, stage_slot<R::kSlot>(s));
 #pragma unroll
-      for (int e = 0; e < kU; ++e) h[e] = __uint_as_float(hw[e]);
+        for (int e = 0; e < kU; ++e) h[e] = __uint_as_float(hw[e]);
 #else
-      unsigned int xw[Words<R::kSlot>::value];
-      stage_get<R::kSlot>(xw, stage_slot<R::kSlot>(s));
+        unsigned int xw[Words<R::kSlot>::value];
+        stage_get<R::kSlot>(xw, stage_slot<R::kSlot>(s));
 #pragma unroll
-      for (int e = 0; e < kU; ++e) h[e] = Elem<XT>::get(xw, e);
+        for (int e = 0; e < kU; ++e) h[e] = Elem<XT>::get(xw, e);
 #endif
-    } else
+      } else
 #endif
-    {  // re-read: x + residual in fp32 gives the bitwise-same h
-      unsigned int xw[Words<R::kXB>::value];
-      load_unit<kU>(a, run.rbase + col, h, xw);
-    }
+      {  // re-read: x + residual in fp32 gives the bitwise-same h
+        unsigned int xw[Words<R::kXB>::value];
+        load_unit<kU>(a, run.rbase + col, h, xw);
+      }
 #if STAGE_KB > 0
-    ++s;
+      ++s;
 #endif
-    emit<kU>(a, run.rbase + col, col, h, r);
+      emit<kU>(a, run.rbase + col, col, h, r);
+    }
   }
 }
 
@@ -786,8 +805,10 @@ __device__ __forceinline__ void rmsnorm_fwd_body(const Args& a) {
   if constexpr (HAS_WEIGHT) vec_ok = vec_ok && aligned_for<WT, kVec>(a.w);
   if constexpr (HAS_BIAS) vec_ok = vec_ok && aligned_for<BT, kVec>(a.b);
   if constexpr (HAS_RESIDUAL) vec_ok = vec_ok && aligned_for<XT, kVec>(a.res) && aligned_for<RT, kVec>(a.res_out);
-  const Run<kTpr, kClustered, kVec, kIt> vrun(a, row, active, rank, nranks);
-  const Run<kTpr, kClustered, 1, kIt> srun(a, row, active, rank, nranks);
+  // The plan gives a small entry only rows that its tile holds, on either path.
+  if (kSmall && a.N > (long long)kTpr * kIt * kVec) __trap();
+  const Run<kTpr, kClustered, kVec, kIt, kSmall> vrun(a, row, active, rank, nranks);
+  const Run<kTpr, kClustered, 1, kIt, kSmall> srun(a, row, active, rank, nranks);
 
   // One tile and one reduction for both paths (separate copies would cost registers).
   TileOf<kIt, kSmall ? false : (WEIGHT_EARLY != 0)> tl;
@@ -803,7 +824,9 @@ __device__ __forceinline__ void rmsnorm_fwd_body(const Args& a) {
 #endif
   ss = row_sum<kTpr>(ss);
   if constexpr (kClustered) ss = cluster_sum(ss, rank, nranks);
-  const float r = rsqrt_approx(ss / (float)a.N + a.eps);
+  // The small entries divide approximately (2 ulp, beside rsqrt.approx's own): an IEEE division
+  // is a slow-path call whose saved registers spill, a cost per row that short rows feel.
+  const float r = rsqrt_approx((kSmall ? __fdividef(ss, (float)a.N) : ss / (float)a.N) + a.eps);
   if (!active) return;  // after the last barrier
   if constexpr (STORE_RSTD) {
     if (threadIdx.x % kTpr == 0 && rank == 0) a.rstd[row] = r;
