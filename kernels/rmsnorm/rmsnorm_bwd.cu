@@ -17,6 +17,10 @@
 //                             slice of the columns (units [r s, (r + 1) s), s = ceil(N / VEC / c))
 //                             for every row, and the CTA sums of a row are added through
 //                             distributed shared memory (one barrier.cluster per row).
+//   rmsnorm_bwd_regs          (REGS_CLUSTER 1) a group = a cluster of c CTAs (c = 1 ... CLUSTER from
+//                             the launch), slices as in the ring cluster, but no ring: each thread
+//                             loads its units of x and dout straight into registers, and several
+//                             small CTAs an SM overlap one another's loads, sums and stores.
 // Ring layout: dynamic shared memory of `stages` stages, each s units of x then s units of dout
 // (16 bytes per unit); the kernel reads the stage count back from %dynamic_smem_size. Thread t
 // owns units t, t + THREADS, ... (at most ITEMS) of its CTA's slice, so its dw partial (and, with
@@ -35,7 +39,7 @@
 // release costs: Nsight Compute put half of the stall cycles on it).
 //
 // Defines: XT, WT (element types), HAS_WEIGHT; knobs: THREADS, ITEMS, STAGES, CLUSTER, WREG,
-// OVERLAP_SUM, ASYNC_SUM, MIN_BLOCKS (and BLOCKS, SMEM_KB, RTHREADS for the launch plan only).
+// OVERLAP_SUM, ASYNC_SUM, REGS_CLUSTER, MIN_BLOCKS (and BLOCKS, SMEM_KB, RTHREADS for the launch plan only).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -72,9 +76,12 @@
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 1
 #endif
+#ifndef REGS_CLUSTER
+#define REGS_CLUSTER 0
+#endif
 #define VEC (16 / (int)sizeof(XT))
 
-#if (STAGES > 0 || CLUSTER > 1) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#if (STAGES > 0 || CLUSTER > 1 || REGS_CLUSTER) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 #error "STAGES > 0 (cp.async.bulk) and CLUSTER > 1 need sm_90 or later"
 #endif
 
@@ -297,8 +304,8 @@ extern "C" __global__ void PTXEVO_BOUNDS rmsnorm_bwd(const XT* __restrict__ x, c
   bwd_classic(x, w, dout, rstd, dx, dw_partial, M, N, blockIdx.x, gridDim.x, red);
 }
 
-#if STAGES > 0
-// ---- the ring (entries rmsnorm_bwd_ring and rmsnorm_bwd_ring_cluster) ----
+#if STAGES > 0 || REGS_CLUSTER
+// ---- the ring (entries rmsnorm_bwd_ring and rmsnorm_bwd_ring_cluster) and its helpers ----
 extern __shared__ __align__(128) unsigned char ring[];
 
 __device__ __forceinline__ unsigned int smem_addr(const void* p) {
@@ -604,6 +611,7 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
   }
 }
 
+#if STAGES > 0
 extern "C" __global__ void PTXEVO_BOUNDS rmsnorm_bwd_ring(const XT* __restrict__ x, const WT* __restrict__ w,
                                                           const XT* __restrict__ dout, const float* __restrict__ rstd,
                                                           XT* __restrict__ dx, float* __restrict__ dw_partial,
@@ -621,6 +629,124 @@ extern "C" __global__ void PTXEVO_BOUNDS rmsnorm_bwd_ring_cluster(const XT* __re
 }
 #endif
 #endif  // STAGES > 0
+
+#if REGS_CLUSTER
+// ---- registers, no ring (entry rmsnorm_bwd_regs) ----
+// Group g = cluster g of the launch (c CTAs, c = 1 ... 16 from the launch); CTA rank r owns the
+// slice [u0, u0 + len) of every row of its group, thread t the units t, t + THREADS, ... of it.
+// Per row: x and dout into registers, the CTA sum (one __syncthreads), the cluster sum through
+// distributed shared memory (one barrier.cluster), dx from the registers. No ring and no
+// dynamic shared memory: the overlap comes from several CTAs an SM (small THREADS, MIN_BLOCKS).
+extern "C" __global__ void PTXEVO_BOUNDS rmsnorm_bwd_regs(const XT* __restrict__ x, const WT* __restrict__ w,
+                                                          const XT* __restrict__ dout, const float* __restrict__ rstd,
+                                                          XT* __restrict__ dx, float* __restrict__ dw_partial,
+                                                          long long M, long long N) {
+  __shared__ float red[2][32];    // CTA sums, double-buffered by row parity (as in ring_body)
+  __shared__ float slots[2][16];  // the cluster's CTA sums, by row parity
+  unsigned int rank, nranks;
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(nranks));
+  if (nranks & (nranks - 1)) __trap();  // the plan launches clusters of 1, 2, 4, 8 or 16 along x
+  const int shift = __ffs(nranks) - 1;
+  const long long g = blockIdx.x >> shift, G = gridDim.x >> shift;  // group, groups
+  const long long nu = N / VEC;
+  const long long s = (nu + nranks - 1) >> shift;  // units per slice
+  const long long u0 = min(nu, static_cast<long long>(rank) * s);
+  const int len = static_cast<int>(min(nu - u0, s));
+  if (!vectors_ok(x, w, dout, dx, dw_partial, N) || s > static_cast<long long>(kThreads) * kItems) {
+    // Not what the plan launches for; correct anyway, as in ring_body: rank 0 alone, scalar.
+    if (rank == 0) bwd_scalar(x, w, dout, rstd, dx, HAS_WEIGHT ? dw_partial + g * N : nullptr, M, N, g, G, red[0]);
+    return;
+  }
+  if (nranks > 1) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  float acc[ITEMS][VEC];
+#if HAS_WEIGHT && WREG
+  float wr[ITEMS][VEC];
+#else
+  float(&wr)[ITEMS][VEC] = acc;  // unused: unit_weights loads the weights
+#endif
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) acc[j][i] = 0.f;
+#if HAS_WEIGHT && WREG
+    const int k = threadIdx.x + j * THREADS;
+    if (k < len) weights(w, u0 + k, wr[j]);
+#endif
+  }
+  const float inv_n = 1.f / static_cast<float>(N);
+  // Every CTA of the cluster has started (its shared memory may be written) after this wait.
+  if (nranks > 1) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  const long long rows = g < M ? (M - g + G - 1) / G : 0;
+  for (long long it = 0; it < rows; ++it) {
+    const long long row = g + it * G;
+    const long long off = row * N + u0 * VEC;
+    uint4 xv[ITEMS], dv[ITEMS];
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+      const int k = threadIdx.x + j * THREADS;
+      if (k < len) {
+        xv[j] = load16(x + off + static_cast<long long>(k) * VEC);
+        dv[j] = load16(dout + off + static_cast<long long>(k) * VEC);
+      }
+    }
+    const float rs = rstd[row];
+    float c = 0.f;
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+      const int k = threadIdx.x + j * THREADS;
+      if (k < len) {
+        float wv[VEC];
+        unit_weights(w, u0 + k, wr[j], wv);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) c = fmaf(elem(xv[j], i) * elem(dv[j], i), wv[i], c);
+      }
+    }
+    const int p = static_cast<int>(it & 1);
+    cta_sum_arrive(c, red[p]);
+    float total = cta_sum_total(red[p]);
+    if (nranks > 1) {  // slots as in ring_body: rank i's sum in slot i of every CTA, added in rank order
+      if (threadIdx.x < nranks) dsmem_put(smem_addr(&slots[p][rank]), threadIdx.x, total);
+      asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+      total = 0.f;
+      for (unsigned int i = 0; i < nranks; ++i) total += slots[p][i];
+    }
+    const float c1 = total * rs * inv_n;
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+      const int k = threadIdx.x + j * THREADS;
+      if (k < len) {
+        float wv[VEC];
+        unit_weights(w, u0 + k, wr[j], wv);
+        uint4 o;
+        XT* oe = reinterpret_cast<XT*>(&o);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+          const float xh = elem(xv[j], i) * rs;
+          const float dy = elem(dv[j], i);
+          oe[i] = from_f<XT>((dy * wv[i] - xh * c1) * rs);
+          acc[j][i] = fmaf(dy, xh, acc[j][i]);
+        }
+        *reinterpret_cast<uint4*>(dx + off + static_cast<long long>(k) * VEC) = o;
+      }
+    }
+  }
+  // No DSMEM access follows the last row's cluster barrier, so CTAs may exit at once.
+  if (HAS_WEIGHT) {
+    float* part = dw_partial + g * N + u0 * VEC;
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+      const int k = threadIdx.x + j * THREADS;
+      if (k < len)
+#pragma unroll
+        for (int q = 0; q < VEC / 4; ++q)
+          reinterpret_cast<float4*>(part + static_cast<long long>(k) * VEC)[q] =
+              make_float4(acc[j][4 * q], acc[j][4 * q + 1], acc[j][4 * q + 2], acc[j][4 * q + 3]);
+    }
+  }
+}
+#endif  // REGS_CLUSTER
+#endif  // STAGES > 0 || REGS_CLUSTER
 
 // dw[j] = sum of the `rows` partial rows, in row order. A CTA covers 32 columns; its RTHREADS / 32
 // warps take rows q, q + RTHREADS / 32, ... (coalesced 128-byte rows, several loads in flight per

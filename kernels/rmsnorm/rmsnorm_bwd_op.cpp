@@ -111,7 +111,7 @@ namespace {
 
 const char* const kKnobNames[] = {"THREADS",    "ITEMS",  "STAGES",  "CLUSTER",  "SMEM_KB",    "WREG",
                                   "MIN_BLOCKS", "BLOCKS", "CBLOCKS", "RTHREADS", "OVERLAP_SUM",
-                                  "ASYNC_SUM"};
+                                  "ASYNC_SUM",  "REGS_CLUSTER"};
 
 std::int64_t next_pow2(std::int64_t v) {
   std::int64_t p = 1;
@@ -134,13 +134,14 @@ Knobs RmsNormBwdOp::knob_defaults() {
           {"CLUSTER", std::int64_t{16}},  {"SMEM_KB", std::int64_t{200}}, {"WREG", std::int64_t{1}},
           {"MIN_BLOCKS", std::int64_t{1}}, {"BLOCKS", std::int64_t{132}},  {"CBLOCKS", std::int64_t{120}},
           {"RTHREADS", std::int64_t{256}}, {"OVERLAP_SUM", std::int64_t{0}},
-          {"ASYNC_SUM", std::int64_t{0}}};
+          {"ASYNC_SUM", std::int64_t{0}},  {"REGS_CLUSTER", std::int64_t{0}}};
 }
 
 namespace {
 
 struct Geometry {
-  std::int64_t threads, items, stages, cluster, smem_kb, wreg, min_blocks, blocks, cblocks, rthreads, overlap_sum, async_sum;
+  std::int64_t threads, items, stages, cluster, smem_kb, wreg, min_blocks, blocks, cblocks, rthreads, overlap_sum, async_sum,
+      regs_cluster;
 };
 
 Geometry geometry(const Knobs& k) {
@@ -150,13 +151,13 @@ Geometry geometry(const Knobs& k) {
     if (!known)
       throw std::invalid_argument("rmsnorm_bwd: unknown knob '" + name +
                                   "' (knobs: THREADS, ITEMS, STAGES, CLUSTER, SMEM_KB, WREG, MIN_BLOCKS, BLOCKS, "
-                                  "CBLOCKS, RTHREADS, OVERLAP_SUM, ASYNC_SUM)");
+                                  "CBLOCKS, RTHREADS, OVERLAP_SUM, ASYNC_SUM, REGS_CLUSTER)");
   }
   const Knobs d = RmsNormBwdOp::knob_defaults();
   auto get = [&](const char* n) { return knob_int(k, n, std::get<std::int64_t>(d.at(n))); };
   Geometry g{get("THREADS"), get("ITEMS"),      get("STAGES"), get("CLUSTER"), get("SMEM_KB"),
              get("WREG"),    get("MIN_BLOCKS"), get("BLOCKS"), get("CBLOCKS"), get("RTHREADS"),
-             get("OVERLAP_SUM"), get("ASYNC_SUM")};
+             get("OVERLAP_SUM"), get("ASYNC_SUM"), get("REGS_CLUSTER")};
   auto fail = [](const std::string& m) { throw std::invalid_argument("rmsnorm_bwd: " + m); };
   const std::string max_rows = std::to_string(RmsNormBwdOp::kMaxPartialRows);
   if (g.threads < 32 || g.threads > 1024 || g.threads % 32 != 0)
@@ -174,6 +175,8 @@ Geometry geometry(const Knobs& k) {
   if (g.overlap_sum != 0 && g.overlap_sum != 1)
     fail("OVERLAP_SUM=" + std::to_string(g.overlap_sum) + " must be 0 or 1");
   if (g.async_sum != 0 && g.async_sum != 1) fail("ASYNC_SUM=" + std::to_string(g.async_sum) + " must be 0 or 1");
+  if (g.regs_cluster != 0 && g.regs_cluster != 1)
+    fail("REGS_CLUSTER=" + std::to_string(g.regs_cluster) + " must be 0 or 1");
   if (g.min_blocks < 0 || g.min_blocks > 32 || g.threads * g.min_blocks > 2048)
     fail("MIN_BLOCKS=" + std::to_string(g.min_blocks) + " must be in 0..32 with THREADS * MIN_BLOCKS <= 2048");
   if (g.blocks < 1 || g.blocks > RmsNormBwdOp::kMaxPartialRows)
@@ -190,12 +193,25 @@ Geometry geometry(const Knobs& k) {
 // The ring when STAGES > 0 and N is a whole number of 16-byte units: the smallest power-of-two
 // cluster whose CTAs hold a slice in THREADS * ITEMS units, doubled until at least two stages of
 // it fit SMEM_KB (three for a cluster with OVERLAP_SUM, whose split barrier needs them), at most
-// CLUSTER. Anything else (and STAGES = 0) runs the first template's paths.
+// CLUSTER. Anything else (and STAGES = 0) runs the first template's paths. REGS_CLUSTER 1: before
+// the ring, a row whose slices a cluster of at most CLUSTER CTAs holds in THREADS * ITEMS units
+// takes rmsnorm_bwd_regs (the smallest such power-of-two cluster, no shared-memory ring).
 RmsNormBwdOp::Dispatch RmsNormBwdOp::dispatch(const OpConfig& cfg, const Knobs& k, std::int64_t m, std::int64_t n) {
   const Config c = parse(cfg);
   const Geometry g = geometry(k);
   const std::int64_t vec = 16 / static_cast<std::int64_t>(dtype_size(c.x));
   Dispatch d;
+  if (g.regs_cluster && n % vec == 0) {
+    const std::int64_t nu = n / vec;
+    const std::int64_t cl = next_pow2(ceil_div(nu, g.threads * g.items));
+    if (cl <= g.cluster) {
+      d.entry = "rmsnorm_bwd_regs";
+      d.cluster = cl;
+      d.groups = std::min(m, std::max<std::int64_t>(1, g.cblocks / cl));
+      d.slice = ceil_div(nu, cl);
+      return d;
+    }
+  }
   if (g.stages > 0 && n % vec == 0) {
     const std::int64_t nu = n / vec;
     for (std::int64_t cl = next_pow2(ceil_div(nu, g.threads * g.items)); cl <= g.cluster; cl *= 2) {
@@ -221,6 +237,7 @@ std::vector<std::string> RmsNormBwdOp::entries(const Knobs& k) {
   std::vector<std::string> e = {"rmsnorm_bwd"};
   if (g.stages > 0) e.push_back("rmsnorm_bwd_ring");
   if (g.stages > 0 && g.cluster > 1) e.push_back("rmsnorm_bwd_ring_cluster");
+  if (g.regs_cluster) e.push_back("rmsnorm_bwd_regs");
   return e;
 }
 

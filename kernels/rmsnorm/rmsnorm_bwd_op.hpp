@@ -15,7 +15,7 @@ class RmsNormBwdOp : public evaluator::Op {
 
   // What the launch plan runs for one shape (kernels/rmsnorm/README.md, backward).
   struct Dispatch {
-    std::string entry;              // rmsnorm_bwd, rmsnorm_bwd_ring or rmsnorm_bwd_ring_cluster
+    std::string entry;              // rmsnorm_bwd, rmsnorm_bwd_ring(_cluster) or rmsnorm_bwd_regs
     std::int64_t cluster = 1;       // CTAs per group (a cluster when > 1)
     std::int64_t groups = 1;        // row groups = dw partial rows; grid.x = groups * cluster
     std::int64_t slice = 0;         // ring: 16-byte units per CTA slice, ceil(N / VEC / cluster)

@@ -254,9 +254,45 @@ TEST(RmsNormBwd, DispatchFollowsTheKnobs) {
   EXPECT_EQ(d({{"CBLOCKS", I{8}}}, 20, 262144).groups, 1);
 }
 
+// REGS_CLUSTER 1: rows whose slices a cluster of at most CLUSTER CTAs holds in registers take
+// rmsnorm_bwd_regs (no shared memory, CBLOCKS / c groups); longer rows and N % VEC != 0 keep the
+// ring and the first template.
+TEST(RmsNormBwd, RegsClusterTakesRowsItsClusterHolds) {
+  auto d = [](const Knobs& k, I m, I n) { return RmsNormBwdOp::dispatch(kBf16, with(k), m, n); };
+  const Knobs r128 = {{"REGS_CLUSTER", I{1}}, {"THREADS", I{128}}, {"ITEMS", I{4}}, {"CBLOCKS", I{384}}};
+  // 128 threads * 4 vectors * 8 = 4096 elements a CTA.
+  for (const auto& [n, cl] : std::vector<std::pair<I, I>>{{4096, 1}, {16384, 4}, {65536, 16}}) {
+    SCOPED_TRACE(n);
+    const auto r = d(r128, 32768, n);
+    EXPECT_EQ(r.entry, "rmsnorm_bwd_regs");
+    EXPECT_EQ(r.cluster, cl);
+    EXPECT_EQ(r.groups, 384 / cl);
+    EXPECT_EQ(r.slice, n / 8 / cl);
+    EXPECT_EQ(r.shared_bytes, 0);
+  }
+  EXPECT_EQ(d(r128, 16384, 131072).entry, "rmsnorm_bwd") << "32 CTAs: neither regs nor the ring hold it";
+  EXPECT_EQ(d(r128, 100, 4097).entry, "rmsnorm_bwd");
+  EXPECT_EQ(d(r128, 3, 65536).groups, 3);
+  // With the defaults' CTAs (512 x 4) the ring's rows move to registers; with CLUSTER 8 neither
+  // holds 256K (16 CTAs): the first template.
+  EXPECT_EQ(d({{"REGS_CLUSTER", I{1}}}, 8192, 262144).entry, "rmsnorm_bwd_regs");
+  EXPECT_EQ(d({{"REGS_CLUSTER", I{1}}}, 8192, 262144).groups, 7);
+  EXPECT_EQ(d({{"REGS_CLUSTER", I{1}}, {"CLUSTER", I{8}}}, 8192, 262144).entry, "rmsnorm_bwd");
+  const LaunchPlan p = RmsNormBwdOp().launch_plan(shape(32768, 65536), kBf16, with(r128));
+  EXPECT_EQ(p.kernels[0].entry, "rmsnorm_bwd_regs");
+  EXPECT_EQ(p.kernels[0].grid.x, 384u);
+  EXPECT_EQ(p.kernels[0].block.x, 128u);
+  EXPECT_EQ(p.kernels[0].cluster.x, 16u);
+  EXPECT_EQ(p.kernels[0].shared_bytes, 0u);
+  EXPECT_EQ(std::get<I>(p.kernels[1].args[2]), 24) << "one dw partial row per group";
+  EXPECT_THROW(RmsNormBwdOp::dispatch(kBf16, with({{"REGS_CLUSTER", I{2}}}), 8, 4096), std::invalid_argument);
+}
+
 TEST(RmsNormBwd, EntriesListWhatDispatchCanReturn) {
   EXPECT_EQ(RmsNormBwdOp::entries(with({})),
             (std::vector<std::string>{"rmsnorm_bwd", "rmsnorm_bwd_ring", "rmsnorm_bwd_ring_cluster"}));
+  EXPECT_EQ(RmsNormBwdOp::entries(with({{"REGS_CLUSTER", I{1}}, {"STAGES", I{0}}})),
+            (std::vector<std::string>{"rmsnorm_bwd", "rmsnorm_bwd_regs"}));
   EXPECT_EQ(RmsNormBwdOp::entries(with({{"CLUSTER", I{1}}})), (std::vector<std::string>{"rmsnorm_bwd", "rmsnorm_bwd_ring"}));
   EXPECT_EQ(RmsNormBwdOp::entries(with({{"STAGES", I{0}}})), (std::vector<std::string>{"rmsnorm_bwd"}));
 }
@@ -561,7 +597,10 @@ TEST(RmsNormBwdSpec, ConstraintsImplyAValidPlan) {
         ASSERT_LE(d.groups, RmsNormBwdOp::kMaxPartialRows);
         ASSERT_LE(l.cluster.x, 16u);
         ASSERT_EQ(l.grid.x % l.cluster.x, 0u);
-        if (d.entry != "rmsnorm_bwd") {
+        if (d.entry == "rmsnorm_bwd_regs") {
+          ASSERT_EQ(l.shared_bytes, 0u) << knobs_text(k);
+          ASSERT_LE(d.slice, std::get<I>(k.at("THREADS")) * std::get<I>(k.at("ITEMS")));
+        } else if (d.entry != "rmsnorm_bwd") {
           ASSERT_GE(d.stages, d.cluster > 1 && std::get<I>(k.at("OVERLAP_SUM")) == 1 ? 3 : 2) << knobs_text(k);
           ASSERT_LE(d.slice, std::get<I>(k.at("THREADS")) * std::get<I>(k.at("ITEMS")));
         }
@@ -575,6 +614,7 @@ TEST(RmsNormBwdSpec, ConstraintsImplyAValidPlan) {
   EXPECT_GT(admits, 500);
   EXPECT_LT(admits, total);
   for (const char* knob : {"BLOCKS", "CBLOCKS", "RTHREADS", "WREG"}) for_each_assignment(seed, {knob}, check);
+  for_each_assignment(seed, {"REGS_CLUSTER", "THREADS", "ITEMS", "CLUSTER", "MIN_BLOCKS"}, check);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -647,6 +687,25 @@ TEST(RmsNormBwdBuild, ASampleOfTheAdmittedKnobSpaceBuilds) {
       }
   }
   std::printf("built %zu of %zu admitted code variants\n", built, all.size());
+}
+
+// The registers-cluster entry: small CTAs, several an SM, without spills (fp32 weights in registers
+// or re-read).
+TEST(RmsNormBwdBuild, RegsClusterBuildsWithoutSpills) {
+  for (const Knobs& k : {Knobs{{"REGS_CLUSTER", I{1}}, {"THREADS", I{128}}, {"ITEMS", I{4}}, {"MIN_BLOCKS", I{3}}},
+                         Knobs{{"REGS_CLUSTER", I{1}}, {"THREADS", I{256}}, {"ITEMS", I{4}}, {"MIN_BLOCKS", I{2}}},
+                         Knobs{{"REGS_CLUSTER", I{1}}, {"THREADS", I{128}}, {"ITEMS", I{4}}, {"MIN_BLOCKS", I{4}},
+                               {"WREG", I{0}}, {"STAGES", I{0}}}}) {
+    const PtxasResult a = build("sm_90a", kBf16, k);
+    bool seen = false;
+    for (const auto& f : a.functions) {
+      if (f.name != "rmsnorm_bwd_regs") continue;
+      seen = true;
+      EXPECT_EQ(f.spill_stores, 0) << knobs_text(with(k));
+    }
+    EXPECT_TRUE(seen) << knobs_text(with(k));
+  }
+  build("sm_100a", kBf16, {{"REGS_CLUSTER", I{1}}});  // compiled and assembled only
 }
 
 // The engine's path: prepare_evaluation builds the seed with the Builder (NVRTC, the PTX IR,
