@@ -14,8 +14,9 @@
 # (LABEL=KNOBS ..., e.g. "wide=WIDE_ROWS=128,ITEMS=2") adds builds of the table's spec at those
 # knobs beside the seed, each gated first (`ptxevo eval`, no timing; a failing one is left out).
 # SHAPES_<table> ("M=32768,N=256 M=32768,N=512") times only those benchmark shapes. EXTRA_<table>
-# (LABEL=DIR ...) adds build dirs made elsewhere (e.g. of an earlier template, to time a template
-# change against its parent in one run); they must have passed the gate where they were made.
+# (LABEL=DIR ...) adds build dirs made elsewhere, e.g. by bench/gpu/build_parent.sh (an earlier
+# commit's templates, to time a template change against its parent in one run); their code must
+# have passed the gate before (it is checked against fp64 on the timed shapes here, not gated).
 # The goal-shape tables' variants (VARIANTS_fwd_graph, also timed by fwd_stream) are built from
 # rmsnorm_fwd.spec's shapes with rmsnorm_fwd_decode.spec's knobs and defaults (the latency paths:
 # SPREAD_CTAS, WEIGHT_EARLY, EARLY_LAUNCH, PERSISTENT_CTAS, WIDE_ROWS), written next to them as
