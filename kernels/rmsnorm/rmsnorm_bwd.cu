@@ -336,17 +336,35 @@ __device__ __forceinline__ void unit_weights(const WT* __restrict__ w, long long
 #endif
 }
 
-// This thread's share of a row's sum of x * dout * w over its units of the slice in the stage
-// (xs, ds); wr holds the weights when WREG (else they are loaded).
-__device__ __forceinline__ float slice_dot(const unsigned char* xs, const unsigned char* ds, int len,
-                                           const WT* __restrict__ w, long long u0, const float (&wr)[ITEMS][VEC]) {
+// Where this thread's units of a row's slice are: unit k of the slice (its j-th, k = threadIdx.x
+// + j * THREADS) in a ring stage (x's units, then dout's), or slot j of its registers.
+struct StageUnits {
+  const uint4* xs;
+  const uint4* ds;
+  __device__ __forceinline__ StageUnits(const unsigned char* stage, unsigned int bytes)
+      : xs(reinterpret_cast<const uint4*>(stage)), ds(reinterpret_cast<const uint4*>(stage + bytes)) {}
+  __device__ __forceinline__ uint4 x(int, int k) const { return xs[k]; }
+  __device__ __forceinline__ uint4 d(int, int k) const { return ds[k]; }
+};
+struct RegisterUnits {
+  const uint4 (&xv)[ITEMS];
+  const uint4 (&dv)[ITEMS];
+  __device__ __forceinline__ uint4 x(int j, int) const { return xv[j]; }
+  __device__ __forceinline__ uint4 d(int j, int) const { return dv[j]; }
+};
+
+// This thread's share of a row's sum of x * dout * w over its units of the slice (len units);
+// wr holds the weights when WREG (else they are loaded).
+template <class Units>
+__device__ __forceinline__ float slice_dot(const Units& units, int len, const WT* __restrict__ w, long long u0,
+                                           const float (&wr)[ITEMS][VEC]) {
   float c = 0.f;
 #pragma unroll
   for (int j = 0; j < ITEMS; ++j) {
     const int k = threadIdx.x + j * THREADS;
     if (k < len) {
-      const uint4 xv = reinterpret_cast<const uint4*>(xs)[k];
-      const uint4 dv = reinterpret_cast<const uint4*>(ds)[k];
+      const uint4 xv = units.x(j, k);
+      const uint4 dv = units.d(j, k);
       float wv[VEC];
       unit_weights(w, u0 + k, wr[j], wv);
 #pragma unroll
@@ -357,15 +375,16 @@ __device__ __forceinline__ float slice_dot(const unsigned char* xs, const unsign
 }
 
 // dx of this thread's units (row pointer dxr at the slice's first unit) and the dw partial.
-__device__ __forceinline__ void slice_dx(const unsigned char* xs, const unsigned char* ds, int len,
-                                         const WT* __restrict__ w, long long u0, const float (&wr)[ITEMS][VEC],
-                                         float (&acc)[ITEMS][VEC], XT* __restrict__ dxr, float rs, float c1) {
+template <class Units>
+__device__ __forceinline__ void slice_dx(const Units& units, int len, const WT* __restrict__ w, long long u0,
+                                         const float (&wr)[ITEMS][VEC], float (&acc)[ITEMS][VEC],
+                                         XT* __restrict__ dxr, float rs, float c1) {
 #pragma unroll
   for (int j = 0; j < ITEMS; ++j) {
     const int k = threadIdx.x + j * THREADS;
     if (k < len) {
-      const uint4 xv = reinterpret_cast<const uint4*>(xs)[k];
-      const uint4 dv = reinterpret_cast<const uint4*>(ds)[k];
+      const uint4 xv = units.x(j, k);
+      const uint4 dv = units.d(j, k);
       float wv[VEC];
       unit_weights(w, u0 + k, wr[j], wv);
       uint4 o;
@@ -416,6 +435,33 @@ __device__ __forceinline__ void dsmem_put(unsigned int local, unsigned int peer,
   unsigned int remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(peer));
   asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
+}
+
+// Zeroes the dw partial and (WREG) loads the weights of this thread's units of the slice.
+__device__ __forceinline__ void start_partial(const WT* __restrict__ w, long long u0, int len, float (&acc)[ITEMS][VEC],
+                                              float (&wr)[ITEMS][VEC]) {
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) acc[j][i] = 0.f;
+#if HAS_WEIGHT && WREG
+    const int k = threadIdx.x + j * THREADS;
+    if (k < len) weights(w, u0 + k, wr[j]);
+#endif
+  }
+}
+
+// Writes this thread's units of the dw partial row `part` (at the slice's first unit).
+__device__ __forceinline__ void write_partial(float* __restrict__ part, int len, const float (&acc)[ITEMS][VEC]) {
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) {
+    const int k = threadIdx.x + j * THREADS;
+    if (k < len)
+#pragma unroll
+      for (int q = 0; q < VEC / 4; ++q)
+        reinterpret_cast<float4*>(part + static_cast<long long>(k) * VEC)[q] =
+            make_float4(acc[j][4 * q], acc[j][4 * q + 1], acc[j][4 * q + 2], acc[j][4 * q + 3]);
+  }
 }
 
 template <bool kClustered>
@@ -483,15 +529,7 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
 #else
   float(&wr)[ITEMS][VEC] = acc;  // unused: slice_dot and slice_dx load the weights
 #endif
-#pragma unroll
-  for (int j = 0; j < ITEMS; ++j) {
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) acc[j][i] = 0.f;
-#if HAS_WEIGHT && WREG
-    const int k = threadIdx.x + j * THREADS;
-    if (k < len) weights(w, u0 + k, wr[j]);
-#endif
-  }
+  start_partial(w, u0, len, acc, wr);
   const float inv_n = 1.f / static_cast<float>(N);
   // Stage of row `it` (it % stages), the stage of the previous row, and the phase parity of the
   // stage's mbarrier (flips each time the ring wraps); counted, not divided (64-bit divisions
@@ -521,7 +559,7 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
     float next = 0.f;
     if (rows > 0) {
       mbar_wait(bar0, 0);
-      next = cta_sum(slice_dot(ring, ring + bytes, len, w, u0, wr), red[0]);
+      next = cta_sum(slice_dot(StageUnits(ring, bytes), len, w, u0, wr), red[0]);
       publish(next, 0);
     }
     for (long long it = 0; it < rows; ++it) {
@@ -532,7 +570,7 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
       if (it + 1 < rows) {
         const unsigned char* xs = ring + static_cast<unsigned int>(nst) * stage_bytes;
         mbar_wait(bar0 + 8u * nst, nst == 0 ? parity ^ 1u : parity);
-        cta_sum_arrive(slice_dot(xs, xs + bytes, len, w, u0, wr), red[p ^ 1]);
+        cta_sum_arrive(slice_dot(StageUnits(xs, bytes), len, w, u0, wr), red[p ^ 1]);
         // Every thread has finished row it - 1.
         refill(it - 1, prev);
         next = cta_sum_total(red[p ^ 1]);
@@ -541,7 +579,7 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
       float total = 0.f;
       for (unsigned int i = 0; i < nranks; ++i) total += slots[p][i];
       const unsigned char* xs = ring + static_cast<unsigned int>(st) * stage_bytes;
-      slice_dx(xs, xs + bytes, len, w, u0, wr, acc, dx + row * N + u0 * VEC, rs, total * rs * inv_n);
+      slice_dx(StageUnits(xs, bytes), len, w, u0, wr, acc, dx + row * N + u0 * VEC, rs, total * rs * inv_n);
       if (it + 1 < rows) publish(next, p ^ 1);
       prev = st;
       st = nst;
@@ -555,7 +593,7 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
       const unsigned char* xs = ring + static_cast<unsigned int>(st) * stage_bytes;
       const float rs = rstd[row];
       mbar_wait(bar0 + 8u * st, parity);
-      const float c = slice_dot(xs, xs + bytes, len, w, u0, wr);
+      const float c = slice_dot(StageUnits(xs, bytes), len, w, u0, wr);
       // CTA sum: one barrier; red is double-buffered by row parity (a row's slots are rewritten
       // two rows later, after every thread has passed the next row's barrier, hence read them).
       const int p = static_cast<int>(it & 1);
@@ -582,7 +620,7 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
         total = 0.f;
         for (unsigned int i = 0; i < nranks; ++i) total += slots[p][i];
       }
-      slice_dx(xs, xs + bytes, len, w, u0, wr, acc, dx + row * N + u0 * VEC, rs, total * rs * inv_n);
+      slice_dx(StageUnits(xs, bytes), len, w, u0, wr, acc, dx + row * N + u0 * VEC, rs, total * rs * inv_n);
       prev = st;
       if (++st == stages) {
         st = 0;
@@ -597,18 +635,7 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
     asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
 #endif
   // No DSMEM access follows the last row's cluster barrier, so CTAs may exit at once.
-  if (HAS_WEIGHT) {
-    float* part = dw_partial + g * N + u0 * VEC;
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j) {
-      const int k = threadIdx.x + j * THREADS;
-      if (k < len)
-#pragma unroll
-        for (int q = 0; q < VEC / 4; ++q)
-          reinterpret_cast<float4*>(part + static_cast<long long>(k) * VEC)[q] =
-              make_float4(acc[j][4 * q], acc[j][4 * q + 1], acc[j][4 * q + 2], acc[j][4 * q + 3]);
-    }
-  }
+  if (HAS_WEIGHT) write_partial(dw_partial + g * N + u0 * VEC, len, acc);
 }
 
 #if STAGES > 0
@@ -663,17 +690,9 @@ extern "C" __global__ void PTXEVO_BOUNDS rmsnorm_bwd_regs(const XT* __restrict__
 #if HAS_WEIGHT && WREG
   float wr[ITEMS][VEC];
 #else
-  float(&wr)[ITEMS][VEC] = acc;  // unused: unit_weights loads the weights
+  float(&wr)[ITEMS][VEC] = acc;  // unused: slice_dot and slice_dx load the weights
 #endif
-#pragma unroll
-  for (int j = 0; j < ITEMS; ++j) {
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) acc[j][i] = 0.f;
-#if HAS_WEIGHT && WREG
-    const int k = threadIdx.x + j * THREADS;
-    if (k < len) weights(w, u0 + k, wr[j]);
-#endif
-  }
+  start_partial(w, u0, len, acc, wr);
   const float inv_n = 1.f / static_cast<float>(N);
   // Every CTA of the cluster has started (its shared memory may be written) after this wait.
   if (nranks > 1) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
@@ -691,59 +710,20 @@ extern "C" __global__ void PTXEVO_BOUNDS rmsnorm_bwd_regs(const XT* __restrict__
       }
     }
     const float rs = rstd[row];
-    float c = 0.f;
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j) {
-      const int k = threadIdx.x + j * THREADS;
-      if (k < len) {
-        float wv[VEC];
-        unit_weights(w, u0 + k, wr[j], wv);
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) c = fmaf(elem(xv[j], i) * elem(dv[j], i), wv[i], c);
-      }
-    }
+    const RegisterUnits units{xv, dv};
     const int p = static_cast<int>(it & 1);
-    cta_sum_arrive(c, red[p]);
+    cta_sum_arrive(slice_dot(units, len, w, u0, wr), red[p]);
     float total = cta_sum_total(red[p]);
-    if (nranks > 1) {  // slots as in ring_body: rank i's sum in slot i of every CTA, added in rank order
+    if (nranks > 1) {  // as in ring_body: rank i's sum in slot i of every CTA, added in rank order
       if (threadIdx.x < nranks) dsmem_put(smem_addr(&slots[p][rank]), threadIdx.x, total);
       asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
       total = 0.f;
       for (unsigned int i = 0; i < nranks; ++i) total += slots[p][i];
     }
-    const float c1 = total * rs * inv_n;
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j) {
-      const int k = threadIdx.x + j * THREADS;
-      if (k < len) {
-        float wv[VEC];
-        unit_weights(w, u0 + k, wr[j], wv);
-        uint4 o;
-        XT* oe = reinterpret_cast<XT*>(&o);
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) {
-          const float xh = elem(xv[j], i) * rs;
-          const float dy = elem(dv[j], i);
-          oe[i] = from_f<XT>((dy * wv[i] - xh * c1) * rs);
-          acc[j][i] = fmaf(dy, xh, acc[j][i]);
-        }
-        *reinterpret_cast<uint4*>(dx + off + static_cast<long long>(k) * VEC) = o;
-      }
-    }
+    slice_dx(units, len, w, u0, wr, acc, dx + off, rs, total * rs * inv_n);
   }
   // No DSMEM access follows the last row's cluster barrier, so CTAs may exit at once.
-  if (HAS_WEIGHT) {
-    float* part = dw_partial + g * N + u0 * VEC;
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j) {
-      const int k = threadIdx.x + j * THREADS;
-      if (k < len)
-#pragma unroll
-        for (int q = 0; q < VEC / 4; ++q)
-          reinterpret_cast<float4*>(part + static_cast<long long>(k) * VEC)[q] =
-              make_float4(acc[j][4 * q], acc[j][4 * q + 1], acc[j][4 * q + 2], acc[j][4 * q + 3]);
-    }
-  }
+  if (HAS_WEIGHT) write_partial(dw_partial + g * N + u0 * VEC, len, acc);
 }
 #endif  // REGS_CLUSTER
 #endif  // STAGES > 0 || REGS_CLUSTER
