@@ -15,7 +15,9 @@
 # (default 6), KDA_BWD_EXPORT_S (default 150), KDA_BWD_GATE_RECURRENT=1 (gate the recurrent seed too),
 # KDA_BWD_EXPORT=recurrent (export that seed instead of the chunked one), KDA_BWD_GATE_S
 # (default 300 per gate), KDA_BWD_BENCH_S (default 300), KDA_NO_FLA=1, KDA_BWD_PER_KERNEL (samples of
-# each kernel timed alone, default 5; 0: none), KDA_BWD_FLA_WARM_S (FLA's autotuning alone, default 240).
+# each kernel timed alone, default 5; 0: none), KDA_BWD_FLA_WARM_S (FLA's autotuning alone, default 240),
+# KDA_BWD_VARIANTS ("LABEL=KNOBS ...": more builds of the chunked seed, timed beside the others),
+# KDA_BWD_GATE_KNOBS (gate the chunked seed at these knobs instead of its defaults).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 out="${OUT:-/tmp/ptxevo-out}"
@@ -55,6 +57,16 @@ for ck in 64_32_0 64_32_1 32_32_1 32_64_1 32_16_1 32_32_1_1; do  # CHUNK_BV_MMA[
       --out "$work/bwd_chunk$ck" > "$work/build_bwd_chunk$ck.txt" 2>&1
     echo "bwd chunked CHUNK,BV,MMA=$c,$bv,$mma${terms:+ MMA_TERMS=$terms} build rc=$?" ) &
 done
+variants=()
+for v in ${KDA_BWD_VARIANTS:-}; do
+  label="${v%%=*}"
+  if .gpu/ptxevo build kernels/kda/kda_bwd.spec --source kernels/kda/kda_bwd_chunked.cu --knobs "${v#*=}" \
+    --out "$work/bwd_$label" > "$work/build_bwd_$label.txt" 2>&1; then
+    echo "bwd chunked $label (${v#*=}) built"; variants+=(--also "$label=$work/bwd_$label")
+  else
+    echo "bwd chunked $label (${v#*=}) build failed:"; tail -3 "$work/build_bwd_$label.txt"
+  fi
+done
 wait
 timeout 60 python3 bench/kda/derive_spec.py kernels/kda/kda_fwd.spec kda_fwd_chunked_seed "$work/kda_fwd_chunked.spec" \
   > "$work/derive.txt" 2>&1 || cat "$work/derive.txt"
@@ -93,7 +105,7 @@ step "bwd_bench.py: the builds beside FLA's backward and training step"
 timeout "${KDA_BWD_BENCH_S:-300}" python3 bench/kda/bwd_bench.py --backward "$first" --also "$second" \
   --also "prep=$work/bwd_prep" --also "chunk64_32_1=$work/bwd_chunk64_32_1" --also "chunk64_32_0=$work/bwd_chunk64_32_0" \
   --also "chunk32_64_1=$work/bwd_chunk32_64_1" --also "chunk32_16_1=$work/bwd_chunk32_16_1" \
-  --also "chunk32_32_1_1=$work/bwd_chunk32_32_1_1" --forward "chunked=$work/fwd" --per-kernel "${KDA_BWD_PER_KERNEL:-5}" \
+  --also "chunk32_32_1_1=$work/bwd_chunk32_32_1_1" "${variants[@]}" --forward "chunked=$work/fwd" --per-kernel "${KDA_BWD_PER_KERNEL:-5}" \
   --out "$out/bwd_bench" --commit "$commit" ${1:+--shapes "$@"} "${fla[@]}" > "$out/bwd_bench.log" 2>&1
 echo "rc=$?"
 if [ -f "$out/bwd_bench/results.md" ]; then tail -n 12 "$out/bwd_bench/results.md"; else tail -n 30 "$out/bwd_bench.log"; fi
@@ -115,8 +127,9 @@ if [ -n "${KDA_BWD_GATE_H:-}" ]; then
   sed -i -E "/\{ B = 1, T = 8192, H = [0-9]+/{/H = ${KDA_BWD_GATE_H},/!d}" "$work/kda_bwd_chunked.spec"
 fi
 if [ "${KDA_BWD_SKIP_GATE:-0}" != 1 ]; then
-  step "gate: ptxevo eval kernels/kda/kda_bwd.spec (chunked seed defaults)"
-  timeout "${KDA_BWD_GATE_S:-300}" .gpu/ptxevo eval "$work/kda_bwd_chunked.spec" --json-out "$out/gate_chunked.json" \
+  step "gate: ptxevo eval kernels/kda/kda_bwd.spec (chunked seed, ${KDA_BWD_GATE_KNOBS:-defaults})"
+  timeout "${KDA_BWD_GATE_S:-300}" .gpu/ptxevo eval "$work/kda_bwd_chunked.spec" \
+    ${KDA_BWD_GATE_KNOBS:+--knobs "$KDA_BWD_GATE_KNOBS"} --json-out "$out/gate_chunked.json" \
     > "$out/gate_chunked.txt" 2>&1
   echo "rc=$?"; tail -n 25 "$out/gate_chunked.txt"
   if [ "${KDA_BWD_GATE_RECURRENT:-0}" = 1 ]; then

@@ -153,12 +153,14 @@ TEST(KdaBwdExport, LauncherPlansWhatTheOpPlansAndRefusesWhatItWasNotBuiltFor) {
 
 // The chunked seed's launcher: the op's plan (grids, the workspace offsets every chunked kernel
 // takes, the dynamic shared memory, the workspace) on batched and packed shapes, for every CHUNK
-// and BV; the entries compile to the candidate's PTX.
+// and BV, with and without SLICE_LOOP; the entries compile to the candidate's PTX.
 TEST(KdaBwdExport, ChunkedLauncherPlansWhatTheOpPlans) {
   ASSERT_FALSE(find_nvcc().empty()) << "the export tests need nvcc at $CUDA_HOME or /usr/local/cuda";
-  for (const std::string knobs : {"CHUNK=64,BV=32", "CHUNK=32,BV=64,MMA=1"}) {
+  for (const std::string knobs : {"CHUNK=64,BV=32", "CHUNK=32,BV=64,MMA=1", "CHUNK=32,BV=32,MMA=1,SLICE_LOOP=1"}) {
     SCOPED_TRACE(knobs);
-    const TempDir dir(knobs.find("BV=64") != std::string::npos ? "chunk32" : "chunk64");
+    const TempDir dir(knobs.find("SLICE_LOOP") != std::string::npos ? "slice_loop"
+                      : knobs.find("BV=64") != std::string::npos    ? "chunk32"
+                                                                      : "chunk64");
     ExportRequest r;
     r.spec = kSpec;
     r.seed = "kda_bwd_chunked_seed";
@@ -207,7 +209,7 @@ TEST(KdaBwdExport, ChunkedLauncherPlansWhatTheOpPlans) {
       }
       const auto g = kernels::KdaBwdOp::geometry(c.build.knobs);
       expected += "workspace " +
-                  std::to_string(kernels::KdaBwdOp::chunked_layout(kernels::kda_dims(sh), g.chunk, g.bv).words * 4) +
+                  std::to_string(kernels::KdaBwdOp::chunked_layout(kernels::kda_dims(sh), g.chunk, g.bv, g.slice_loop).words * 4) +
                   "\n--\n";
     }
     EXPECT_EQ(run.output, expected);

@@ -40,6 +40,11 @@
 //          kernel's share products, most of the multiply-adds. The slices kernel's U, dU and dW
 //          (dbeta = sum dW Y cancels: one term left it 2.8e-2 off on large-uniform inputs, past
 //          the gate's 1e-2) and the dM, dL rows keep three.
+//   SLICE_LOOP  0: kda_bwd_chunk_slices runs a CTA per (chunk, head, value slice), each writing
+//          its slice's share of the token gradients (128 / BV shares a token for the finish to
+//          add); 1 (CHUNK 32, MMA 1): a CTA per (chunk, head) walks the value slices in turn and
+//          sums the share products in registers, so each token gets one share, its record words
+//          and exponentials are taken once, and the finish reads a quarter of the words (BV 32)
 #define KDA_BWD_CHUNKED 1
 #ifndef CHUNK
 #define CHUNK 64
@@ -52,6 +57,9 @@
 #endif
 #ifndef MMA_TERMS
 #define MMA_TERMS 3
+#endif
+#ifndef SLICE_LOOP
+#define SLICE_LOOP 0
 #endif
 // kda_bwd.cu's recurrence knobs, unused here.
 #define CKPT 32
@@ -67,6 +75,7 @@ enum : int {
   kK = kD,  // K = V
   kB = kBv,
   kS = kSlices,
+  kShares = SLICE_LOOP ? 1 : kSlices,  // shares of the token gradients the slices kernel writes
   kW = kWarps,
   kC = CHUNK,
   kT = kD,        // threads of every chunked CTA
@@ -82,6 +91,8 @@ static_assert(kB == 16 || kB == 32 || kB == 64, "BV: 16, 32 or 64");
 static_assert(kC * kB <= 2048, "CHUNK * BV: at most 2048 (kda_bwd_chunk_slices' shared memory)");
 static_assert(MMA == 0 || MMA == 1, "MMA: 0 or 1");
 static_assert(MMA_TERMS == 3 || (MMA == 1 && MMA_TERMS == 1), "MMA_TERMS: 3, or 1 with MMA 1");
+static_assert(SLICE_LOOP == 0 || (SLICE_LOOP == 1 && MMA == 1 && kC == 32),
+              "SLICE_LOOP: 0, or 1 with MMA 1 and CHUNK 32 (the share products' accumulators stay in registers)");
 
 struct ChunkArgs {
   const __nv_bfloat16* __restrict__ q;
@@ -167,7 +178,7 @@ __device__ __forceinline__ float* state_slice(const ChunkArgs& p, long long off,
 __device__ __forceinline__ float* mats(const ChunkArgs& p, int h, long long slot) {
   return p.ws + p.mat_off + ((long long)h * p.slots + slot) * (long long)kMatWords;
 }
-// Slice z's share of token tok's gradients (head h); th = T_total H.
+// Share z of token tok's gradients (head h; z < kShares); th = T_total H.
 __device__ __forceinline__ float* share_of(const ChunkArgs& p, long long th, int z, long long tok, int h) {
   return p.ws + p.share_off + ((long long)z * th + tok * p.H + h) * (long long)kShareWords;
 }
@@ -558,6 +569,7 @@ __device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm
 #endif
 }
 
+#if !SLICE_LOOP
 // ---- kda_bwd_chunk_slices ----
 // Chunk (n, c) of head h on value columns [z BV, z BV + BV), from the state S0 entering it and the
 // gradient dS of the one leaving it: U = X diag(b) Y, dU = M^T dO + Kr dS, dW = X^T dU; writes dv =
@@ -752,6 +764,9 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
     share_of(p, th, z, ch.t0 + i, h)[3 * kK + 2 * kC] = db;
   }
 }
+#else  // SLICE_LOOP
+#include "chunked_bwd/slices_loop.cuh"
+#endif  // SLICE_LOOP
 
 // ---- kda_bwd_chunk_finish ----
 // Chunk (n, c) of head h: the slices' shares summed in slice order, then (thread d, key channel d)
@@ -794,7 +809,7 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
     ks[t * kDp + i] = rec[kK + i];
     gs[t * kDp + i] = rec[2 * kK + i];
     float k = 0.f;
-    for (int z = 0; z < kS; ++z) k += share_of(p, th, z, ch.t0 + t, h)[kK + i];
+    for (int z = 0; z < kShares; ++z) k += share_of(p, th, z, ch.t0 + t, h)[kK + i];
     ak[t * kDp + i] = k;
     ag[t * kDp + i] = 0.f;
   }
@@ -803,7 +818,7 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
     const int r = e / kC, c2 = e % kC;
     float m = 0.f, l = 0.f;
     if (r < ch.count) {
-      for (int z = 0; z < kS; ++z) {
+      for (int z = 0; z < kShares; ++z) {
         const float* sh = share_of(p, th, z, ch.t0 + r, h);
         if (c2 <= r) m += sh[3 * kK + c2];
         if (c2 < r) l += sh[3 * kK + kC + c2];
@@ -817,7 +832,7 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
     float db = 0.f;
     if (t < ch.count) {
       bs[t] = record(p, ch.t0 + t, h)[3 * kK];
-      for (int z = 0; z < kS; ++z) db += share_of(p, th, z, ch.t0 + t, h)[3 * kK + 2 * kC];
+      for (int z = 0; z < kShares; ++z) db += share_of(p, th, z, ch.t0 + t, h)[3 * kK + 2 * kC];
     }
     dbs[t] = db;
   }
@@ -830,7 +845,7 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
     // while this one's pairs are walked.
     const auto shares = [&](int t, int word) {
       float s = 0.f;
-      for (int z = 0; z < kS; ++z) s += share_of(p, th, z, ch.t0 + t, h)[word];
+      for (int z = 0; z < kShares; ++z) s += share_of(p, th, z, ch.t0 + t, h)[word];
       return s;
     };
     float aq_next = shares(ch.count - 1, i), da_next = shares(ch.count - 1, 2 * kK + i);
@@ -925,7 +940,7 @@ enum : int {
   kPrepareSmem = 3 * kC * kDp + 2 * kC * kCp + kC,
   kStatesSmem = kK * kBp + 2 * kC * kDp + 3 * kC * kBp + kC * kCp + kC + 2 * kK,
   kDstatesSmem = kK * kBp + 2 * kC * kDp + 3 * kC * kBp + 2 * kC * kCp + kC + 2 * kK,
-  kSlicesSmem = 2 * kK * kBp + 2 * kC * kDp + 5 * kC * kBp + 2 * kC * kCp + kC + 2 * kK,
+  kSlicesSmem = 2 * kK * kBp + 2 * kC * kDp + 5 * kC * kBp + 2 * kC * kCp + kC + 2 * kK + (SLICE_LOOP ? 2 * kC * kCp : 0),
   kFinishSmem = 5 * kC * kDp + 3 * kC * kCp + 2 * kC + 4 * kW,
   kSmemLimit = 227 * 1024 / 4,  // an sm_90 CTA's most
 };

@@ -174,7 +174,9 @@ struct ptxevo_kda_bwd_plan_t {
   unsigned shared_bytes[5];  // the five chunked kernels'
   long long slots, dstate_offset, prep_offset, y_offset, mat_offset, share_offset, sums_offset, workspace_words;
 };
-enum { ptxevo_kda_bwd_slices = @SLICES@, ptxevo_kda_bwd_chunk = @CHUNK@ };
+// Shares: of the token gradients, one per slices CTA of a (chunk, head): 128 / BV, or 1 with
+// SLICE_LOOP.
+enum { ptxevo_kda_bwd_slices = @SLICES@, ptxevo_kda_bwd_shares = @SHARES@, ptxevo_kda_bwd_chunk = @CHUNK@ };
 
 // B rows of T tokens, H heads, N sequences: N == B (a sequence a row), or B == 1 and N > 1 packed
 // sequences (cu_seqlens). 0, or why not.
@@ -194,10 +196,11 @@ extern "C" const char* ptxevo_kda_bwd_plan(long long B, long long T, long long H
   p->y_offset = p->prep_offset + th * (3 * D + 1);
   p->mat_offset = p->y_offset + th * D;
   p->share_offset = p->mat_offset + H * p->slots * 3 * C * C;
-  p->sums_offset = p->share_offset + ptxevo_kda_bwd_slices * th * (3 * D + 2 * C + 1);
+  p->sums_offset = p->share_offset + ptxevo_kda_bwd_shares * th * (3 * D + 2 * C + 1);
   p->workspace_words = p->sums_offset + p->slots * H * (D + 1);
   const unsigned S = (unsigned)p->slots, h = (unsigned)H, z = (unsigned)ptxevo_kda_bwd_slices;
-  const unsigned g[6][3] = {{S, h, 1u}, {(unsigned)N, h, z}, {(unsigned)N, h, z}, {S, h * z, 1u}, {S, h, 1u}, {h, 1u, 1u}};
+  const unsigned sh = (unsigned)ptxevo_kda_bwd_shares;
+  const unsigned g[6][3] = {{S, h, 1u}, {(unsigned)N, h, z}, {(unsigned)N, h, z}, {S, h * sh, 1u}, {S, h, 1u}, {h, 1u, 1u}};
   const unsigned smem[5] = {@SMEM_PREPARE@u, @SMEM_STATES@u, @SMEM_DSTATES@u, @SMEM_SLICES@u, @SMEM_FINISH@u};
   for (int i = 0; i < 6; ++i)
     for (int j = 0; j < 3; ++j) p->grid[i][j] = g[i][j];
@@ -531,9 +534,12 @@ std::optional<evaluator::HostExport> KdaBwdOp::host_export(const OpConfig& cfg, 
         fail(std::string("the plan launches ") + entry + ", which the candidate's PTX does not define");
       l.entries.push_back(entry);
     }
-    const auto smem = [&](const char* entry) { return std::to_string(chunked_shared_bytes(entry, g.chunk, g.bv)); };
+    const auto smem = [&](const char* entry) {
+      return std::to_string(chunked_shared_bytes(entry, g.chunk, g.bv, g.slice_loop));
+    };
     l.code = std::string(kKdaBwdHostCommon) +
              evaluator::substitute(kKdaBwdChunkedHost, {{"SLICES", std::to_string(kHeadDim / g.bv)},
+                                                        {"SHARES", std::to_string(g.slice_loop ? 1 : kHeadDim / g.bv)},
                                                         {"CHUNK", std::to_string(g.chunk)},
                                                         {"SMEM_PREPARE", smem(kChunkPrepareEntry)},
                                                         {"SMEM_STATES", smem(kChunkStatesEntry)},

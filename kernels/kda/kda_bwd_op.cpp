@@ -63,10 +63,15 @@ KdaBwdOp::Geometry chunked_geometry(const Knobs& k) {
     } else if (name == "MMA_TERMS") {
       if (*v != 1 && *v != 3) fail("MMA_TERMS must be 1 or 3, got " + std::to_string(*v));
       g.mma_terms = *v;
-    } else fail("unknown knob '" + name + "' for the chunked seed (knobs: CHUNK, BV, MMA, MMA_TERMS)");
+    } else if (name == "SLICE_LOOP") {
+      if (*v != 0 && *v != 1) fail("SLICE_LOOP must be 0 or 1, got " + std::to_string(*v));
+      g.slice_loop = *v == 1;
+    } else fail("unknown knob '" + name + "' for the chunked seed (knobs: CHUNK, BV, MMA, MMA_TERMS, SLICE_LOOP)");
   }
   if (g.mma_terms == 1 && !g.mma) fail("MMA_TERMS=1 needs MMA 1 (with MMA 0 the products are fp32 on CUDA cores)");
   if (g.chunk != 32 && g.chunk != 64) fail("CHUNK must be 32 or 64, got " + std::to_string(g.chunk));
+  if (g.slice_loop && (!g.mma || g.chunk != 32))
+    fail("SLICE_LOOP=1 needs MMA 1 and CHUNK 32 (its share products' accumulators stay in registers)");
   if (g.bv != 16 && g.bv != 32 && g.bv != 64) fail("BV must be 16, 32 or 64 with CHUNK, got " + std::to_string(g.bv));
   if (g.chunk * g.bv > 2048)
     fail("CHUNK * BV must be at most 2048 (kda_bwd_chunk_slices' shared memory), got " + std::to_string(g.chunk * g.bv));
@@ -113,7 +118,11 @@ std::vector<Knobs> KdaBwdOp::covering_knobs() {
 // CHUNK 32 on tensor cores: on an H100 (bench/results/2026-12-06-h100-kda-bwd-chunked-4389bc2)
 // 1.9-2.0x faster than CHUNK 64, BV 32 on CUDA cores in all six scenarios.
 Knobs KdaBwdOp::chunked_knob_defaults() {
-  return {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"MMA_TERMS", std::int64_t{3}}};
+  return {{"CHUNK", std::int64_t{32}},
+          {"BV", std::int64_t{32}},
+          {"MMA", std::int64_t{1}},
+          {"MMA_TERMS", std::int64_t{3}},
+          {"SLICE_LOOP", std::int64_t{0}}};
 }
 
 std::vector<Knobs> KdaBwdOp::chunked_covering_knobs() {
@@ -123,10 +132,12 @@ std::vector<Knobs> KdaBwdOp::chunked_covering_knobs() {
           {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{64}}, {"MMA", std::int64_t{1}}},
           {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}},
           {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{16}}, {"MMA", std::int64_t{0}}},
-          {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"MMA_TERMS", std::int64_t{1}}}};
+          {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"MMA_TERMS", std::int64_t{1}}},
+          {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"SLICE_LOOP", std::int64_t{1}}}};
 }
 
-KdaBwdOp::ChunkedLayout KdaBwdOp::chunked_layout(const KdaDims& d, std::int64_t chunk, std::int64_t bv) {
+KdaBwdOp::ChunkedLayout KdaBwdOp::chunked_layout(const KdaDims& d, std::int64_t chunk, std::int64_t bv,
+                                                  bool slice_loop) {
   ChunkedLayout l;
   const std::int64_t th = d.total_tokens() * d.heads;
   l.slots = d.total_tokens() / chunk + d.sequences;
@@ -136,12 +147,13 @@ KdaBwdOp::ChunkedLayout KdaBwdOp::chunked_layout(const KdaDims& d, std::int64_t 
   l.y_off = l.prep_off + th * (3 * D + 1);
   l.mat_off = l.y_off + th * D;
   l.share_off = l.mat_off + d.heads * l.slots * 3 * chunk * chunk;
-  l.sums_off = l.share_off + (D / bv) * th * (3 * D + 2 * chunk + 1);
+  l.sums_off = l.share_off + (slice_loop ? 1 : D / bv) * th * (3 * D + 2 * chunk + 1);
   l.words = l.sums_off + l.slots * d.heads * (D + 1);
   return l;
 }
 
-std::uint32_t KdaBwdOp::chunked_shared_bytes(const std::string& entry, std::int64_t chunk, std::int64_t bv) {
+std::uint32_t KdaBwdOp::chunked_shared_bytes(const std::string& entry, std::int64_t chunk, std::int64_t bv,
+                                             bool slice_loop) {
   const std::int64_t dp = D + 1, bp = bv + 1, cp = chunk + 1, warps = D / 32;
   std::int64_t floats = 0;
   if (entry == kChunkPrepareEntry) floats = 3 * chunk * dp + 2 * chunk * cp + chunk;
@@ -149,7 +161,7 @@ std::uint32_t KdaBwdOp::chunked_shared_bytes(const std::string& entry, std::int6
   else if (entry == kChunkDstatesEntry)
     floats = D * bp + 2 * chunk * dp + 3 * chunk * bp + 2 * chunk * cp + chunk + 2 * D;
   else if (entry == kChunkSlicesEntry)
-    floats = 2 * D * bp + 2 * chunk * dp + 5 * chunk * bp + 2 * chunk * cp + chunk + 2 * D;
+    floats = 2 * D * bp + 2 * chunk * dp + 5 * chunk * bp + 2 * chunk * cp + chunk + 2 * D + (slice_loop ? 2 * chunk * cp : 0);
   else if (entry == kChunkFinishEntry) floats = 5 * chunk * dp + 3 * chunk * cp + 2 * chunk + 4 * warps;
   else fail("no chunked entry named '" + entry + "'");
   return static_cast<std::uint32_t>(4 * floats);
@@ -178,7 +190,7 @@ std::int64_t KdaBwdOp::workspace_words(const KdaDims& d) {
 }
 
 std::int64_t KdaBwdOp::plan_words(const KdaDims& d, const Geometry& g) {
-  if (g.chunk) return chunked_layout(d, g.chunk, g.bv).words;
+  if (g.chunk) return chunked_layout(d, g.chunk, g.bv, g.slice_loop).words;
   return layout_words(d, D / g.bv) + (g.prep ? prep_words(d) : 0);
 }
 
@@ -237,8 +249,8 @@ evaluator::LaunchPlan KdaBwdOp::launch_plan(const Shape& s, const OpConfig& cfg,
 
 evaluator::LaunchPlan KdaBwdOp::chunked_plan(const KdaDims& d, const Config& c, const Geometry& g) {
   using evaluator::ArgTensor;
-  const ChunkedLayout l = chunked_layout(d, g.chunk, g.bv);
-  const std::int64_t slices = D / g.bv;
+  const ChunkedLayout l = chunked_layout(d, g.chunk, g.bv, g.slice_loop);
+  const std::int64_t slices = D / g.bv, slice_ctas = g.slice_loop ? 1 : slices;
   if (l.slots > 0x7fffffff || d.heads * slices > 65535 || d.sequences > 65535)
     fail("too many tokens, sequences or heads for the chunked seed's grids");
   const std::vector<evaluator::KernelArg> args = {ArgTensor{"q"},
@@ -274,7 +286,7 @@ evaluator::LaunchPlan KdaBwdOp::chunked_plan(const KdaDims& d, const Config& c, 
   const auto u32 = [](std::int64_t v) { return static_cast<std::uint32_t>(v); };
   const evaluator::Dim3 per_chunk = {u32(l.slots), u32(d.heads), 1};
   const evaluator::Dim3 per_chain = {u32(d.sequences), u32(d.heads), u32(slices)};
-  const evaluator::Dim3 per_chunk_slice = {u32(l.slots), u32(d.heads * slices), 1};
+  const evaluator::Dim3 per_chunk_slice = {u32(l.slots), u32(d.heads * slice_ctas), 1};
   evaluator::LaunchPlan p;
   for (const auto& [entry, grid] : std::vector<std::pair<const char*, evaluator::Dim3>>{
            {kChunkPrepareEntry, per_chunk},
@@ -286,7 +298,7 @@ evaluator::LaunchPlan KdaBwdOp::chunked_plan(const KdaDims& d, const Config& c, 
     k.entry = entry;
     k.grid = grid;
     k.block = {static_cast<std::uint32_t>(D), 1, 1};
-    k.shared_bytes = chunked_shared_bytes(entry, g.chunk, g.bv);
+    k.shared_bytes = chunked_shared_bytes(entry, g.chunk, g.bv, g.slice_loop);
     k.args = args;
     p.kernels.push_back(std::move(k));
   }

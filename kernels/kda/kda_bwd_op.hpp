@@ -41,13 +41,15 @@ class KdaBwdOp : public evaluator::Op {
   using Config = KdaFwdOp::Config;
 
   // The seed's knobs after validation (defaults as in kda_bwd.cu).
-  // With CHUNK, the chunked seed (kda_bwd_chunked.cu: knobs CHUNK, BV, MMA and MMA_TERMS only).
+  // With CHUNK, the chunked seed (kda_bwd_chunked.cu: knobs CHUNK, BV, MMA, MMA_TERMS and SLICE_LOOP
+  // only).
   struct Geometry {
     std::int64_t bv = 16, ckpt = 64, sub = 8;
     bool prep = false;       // PREP: a prepare kernel saves each token's pre-processing for the recurrence
     std::int64_t chunk = 0;  // CHUNK: tokens per chunk of the chunked seed; 0: the recurrent seed
     bool mma = false;        // MMA (chunked seed): its products on tensor cores
     std::int64_t mma_terms = 3;  // MMA_TERMS (chunked seed, MMA 1): bf16 terms per product, 3 or 1
+    bool slice_loop = false;     // SLICE_LOOP (chunked seed): one slices CTA per (chunk, head), one share a token
   };
   // Throws std::invalid_argument for unknown knobs or values the template cannot build.
   static Geometry geometry(const evaluator::Knobs& k);
@@ -62,15 +64,17 @@ class KdaBwdOp : public evaluator::Op {
   // each chunk and the state gradient leaving it ([H][slots][slices][K][BV] each, slots = T_total /
   // CHUNK + N), each token-head's record (normalised q, k, in-chunk cumulative log-decay, beta's
   // sigmoid), Y = V - Kd S0 per token-head, X, M, P per chunk-head, the slices' shares of
-  // 3 x 128 + 2 CHUNK + 1 words per token-head, and the chunk sums per slot and head. Sequence n's
-  // chunk c is slot n + bos_n / CHUNK + c.
+  // 3 x 128 + 2 CHUNK + 1 words per token-head (128 / BV shares, or one with SLICE_LOOP), and the
+  // chunk sums per slot and head. Sequence n's chunk c is slot n + bos_n / CHUNK + c.
   struct ChunkedLayout {
     std::int64_t slots = 0;
     std::int64_t dstate_off = 0, prep_off = 0, y_off = 0, mat_off = 0, share_off = 0, sums_off = 0, words = 0;
   };
-  static ChunkedLayout chunked_layout(const KdaDims& d, std::int64_t chunk, std::int64_t bv);
+  static ChunkedLayout chunked_layout(const KdaDims& d, std::int64_t chunk, std::int64_t bv,
+                                      bool slice_loop = false);
   // Dynamic shared memory of a chunked entry in bytes (the kernel's k*Smem enumerators).
-  static std::uint32_t chunked_shared_bytes(const std::string& entry, std::int64_t chunk, std::int64_t bv);
+  static std::uint32_t chunked_shared_bytes(const std::string& entry, std::int64_t chunk, std::int64_t bv,
+                                            bool slice_loop = false);
   // The workspace in fp32 words (kda_bwd.cu's Args::ws): the checkpoint slots of the smallest
   // CKPT (32) for every head; from share_offset, kMaxSlices value slices' shares of dq, dk, the
   // log-decay's gradient and dbeta for every token-head; from sums_offset, the ddt_bias and dA_log

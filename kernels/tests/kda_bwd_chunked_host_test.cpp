@@ -134,6 +134,34 @@ using namespace ::kda_host;
 }  // namespace chunk8
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
+// C9: the defaults with SLICE_LOOP 1 (a slices CTA per chunk and head over the four value slices).
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 32
+#define MMA 1
+#define SLICE_LOOP 1
+namespace chunk9 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk9
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
+
+// C10: SLICE_LOOP 1 over eight slices of 16 columns; softplus gate, final-state gradient only.
+#define KDA_GATE_SOFTPLUS 1
+#define HAS_INITIAL_STATE 0
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 16
+#define MMA 1
+#define SLICE_LOOP 1
+namespace chunk10 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk10
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
+
 #pragma GCC diagnostic pop
 
 namespace {
@@ -312,8 +340,9 @@ OpConfig options(const char* gate, bool initial, bool final) {
   return {{"gate", gate}, {"initial_state", initial ? "true" : "false"}, {"final_state", final ? "true" : "false"}};
 }
 Knobs knobs(I chunk, I bv, I mma = 0, I terms = 3) {
-  return {{"CHUNK", chunk}, {"BV", bv}, {"MMA", mma}, {"MMA_TERMS", terms}};
+  return {{"CHUNK", chunk}, {"BV", bv}, {"MMA", mma}, {"MMA_TERMS", terms}, {"SLICE_LOOP", I{0}}};
 }
+Knobs slice_loop(I bv) { return {{"CHUNK", I{32}}, {"BV", bv}, {"MMA", I{1}}, {"MMA_TERMS", I{3}}, {"SLICE_LOOP", I{1}}}; }
 
 TEST(KdaBwdChunkedOnHost, DefaultsLowerBoundGateBothStates) {
   const Knobs defaults = knobs(32, 32, 1);
@@ -324,6 +353,13 @@ TEST(KdaBwdChunkedOnHost, DefaultsLowerBoundGateBothStates) {
 // printed errors are what MMA_TERMS 1 costs (FLA's backward on an H100: 1.4e-3 to 4.3e-3).
 TEST(KdaBwdChunkedOnHost, OneBf16TermPerProductStaysWithinTheGatesTolerance) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk8, options("lower_bound", true, true), knobs(32, 32, 1, 1)), kShapes, 1e-2);
+}
+// SLICE_LOOP 1: the slices kernel sums the value slices' shares in registers, one share a token.
+TEST(KdaBwdChunkedOnHost, SliceLoopLowerBoundGateBothStates) {
+  check(KDA_BWD_CHUNKED_CONFIG(chunk9, options("lower_bound", true, true), slice_loop(32)));
+}
+TEST(KdaBwdChunkedOnHost, SliceLoopEightSlicesSoftplusFinalStateOnly) {
+  check(KDA_BWD_CHUNKED_CONFIG(chunk10, options("softplus", false, true), slice_loop(16)));
 }
 TEST(KdaBwdChunkedOnHost, Chunk64LowerBoundGateBothStates) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk0, options("lower_bound", true, true), knobs(64, 32)));
@@ -370,6 +406,7 @@ TEST(KdaBwdChunkedOnHost, SaturatedGateWithSpikesKeepsItsSmallGradients) {
   expect_close(KDA_BWD_CHUNKED_CONFIG(chunk0, options("lower_bound", true, true), knobs(64, 32)));
   expect_close(KDA_BWD_CHUNKED_CONFIG(chunk4, options("lower_bound", true, true), knobs(64, 32, 1)));
   expect_close(KDA_BWD_CHUNKED_CONFIG(chunk7, options("lower_bound", true, true), knobs(32, 32, 1)));
+  expect_close(KDA_BWD_CHUNKED_CONFIG(chunk9, options("lower_bound", true, true), slice_loop(32)));
   // One bf16 term (FLA's precision): dg and ddt_bias 2.8e-3, dA_log 8.1e-3, inside the gate's 1e-2.
   expect_close(KDA_BWD_CHUNKED_CONFIG(chunk8, options("lower_bound", true, true), knobs(32, 32, 1, 1)), 1e-2);
 }

@@ -140,6 +140,39 @@ TEST(KdaBwdOp, OptionsAndKnobsAreCheckedWithTheirNames) {
   EXPECT_NE(error({{"CHUNK", I{32}}, {"MMA", I{1}}, {"MMA_TERMS", I{2}}}).find("MMA_TERMS must be 1 or 3"),
             std::string::npos);
   EXPECT_NE(error({{"CHUNK", I{32}}, {"MMA", I{0}}, {"MMA_TERMS", I{1}}}).find("needs MMA 1"), std::string::npos);
+  EXPECT_TRUE(KdaBwdOp::geometry({{"CHUNK", I{32}}, {"MMA", I{1}}, {"SLICE_LOOP", I{1}}}).slice_loop);
+  EXPECT_NE(error({{"CHUNK", I{32}}, {"MMA", I{1}}, {"SLICE_LOOP", I{2}}}).find("SLICE_LOOP must be 0 or 1"),
+            std::string::npos);
+  EXPECT_NE(error({{"CHUNK", I{32}}, {"MMA", I{0}}, {"SLICE_LOOP", I{1}}}).find("SLICE_LOOP=1 needs MMA 1 and CHUNK 32"),
+            std::string::npos);
+  EXPECT_NE(error({{"CHUNK", I{64}}, {"MMA", I{1}}, {"SLICE_LOOP", I{1}}}).find("SLICE_LOOP=1 needs MMA 1 and CHUNK 32"),
+            std::string::npos);
+}
+
+// SLICE_LOOP 1: one slices CTA per (chunk, head) and one share a token-head, the rest of the plan
+// and workspace as with SLICE_LOOP 0; the slices entry adds the dM and dL sums to its shared memory.
+TEST(KdaBwdOp, SliceLoopPlansOneSlicesCtaAndOneShareAChunkHead) {
+  const KdaBwdOp op;
+  const auto s = shape(1, 115, 4, 3);
+  const auto d = ptxevo::kernels::kda_dims(s);
+  const Knobs loop = {{"CHUNK", I{32}}, {"BV", I{32}}, {"MMA", I{1}}, {"SLICE_LOOP", I{1}}};
+  Knobs each = loop;
+  each["SLICE_LOOP"] = I{0};
+  const auto p = op.launch_plan(s, options("lower_bound", true, true), loop);
+  const auto q = op.launch_plan(s, options("lower_bound", true, true), each);
+  ASSERT_EQ(p.kernels.size(), 6u);
+  EXPECT_EQ(p.kernels[3].entry, KdaBwdOp::kChunkSlicesEntry);
+  EXPECT_EQ(p.kernels[3].grid.y, 4u);   // heads
+  EXPECT_EQ(q.kernels[3].grid.y, 16u);  // heads x four slices
+  EXPECT_EQ(p.kernels[1].grid.z, 4u);   // the chains still split the value columns
+  const auto l = KdaBwdOp::chunked_layout(d, 32, 32, true), m = KdaBwdOp::chunked_layout(d, 32, 32);
+  EXPECT_EQ(l.share_off, m.share_off);
+  EXPECT_EQ(l.sums_off - l.share_off, 115 * 4 * (3 * 128 + 2 * 32 + 1));
+  EXPECT_EQ(m.sums_off - m.share_off, 4 * (l.sums_off - l.share_off));
+  EXPECT_EQ(std::get<I>(p.kernels[0].args.at(29)), l.sums_off);
+  EXPECT_LE(l.words, KdaBwdOp::workspace_words(d));
+  EXPECT_EQ(p.kernels[3].shared_bytes, q.kernels[3].shared_bytes + 4u * 2 * 32 * 33);
+  for (std::size_t i : {0u, 1u, 2u, 4u}) EXPECT_EQ(p.kernels[i].shared_bytes, q.kernels[i].shared_bytes);
 }
 
 // The chunked plan: a prepare per chunk slot, the two chunk-serial passes per chain and value
@@ -441,4 +474,5 @@ TEST(KdaBwdOp, ChunkedDefaultsKeepTheirCtasPerSm) {
   EXPECT_GE(per_sm(KdaBwdOp::kChunkSlicesEntry), 2u);
   EXPECT_GE(per_sm(KdaBwdOp::kChunkPrepareEntry), 3u);
   EXPECT_GE(per_sm(KdaBwdOp::kChunkFinishEntry), 2u);
+  EXPECT_GE((228u * 1024) / (KdaBwdOp::chunked_shared_bytes(KdaBwdOp::kChunkSlicesEntry, 32, 32, true) + 1024u), 2u);
 }
