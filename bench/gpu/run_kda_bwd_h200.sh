@@ -10,7 +10,8 @@
 # Usage: bench/gpu/run_kda_bwd_h200.sh [SCENARIOS...]   (bwd_bench --shapes; default all six)
 # The chunked seed (kda_bwd_chunked.cu) is gated at its defaults and timed at CHUNK,BV,MMA = 64,32,0,
 # 64,32,1, 32,32,1, 32,64,1 and 32,16,1 beside the recurrent seed (BV 64 made the chunk-serial
-# kernels slower than BV 32 on the H100; BV 16 doubles their CTAs), and 32,32,1 with MMA_TERMS 1.
+# kernels slower than BV 32 on the H100; BV 16 doubles their CTAs), and 32,32,1 with MMA_TERMS 1
+# and with SLICE_LOOP 0.
 # Env: KDA_BWD_SKIP_GATE=1, KDA_BWD_GATE_H=64 (gate only those benchmark shapes), KDA_BWD_EXPORT_SHAPES
 # (default 6), KDA_BWD_EXPORT_S (default 150), KDA_BWD_GATE_RECURRENT=1 (gate the recurrent seed too),
 # KDA_BWD_EXPORT=recurrent (export that seed instead of the chunked one), KDA_BWD_GATE_S
@@ -50,12 +51,13 @@ step "builds: kda_bwd seed defaults and PREP=1, kda_fwd chunked seed defaults"
 .gpu/ptxevo build kernels/kda/kda_bwd.spec --out "$work/bwd" > "$work/build_bwd.txt" 2>&1; echo "bwd build rc=$?"
 .gpu/ptxevo build kernels/kda/kda_bwd.spec --knobs PREP=1 --out "$work/bwd_prep" > "$work/build_bwd_prep.txt" 2>&1
 echo "bwd PREP=1 build rc=$?"
-for ck in 64_32_0 64_32_1 32_32_1 32_64_1 32_16_1 32_32_1_1; do  # CHUNK_BV_MMA[_MMA_TERMS], built side by side
-  IFS=_ read -r c bv mma terms <<< "$ck"
+# CHUNK_BV_MMA[_MMA_TERMS[_SLICE_LOOP]], built side by side; 32_32_1 is the defaults (SLICE_LOOP 1)
+for ck in 64_32_0 64_32_1 32_32_1 32_64_1 32_16_1 32_32_1_1 32_32_1_3_0; do
+  IFS=_ read -r c bv mma terms sl <<< "$ck"
   ( .gpu/ptxevo build kernels/kda/kda_bwd.spec --source kernels/kda/kda_bwd_chunked.cu \
-      --knobs "CHUNK=$c,BV=$bv,MMA=$mma${terms:+,MMA_TERMS=$terms}" \
+      --knobs "CHUNK=$c,BV=$bv,MMA=$mma${terms:+,MMA_TERMS=$terms}${sl:+,SLICE_LOOP=$sl}" \
       --out "$work/bwd_chunk$ck" > "$work/build_bwd_chunk$ck.txt" 2>&1
-    echo "bwd chunked CHUNK,BV,MMA=$c,$bv,$mma${terms:+ MMA_TERMS=$terms} build rc=$?" ) &
+    echo "bwd chunked CHUNK,BV,MMA=$c,$bv,$mma${terms:+ MMA_TERMS=$terms}${sl:+ SLICE_LOOP=$sl} build rc=$?" ) &
 done
 variants=()
 for v in ${KDA_BWD_VARIANTS:-}; do
@@ -105,7 +107,7 @@ step "bwd_bench.py: the builds beside FLA's backward and training step"
 timeout "${KDA_BWD_BENCH_S:-300}" python3 bench/kda/bwd_bench.py --backward "$first" --also "$second" \
   --also "prep=$work/bwd_prep" --also "chunk64_32_1=$work/bwd_chunk64_32_1" --also "chunk64_32_0=$work/bwd_chunk64_32_0" \
   --also "chunk32_64_1=$work/bwd_chunk32_64_1" --also "chunk32_16_1=$work/bwd_chunk32_16_1" \
-  --also "chunk32_32_1_1=$work/bwd_chunk32_32_1_1" "${variants[@]}" --forward "chunked=$work/fwd" --per-kernel "${KDA_BWD_PER_KERNEL:-5}" \
+  --also "chunk32_32_1_1=$work/bwd_chunk32_32_1_1" --also "slice_loop0=$work/bwd_chunk32_32_1_3_0" "${variants[@]}" --forward "chunked=$work/fwd" --per-kernel "${KDA_BWD_PER_KERNEL:-5}" \
   --out "$out/bwd_bench" --commit "$commit" ${1:+--shapes "$@"} "${fla[@]}" > "$out/bwd_bench.log" 2>&1
 echo "rc=$?"
 if [ -f "$out/bwd_bench/results.md" ]; then tail -n 12 "$out/bwd_bench/results.md"; else tail -n 30 "$out/bwd_bench.log"; fi

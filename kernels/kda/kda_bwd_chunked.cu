@@ -42,9 +42,14 @@
 //          the gate's 1e-2) and the dM, dL rows keep three.
 //   SLICE_LOOP  0: kda_bwd_chunk_slices runs a CTA per (chunk, head, value slice), each writing
 //          its slice's share of the token gradients (128 / BV shares a token for the finish to
-//          add); 1 (CHUNK 32, MMA 1): a CTA per (chunk, head) walks the value slices in turn and
-//          sums the share products in registers, so each token gets one share, its record words
-//          and exponentials are taken once, and the finish reads a quarter of the words (BV 32)
+//          add); 1 (applies with MMA 1 and CHUNK 32, ignored otherwise): a CTA per (chunk, head)
+//          walks the value slices in turn and sums the share products in registers, so each token
+//          gets one share, its record words and exponentials are taken once, and the finish reads
+//          a quarter of the words (BV 32)
+//   CHAIN_PREFETCH  1 (applies with CHUNK 32, ignored otherwise): kda_bwd_chunk_states and
+//          _dstates load the next chunk's record words (k, G) into registers while this chunk's
+//          products run (chunked_bwd/chain_prefetch.cuh); 0: each step loads its own after the
+//          barrier that starts it
 #define KDA_BWD_CHUNKED 1
 #ifndef CHUNK
 #define CHUNK 64
@@ -61,6 +66,13 @@
 #ifndef SLICE_LOOP
 #define SLICE_LOOP 0
 #endif
+// SLICE_LOOP where it applies: its accumulators fit the registers with MMA 1 and CHUNK 32 only.
+#define KDA_BWD_SLICE_LOOP (SLICE_LOOP && MMA && CHUNK == 32)
+#ifndef CHAIN_PREFETCH
+#define CHAIN_PREFETCH 0
+#endif
+// CHAIN_PREFETCH where it applies: a chunk's words in registers at CHUNK 32 only.
+#define KDA_BWD_CHAIN_PREFETCH (CHAIN_PREFETCH && CHUNK == 32)
 // kda_bwd.cu's recurrence knobs, unused here.
 #define CKPT 32
 #define SUB 2
@@ -75,7 +87,7 @@ enum : int {
   kK = kD,  // K = V
   kB = kBv,
   kS = kSlices,
-  kShares = SLICE_LOOP ? 1 : kSlices,  // shares of the token gradients the slices kernel writes
+  kShares = KDA_BWD_SLICE_LOOP ? 1 : kSlices,  // shares of the token gradients the slices kernel writes
   kW = kWarps,
   kC = CHUNK,
   kT = kD,        // threads of every chunked CTA
@@ -91,8 +103,8 @@ static_assert(kB == 16 || kB == 32 || kB == 64, "BV: 16, 32 or 64");
 static_assert(kC * kB <= 2048, "CHUNK * BV: at most 2048 (kda_bwd_chunk_slices' shared memory)");
 static_assert(MMA == 0 || MMA == 1, "MMA: 0 or 1");
 static_assert(MMA_TERMS == 3 || (MMA == 1 && MMA_TERMS == 1), "MMA_TERMS: 3, or 1 with MMA 1");
-static_assert(SLICE_LOOP == 0 || (SLICE_LOOP == 1 && MMA == 1 && kC == 32),
-              "SLICE_LOOP: 0, or 1 with MMA 1 and CHUNK 32 (the share products' accumulators stay in registers)");
+static_assert(SLICE_LOOP == 0 || SLICE_LOOP == 1, "SLICE_LOOP: 0 or 1");
+static_assert(CHAIN_PREFETCH == 0 || CHAIN_PREFETCH == 1, "CHAIN_PREFETCH: 0 or 1");
 
 struct ChunkArgs {
   const __nv_bfloat16* __restrict__ q;
@@ -470,6 +482,10 @@ __device__ __forceinline__ void chunk_prepare_body(const ChunkArgs& p, float* sm
   }
 }
 
+#if KDA_BWD_CHAIN_PREFETCH
+#include "chunked_bwd/chain_prefetch.cuh"
+#endif
+
 // ---- kda_bwd_chunk_states ----
 // The forward on value columns [z BV, z BV + BV) of chain (n, h), chunk by chunk: stores the state
 // entering each chunk and Y = V - Kd S0; then U = X diag(b) Y and S <- diag(e^Gtot) S + Kr^T U.
@@ -491,10 +507,19 @@ __device__ __forceinline__ void chunk_states_body(const ChunkArgs& p, float* sm)
   long long bos, eos;
   sequence(p, n, bos, eos);
   const long long chunks = (eos - bos + kC - 1) / kC;
+#if KDA_BWD_CHAIN_PREFETCH
+  ChainWords w;
+  if (chunks > 0) load_chain_words(p, chunk_at(p, n, 0), h, w);
+#endif
   for (long long c = 0; c < chunks; ++c) {
     const Chunk ch = chunk_at(p, n, c);
     store_slice(state_slice(p, 0, h, ch.slot, z), S);
+#if KDA_BWD_CHAIN_PREFETCH
+    stage_decayed(p, ch, h, w, kd, kr, nullptr, egt);
+    if (c + 1 < chunks) load_chain_words(p, chunk_at(p, n, c + 1), h, w);
+#else
     decayed(p, ch, h, kd, kr, nullptr, egt);
+#endif
     chunk_mats(p, ch, h, bs, xs, nullptr);
     load_rows(p, p.v, ch, h, z, vs);
     __syncthreads();
@@ -542,10 +567,18 @@ __device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm
   long long bos, eos;
   sequence(p, n, bos, eos);
   const long long chunks = (eos - bos + kC - 1) / kC;
+#if KDA_BWD_CHAIN_PREFETCH
+  ChainWords w;
+  if (chunks > 0) load_chain_words(p, chunk_at(p, n, chunks - 1), h, w);
+#endif
   for (long long c = chunks - 1; c >= 0; --c) {
     const Chunk ch = chunk_at(p, n, c);
     store_slice(state_slice(p, p.dstate_off, h, ch.slot, z), dS);
+#if KDA_BWD_CHAIN_PREFETCH
+    stage_decayed(p, ch, h, w, nullptr, kr, qd, egt);
+#else
     decayed(p, ch, h, nullptr, kr, qd, egt);
+#endif
     chunk_mats(p, ch, h, bs, xs, ms);
     load_rows(p, p.d_out, ch, h, z, dO);
     __syncthreads();
@@ -554,7 +587,12 @@ __device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm
         [&](int x, int c2) { return x < kC ? dO[x * kBp + c2] : dS[(x - kC) * kBp + c2]; },
         [&](int r, int c2, float acc) { du[r * kBp + c2] = acc; });
     __syncthreads();
+#if KDA_BWD_CHAIN_PREFETCH
+    stage_decayed_keys(ch, w, kd);  // over Kr, read last by dU's product; dY's does not read it
+    if (c > 0) load_chain_words(p, chunk_at(p, n, c - 1), h, w);  // after: w held Kd's words
+#else
     decayed_keys(p, ch, h, kd);  // over Kr, read last by dU's product; dY's does not read it
+#endif
     chunk_mm<kC, kB, kC>([&](int r, int x) { return xs[x * kCp + r]; }, [&](int x, int c2) { return du[x * kBp + c2]; },
                           [&](int r, int c2, float acc) { dy[r * kBp + c2] = bs[r] * acc; });
     __syncthreads();
@@ -569,7 +607,7 @@ __device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm
 #endif
 }
 
-#if !SLICE_LOOP
+#if !KDA_BWD_SLICE_LOOP
 // ---- kda_bwd_chunk_slices ----
 // Chunk (n, c) of head h on value columns [z BV, z BV + BV), from the state S0 entering it and the
 // gradient dS of the one leaving it: U = X diag(b) Y, dU = M^T dO + Kr dS, dW = X^T dU; writes dv =
@@ -764,9 +802,9 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
     share_of(p, th, z, ch.t0 + i, h)[3 * kK + 2 * kC] = db;
   }
 }
-#else  // SLICE_LOOP
+#else  // KDA_BWD_SLICE_LOOP
 #include "chunked_bwd/slices_loop.cuh"
-#endif  // SLICE_LOOP
+#endif  // KDA_BWD_SLICE_LOOP
 
 // ---- kda_bwd_chunk_finish ----
 // Chunk (n, c) of head h: the slices' shares summed in slice order, then (thread d, key channel d)
@@ -940,7 +978,8 @@ enum : int {
   kPrepareSmem = 3 * kC * kDp + 2 * kC * kCp + kC,
   kStatesSmem = kK * kBp + 2 * kC * kDp + 3 * kC * kBp + kC * kCp + kC + 2 * kK,
   kDstatesSmem = kK * kBp + 2 * kC * kDp + 3 * kC * kBp + 2 * kC * kCp + kC + 2 * kK,
-  kSlicesSmem = 2 * kK * kBp + 2 * kC * kDp + 5 * kC * kBp + 2 * kC * kCp + kC + 2 * kK + (SLICE_LOOP ? 2 * kC * kCp : 0),
+  kSlicesSmem = 2 * kK * kBp + 2 * kC * kDp + 5 * kC * kBp + 2 * kC * kCp + kC + 2 * kK +
+                (KDA_BWD_SLICE_LOOP ? 2 * kC * kCp : 0),  // + the dM, dL sums
   kFinishSmem = 5 * kC * kDp + 3 * kC * kCp + 2 * kC + 4 * kW,
   kSmemLimit = 227 * 1024 / 4,  // an sm_90 CTA's most
 };
@@ -951,8 +990,9 @@ static_assert(kPrepareSmem <= kSmemLimit && kStatesSmem <= kSmemLimit && kDstate
 }  // namespace kda_bwd
 
 #ifndef KDA_HOST_EMULATION
-#define KDA_BWD_CHUNK_ENTRY(name, body)                                                                                 \
-  extern "C" __global__ void __launch_bounds__(kda_bwd::kT) name(                                                     \
+#define KDA_BWD_CHUNK_ENTRY(name, body) KDA_BWD_CHUNK_ENTRY_BOUNDS(name, body, __launch_bounds__(kda_bwd::kT))
+#define KDA_BWD_CHUNK_ENTRY_BOUNDS(name, body, bounds)                                                                  \
+  extern "C" __global__ void bounds name(                                                                             \
       const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,  \
       const __nv_bfloat16* __restrict__ g, const __nv_bfloat16* __restrict__ beta, const float* __restrict__ a_log,   \
       const float* __restrict__ dt_bias, const long long* __restrict__ cu_seqlens,                                    \
@@ -970,9 +1010,17 @@ static_assert(kPrepareSmem <= kSmemLimit && kStatesSmem <= kSmemLimit && kDstate
                   smem);                                                                                              \
   }
 KDA_BWD_CHUNK_ENTRY(kda_bwd_chunk_prepare, chunk_prepare_body)
+#if KDA_BWD_CHAIN_PREFETCH
+// Three CTAs an SM (their shared memory allows it), so the 384 chains of H = 96 x four slices run
+// in one wave: the prefetched words must fit 168 registers a thread.
+KDA_BWD_CHUNK_ENTRY_BOUNDS(kda_bwd_chunk_states, chunk_states_body, __launch_bounds__(kda_bwd::kT, 3))
+KDA_BWD_CHUNK_ENTRY_BOUNDS(kda_bwd_chunk_dstates, chunk_dstates_body, __launch_bounds__(kda_bwd::kT, 3))
+#else
 KDA_BWD_CHUNK_ENTRY(kda_bwd_chunk_states, chunk_states_body)
 KDA_BWD_CHUNK_ENTRY(kda_bwd_chunk_dstates, chunk_dstates_body)
+#endif
 KDA_BWD_CHUNK_ENTRY(kda_bwd_chunk_slices, chunk_slices_body)
 KDA_BWD_CHUNK_ENTRY(kda_bwd_chunk_finish, chunk_finish_body)
 #undef KDA_BWD_CHUNK_ENTRY
+#undef KDA_BWD_CHUNK_ENTRY_BOUNDS
 #endif  // KDA_HOST_EMULATION

@@ -66,12 +66,15 @@ KdaBwdOp::Geometry chunked_geometry(const Knobs& k) {
     } else if (name == "SLICE_LOOP") {
       if (*v != 0 && *v != 1) fail("SLICE_LOOP must be 0 or 1, got " + std::to_string(*v));
       g.slice_loop = *v == 1;
-    } else fail("unknown knob '" + name + "' for the chunked seed (knobs: CHUNK, BV, MMA, MMA_TERMS, SLICE_LOOP)");
+    } else if (name == "CHAIN_PREFETCH") {
+      if (*v != 0 && *v != 1) fail("CHAIN_PREFETCH must be 0 or 1, got " + std::to_string(*v));
+    } else
+      fail("unknown knob '" + name +
+           "' for the chunked seed (knobs: CHUNK, BV, MMA, MMA_TERMS, SLICE_LOOP, CHAIN_PREFETCH)");
   }
   if (g.mma_terms == 1 && !g.mma) fail("MMA_TERMS=1 needs MMA 1 (with MMA 0 the products are fp32 on CUDA cores)");
   if (g.chunk != 32 && g.chunk != 64) fail("CHUNK must be 32 or 64, got " + std::to_string(g.chunk));
-  if (g.slice_loop && (!g.mma || g.chunk != 32))
-    fail("SLICE_LOOP=1 needs MMA 1 and CHUNK 32 (its share products' accumulators stay in registers)");
+  g.slice_loop = g.slice_loop && g.mma && g.chunk == 32;  // ignored elsewhere (kda_bwd_chunked.cu)
   if (g.bv != 16 && g.bv != 32 && g.bv != 64) fail("BV must be 16, 32 or 64 with CHUNK, got " + std::to_string(g.bv));
   if (g.chunk * g.bv > 2048)
     fail("CHUNK * BV must be at most 2048 (kda_bwd_chunk_slices' shared memory), got " + std::to_string(g.chunk * g.bv));
@@ -122,7 +125,8 @@ Knobs KdaBwdOp::chunked_knob_defaults() {
           {"BV", std::int64_t{32}},
           {"MMA", std::int64_t{1}},
           {"MMA_TERMS", std::int64_t{3}},
-          {"SLICE_LOOP", std::int64_t{0}}};
+          {"SLICE_LOOP", std::int64_t{1}},
+          {"CHAIN_PREFETCH", std::int64_t{0}}};
 }
 
 std::vector<Knobs> KdaBwdOp::chunked_covering_knobs() {
@@ -133,7 +137,8 @@ std::vector<Knobs> KdaBwdOp::chunked_covering_knobs() {
           {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}},
           {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{16}}, {"MMA", std::int64_t{0}}},
           {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"MMA_TERMS", std::int64_t{1}}},
-          {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"SLICE_LOOP", std::int64_t{1}}}};
+          {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"SLICE_LOOP", std::int64_t{0}}},
+          {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"CHAIN_PREFETCH", std::int64_t{1}}}};
 }
 
 KdaBwdOp::ChunkedLayout KdaBwdOp::chunked_layout(const KdaDims& d, std::int64_t chunk, std::int64_t bv,

@@ -41,15 +41,15 @@ class KdaBwdOp : public evaluator::Op {
   using Config = KdaFwdOp::Config;
 
   // The seed's knobs after validation (defaults as in kda_bwd.cu).
-  // With CHUNK, the chunked seed (kda_bwd_chunked.cu: knobs CHUNK, BV, MMA, MMA_TERMS and SLICE_LOOP
-  // only).
+  // With CHUNK, the chunked seed (kda_bwd_chunked.cu: knobs CHUNK, BV, MMA, MMA_TERMS, SLICE_LOOP
+  // and CHAIN_PREFETCH only; the last changes no plan).
   struct Geometry {
     std::int64_t bv = 16, ckpt = 64, sub = 8;
     bool prep = false;       // PREP: a prepare kernel saves each token's pre-processing for the recurrence
     std::int64_t chunk = 0;  // CHUNK: tokens per chunk of the chunked seed; 0: the recurrent seed
     bool mma = false;        // MMA (chunked seed): its products on tensor cores
     std::int64_t mma_terms = 3;  // MMA_TERMS (chunked seed, MMA 1): bf16 terms per product, 3 or 1
-    bool slice_loop = false;     // SLICE_LOOP (chunked seed): one slices CTA per (chunk, head), one share a token
+    bool slice_loop = false;     // SLICE_LOOP (chunked seed, MMA 1, CHUNK 32): one slices CTA per (chunk, head)
   };
   // Throws std::invalid_argument for unknown knobs or values the template cannot build.
   static Geometry geometry(const evaluator::Knobs& k);

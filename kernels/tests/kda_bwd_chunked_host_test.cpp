@@ -107,7 +107,8 @@ using namespace ::kda_host;
 }  // namespace chunk6
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
-// C7: the chunked seed's defaults (CHUNK 32, BV 32, MMA 1), lower-bound gate, both states.
+// C7: the chunked seed's defaults with SLICE_LOOP 0 (CHUNK 32, BV 32, MMA 1), lower-bound gate,
+// both states.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -134,7 +135,8 @@ using namespace ::kda_host;
 }  // namespace chunk8
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
-// C9: the defaults with SLICE_LOOP 1 (a slices CTA per chunk and head over the four value slices).
+// C9: the chunked seed's defaults (CHUNK 32, BV 32, MMA 1, SLICE_LOOP 1: a slices CTA per chunk and
+// head over the four value slices), lower-bound gate, both states.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -160,6 +162,36 @@ namespace chunk10 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd_chunked.cu"
 }  // namespace chunk10
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
+
+// C11: the defaults with CHAIN_PREFETCH 1 (the chunk-serial kernels' next record words in
+// registers); softplus gate, both states.
+#define KDA_GATE_SOFTPLUS 1
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 32
+#define MMA 1
+#define SLICE_LOOP 1
+#define CHAIN_PREFETCH 1
+namespace chunk11 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk11
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
+
+// C12: C11 without the prefetch.
+#define KDA_GATE_SOFTPLUS 1
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 32
+#define MMA 1
+#define SLICE_LOOP 1
+namespace chunk12 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk12
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
 #pragma GCC diagnostic pop
@@ -342,12 +374,12 @@ OpConfig options(const char* gate, bool initial, bool final) {
 Knobs knobs(I chunk, I bv, I mma = 0, I terms = 3) {
   return {{"CHUNK", chunk}, {"BV", bv}, {"MMA", mma}, {"MMA_TERMS", terms}, {"SLICE_LOOP", I{0}}};
 }
-Knobs slice_loop(I bv) { return {{"CHUNK", I{32}}, {"BV", bv}, {"MMA", I{1}}, {"MMA_TERMS", I{3}}, {"SLICE_LOOP", I{1}}}; }
+Knobs slice_loop(I bv) {
+  return {{"CHUNK", I{32}}, {"BV", bv}, {"MMA", I{1}}, {"MMA_TERMS", I{3}}, {"SLICE_LOOP", I{1}}, {"CHAIN_PREFETCH", I{0}}};
+}
 
-TEST(KdaBwdChunkedOnHost, DefaultsLowerBoundGateBothStates) {
-  const Knobs defaults = knobs(32, 32, 1);
-  EXPECT_EQ(defaults, KdaBwdOp::chunked_knob_defaults());
-  check(KDA_BWD_CHUNKED_CONFIG(chunk7, options("lower_bound", true, true), defaults));
+TEST(KdaBwdChunkedOnHost, SliceLoop0LowerBoundGateBothStates) {
+  check(KDA_BWD_CHUNKED_CONFIG(chunk7, options("lower_bound", true, true), knobs(32, 32, 1)));
 }
 // One bf16 term per product: within the gate's tolerance (rel_l2 1e-2) on every output; the
 // printed errors are what MMA_TERMS 1 costs (FLA's backward on an H100: 1.4e-3 to 4.3e-3).
@@ -355,11 +387,32 @@ TEST(KdaBwdChunkedOnHost, OneBf16TermPerProductStaysWithinTheGatesTolerance) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk8, options("lower_bound", true, true), knobs(32, 32, 1, 1)), kShapes, 1e-2);
 }
 // SLICE_LOOP 1: the slices kernel sums the value slices' shares in registers, one share a token.
-TEST(KdaBwdChunkedOnHost, SliceLoopLowerBoundGateBothStates) {
-  check(KDA_BWD_CHUNKED_CONFIG(chunk9, options("lower_bound", true, true), slice_loop(32)));
+TEST(KdaBwdChunkedOnHost, DefaultsLowerBoundGateBothStates) {
+  const Knobs defaults = slice_loop(32);
+  EXPECT_EQ(defaults, KdaBwdOp::chunked_knob_defaults());
+  check(KDA_BWD_CHUNKED_CONFIG(chunk9, options("lower_bound", true, true), defaults));
 }
 TEST(KdaBwdChunkedOnHost, SliceLoopEightSlicesSoftplusFinalStateOnly) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk10, options("softplus", false, true), slice_loop(16)));
+}
+// CHAIN_PREFETCH 1 stages the same values as 0 into shared memory: within the gate's tolerances,
+// and every output the same bit for bit as without it (partial chunks, packed sequences).
+TEST(KdaBwdChunkedOnHost, ChainPrefetchGivesTheSameBits) {
+  Knobs prefetch = slice_loop(32);
+  prefetch["CHAIN_PREFETCH"] = I{1};
+  const auto with = KDA_BWD_CHUNKED_CONFIG(chunk11, options("softplus", true, true), prefetch);
+  const auto without = KDA_BWD_CHUNKED_CONFIG(chunk12, options("softplus", true, true), slice_loop(32));
+  check(with);
+  for (const auto& sh : {shape(1, 70, 2, 1), shape(1, 241, 1, 7)}) {
+    std::vector<HostTensor> a, b;
+    std::string fault;
+    run(with, sh, Distribution::Normal, 11, &fault, false, &a);
+    ASSERT_EQ(fault, "");
+    run(without, sh, Distribution::Normal, 11, &fault, false, &b);
+    ASSERT_EQ(fault, "");
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs";
+  }
 }
 TEST(KdaBwdChunkedOnHost, Chunk64LowerBoundGateBothStates) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk0, options("lower_bound", true, true), knobs(64, 32)));

@@ -84,7 +84,7 @@ TEST(KdaBwdOp, BuildTensorsSizeTheWorkspaceForTheKnobs) {
   EXPECT_EQ(words(op.build_tensors(s, cfg, recurrent)), KdaBwdOp::layout_words(d, 128 / num(recurrent, "BV")));
   EXPECT_EQ(words(op.build_tensors(s, cfg, prep)), KdaBwdOp::layout_words(d, 128 / num(recurrent, "BV")) + KdaBwdOp::prep_words(d));
   EXPECT_EQ(words(op.build_tensors(s, cfg, chunked)),
-            KdaBwdOp::chunked_layout(d, num(chunked, "CHUNK"), num(chunked, "BV")).words);
+            KdaBwdOp::chunked_layout(d, num(chunked, "CHUNK"), num(chunked, "BV"), num(chunked, "SLICE_LOOP") == 1).words);
   EXPECT_EQ(words(op.build_tensors(s, cfg, bv16)), KdaBwdOp::workspace_words(d));  // the largest layout
   EXPECT_LT(words(op.build_tensors(s, cfg, chunked)), KdaBwdOp::workspace_words(d));
   // Everything but the workspace is tensors()'.
@@ -143,10 +143,10 @@ TEST(KdaBwdOp, OptionsAndKnobsAreCheckedWithTheirNames) {
   EXPECT_TRUE(KdaBwdOp::geometry({{"CHUNK", I{32}}, {"MMA", I{1}}, {"SLICE_LOOP", I{1}}}).slice_loop);
   EXPECT_NE(error({{"CHUNK", I{32}}, {"MMA", I{1}}, {"SLICE_LOOP", I{2}}}).find("SLICE_LOOP must be 0 or 1"),
             std::string::npos);
-  EXPECT_NE(error({{"CHUNK", I{32}}, {"MMA", I{0}}, {"SLICE_LOOP", I{1}}}).find("SLICE_LOOP=1 needs MMA 1 and CHUNK 32"),
-            std::string::npos);
-  EXPECT_NE(error({{"CHUNK", I{64}}, {"MMA", I{1}}, {"SLICE_LOOP", I{1}}}).find("SLICE_LOOP=1 needs MMA 1 and CHUNK 32"),
-            std::string::npos);
+  // SLICE_LOOP applies with MMA 1 and CHUNK 32 only (its accumulators), and is ignored elsewhere.
+  EXPECT_FALSE(KdaBwdOp::geometry({{"CHUNK", I{32}}, {"MMA", I{0}}, {"SLICE_LOOP", I{1}}}).slice_loop);
+  EXPECT_FALSE(KdaBwdOp::geometry({{"CHUNK", I{64}}, {"MMA", I{1}}, {"SLICE_LOOP", I{1}}}).slice_loop);
+  EXPECT_TRUE(KdaBwdOp::geometry(KdaBwdOp::chunked_knob_defaults()).slice_loop);
 }
 
 // SLICE_LOOP 1: one slices CTA per (chunk, head) and one share a token-head, the rest of the plan
