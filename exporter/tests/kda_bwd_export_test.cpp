@@ -156,11 +156,13 @@ TEST(KdaBwdExport, LauncherPlansWhatTheOpPlansAndRefusesWhatItWasNotBuiltFor) {
 // and BV, with and without SLICE_LOOP; the entries compile to the candidate's PTX.
 TEST(KdaBwdExport, ChunkedLauncherPlansWhatTheOpPlans) {
   ASSERT_FALSE(find_nvcc().empty()) << "the export tests need nvcc at $CUDA_HOME or /usr/local/cuda";
-  for (const std::string knobs : {"CHUNK=64,BV=32", "CHUNK=32,BV=64,MMA=1", "CHUNK=32,BV=32,MMA=1,SLICE_LOOP=1"}) {
+  for (const std::string knobs : {"CHUNK=64,BV=32", "CHUNK=32,BV=64,MMA=1,SLICE_LOOP=0",
+                                  "CHUNK=32,BV=32,MMA=1,SLICE_LOOP=1", "CHUNK=32,BV=32,MMA=1,FINISH_IN_SLICES=1"}) {
     SCOPED_TRACE(knobs);
-    const TempDir dir(knobs.find("SLICE_LOOP") != std::string::npos ? "slice_loop"
-                      : knobs.find("BV=64") != std::string::npos    ? "chunk32"
-                                                                      : "chunk64");
+    const TempDir dir(knobs.find("FINISH") != std::string::npos       ? "finish_in_slices"
+                      : knobs.find("SLICE_LOOP=1") != std::string::npos ? "slice_loop"
+                      : knobs.find("BV=64") != std::string::npos        ? "chunk32"
+                                                                        : "chunk64");
     ExportRequest r;
     r.spec = kSpec;
     r.seed = "kda_bwd_chunked_seed";
@@ -182,7 +184,8 @@ TEST(KdaBwdExport, ChunkedLauncherPlansWhatTheOpPlans) {
         "\"kda_bwd_chunk_slices\", \"kda_bwd_chunk_finish\", \"kda_bwd_reduce\"};\n"
         "  for (const auto& x : s) {\n    ptxevo_kda_bwd_plan_t p;\n    if (ptxevo_kda_bwd_plan(x[0], x[1], x[2], x[3], &p)) {\n"
         "      std::printf(\"error\\n--\\n\");\n      continue;\n    }\n"
-        "    for (int i = 0; i < 6; ++i) {\n"
+        "    for (int n = 0; n <= ptxevo_kda_bwd_kernels; ++n) {\n"
+        "      const int i = n < ptxevo_kda_bwd_kernels ? n : 5;\n"
         "      std::printf(\"%s %u %u %u 128 %u\", names[i], p.grid[i][0], p.grid[i][1], p.grid[i][2], i < 5 ? p.shared_bytes[i] : 0u);\n"
         "      if (i < 5) std::printf(\" %lld %lld %lld %lld %lld %lld %lld %lld\\n\", x[1], p.slots, p.dstate_offset, "
         "p.prep_offset, p.y_offset, p.mat_offset, p.share_offset, p.sums_offset);\n"

@@ -50,6 +50,9 @@
 //          _dstates load the next chunk's record words (k, G) into registers while this chunk's
 //          products run (chunked_bwd/chain_prefetch.cuh); 0: each step loads its own after the
 //          barrier that starts it
+//   FINISH_IN_SLICES  1 (applies with SLICE_LOOP, ignored otherwise): the slices CTA of a (chunk,
+//          head) runs the finish's body right after writing the chunk's share (read back from L2 by
+//          the same CTA), and kda_bwd_chunk_finish is neither built nor launched
 #define KDA_BWD_CHUNKED 1
 #ifndef CHUNK
 #define CHUNK 64
@@ -73,6 +76,11 @@
 #endif
 // CHAIN_PREFETCH where it applies: a chunk's words in registers at CHUNK 32 only.
 #define KDA_BWD_CHAIN_PREFETCH (CHAIN_PREFETCH && CHUNK == 32)
+#ifndef FINISH_IN_SLICES
+#define FINISH_IN_SLICES 0
+#endif
+// FINISH_IN_SLICES where it applies: with the slice loop, a slices CTA is a finish CTA's (chunk, head).
+#define KDA_BWD_FINISH_IN_SLICES (FINISH_IN_SLICES && KDA_BWD_SLICE_LOOP)
 // kda_bwd.cu's recurrence knobs, unused here.
 #define CKPT 32
 #define SUB 2
@@ -105,6 +113,7 @@ static_assert(MMA == 0 || MMA == 1, "MMA: 0 or 1");
 static_assert(MMA_TERMS == 3 || (MMA == 1 && MMA_TERMS == 1), "MMA_TERMS: 3, or 1 with MMA 1");
 static_assert(SLICE_LOOP == 0 || SLICE_LOOP == 1, "SLICE_LOOP: 0 or 1");
 static_assert(CHAIN_PREFETCH == 0 || CHAIN_PREFETCH == 1, "CHAIN_PREFETCH: 0 or 1");
+static_assert(FINISH_IN_SLICES == 0 || FINISH_IN_SLICES == 1, "FINISH_IN_SLICES: 0 or 1");
 
 struct ChunkArgs {
   const __nv_bfloat16* __restrict__ q;
@@ -803,6 +812,7 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
   }
 }
 #else  // KDA_BWD_SLICE_LOOP
+__device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm);
 #include "chunked_bwd/slices_loop.cuh"
 #endif  // KDA_BWD_SLICE_LOOP
 
@@ -978,9 +988,11 @@ enum : int {
   kPrepareSmem = 3 * kC * kDp + 2 * kC * kCp + kC,
   kStatesSmem = kK * kBp + 2 * kC * kDp + 3 * kC * kBp + kC * kCp + kC + 2 * kK,
   kDstatesSmem = kK * kBp + 2 * kC * kDp + 3 * kC * kBp + 2 * kC * kCp + kC + 2 * kK,
-  kSlicesSmem = 2 * kK * kBp + 2 * kC * kDp + 5 * kC * kBp + 2 * kC * kCp + kC + 2 * kK +
-                (KDA_BWD_SLICE_LOOP ? 2 * kC * kCp : 0),  // + the dM, dL sums
   kFinishSmem = 5 * kC * kDp + 3 * kC * kCp + 2 * kC + 4 * kW,
+  kSlicesOwnSmem = 2 * kK * kBp + 2 * kC * kDp + 5 * kC * kBp + 2 * kC * kCp + kC + 2 * kK +
+                   (KDA_BWD_SLICE_LOOP ? 2 * kC * kCp : 0),  // + the dM, dL sums
+  kSlicesSmem = KDA_BWD_FINISH_IN_SLICES && kFinishSmem > kSlicesOwnSmem ? kFinishSmem : kSlicesOwnSmem,
+
   kSmemLimit = 227 * 1024 / 4,  // an sm_90 CTA's most
 };
 static_assert(kPrepareSmem <= kSmemLimit && kStatesSmem <= kSmemLimit && kDstatesSmem <= kSmemLimit &&
@@ -1020,7 +1032,9 @@ KDA_BWD_CHUNK_ENTRY(kda_bwd_chunk_states, chunk_states_body)
 KDA_BWD_CHUNK_ENTRY(kda_bwd_chunk_dstates, chunk_dstates_body)
 #endif
 KDA_BWD_CHUNK_ENTRY(kda_bwd_chunk_slices, chunk_slices_body)
+#if !KDA_BWD_FINISH_IN_SLICES
 KDA_BWD_CHUNK_ENTRY(kda_bwd_chunk_finish, chunk_finish_body)
+#endif
 #undef KDA_BWD_CHUNK_ENTRY
 #undef KDA_BWD_CHUNK_ENTRY_BOUNDS
 #endif  // KDA_HOST_EMULATION

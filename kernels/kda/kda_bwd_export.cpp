@@ -170,13 +170,16 @@ constexpr const char* kKdaBwdChunkedHost = R"cpp(
 // T_total / CHUNK + N chunk slots, the workspace's regions (fp32 words), each entry's grid and
 // dynamic shared memory.
 struct ptxevo_kda_bwd_plan_t {
-  unsigned grid[6][3];       // kda_bwd_chunk_prepare, _states, _dstates, _slices, _finish, kda_bwd_reduce
+  // kda_bwd_chunk_prepare, _states, _dstates, _slices, _finish (launched when ptxevo_kda_bwd_kernels
+  // is 5; with FINISH_IN_SLICES the slices kernel does its work), kda_bwd_reduce
+  unsigned grid[6][3];
   unsigned shared_bytes[5];  // the five chunked kernels'
   long long slots, dstate_offset, prep_offset, y_offset, mat_offset, share_offset, sums_offset, workspace_words;
 };
 // Shares: of the token gradients, one per slices CTA of a (chunk, head): 128 / BV, or 1 with
 // SLICE_LOOP.
 enum { ptxevo_kda_bwd_slices = @SLICES@, ptxevo_kda_bwd_shares = @SHARES@, ptxevo_kda_bwd_chunk = @CHUNK@ };
+enum { ptxevo_kda_bwd_kernels = @KERNELS@ };  // chunked kernels launched before kda_bwd_reduce
 
 // B rows of T tokens, H heads, N sequences: N == B (a sequence a row), or B == 1 and N > 1 packed
 // sequences (cu_seqlens). 0, or why not.
@@ -216,10 +219,9 @@ constexpr const char* kKdaBwdChunkedHostLaunches = R"cpp(
                                const float*, const long long*, const float*, const bf16*, const float*, float*, float*,
                                float*, float*, float*, float*, float*, long long, int, int, long long, float, float,
                                long long, long long, long long, long long, long long, long long);
-  const chunk_kernel kernels[5] = {kda_bwd_chunk_prepare, kda_bwd_chunk_states, kda_bwd_chunk_dstates,
-                                   kda_bwd_chunk_slices, kda_bwd_chunk_finish};
+  const chunk_kernel kernels[ptxevo_kda_bwd_kernels] = {@CHUNK_ENTRIES@};
   float* ws = (float*)workspace;
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < ptxevo_kda_bwd_kernels; ++i) {
     cudaError_t e = cudaFuncSetAttribute((const void*)kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)p.shared_bytes[i]);
     if (e == cudaSuccess) {
@@ -524,29 +526,35 @@ std::optional<evaluator::HostExport> KdaBwdOp::host_export(const OpConfig& cfg, 
   const Geometry g = geometry(knobs);
   evaluator::HostExport l;
   if (g.chunk) {
-    const std::vector<const char*> entries = {kChunkPrepareEntry, kChunkStatesEntry, kChunkDstatesEntry,
-                                              kChunkSlicesEntry, kChunkFinishEntry};
-    for (const char* entry : entries) l.params_by_entry[entry] = chunk_params();
+    std::vector<const char*> entries = {kChunkPrepareEntry, kChunkStatesEntry, kChunkDstatesEntry,
+                                        kChunkSlicesEntry};
+    if (!g.finish_in_slices) entries.push_back(kChunkFinishEntry);
+    std::string entry_list;
+    for (const char* entry : entries) {
+      l.params_by_entry[entry] = chunk_params();
+      entry_list += std::string(entry_list.empty() ? "" : ", ") + entry;
+    }
     l.params_by_entry[kReduceEntry] = reduce_params();
-    for (const char* entry : {kChunkPrepareEntry, kChunkStatesEntry, kChunkDstatesEntry, kChunkSlicesEntry,
-                              kChunkFinishEntry, kReduceEntry}) {
+    entries.push_back(kReduceEntry);
+    for (const char* entry : entries) {
       if (!defined.count(entry))
         fail(std::string("the plan launches ") + entry + ", which the candidate's PTX does not define");
       l.entries.push_back(entry);
     }
     const auto smem = [&](const char* entry) {
-      return std::to_string(chunked_shared_bytes(entry, g.chunk, g.bv, g.slice_loop));
+      return std::to_string(chunked_shared_bytes(entry, g.chunk, g.bv, g.slice_loop, g.finish_in_slices));
     };
     l.code = std::string(kKdaBwdHostCommon) +
              evaluator::substitute(kKdaBwdChunkedHost, {{"SLICES", std::to_string(kHeadDim / g.bv)},
                                                         {"SHARES", std::to_string(g.slice_loop ? 1 : kHeadDim / g.bv)},
+                                                        {"KERNELS", std::to_string(entries.size() - 1)},
                                                         {"CHUNK", std::to_string(g.chunk)},
                                                         {"SMEM_PREPARE", smem(kChunkPrepareEntry)},
                                                         {"SMEM_STATES", smem(kChunkStatesEntry)},
                                                         {"SMEM_DSTATES", smem(kChunkDstatesEntry)},
                                                         {"SMEM_SLICES", smem(kChunkSlicesEntry)},
                                                         {"SMEM_FINISH", smem(kChunkFinishEntry)}}) +
-             kKdaBwdHostLaunch + kKdaBwdChunkedHostLaunches;
+             kKdaBwdHostLaunch + evaluator::substitute(kKdaBwdChunkedHostLaunches, {{"CHUNK_ENTRIES", entry_list}});
   }
   if (!g.chunk) {
     std::vector<const char*> entries = {kRecurrentEntry, kFinishEntry, kReduceEntry};

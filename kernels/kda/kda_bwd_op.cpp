@@ -68,13 +68,17 @@ KdaBwdOp::Geometry chunked_geometry(const Knobs& k) {
       g.slice_loop = *v == 1;
     } else if (name == "CHAIN_PREFETCH") {
       if (*v != 0 && *v != 1) fail("CHAIN_PREFETCH must be 0 or 1, got " + std::to_string(*v));
+    } else if (name == "FINISH_IN_SLICES") {
+      if (*v != 0 && *v != 1) fail("FINISH_IN_SLICES must be 0 or 1, got " + std::to_string(*v));
+      g.finish_in_slices = *v == 1;
     } else
       fail("unknown knob '" + name +
-           "' for the chunked seed (knobs: CHUNK, BV, MMA, MMA_TERMS, SLICE_LOOP, CHAIN_PREFETCH)");
+           "' for the chunked seed (knobs: CHUNK, BV, MMA, MMA_TERMS, SLICE_LOOP, CHAIN_PREFETCH, FINISH_IN_SLICES)");
   }
   if (g.mma_terms == 1 && !g.mma) fail("MMA_TERMS=1 needs MMA 1 (with MMA 0 the products are fp32 on CUDA cores)");
   if (g.chunk != 32 && g.chunk != 64) fail("CHUNK must be 32 or 64, got " + std::to_string(g.chunk));
   g.slice_loop = g.slice_loop && g.mma && g.chunk == 32;  // ignored elsewhere (kda_bwd_chunked.cu)
+  g.finish_in_slices = g.finish_in_slices && g.slice_loop;
   if (g.bv != 16 && g.bv != 32 && g.bv != 64) fail("BV must be 16, 32 or 64 with CHUNK, got " + std::to_string(g.bv));
   if (g.chunk * g.bv > 2048)
     fail("CHUNK * BV must be at most 2048 (kda_bwd_chunk_slices' shared memory), got " + std::to_string(g.chunk * g.bv));
@@ -126,7 +130,8 @@ Knobs KdaBwdOp::chunked_knob_defaults() {
           {"MMA", std::int64_t{1}},
           {"MMA_TERMS", std::int64_t{3}},
           {"SLICE_LOOP", std::int64_t{1}},
-          {"CHAIN_PREFETCH", std::int64_t{0}}};
+          {"CHAIN_PREFETCH", std::int64_t{0}},
+          {"FINISH_IN_SLICES", std::int64_t{0}}};
 }
 
 std::vector<Knobs> KdaBwdOp::chunked_covering_knobs() {
@@ -138,7 +143,8 @@ std::vector<Knobs> KdaBwdOp::chunked_covering_knobs() {
           {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{16}}, {"MMA", std::int64_t{0}}},
           {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"MMA_TERMS", std::int64_t{1}}},
           {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"SLICE_LOOP", std::int64_t{0}}},
-          {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"CHAIN_PREFETCH", std::int64_t{1}}}};
+          {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"CHAIN_PREFETCH", std::int64_t{1}}},
+          {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"FINISH_IN_SLICES", std::int64_t{1}}}};
 }
 
 KdaBwdOp::ChunkedLayout KdaBwdOp::chunked_layout(const KdaDims& d, std::int64_t chunk, std::int64_t bv,
@@ -158,7 +164,9 @@ KdaBwdOp::ChunkedLayout KdaBwdOp::chunked_layout(const KdaDims& d, std::int64_t 
 }
 
 std::uint32_t KdaBwdOp::chunked_shared_bytes(const std::string& entry, std::int64_t chunk, std::int64_t bv,
-                                             bool slice_loop) {
+                                             bool slice_loop, bool finish_in_slices) {
+  if (entry == kChunkSlicesEntry && finish_in_slices && slice_loop)
+    return std::max(chunked_shared_bytes(entry, chunk, bv, true), chunked_shared_bytes(kChunkFinishEntry, chunk, bv));
   const std::int64_t dp = D + 1, bp = bv + 1, cp = chunk + 1, warps = D / 32;
   std::int64_t floats = 0;
   if (entry == kChunkPrepareEntry) floats = 3 * chunk * dp + 2 * chunk * cp + chunk;
@@ -293,17 +301,17 @@ evaluator::LaunchPlan KdaBwdOp::chunked_plan(const KdaDims& d, const Config& c, 
   const evaluator::Dim3 per_chain = {u32(d.sequences), u32(d.heads), u32(slices)};
   const evaluator::Dim3 per_chunk_slice = {u32(l.slots), u32(d.heads * slice_ctas), 1};
   evaluator::LaunchPlan p;
-  for (const auto& [entry, grid] : std::vector<std::pair<const char*, evaluator::Dim3>>{
-           {kChunkPrepareEntry, per_chunk},
-           {kChunkStatesEntry, per_chain},
-           {kChunkDstatesEntry, per_chain},
-           {kChunkSlicesEntry, per_chunk_slice},
-           {kChunkFinishEntry, per_chunk}}) {
+  std::vector<std::pair<const char*, evaluator::Dim3>> launches = {{kChunkPrepareEntry, per_chunk},
+                                                                   {kChunkStatesEntry, per_chain},
+                                                                   {kChunkDstatesEntry, per_chain},
+                                                                   {kChunkSlicesEntry, per_chunk_slice}};
+  if (!g.finish_in_slices) launches.push_back({kChunkFinishEntry, per_chunk});
+  for (const auto& [entry, grid] : launches) {
     evaluator::KernelLaunch k;
     k.entry = entry;
     k.grid = grid;
     k.block = {static_cast<std::uint32_t>(D), 1, 1};
-    k.shared_bytes = chunked_shared_bytes(entry, g.chunk, g.bv, g.slice_loop);
+    k.shared_bytes = chunked_shared_bytes(entry, g.chunk, g.bv, g.slice_loop, g.finish_in_slices);
     k.args = args;
     p.kernels.push_back(std::move(k));
   }

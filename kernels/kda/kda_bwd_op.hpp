@@ -42,7 +42,8 @@ class KdaBwdOp : public evaluator::Op {
 
   // The seed's knobs after validation (defaults as in kda_bwd.cu).
   // With CHUNK, the chunked seed (kda_bwd_chunked.cu: knobs CHUNK, BV, MMA, MMA_TERMS, SLICE_LOOP
-  // and CHAIN_PREFETCH only; the last changes no plan).
+  // CHAIN_PREFETCH and FINISH_IN_SLICES only; CHAIN_PREFETCH changes no plan, FINISH_IN_SLICES drops
+  // kda_bwd_chunk_finish from it).
   struct Geometry {
     std::int64_t bv = 16, ckpt = 64, sub = 8;
     bool prep = false;       // PREP: a prepare kernel saves each token's pre-processing for the recurrence
@@ -50,6 +51,7 @@ class KdaBwdOp : public evaluator::Op {
     bool mma = false;        // MMA (chunked seed): its products on tensor cores
     std::int64_t mma_terms = 3;  // MMA_TERMS (chunked seed, MMA 1): bf16 terms per product, 3 or 1
     bool slice_loop = false;     // SLICE_LOOP (chunked seed, MMA 1, CHUNK 32): one slices CTA per (chunk, head)
+    bool finish_in_slices = false;  // FINISH_IN_SLICES (with SLICE_LOOP): the finish runs in the slices CTAs
   };
   // Throws std::invalid_argument for unknown knobs or values the template cannot build.
   static Geometry geometry(const evaluator::Knobs& k);
@@ -74,7 +76,7 @@ class KdaBwdOp : public evaluator::Op {
                                       bool slice_loop = false);
   // Dynamic shared memory of a chunked entry in bytes (the kernel's k*Smem enumerators).
   static std::uint32_t chunked_shared_bytes(const std::string& entry, std::int64_t chunk, std::int64_t bv,
-                                            bool slice_loop = false);
+                                            bool slice_loop = false, bool finish_in_slices = false);
   // The workspace in fp32 words (kda_bwd.cu's Args::ws): the checkpoint slots of the smallest
   // CKPT (32) for every head; from share_offset, kMaxSlices value slices' shares of dq, dk, the
   // log-decay's gradient and dbeta for every token-head; from sums_offset, the ddt_bias and dA_log

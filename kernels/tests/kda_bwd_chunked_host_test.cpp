@@ -194,6 +194,21 @@ using namespace ::kda_host;
 }  // namespace chunk12
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
+// C13: C9 (the defaults) with FINISH_IN_SLICES 1: the finish in the slices CTAs, no finish kernel.
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 32
+#define MMA 1
+#define SLICE_LOOP 1
+#define FINISH_IN_SLICES 1
+namespace chunk13 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk13
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
+
 #pragma GCC diagnostic pop
 
 namespace {
@@ -207,29 +222,37 @@ using ptxevo::evaluator::Shape;
 using ptxevo::kernels::KdaBwdOp;
 using I = std::int64_t;
 
-// One compiled configuration: the chunked bodies behind its ChunkArgs, kda_bwd.cu's reduction
-// behind its Args, and each entry's shared memory in floats as the kernel counts it.
+// One compiled configuration: the chunked bodies behind its ChunkArgs by entry name, kda_bwd.cu's
+// reduction behind its Args, and each entry's shared memory in floats as the kernel counts it.
 template <typename ChunkArgs, typename Args>
 struct Config {
   const char* name;
   OpConfig options;
   Knobs knobs;
-  std::vector<void (*)(const ChunkArgs&, float*)> bodies;  // in plan order
+  std::map<std::string, void (*)(const ChunkArgs&, float*)> bodies;
   void (*reduce)(const Args&, int);
-  std::vector<int> smem_floats;
+  std::map<std::string, int> smem_floats;
 };
 
 #define KDA_BWD_CHUNKED_CONFIG(NS, OPTIONS, KNOBS)                                                               \
   Config<NS::kda_bwd::ChunkArgs, NS::kda_bwd::Args> {                                                           \
 #NS, OPTIONS, KNOBS,                                                                                         \
-        {[](const NS::kda_bwd::ChunkArgs& a, float* s) { NS::kda_bwd::chunk_prepare_body(a, s); },             \
-         [](const NS::kda_bwd::ChunkArgs& a, float* s) { NS::kda_bwd::chunk_states_body(a, s); },              \
-         [](const NS::kda_bwd::ChunkArgs& a, float* s) { NS::kda_bwd::chunk_dstates_body(a, s); },             \
-         [](const NS::kda_bwd::ChunkArgs& a, float* s) { NS::kda_bwd::chunk_slices_body(a, s); },              \
-         [](const NS::kda_bwd::ChunkArgs& a, float* s) { NS::kda_bwd::chunk_finish_body(a, s); }},             \
+        {{KdaBwdOp::kChunkPrepareEntry,                                                                          \
+          [](const NS::kda_bwd::ChunkArgs& a, float* s) { NS::kda_bwd::chunk_prepare_body(a, s); }},            \
+         {KdaBwdOp::kChunkStatesEntry,                                                                           \
+          [](const NS::kda_bwd::ChunkArgs& a, float* s) { NS::kda_bwd::chunk_states_body(a, s); }},             \
+         {KdaBwdOp::kChunkDstatesEntry,                                                                          \
+          [](const NS::kda_bwd::ChunkArgs& a, float* s) { NS::kda_bwd::chunk_dstates_body(a, s); }},            \
+         {KdaBwdOp::kChunkSlicesEntry,                                                                           \
+          [](const NS::kda_bwd::ChunkArgs& a, float* s) { NS::kda_bwd::chunk_slices_body(a, s); }},             \
+         {KdaBwdOp::kChunkFinishEntry,                                                                           \
+          [](const NS::kda_bwd::ChunkArgs& a, float* s) { NS::kda_bwd::chunk_finish_body(a, s); }}},            \
         [](const NS::kda_bwd::Args& a, int chunks) { NS::kda_bwd::reduce_body(a, chunks); },                   \
-        {NS::kda_bwd::kPrepareSmem, NS::kda_bwd::kStatesSmem, NS::kda_bwd::kDstatesSmem,                       \
-         NS::kda_bwd::kSlicesSmem,  NS::kda_bwd::kFinishSmem }                                                 \
+        {{KdaBwdOp::kChunkPrepareEntry, NS::kda_bwd::kPrepareSmem},                                              \
+         {KdaBwdOp::kChunkStatesEntry, NS::kda_bwd::kStatesSmem},                                                \
+         {KdaBwdOp::kChunkDstatesEntry, NS::kda_bwd::kDstatesSmem},                                              \
+         {KdaBwdOp::kChunkSlicesEntry, NS::kda_bwd::kSlicesSmem},                                                \
+         {KdaBwdOp::kChunkFinishEntry, NS::kda_bwd::kFinishSmem}},                                               \
   }
 
 Shape shape(I b, I t, I h, I n) { return {{"B", b}, {"T", t}, {"H", h}, {"N", n}}; }
@@ -264,9 +287,11 @@ std::map<std::string, ptxevo::evaluator::OutputCheck> run(const Config<ChunkArgs
   std::vector<HostTensor> ref;
   op.reference(s, c.options, ts, ref);
   const auto plan = op.launch_plan(s, c.options, c.knobs);
-  EXPECT_EQ(plan.kernels.size(), 6u);
-  for (std::size_t i = 0; i < c.smem_floats.size(); ++i)
-    EXPECT_EQ(plan.kernels.at(i).shared_bytes, 4u * static_cast<unsigned>(c.smem_floats[i])) << plan.kernels.at(i).entry;
+  EXPECT_GE(plan.kernels.size(), 5u);
+  EXPECT_EQ(plan.kernels.back().entry, KdaBwdOp::kReduceEntry);
+  for (std::size_t i = 0; i + 1 < plan.kernels.size(); ++i)
+    EXPECT_EQ(plan.kernels[i].shared_bytes, 4u * static_cast<unsigned>(c.smem_floats.at(plan.kernels[i].entry)))
+        << plan.kernels[i].entry;
   auto find = [&](const std::string& name) -> HostTensor* {
     for (auto& t : ts)
       if (t.name == name) return &t;
@@ -318,11 +343,12 @@ std::map<std::string, ptxevo::evaluator::OutputCheck> run(const Config<ChunkArgs
   out32("dA_log");
   out32("ddt_bias");
   alignas(16) static float sm[227 * 1024 / 4];
-  for (std::size_t k = 0; k < c.bodies.size() && fault->empty(); ++k) {
+  for (std::size_t k = 0; k + 1 < plan.kernels.size() && fault->empty(); ++k) {
     std::fill(std::begin(sm), std::end(sm), std::nanf(""));  // shared memory read before written fails too
-    *fault = run_grid(plan.kernels.at(k), [&] { c.bodies[k](a, sm); }, reversed);
+    const auto body = c.bodies.at(plan.kernels[k].entry);
+    *fault = run_grid(plan.kernels.at(k), [&] { body(a, sm); }, reversed);
   }
-  const auto& red_k = plan.kernels.at(5);
+  const auto& red_k = plan.kernels.back();
   Args r{};
   r.ws = a.ws;
   r.da_log = find("dA_log") ? reinterpret_cast<float*>(find("dA_log")->data.data()) : nullptr;
@@ -375,7 +401,8 @@ Knobs knobs(I chunk, I bv, I mma = 0, I terms = 3) {
   return {{"CHUNK", chunk}, {"BV", bv}, {"MMA", mma}, {"MMA_TERMS", terms}, {"SLICE_LOOP", I{0}}};
 }
 Knobs slice_loop(I bv) {
-  return {{"CHUNK", I{32}}, {"BV", bv}, {"MMA", I{1}}, {"MMA_TERMS", I{3}}, {"SLICE_LOOP", I{1}}, {"CHAIN_PREFETCH", I{0}}};
+  return {{"CHUNK", I{32}}, {"BV", bv},           {"MMA", I{1}},
+          {"MMA_TERMS", I{3}}, {"SLICE_LOOP", I{1}}, {"CHAIN_PREFETCH", I{0}}, {"FINISH_IN_SLICES", I{0}}};
 }
 
 TEST(KdaBwdChunkedOnHost, SliceLoop0LowerBoundGateBothStates) {
@@ -409,6 +436,28 @@ TEST(KdaBwdChunkedOnHost, ChainPrefetchGivesTheSameBits) {
     run(with, sh, Distribution::Normal, 11, &fault, false, &a);
     ASSERT_EQ(fault, "");
     run(without, sh, Distribution::Normal, 11, &fault, false, &b);
+    ASSERT_EQ(fault, "");
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs";
+  }
+}
+// FINISH_IN_SLICES 1 runs the same finish on the same share: a plan without kda_bwd_chunk_finish,
+// and every output the same bit for bit as the defaults' (slots without a chunk included).
+TEST(KdaBwdChunkedOnHost, FinishInSlicesGivesTheSameBits) {
+  Knobs fused = slice_loop(32);
+  fused["FINISH_IN_SLICES"] = I{1};
+  const auto with = KDA_BWD_CHUNKED_CONFIG(chunk13, options("lower_bound", true, true), fused);
+  const auto without = KDA_BWD_CHUNKED_CONFIG(chunk9, options("lower_bound", true, true), slice_loop(32));
+  const auto plan = KdaBwdOp().launch_plan(shape(1, 241, 1, 7), with.options, fused);
+  ASSERT_EQ(plan.kernels.size(), 5u);
+  for (const auto& k : plan.kernels) EXPECT_NE(k.entry, KdaBwdOp::kChunkFinishEntry);
+  for (const auto& sh : {shape(1, 70, 2, 1), shape(1, 241, 1, 7), shape(2, 33, 1, 2)}) {
+    std::vector<HostTensor> a, b;
+    std::string fault;
+    const auto errors = run(with, sh, Distribution::Normal, 13, &fault, false, &a);
+    ASSERT_EQ(fault, "");
+    for (const auto& [name, e] : errors) EXPECT_TRUE(e.passed) << name << ": " << e.reason;
+    run(without, sh, Distribution::Normal, 13, &fault, false, &b);
     ASSERT_EQ(fault, "");
     ASSERT_EQ(a.size(), b.size());
     for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs";

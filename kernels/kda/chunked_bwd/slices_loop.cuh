@@ -34,11 +34,17 @@ __device__ __forceinline__ void chunk_acc3(Acc3<R, CC>& acc, A0 a0, B0 b0, A1 a1
 // summed over the slices in registers, the dM and dL rows in shared memory and dW . Y, dS . S0 in
 // registers; then one epilogue writes each token's single share (z = 0) as the SLICE_LOOP 0 body writes
 // a slice's, its record words loaded and its exponentials taken once.
-// Shared: the SLICE_LOOP 0 body's arrays, then the sums of the dM and dL rows [kC][kCp] each.
+// Shared: the SLICE_LOOP 0 body's arrays, then the sums of the dM and dL rows [kC][kCp] each (with
+// FINISH_IN_SLICES, then the finish's over them).
 __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm) {
   const int h = blockIdx.y, i = threadIdx.x;
   const Chunk ch = chunk_in_slot(p, blockIdx.x);
-  if (ch.count == 0) return;
+  if (ch.count == 0) {
+#if KDA_BWD_FINISH_IN_SLICES
+    chunk_finish_body(p, sm);  // a slot without a chunk: zero sums
+#endif
+    return;
+  }
   const long long th = token_heads(p);
   float* s0 = sm;
   float* dS = s0 + kK * kBp;
@@ -168,4 +174,10 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
     if (c2 < r) sh[3 * kK + kC + c2] = -dl_sum[r * kCp + c2];
   }
   if (i < ch.count) share_of(p, th, 0, ch.t0 + i, h)[3 * kK + 2 * kC] = db;
+#if KDA_BWD_FINISH_IN_SLICES
+  // The finish of this (chunk, head) on the share just written: the barrier orders the block's
+  // global writes before its reads, and the finish's shared arrays start over this body's.
+  __syncthreads();
+  chunk_finish_body(p, sm);
+#endif
 }
