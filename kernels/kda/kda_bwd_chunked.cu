@@ -53,6 +53,8 @@
 //   FINISH_IN_SLICES  1 (applies with SLICE_LOOP, ignored otherwise): the slices CTA of a (chunk,
 //          head) runs the finish's body right after writing the chunk's share (read back from L2 by
 //          the same CTA), and kda_bwd_chunk_finish is neither built nor launched
+//   PREPARE_PAIRS  1: the prepare's P and M sums go to lanes pair by pair over the lower triangle
+//          only; 0: a lane per (row, column), the lanes of the upper triangle idle (half of them)
 #define KDA_BWD_CHUNKED 1
 #ifndef CHUNK
 #define CHUNK 64
@@ -78,6 +80,9 @@
 #define KDA_BWD_CHAIN_PREFETCH (CHAIN_PREFETCH && CHUNK == 32)
 #ifndef FINISH_IN_SLICES
 #define FINISH_IN_SLICES 0
+#endif
+#ifndef PREPARE_PAIRS
+#define PREPARE_PAIRS 0
 #endif
 // FINISH_IN_SLICES where it applies: with the slice loop, a slices CTA is a finish CTA's (chunk, head).
 #define KDA_BWD_FINISH_IN_SLICES (FINISH_IN_SLICES && KDA_BWD_SLICE_LOOP)
@@ -114,6 +119,7 @@ static_assert(MMA_TERMS == 3 || (MMA == 1 && MMA_TERMS == 1), "MMA_TERMS: 3, or 
 static_assert(SLICE_LOOP == 0 || SLICE_LOOP == 1, "SLICE_LOOP: 0 or 1");
 static_assert(CHAIN_PREFETCH == 0 || CHAIN_PREFETCH == 1, "CHAIN_PREFETCH: 0 or 1");
 static_assert(FINISH_IN_SLICES == 0 || FINISH_IN_SLICES == 1, "FINISH_IN_SLICES: 0 or 1");
+static_assert(PREPARE_PAIRS == 0 || PREPARE_PAIRS == 1, "PREPARE_PAIRS: 0 or 1");
 
 struct ChunkArgs {
   const __nv_bfloat16* __restrict__ q;
@@ -339,6 +345,30 @@ __device__ __forceinline__ void chunk_prepare_body(const ChunkArgs& p, float* sm
   // P_ij = sum_d k_id k_jd e^(G_id - G_jd) (i > j), M_ij = scale sum_d q_id k_jd e^(G_id - G_jd)
   // (i >= j); zero elsewhere and past the chunk's end.
   float* out = mats(p, h, ch.slot);
+#if PREPARE_PAIRS
+  // Only the pairs j <= i (kC (kC + 1) / 2 of them) go to lanes, none left idle by the upper
+  // triangle; the upper triangle is zeros. Each pair's sum is the same expression as below.
+  for (int e = i; e < kC * kC; e += kT) {
+    const int r = e / kC, c = e % kC;
+    if (c > r) ps[r * kCp + c] = out[2 * kC * kC + e] = out[kC * kC + e] = 0.f;
+  }
+  for (int pe = i; pe < kC * (kC + 1) / 2; pe += kT) {
+    int r = (int)((sqrtf(8.f * (float)pe + 1.f) - 1.f) * 0.5f);  // row of the pe-th lower pair
+    if ((r + 1) * (r + 2) / 2 <= pe) ++r;
+    if (r * (r + 1) / 2 > pe) --r;
+    const int c = pe - r * (r + 1) / 2, e = r * kC + c;
+    float pk = 0.f, mq = 0.f;
+    if (r < ch.count) {
+      for (int d = 0; d < kK; ++d) {
+        const float kj = ks[c * kDp + d] * exp_r(gs[r * kDp + d] - gs[c * kDp + d]);
+        pk = fmaf(ks[r * kDp + d], kj, pk);
+        mq = fmaf(qs[r * kDp + d], kj, mq);
+      }
+    }
+    ps[r * kCp + c] = out[2 * kC * kC + e] = c < r ? pk : 0.f;
+    out[kC * kC + e] = p.scale * mq;
+  }
+#else
   for (int e = i; e < kC * kC; e += kT) {
     const int r = e / kC, c = e % kC;
     float pk = 0.f, mq = 0.f;
@@ -352,6 +382,7 @@ __device__ __forceinline__ void chunk_prepare_body(const ChunkArgs& p, float* sm
     ps[r * kCp + c] = out[2 * kC * kC + e] = c < r ? pk : 0.f;
     out[kC * kC + e] = c <= r ? p.scale * mq : 0.f;
   }
+#endif
   __syncthreads();
   // X = (I + L)^-1 with L = diag(b) P strictly lower, a column a thread (forward substitution
   // down the column: X_rc = [r == c] - b_r sum_{c <= m < r} P_rm X_mc); thread i reads and writes

@@ -194,7 +194,8 @@ using namespace ::kda_host;
 }  // namespace chunk12
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
-// C13: C9 (the defaults) with FINISH_IN_SLICES 1: the finish in the slices CTAs, no finish kernel.
+// C13: C9 (the defaults) with FINISH_IN_SLICES 1 (the finish in the slices CTAs, no finish
+// kernel) and PREPARE_PAIRS 1 (the prepare's sums over the lower triangle only).
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -203,10 +204,24 @@ using namespace ::kda_host;
 #define MMA 1
 #define SLICE_LOOP 1
 #define FINISH_IN_SLICES 1
+#define PREPARE_PAIRS 1
 namespace chunk13 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd_chunked.cu"
 }  // namespace chunk13
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
+
+// C14: C0 (CHUNK 64 on CUDA cores) with PREPARE_PAIRS 1: 2080 pairs over the lanes.
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 64
+#define BV 32
+#define PREPARE_PAIRS 1
+namespace chunk14 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk14
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
 #pragma GCC diagnostic pop
@@ -402,7 +417,8 @@ Knobs knobs(I chunk, I bv, I mma = 0, I terms = 3) {
 }
 Knobs slice_loop(I bv) {
   return {{"CHUNK", I{32}}, {"BV", bv},           {"MMA", I{1}},
-          {"MMA_TERMS", I{3}}, {"SLICE_LOOP", I{1}}, {"CHAIN_PREFETCH", I{0}}, {"FINISH_IN_SLICES", I{0}}};
+          {"MMA_TERMS", I{3}}, {"SLICE_LOOP", I{1}}, {"CHAIN_PREFETCH", I{0}}, {"FINISH_IN_SLICES", I{0}},
+          {"PREPARE_PAIRS", I{0}}};
 }
 
 TEST(KdaBwdChunkedOnHost, SliceLoop0LowerBoundGateBothStates) {
@@ -441,11 +457,13 @@ TEST(KdaBwdChunkedOnHost, ChainPrefetchGivesTheSameBits) {
     for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs";
   }
 }
-// FINISH_IN_SLICES 1 runs the same finish on the same share: a plan without kda_bwd_chunk_finish,
-// and every output the same bit for bit as the defaults' (slots without a chunk included).
-TEST(KdaBwdChunkedOnHost, FinishInSlicesGivesTheSameBits) {
+// FINISH_IN_SLICES 1 runs the same finish on the same share, PREPARE_PAIRS 1 the same sums on
+// other lanes: a plan without kda_bwd_chunk_finish, and every output the same bit for bit as the
+// defaults' (slots without a chunk included).
+TEST(KdaBwdChunkedOnHost, FinishInSlicesAndPreparePairsGiveTheSameBits) {
   Knobs fused = slice_loop(32);
   fused["FINISH_IN_SLICES"] = I{1};
+  fused["PREPARE_PAIRS"] = I{1};
   const auto with = KDA_BWD_CHUNKED_CONFIG(chunk13, options("lower_bound", true, true), fused);
   const auto without = KDA_BWD_CHUNKED_CONFIG(chunk9, options("lower_bound", true, true), slice_loop(32));
   const auto plan = KdaBwdOp().launch_plan(shape(1, 241, 1, 7), with.options, fused);
@@ -460,6 +478,21 @@ TEST(KdaBwdChunkedOnHost, FinishInSlicesGivesTheSameBits) {
     run(without, sh, Distribution::Normal, 13, &fault, false, &b);
     ASSERT_EQ(fault, "");
     ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs";
+  }
+}
+TEST(KdaBwdChunkedOnHost, PreparePairsAtChunk64GivesTheSameBits) {
+  Knobs pairs = knobs(64, 32);
+  pairs["PREPARE_PAIRS"] = I{1};
+  const auto with = KDA_BWD_CHUNKED_CONFIG(chunk14, options("lower_bound", true, true), pairs);
+  const auto without = KDA_BWD_CHUNKED_CONFIG(chunk0, options("lower_bound", true, true), knobs(64, 32));
+  for (const auto& sh : {shape(1, 130, 1, 1), shape(1, 241, 1, 7)}) {
+    std::vector<HostTensor> a, b;
+    std::string fault;
+    run(with, sh, Distribution::Normal, 14, &fault, false, &a);
+    ASSERT_EQ(fault, "");
+    run(without, sh, Distribution::Normal, 14, &fault, false, &b);
+    ASSERT_EQ(fault, "");
     for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs";
   }
 }
