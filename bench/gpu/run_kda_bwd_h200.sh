@@ -51,7 +51,9 @@ step "builds: kda_bwd seed defaults and PREP=1, kda_fwd chunked seed defaults"
 .gpu/ptxevo build kernels/kda/kda_bwd.spec --out "$work/bwd" > "$work/build_bwd.txt" 2>&1; echo "bwd build rc=$?"
 .gpu/ptxevo build kernels/kda/kda_bwd.spec --knobs PREP=1 --out "$work/bwd_prep" > "$work/build_bwd_prep.txt" 2>&1
 echo "bwd PREP=1 build rc=$?"
-# CHUNK_BV_MMA[_MMA_TERMS[_SLICE_LOOP]], built side by side; 32_32_1 is the defaults (SLICE_LOOP 1)
+# CHUNK_BV_MMA[_MMA_TERMS[_SLICE_LOOP]], built side by side; 32_32_1 is the defaults (SLICE_LOOP 1).
+# KDA_BWD_VARIANTS adds others, e.g. "pf=CHUNK=32,CHAIN_PREFETCH=1 fis=CHUNK=32,FINISH_IN_SLICES=1
+# pairs=CHUNK=32,PREPARE_PAIRS=1" (the knobs not named take the spec's defaults).
 for ck in 64_32_0 64_32_1 32_32_1 32_64_1 32_16_1 32_32_1_1 32_32_1_3_0; do
   IFS=_ read -r c bv mma terms sl <<< "$ck"
   ( .gpu/ptxevo build kernels/kda/kda_bwd.spec --source kernels/kda/kda_bwd_chunked.cu \
