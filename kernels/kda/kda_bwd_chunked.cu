@@ -1,13 +1,13 @@
 // kda_bwd seed template (chunked): the Kimi Delta Attention backward through chunks of CHUNK
 // tokens (docs/kda.md 7.3), the same gradients as the recurrent kda_bwd.cu with the token-serial
 // work cut to one small matrix step per chunk. fp32 throughout; the products go through one
-// primitive over shared memory (chunk_mm below: CUDA cores, or tensor cores with MMA 1; chunk_mm3
-// runs three of one shape with one epilogue), the simple form a search can rewrite (staging,
+// primitive over shared memory (chunk_mm in the part chunked_bwd/chunk_mm.cuh: CUDA cores, or
+// tensor cores with MMA 1; chunk_mm3 runs three of one shape with one epilogue), the simple form a search can rewrite (staging,
 // fewer barriers). docs/kda.md 7.7: what limits it on the GPU.
 //
 // Compiled by NVRTC with the op's defines (KDA_GATE_SOFTPLUS, HAS_INITIAL_STATE, HAS_FINAL_STATE)
-// and the knobs CHUNK, BV, MMA and MMA_TERMS. KdaBwdOp::launch_plan launches, in order (no atomics: every output
-// is the same bit for bit from run to run):
+// and the knobs below. KdaBwdOp::launch_plan launches, in order (no atomics: every output is the
+// same bit for bit from run to run):
 //   kda_bwd_chunk_prepare  grid (slots, H): each token's normalised q, k, in-chunk cumulative
 //                          log-decay G and beta's sigmoid; per chunk P, M and X = (I + L)^-1
 //   kda_bwd_chunk_states   grid (N, H, 128 / BV): the state entering every chunk and Y = V - Kd S0
@@ -17,7 +17,9 @@
 //                          initial-state gradient
 //   kda_bwd_chunk_slices   grid (slots, H x 128 / BV): per chunk and value slice, dv and the
 //                          slice's shares of the gradients of q, k (normalised), G, M, L and beta
-//   kda_bwd_chunk_finish   grid (slots, H): sums the shares in slice order, the terms through
+//                          (SLICE_LOOP: grid (slots, H), every slice, one share a token)
+//   kda_bwd_chunk_finish   grid (slots, H; not with FINISH_IN_SLICES, where the slices CTA runs
+//                          it): sums the shares in slice order, the terms through
 //                          P and M, the log-decays' gradient (a reverse cumulative sum) and the
 //                          pre-processing's backward (docs/kda.md 7.2) to dq, dk, dg, dbeta; the
 //                          chunk's sums of the dA_log and ddt_bias terms
