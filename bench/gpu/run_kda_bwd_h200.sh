@@ -12,7 +12,7 @@
 # 64,32,1, 32,32,1, 32,64,1 and 32,16,1 beside the recurrent seed (BV 64 made the chunk-serial
 # kernels slower than BV 32 on the H100; BV 16 doubles their CTAs), and 32,32,1 with MMA_TERMS 1
 # and with SLICE_LOOP 0.
-# Env: KDA_BWD_SKIP_GATE=1, KDA_BWD_GATE_H=64 (gate only those benchmark shapes), KDA_BWD_EXPORT_SHAPES
+# Env: KDA_BWD_SKIP_GATE=1, KDA_BWD_SKIP_EXPORT=1 (no exports, no export timing), KDA_BWD_GATE_H=64 (gate only those benchmark shapes), KDA_BWD_EXPORT_SHAPES
 # (default 6), KDA_BWD_EXPORT_S (default 150), KDA_BWD_GATE_RECURRENT=1 (gate the recurrent seed too),
 # KDA_BWD_EXPORT=recurrent (export that seed instead of the chunked one), KDA_BWD_GATE_S
 # (default 300 per gate), KDA_BWD_BENCH_S (default 300), KDA_NO_FLA=1, KDA_BWD_PER_KERNEL (samples of
@@ -84,14 +84,16 @@ if [ "${KDA_BWD_EXPORT:-chunked}" = recurrent ]; then
 else
   export_seed=(--seed-name kda_bwd_chunked_seed); first="chunk32_32_1=$work/bwd_chunk32_32_1"; second="seed=$work/bwd"
 fi
-step "exports (torch): kda_bwd ${KDA_BWD_EXPORT:-chunked} seed defaults, kda_fwd chunked seed defaults"
 export TORCH_EXTENSIONS_DIR=/tmp/torch-ext MAX_JOBS=16
-.gpu/ptxevo export kernels/kda/kda_bwd.spec "${export_seed[@]}" --format torch --out "$work/export_bwd" \
-  > "$work/export_bwd.txt" 2>&1
-echo "export bwd rc=$?"; grep -E "verified|error" "$work/export_bwd.txt"
-.gpu/ptxevo export kernels/kda/kda_fwd.spec --seed-name kda_fwd_chunked_seed --format torch --out "$work/export_fwd" \
-  > "$work/export_fwd.txt" 2>&1
-echo "export fwd rc=$?"; grep -E "verified|error" "$work/export_fwd.txt"
+if [ "${KDA_BWD_SKIP_EXPORT:-0}" != 1 ]; then
+  step "exports (torch): kda_bwd ${KDA_BWD_EXPORT:-chunked} seed defaults, kda_fwd chunked seed defaults"
+  .gpu/ptxevo export kernels/kda/kda_bwd.spec "${export_seed[@]}" --format torch --out "$work/export_bwd" \
+    > "$work/export_bwd.txt" 2>&1
+  echo "export bwd rc=$?"; grep -E "verified|error" "$work/export_bwd.txt"
+  .gpu/ptxevo export kernels/kda/kda_fwd.spec --seed-name kda_fwd_chunked_seed --format torch --out "$work/export_fwd" \
+    > "$work/export_fwd.txt" 2>&1
+  echo "export fwd rc=$?"; grep -E "verified|error" "$work/export_fwd.txt"
+fi
 
 fla=()
 if [ "${KDA_NO_FLA:-0}" = 1 ]; then
@@ -116,13 +118,15 @@ if [ -f "$out/bwd_bench/results.md" ]; then tail -n 12 "$out/bwd_bench/results.m
 
 # The exported module and the autograd function in a run of their own: at scenario 1 the first
 # autograd step alone took minutes on the H100, which would starve the comparison above.
-step "bwd_bench.py: the export and the autograd function (scenarios ${KDA_BWD_EXPORT_SHAPES:-6})"
-# shellcheck disable=SC2086
-timeout "${KDA_BWD_EXPORT_S:-150}" python3 bench/kda/bwd_bench.py --backward "$first" --forward "chunked=$work/fwd" \
-  --export-bwd "$work/export_bwd" --export-fwd "$work/export_fwd" --no-fla \
-  --out "$out/bwd_export" --commit "$commit" --shapes ${KDA_BWD_EXPORT_SHAPES:-6} > "$out/bwd_export.log" 2>&1
-echo "rc=$?"
-if [ -f "$out/bwd_export/results.md" ]; then tail -n 6 "$out/bwd_export/results.md"; else tail -n 20 "$out/bwd_export.log"; fi
+if [ "${KDA_BWD_SKIP_EXPORT:-0}" != 1 ]; then
+  step "bwd_bench.py: the export and the autograd function (scenarios ${KDA_BWD_EXPORT_SHAPES:-6})"
+  # shellcheck disable=SC2086
+  timeout "${KDA_BWD_EXPORT_S:-150}" python3 bench/kda/bwd_bench.py --backward "$first" --forward "chunked=$work/fwd" \
+    --export-bwd "$work/export_bwd" --export-fwd "$work/export_fwd" --no-fla \
+    --out "$out/bwd_export" --commit "$commit" --shapes ${KDA_BWD_EXPORT_SHAPES:-6} > "$out/bwd_export.log" 2>&1
+  echo "rc=$?"
+  if [ -f "$out/bwd_export/results.md" ]; then tail -n 6 "$out/bwd_export/results.md"; else tail -n 20 "$out/bwd_export.log"; fi
+fi
 
 # Last: the gate's benchmark shapes hold the largest workspace several times over. On an 80 GB
 # H100, KDA_BWD_GATE_H=64 keeps only the H = 64 scenarios in the gated spec (every correctness and
