@@ -530,6 +530,74 @@ __device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm
 #endif
 }
 
+// kda_bwd_chunk_slices' shared arrays (both forms): S0, dS [kK][kBp]; Kr (then the Kr terms)
+// [kC][kDp]; Y, U, dO, dU, dW [kC][kBp]; X, M [kC][kCp]; b; e^Gtot [2][kK]; the dQd Qd + dKd Kd
+// terms [kC][kDp]. SLICE_LOOP 1 adds its sums after them.
+struct SlicesSmem {
+  float *s0, *dS, *kr, *ys, *us, *dO, *du, *dw, *xs, *ms, *bs, *egt, *ga, *end;
+  __device__ __forceinline__ explicit SlicesSmem(float* sm)
+      : s0(sm),
+        dS(s0 + kK * kBp),
+        kr(dS + kK * kBp),
+        ys(kr + kC * kDp),
+        us(ys + kC * kBp),
+        dO(us + kC * kBp),
+        du(dO + kC * kBp),
+        dw(du + kC * kBp),
+        xs(dw + kC * kBp),
+        ms(xs + kC * kCp),
+        bs(ms + kC * kCp),
+        egt(bs + kC),
+        ga(egt + 2 * kK),
+        end(ga + kC * kDp) {}
+};
+
+// Value slice z's S0 and dS.
+__device__ __forceinline__ void load_slice_states(const ChunkArgs& p, const Chunk& ch, int h, int z,
+                                                  const SlicesSmem& L) {
+  const int i = threadIdx.x;
+  const float* keep = state_slice(p, 0, h, ch.slot, z);
+  const float* dkeep = state_slice(p, p.dstate_off, h, ch.slot, z);
+  // Fixed trip counts, unrolled: eight loads in flight a thread rather than one.
+#pragma unroll 8
+  for (int n = 0; n < kK * kB / kT; ++n) {
+    const int e = i + n * kT;
+    L.s0[(e / kB) * kBp + e % kB] = keep[e];
+    L.dS[(e / kB) * kBp + e % kB] = dkeep[e];
+  }
+}
+
+// Value slice z's rows of Y and dO.
+__device__ __forceinline__ void load_slice_rows(const ChunkArgs& p, const Chunk& ch, int h, int z,
+                                                const SlicesSmem& L) {
+  const int i = threadIdx.x;
+#pragma unroll
+  for (int n = 0; n < kC * kB / kT; ++n) {
+    const int e = i + n * kT, t = e / kB, j = e % kB;
+    L.ys[t * kBp + j] = t < ch.count ? p.ws[p.y_off + ((ch.t0 + t) * p.H + h) * kK + z * kB + j] : 0.f;
+  }
+  load_rows(p, p.d_out, ch, h, z, L.dO);
+}
+
+// U = X diag(b) Y, dU = M^T dO + Kr dS, dW = X^T dU on the loaded slice, each behind a barrier
+// (the first orders the loads before them).
+__device__ __forceinline__ void slice_products(const SlicesSmem& L) {
+  __syncthreads();
+  chunk_mm<kC, kB, kC, 3>([&](int r, int x) { return L.xs[r * kCp + x]; },
+                          [&](int x, int c2) { return L.bs[x] * L.ys[x * kBp + c2]; },
+                          [&](int r, int c2, float acc) { L.us[r * kBp + c2] = acc; });
+  __syncthreads();
+  chunk_mm<kC, kB, kC + kK, 3>(
+      [&](int r, int x) { return x < kC ? L.ms[x * kCp + r] : L.kr[r * kDp + x - kC]; },
+      [&](int x, int c2) { return x < kC ? L.dO[x * kBp + c2] : L.dS[(x - kC) * kBp + c2]; },
+      [&](int r, int c2, float acc) { L.du[r * kBp + c2] = acc; });
+  __syncthreads();
+  chunk_mm<kC, kB, kC, 3>([&](int r, int x) { return L.xs[x * kCp + r]; },
+                          [&](int x, int c2) { return L.du[x * kBp + c2]; },
+                          [&](int r, int c2, float acc) { L.dw[r * kBp + c2] = acc; });
+  __syncthreads();
+}
+
 #if !KDA_BWD_SLICE_LOOP
 // ---- kda_bwd_chunk_slices ----
 // Chunk (n, c) of head h on value columns [z BV, z BV + BV), from the state S0 entering it and the
@@ -550,51 +618,15 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
   const Chunk ch = chunk_in_slot(p, blockIdx.x);
   if (ch.count == 0) return;
   const long long th = token_heads(p);
-  float* s0 = sm;
-  float* dS = s0 + kK * kBp;
-  float* kr = dS + kK * kBp;
-  float* ys = kr + kC * kDp;
-  float* us = ys + kC * kBp;
-  float* dO = us + kC * kBp;
-  float* du = dO + kC * kBp;
-  float* dw = du + kC * kBp;
-  float* xs = dw + kC * kBp;
-  float* ms = xs + kC * kCp;
-  float* bs = ms + kC * kCp;
-  float* egt = bs + kC;
-  float* ga = egt + 2 * kK;
-  const float* keep = state_slice(p, 0, h, ch.slot, z);
-  const float* dkeep = state_slice(p, p.dstate_off, h, ch.slot, z);
-  // Fixed trip counts, unrolled: eight loads in flight a thread rather than one.
-#pragma unroll 8
-  for (int n = 0; n < kK * kB / kT; ++n) {
-    const int e = i + n * kT;
-    s0[(e / kB) * kBp + e % kB] = keep[e];
-    dS[(e / kB) * kBp + e % kB] = dkeep[e];
-  }
-  decayed(p, ch, h, nullptr, kr, nullptr, egt);
-  chunk_mats(p, ch, h, bs, xs, ms);
-#pragma unroll
-  for (int n = 0; n < kC * kB / kT; ++n) {
-    const int e = i + n * kT, t = e / kB, j = e % kB;
-    ys[t * kBp + j] = t < ch.count ? p.ws[p.y_off + ((ch.t0 + t) * p.H + h) * kK + z * kB + j] : 0.f;
-  }
-  load_rows(p, p.d_out, ch, h, z, dO);
-  __syncthreads();
-  chunk_mm<kC, kB, kC, 3>([&](int r, int x) { return xs[r * kCp + x]; },
-                        [&](int x, int c2) { return bs[x] * ys[x * kBp + c2]; },
-                        [&](int r, int c2, float acc) { us[r * kBp + c2] = acc; });
-  __syncthreads();
-  chunk_mm<kC, kB, kC + kK, 3>([&](int r, int x) { return x < kC ? ms[x * kCp + r] : kr[r * kDp + x - kC]; },
-                             [&](int x, int c2) { return x < kC ? dO[x * kBp + c2] : dS[(x - kC) * kBp + c2]; },
-                             [&](int r, int c2, float acc) { du[r * kBp + c2] = acc; });
-  __syncthreads();
-  chunk_mm<kC, kB, kC, 3>([&](int r, int x) { return xs[x * kCp + r]; }, [&](int x, int c2) { return du[x * kBp + c2]; },
-                        [&](int r, int c2, float acc) { dw[r * kBp + c2] = acc; });
-  __syncthreads();
+  const SlicesSmem L(sm);
+  load_slice_states(p, ch, h, z, L);
+  decayed(p, ch, h, nullptr, L.kr, nullptr, L.egt);
+  chunk_mats(p, ch, h, L.bs, L.xs, L.ms);
+  load_slice_rows(p, ch, h, z, L);
+  slice_products(L);
   for (int e = i; e < ch.count * kB; e += kT) {
     const int t = e / kB, j = e % kB;
-    p.dv[((ch.t0 + t) * p.H + h) * kK + z * kB + j] = bs[t] * dw[t * kBp + j];
+    p.dv[((ch.t0 + t) * p.H + h) * kK + z * kB + j] = L.bs[t] * L.dw[t * kBp + j];
   }
   // dQd = dO S0^T, dKd = -diag(b) dW S0^T, dKr = U dS^T, [kC][kK], over this slice's columns; each
   // element's shares of dq and dk, its dQd Qd + dKd Kd (into ga) and its dKr Kr (into Kr's place:
@@ -607,9 +639,9 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
     float G[4], k[4], q[4];
   };
   chunk_mm3<kC, kK, kB>(
-      [&](int r, int x) { return dO[r * kBp + x]; }, [&](int x, int c2) { return s0[c2 * kBp + x]; },
-      [&](int r, int x) { return -bs[r] * dw[r * kBp + x]; }, [&](int x, int c2) { return s0[c2 * kBp + x]; },
-      [&](int r, int x) { return us[r * kBp + x]; }, [&](int x, int c2) { return dS[c2 * kBp + x]; },
+      [&](int r, int x) { return L.dO[r * kBp + x]; }, [&](int x, int c2) { return L.s0[c2 * kBp + x]; },
+      [&](int r, int x) { return -L.bs[r] * L.dw[r * kBp + x]; }, [&](int x, int c2) { return L.s0[c2 * kBp + x]; },
+      [&](int r, int x) { return L.us[r * kBp + x]; }, [&](int x, int c2) { return L.dS[c2 * kBp + x]; },
       [&](int r0, int c) {
         Words w;
 #pragma unroll
@@ -630,13 +662,13 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
         for (int e = 0; e < 4; ++e) {
           const int t = r0 + 8 * (e >> 1), d = c + (e & 1);
           if (t >= ch.count) continue;
-          const float eg = exp_r(w.G[e]), er = exp_r(egt[kK + d] - w.G[e]);
+          const float eg = exp_r(w.G[e]), er = exp_r(L.egt[kK + d] - w.G[e]);
           const float k = w.k[e], qs = p.scale * w.q[e];
           float* sh = share_of(p, th, z, ch.t0 + t, h);
           sh[d] = p.scale * eg * aq[e];
           sh[kK + d] = fmaf(akr[e], er, akd[e] * eg);
-          ga[t * kDp + d] = fmaf(akd[e], k * eg, aq[e] * qs * eg);
-          kr[t * kDp + d] = akr[e] * k * er;
+          L.ga[t * kDp + d] = fmaf(akd[e], k * eg, aq[e] * qs * eg);
+          L.kr[t * kDp + d] = akr[e] * k * er;
         }
       });
 #else
@@ -654,13 +686,13 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
         float sv[4], dv[4];
 #pragma unroll
         for (int c2 = 0; c2 < 4; ++c2) {
-          sv[c2] = s0[(ct + 32 * c2) * kBp + x];
-          dv[c2] = dS[(ct + 32 * c2) * kBp + x];
+          sv[c2] = L.s0[(ct + 32 * c2) * kBp + x];
+          dv[c2] = L.dS[(ct + 32 * c2) * kBp + x];
         }
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
           const int t = rb + rt + 4 * r;
-          const float o = dO[t * kBp + x], w = bs[t] * dw[t * kBp + x], u = us[t * kBp + x];
+          const float o = L.dO[t * kBp + x], w = L.bs[t] * L.dw[t * kBp + x], u = L.us[t * kBp + x];
 #pragma unroll
           for (int c2 = 0; c2 < 4; ++c2) {
             aq[r][c2] = fmaf(o, sv[c2], aq[r][c2]);
@@ -678,12 +710,12 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
 #pragma unroll
         for (int c2 = 0; c2 < 4; ++c2) {
           const int d = ct + 32 * c2;
-          const float G = rec[2 * kK + d], eg = exp_r(G), er = exp_r(egt[kK + d] - G);
+          const float G = rec[2 * kK + d], eg = exp_r(G), er = exp_r(L.egt[kK + d] - G);
           const float k = rec[kK + d], qs = p.scale * rec[d];
           sh[d] = p.scale * eg * aq[r][c2];
           sh[kK + d] = fmaf(akd[r][c2], eg, akr[r][c2] * er);
-          ga[t * kDp + d] = fmaf(akd[r][c2], k * eg, aq[r][c2] * qs * eg);
-          kr[t * kDp + d] = akr[r][c2] * k * er;
+          L.ga[t * kDp + d] = fmaf(akd[r][c2], k * eg, aq[r][c2] * qs * eg);
+          L.kr[t * kDp + d] = akr[r][c2] * k * er;
         }
       }
     }
@@ -697,31 +729,31 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
     // block wrote kr and ga before the barrier.
     float pre = 0.f;
     for (int t = 0; t < ch.count; ++t) {
-      const float x = kr[t * kDp + i];
-      kr[t * kDp + i] = pre;
+      const float x = L.kr[t * kDp + i];
+      L.kr[t * kDp + i] = pre;
       pre += x;
     }
     float suf = 0.f;
-    for (int j = 0; j < kB; ++j) suf = fmaf(dS[i * kBp + j], s0[i * kBp + j], suf);
-    suf *= egt[i];
+    for (int j = 0; j < kB; ++j) suf = fmaf(L.dS[i * kBp + j], L.s0[i * kBp + j], suf);
+    suf *= L.egt[i];
     for (int t = ch.count - 1; t >= 0; --t) {
-      suf += ga[t * kDp + i];
-      share_of(p, th, z, ch.t0 + t, h)[2 * kK + i] = suf + kr[t * kDp + i];
+      suf += L.ga[t * kDp + i];
+      share_of(p, th, z, ch.t0 + t, h)[2 * kK + i] = suf + L.kr[t * kDp + i];
     }
   }
   // The rows of dM = dO U^T (j <= i) and dL = -dW U^T (j < i).
-  chunk_mm<kC, kC, kB, 3>([&](int r, int x) { return dO[r * kBp + x]; }, [&](int x, int c2) { return us[c2 * kBp + x]; },
+  chunk_mm<kC, kC, kB, 3>([&](int r, int x) { return L.dO[r * kBp + x]; }, [&](int x, int c2) { return L.us[c2 * kBp + x]; },
                         [&](int r, int c2, float acc) {
                           if (r < ch.count && c2 <= r) share_of(p, th, z, ch.t0 + r, h)[3 * kK + c2] = acc;
                         });
-  chunk_mm<kC, kC, kB, 3>([&](int r, int x) { return dw[r * kBp + x]; }, [&](int x, int c2) { return us[c2 * kBp + x]; },
+  chunk_mm<kC, kC, kB, 3>([&](int r, int x) { return L.dw[r * kBp + x]; }, [&](int x, int c2) { return L.us[c2 * kBp + x]; },
                         [&](int r, int c2, float acc) {
                           if (r < ch.count && c2 < r) share_of(p, th, z, ch.t0 + r, h)[3 * kK + kC + c2] = -acc;
                         });
   // beta through W = diag(b) Y: dW . Y per token.
   if (i < ch.count) {
     float db = 0.f;
-    for (int j = 0; j < kB; ++j) db = fmaf(dw[i * kBp + j], ys[i * kBp + j], db);
+    for (int j = 0; j < kB; ++j) db = fmaf(L.dw[i * kBp + j], L.ys[i * kBp + j], db);
     share_of(p, th, z, ch.t0 + i, h)[3 * kK + 2 * kC] = db;
   }
 }

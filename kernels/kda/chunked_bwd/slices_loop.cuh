@@ -46,23 +46,11 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
     return;
   }
   const long long th = token_heads(p);
-  float* s0 = sm;
-  float* dS = s0 + kK * kBp;
-  float* kr = dS + kK * kBp;
-  float* ys = kr + kC * kDp;
-  float* us = ys + kC * kBp;
-  float* dO = us + kC * kBp;
-  float* du = dO + kC * kBp;
-  float* dw = du + kC * kBp;
-  float* xs = dw + kC * kBp;
-  float* ms = xs + kC * kCp;
-  float* bs = ms + kC * kCp;
-  float* egt = bs + kC;
-  float* ga = egt + 2 * kK;
-  float* dm_sum = ga + kC * kDp;
+  const SlicesSmem L(sm);
+  float* dm_sum = L.end;
   float* dl_sum = dm_sum + kC * kCp;
-  decayed(p, ch, h, nullptr, kr, nullptr, egt);
-  chunk_mats(p, ch, h, bs, xs, ms);
+  decayed(p, ch, h, nullptr, L.kr, nullptr, L.egt);
+  chunk_mats(p, ch, h, L.bs, L.xs, L.ms);
   Acc3<kC, kK> acc;
 #pragma unroll
   for (int j = 0; j < Acc3<kC, kK>::kTiles; ++j)
@@ -72,58 +60,34 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
       for (int e = 0; e < 4; ++e) acc.v[j][m][e] = 0.f;
   float dss = 0.f, db = 0.f;  // key channel i's dS . S0; token i's dW . Y
   for (int z = 0; z < kS; ++z) {
-    const float* keep = state_slice(p, 0, h, ch.slot, z);
-    const float* dkeep = state_slice(p, p.dstate_off, h, ch.slot, z);
-#pragma unroll 8
-    for (int n = 0; n < kK * kB / kT; ++n) {
-      const int e = i + n * kT;
-      s0[(e / kB) * kBp + e % kB] = keep[e];
-      dS[(e / kB) * kBp + e % kB] = dkeep[e];
-    }
-#pragma unroll
-    for (int n = 0; n < kC * kB / kT; ++n) {
-      const int e = i + n * kT, t = e / kB, j = e % kB;
-      ys[t * kBp + j] = t < ch.count ? p.ws[p.y_off + ((ch.t0 + t) * p.H + h) * kK + z * kB + j] : 0.f;
-    }
-    load_rows(p, p.d_out, ch, h, z, dO);
-    __syncthreads();
-    chunk_mm<kC, kB, kC, 3>([&](int r, int x) { return xs[r * kCp + x]; },
-                            [&](int x, int c2) { return bs[x] * ys[x * kBp + c2]; },
-                            [&](int r, int c2, float v) { us[r * kBp + c2] = v; });
-    __syncthreads();
-    chunk_mm<kC, kB, kC + kK, 3>([&](int r, int x) { return x < kC ? ms[x * kCp + r] : kr[r * kDp + x - kC]; },
-                                 [&](int x, int c2) { return x < kC ? dO[x * kBp + c2] : dS[(x - kC) * kBp + c2]; },
-                                 [&](int r, int c2, float v) { du[r * kBp + c2] = v; });
-    __syncthreads();
-    chunk_mm<kC, kB, kC, 3>([&](int r, int x) { return xs[x * kCp + r]; },
-                            [&](int x, int c2) { return du[x * kBp + c2]; },
-                            [&](int r, int c2, float v) { dw[r * kBp + c2] = v; });
-    __syncthreads();
+    load_slice_states(p, ch, h, z, L);
+    load_slice_rows(p, ch, h, z, L);
+    slice_products(L);
     for (int e = i; e < ch.count * kB; e += kT) {
       const int t = e / kB, j = e % kB;
-      p.dv[((ch.t0 + t) * p.H + h) * kK + z * kB + j] = bs[t] * dw[t * kBp + j];
+      p.dv[((ch.t0 + t) * p.H + h) * kK + z * kB + j] = L.bs[t] * L.dw[t * kBp + j];
     }
     chunk_acc3<kC, kK, kB>(
-        acc, [&](int r, int x) { return dO[r * kBp + x]; }, [&](int x, int c2) { return s0[c2 * kBp + x]; },
-        [&](int r, int x) { return -bs[r] * dw[r * kBp + x]; }, [&](int x, int c2) { return s0[c2 * kBp + x]; },
-        [&](int r, int x) { return us[r * kBp + x]; }, [&](int x, int c2) { return dS[c2 * kBp + x]; });
+        acc, [&](int r, int x) { return L.dO[r * kBp + x]; }, [&](int x, int c2) { return L.s0[c2 * kBp + x]; },
+        [&](int r, int x) { return -L.bs[r] * L.dw[r * kBp + x]; }, [&](int x, int c2) { return L.s0[c2 * kBp + x]; },
+        [&](int r, int x) { return L.us[r * kBp + x]; }, [&](int x, int c2) { return L.dS[c2 * kBp + x]; });
     {
       float part = 0.f;
-      for (int j = 0; j < kB; ++j) part = fmaf(dS[i * kBp + j], s0[i * kBp + j], part);
+      for (int j = 0; j < kB; ++j) part = fmaf(L.dS[i * kBp + j], L.s0[i * kBp + j], part);
       dss += part;
     }
     if (i < ch.count) {
       float part = 0.f;
-      for (int j = 0; j < kB; ++j) part = fmaf(dw[i * kBp + j], ys[i * kBp + j], part);
+      for (int j = 0; j < kB; ++j) part = fmaf(L.dw[i * kBp + j], L.ys[i * kBp + j], part);
       db += part;
     }
     // The rows of dM = dO U^T and dL = dW U^T (negated when written); a lane adds to the same
     // elements in every slice, so the sums need no barrier of their own.
-    chunk_mm<kC, kC, kB, 3>([&](int r, int x) { return dO[r * kBp + x]; },
-                            [&](int x, int c2) { return us[c2 * kBp + x]; },
+    chunk_mm<kC, kC, kB, 3>([&](int r, int x) { return L.dO[r * kBp + x]; },
+                            [&](int x, int c2) { return L.us[c2 * kBp + x]; },
                             [&](int r, int c2, float v) { dm_sum[r * kCp + c2] = z ? dm_sum[r * kCp + c2] + v : v; });
-    chunk_mm<kC, kC, kB, 3>([&](int r, int x) { return dw[r * kBp + x]; },
-                            [&](int x, int c2) { return us[c2 * kBp + x]; },
+    chunk_mm<kC, kC, kB, 3>([&](int r, int x) { return L.dw[r * kBp + x]; },
+                            [&](int x, int c2) { return L.us[c2 * kBp + x]; },
                             [&](int r, int c2, float v) { dl_sum[r * kCp + c2] = z ? dl_sum[r * kCp + c2] + v : v; });
     __syncthreads();  // the next slice's loads overwrite what this one read
   }
@@ -141,13 +105,13 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
         if (t >= ch.count) continue;
         const float* rec = record(p, ch.t0 + t, h);
         const float G = rec[2 * kK + d], k = rec[kK + d], qs = p.scale * rec[d];
-        const float eg = exp_r(G), er = exp_r(egt[kK + d] - G);
+        const float eg = exp_r(G), er = exp_r(L.egt[kK + d] - G);
         const float aq = acc.v[j][0][e], akd = acc.v[j][1][e], akr = acc.v[j][2][e];
         float* sh = share_of(p, th, 0, ch.t0 + t, h);
         sh[d] = p.scale * eg * aq;
         sh[kK + d] = fmaf(akr, er, akd * eg);
-        ga[t * kDp + d] = fmaf(akd, k * eg, aq * qs * eg);
-        kr[t * kDp + d] = akr * k * er;
+        L.ga[t * kDp + d] = fmaf(akd, k * eg, aq * qs * eg);
+        L.kr[t * kDp + d] = akr * k * er;
       }
     }
   }
@@ -156,14 +120,14 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
     // Key channel i: the log-decay share as the SLICE_LOOP 0 body forms a slice's.
     float pre = 0.f;
     for (int t = 0; t < ch.count; ++t) {
-      const float x = kr[t * kDp + i];
-      kr[t * kDp + i] = pre;
+      const float x = L.kr[t * kDp + i];
+      L.kr[t * kDp + i] = pre;
       pre += x;
     }
-    float suf = dss * egt[i];
+    float suf = dss * L.egt[i];
     for (int t = ch.count - 1; t >= 0; --t) {
-      suf += ga[t * kDp + i];
-      share_of(p, th, 0, ch.t0 + t, h)[2 * kK + i] = suf + kr[t * kDp + i];
+      suf += L.ga[t * kDp + i];
+      share_of(p, th, 0, ch.t0 + t, h)[2 * kK + i] = suf + L.kr[t * kDp + i];
     }
   }
   for (int e = i; e < kC * kC; e += kT) {
