@@ -57,6 +57,10 @@
 //          the same CTA), and kda_bwd_chunk_finish is neither built nor launched
 //   PREPARE_PAIRS  1: the prepare's P and M sums go to lanes pair by pair over the lower triangle
 //          only; 0: a lane per (row, column), the lanes of the upper triangle idle (half of them)
+//   MMA_BLOCK  with MMA 1: 1, a warp takes a block of up to 2 x 4 of its 16 x 8 output tiles at once
+//          and builds each A and B fragment once per k step for the block (the SLICE_LOOP share
+//          products: 2 x 4 tiles a product); 0, each tile builds its own. Every element gets the
+//          same products in the same order: the same bits either way
 #define KDA_BWD_CHUNKED 1
 #ifndef CHUNK
 #define CHUNK 64
@@ -88,6 +92,9 @@
 #endif
 // FINISH_IN_SLICES where it applies: with the slice loop, a slices CTA is a finish CTA's (chunk, head).
 #define KDA_BWD_FINISH_IN_SLICES (FINISH_IN_SLICES && KDA_BWD_SLICE_LOOP)
+#ifndef MMA_BLOCK
+#define MMA_BLOCK 0
+#endif
 // kda_bwd.cu's recurrence knobs, unused here.
 #define CKPT 32
 #define SUB 2
@@ -122,6 +129,7 @@ static_assert(SLICE_LOOP == 0 || SLICE_LOOP == 1, "SLICE_LOOP: 0 or 1");
 static_assert(CHAIN_PREFETCH == 0 || CHAIN_PREFETCH == 1, "CHAIN_PREFETCH: 0 or 1");
 static_assert(FINISH_IN_SLICES == 0 || FINISH_IN_SLICES == 1, "FINISH_IN_SLICES: 0 or 1");
 static_assert(PREPARE_PAIRS == 0 || PREPARE_PAIRS == 1, "PREPARE_PAIRS: 0 or 1");
+static_assert(MMA_BLOCK == 0 || MMA_BLOCK == 1, "MMA_BLOCK: 0 or 1");
 
 struct ChunkArgs {
   const __nv_bfloat16* __restrict__ q;
@@ -968,9 +976,9 @@ static_assert(kPrepareSmem <= kSmemLimit && kStatesSmem <= kSmemLimit && kDstate
                   smem);                                                                                              \
   }
 KDA_BWD_CHUNK_ENTRY(kda_bwd_chunk_prepare, chunk_prepare_body)
-#if KDA_BWD_CHAIN_PREFETCH
+#if KDA_BWD_CHAIN_PREFETCH || (MMA && MMA_BLOCK)
 // Three CTAs an SM (their shared memory allows it), so the 384 chains of H = 96 x four slices run
-// in one wave: the prefetched words must fit 168 registers a thread.
+// in one wave: the prefetched words and the blocks' fragments must fit 168 registers a thread.
 KDA_BWD_CHUNK_ENTRY_BOUNDS(kda_bwd_chunk_states, chunk_states_body, __launch_bounds__(kda_bwd::kT, 3))
 KDA_BWD_CHUNK_ENTRY_BOUNDS(kda_bwd_chunk_dstates, chunk_dstates_body, __launch_bounds__(kda_bwd::kT, 3))
 #else

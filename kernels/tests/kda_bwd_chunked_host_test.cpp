@@ -224,6 +224,35 @@ using namespace ::kda_host;
 }  // namespace chunk14
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
+// C15: C9 (the defaults) with MMA_BLOCK 1 (fragments built once for a block of tiles).
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 32
+#define MMA 1
+#define SLICE_LOOP 1
+#define MMA_BLOCK 1
+namespace chunk15 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk15
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
+
+// C16: C7 (SLICE_LOOP 0: chunk_mm3's share products) with MMA_BLOCK 1.
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 32
+#define MMA 1
+#define MMA_BLOCK 1
+namespace chunk16 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk16
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
+
 #pragma GCC diagnostic pop
 
 namespace {
@@ -418,7 +447,7 @@ Knobs knobs(I chunk, I bv, I mma = 0, I terms = 3) {
 Knobs slice_loop(I bv) {
   return {{"CHUNK", I{32}}, {"BV", bv},           {"MMA", I{1}},
           {"MMA_TERMS", I{3}}, {"SLICE_LOOP", I{1}}, {"CHAIN_PREFETCH", I{0}}, {"FINISH_IN_SLICES", I{0}},
-          {"PREPARE_PAIRS", I{0}}};
+          {"PREPARE_PAIRS", I{0}}, {"MMA_BLOCK", I{0}}};
 }
 
 TEST(KdaBwdChunkedOnHost, SliceLoop0LowerBoundGateBothStates) {
@@ -495,6 +524,33 @@ TEST(KdaBwdChunkedOnHost, PreparePairsAtChunk64GivesTheSameBits) {
     ASSERT_EQ(fault, "");
     for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs";
   }
+}
+// MMA_BLOCK 1 gives every output element the same products in the same order as 0: every output
+// the same bit for bit, with the SLICE_LOOP share products (chunk_acc3) and without (chunk_mm).
+TEST(KdaBwdChunkedOnHost, MmaBlockGivesTheSameBits) {
+  Knobs blocked = slice_loop(32);
+  blocked["MMA_BLOCK"] = I{1};
+  Knobs blocked0 = knobs(32, 32, 1);
+  blocked0["MMA_BLOCK"] = I{1};
+  const auto with = KDA_BWD_CHUNKED_CONFIG(chunk15, options("lower_bound", true, true), blocked);
+  const auto without = KDA_BWD_CHUNKED_CONFIG(chunk9, options("lower_bound", true, true), slice_loop(32));
+  const auto with0 = KDA_BWD_CHUNKED_CONFIG(chunk16, options("lower_bound", true, true), blocked0);
+  const auto without0 = KDA_BWD_CHUNKED_CONFIG(chunk7, options("lower_bound", true, true), knobs(32, 32, 1));
+  const auto same_bits = [](const auto& blocked_config, const auto& base_config) {
+    for (const auto& sh : {shape(1, 70, 2, 1), shape(1, 241, 1, 7)}) {
+      std::vector<HostTensor> a, b;
+      std::string fault;
+      const auto errors = run(blocked_config, sh, Distribution::Normal, 15, &fault, false, &a);
+      ASSERT_EQ(fault, "");
+      for (const auto& [name, e] : errors) EXPECT_TRUE(e.passed) << name << ": " << e.reason;
+      run(base_config, sh, Distribution::Normal, 15, &fault, false, &b);
+      ASSERT_EQ(fault, "");
+      ASSERT_EQ(a.size(), b.size());
+      for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs";
+    }
+  };
+  same_bits(with, without);
+  same_bits(with0, without0);
 }
 TEST(KdaBwdChunkedOnHost, Chunk64LowerBoundGateBothStates) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk0, options("lower_bound", true, true), knobs(64, 32)));

@@ -27,17 +27,26 @@ __device__ __forceinline__ void split_pair(float v0, float v1, unsigned int& hi,
   lo = pack_bf16x2(v0 - __uint_as_float(hi << 16), v1 - __uint_as_float(hi & 0xffff0000u));
 }
 
-// One k16 step of a 16 x 8 tile: d += a b over columns k, k + 1, k + 8, k + 9 of this lane's A rows
-// r0, r0 + 8 and B column cg (k = x0 + 2 t, r0 = row0 + g, cg = c0 + g).
-template <int kTerms, class A, class B>
-__device__ __forceinline__ void mma_k16(float* d, A a, B b, int r0, int cg, int k) {
-  unsigned int ah[4], al[4], bh[2], bl[2];  // the lo halves go unused (and unbuilt) with one term
+// The A fragment of rows r0, r0 + 8 over columns k, k + 1, k + 8, k + 9, and the B fragment of
+// rows k, k + 1, k + 8, k + 9 of column cg (k = x0 + 2 t, r0 = row0 + g, cg = c0 + g), each split
+// into bf16 hi and lo halves (the lo halves go unused, and unbuilt, with one term).
+template <class A>
+__device__ __forceinline__ void frag_a(A a, int r0, int k, unsigned int* ah, unsigned int* al) {
   split_pair(a(r0, k), a(r0, k + 1), ah[0], al[0]);
   split_pair(a(r0 + 8, k), a(r0 + 8, k + 1), ah[1], al[1]);
   split_pair(a(r0, k + 8), a(r0, k + 9), ah[2], al[2]);
   split_pair(a(r0 + 8, k + 8), a(r0 + 8, k + 9), ah[3], al[3]);
+}
+template <class B>
+__device__ __forceinline__ void frag_b(B b, int k, int cg, unsigned int* bh, unsigned int* bl) {
   split_pair(b(k, cg), b(k + 1, cg), bh[0], bl[0]);
   split_pair(b(k + 8, cg), b(k + 9, cg), bh[1], bl[1]);
+}
+// d += a b on one 16 x 8 x 16 step from split fragments: lo hi + hi lo + hi hi (kTerms 3, in
+// that order, every build and blocking alike) or hi hi.
+template <int kTerms>
+__device__ __forceinline__ void mma_terms(float* d, const unsigned int* ah, const unsigned int* al,
+                                          const unsigned int* bh, const unsigned int* bl) {
   if constexpr (kTerms == 3) {
     mma_bf16(d, al, bh);
     mma_bf16(d, ah, bl);
@@ -45,16 +54,76 @@ __device__ __forceinline__ void mma_k16(float* d, A a, B b, int r0, int cg, int 
   mma_bf16(d, ah, bh);
 }
 
+// One k16 step of a 16 x 8 tile: d += a b over columns k, k + 1, k + 8, k + 9 of this lane's A rows
+// r0, r0 + 8 and B column cg (k = x0 + 2 t, r0 = row0 + g, cg = c0 + g).
+template <int kTerms, class A, class B>
+__device__ __forceinline__ void mma_k16(float* d, A a, B b, int r0, int cg, int k) {
+  unsigned int ah[4], al[4], bh[2], bl[2];
+  frag_a(a, r0, k, ah, al);
+  frag_b(b, k, cg, bh, bl);
+  mma_terms<kTerms>(d, ah, al, bh, bl);
+}
+
+// MMA_BLOCK 1: the 16 x 8 tiles a warp takes at once, kBlockRows x kBlockCols of them (at most
+// 2 x 4, no more than the warp's share of the R x CC output), so each k step builds kBlockRows A
+// fragments and kBlockCols B fragments for kBlockRows x kBlockCols tiles instead of one of each
+// per tile: the chunk-serial kernels' operand loads and bf16 splits are what they spend their
+// shared-memory pipe on.
+template <int R, int CC>
+struct MmaBlock {
+  static constexpr int kTilesPerWarp = (R / 16) * (CC / 8) / kW;
+  static constexpr int kCols = (CC / 8) % 4 == 0 && kTilesPerWarp >= 4 ? 4 : (CC / 8) % 2 == 0 && kTilesPerWarp >= 2 ? 2 : 1;
+  static constexpr int kRows = (R / 16) % 2 == 0 && kTilesPerWarp / kCols >= 2 ? 2 : 1;
+};
+
 // out(r, c) = sum over x < X of a(r, x) b(x, c) for r < R, c < CC, handed to f(r, c, value), on
-// tensor cores: each warp takes 16 x 8 output tiles in turn and walks x 16 at a time, building
-// its fragments from the accessors (PTX ISA m16n8k16 layouts: lane 4 g + t holds A rows g, g + 8,
-// columns 2 t, 2 t + 1, 2 t + 8, 2 t + 9; B rows 2 t, 2 t + 1, 2 t + 8, 2 t + 9 of column g;
-// D rows g, g + 8, columns 2 t, 2 t + 1).
+// tensor cores: each warp takes 16 x 8 output tiles in turn (MMA_BLOCK 1: blocks of them, see
+// MmaBlock) and walks x 16 at a time, building its fragments from the accessors (PTX ISA
+// m16n8k16 layouts: lane 4 g + t holds A rows g, g + 8, columns 2 t, 2 t + 1, 2 t + 8, 2 t + 9; B
+// rows 2 t, 2 t + 1, 2 t + 8, 2 t + 9 of column g; D rows g, g + 8, columns 2 t, 2 t + 1). Every
+// output element gets the same products in the same order either way.
 template <int R, int CC, int X, int kTerms = MMA_TERMS, class A, class B, class F>
 __device__ __forceinline__ void chunk_mm(A a, B b, F f) {
   static_assert(R % 16 == 0 && CC % 8 == 0 && X % 16 == 0, "chunk_mm: tile shape");
-  constexpr int TN = CC / 8, tiles = (R / 16) * TN;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+#if MMA_BLOCK
+  constexpr int BM = MmaBlock<R, CC>::kRows, BN = MmaBlock<R, CC>::kCols, NB = CC / 8 / BN;
+  constexpr int blocks = (R / 16 / BM) * NB;
+  for (int blk = warp; blk < blocks; blk += kW) {
+    const int r0 = (blk / NB) * BM * 16 + g, c0 = (blk % NB) * BN * 8;
+    float d[BM][BN][4];
+#pragma unroll
+    for (int m = 0; m < BM; ++m)
+#pragma unroll
+      for (int n = 0; n < BN; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) d[m][n][e] = 0.f;
+#pragma unroll 1
+    for (int x0 = 0; x0 < X; x0 += 16) {
+      const int k = x0 + 2 * t;
+      unsigned int ah[BM][4], al[BM][4], bh[BN][2], bl[BN][2];
+#pragma unroll
+      for (int m = 0; m < BM; ++m) frag_a(a, r0 + 16 * m, k, ah[m], al[m]);
+#pragma unroll
+      for (int n = 0; n < BN; ++n) frag_b(b, k, c0 + 8 * n + g, bh[n], bl[n]);
+#pragma unroll
+      for (int m = 0; m < BM; ++m)
+#pragma unroll
+        for (int n = 0; n < BN; ++n) mma_terms<kTerms>(d[m][n], ah[m], al[m], bh[n], bl[n]);
+    }
+#pragma unroll
+    for (int m = 0; m < BM; ++m)
+#pragma unroll
+      for (int n = 0; n < BN; ++n) {
+        const int r = r0 + 16 * m, c = c0 + 8 * n + 2 * t;
+        f(r, c, d[m][n][0]);
+        f(r, c + 1, d[m][n][1]);
+        f(r + 8, c, d[m][n][2]);
+        f(r + 8, c + 1, d[m][n][3]);
+      }
+  }
+#else
+  constexpr int TN = CC / 8, tiles = (R / 16) * TN;
   for (int tile = warp; tile < tiles; tile += kW) {
     const int r0 = (tile / TN) * 16 + g, c0 = (tile % TN) * 8;
     float d[4] = {0.f, 0.f, 0.f, 0.f};
@@ -65,6 +134,7 @@ __device__ __forceinline__ void chunk_mm(A a, B b, F f) {
     f(r0 + 8, c0 + 2 * t, d[2]);
     f(r0 + 8, c0 + 2 * t + 1, d[3]);
   }
+#endif
 }
 
 // Three products of one shape in one pass, out_j(r, c) = sum over x < X of a_j(r, x) b_j(x, c),

@@ -11,11 +11,41 @@ struct Acc3 {
   static_assert(kTiles * kW == (R / 16) * (CC / 8), "Acc3: tiles a warp");
   float v[kTiles][3][4];
 };
+#if MMA_BLOCK
+// One k step of product `prod` on warp w's tiles, the (R / 16) x (CC / 8 / kW) grid of rows 16 m
+// and columns 8 (w + kW n): one A fragment a row and one B fragment a column (MmaBlock's reuse).
+// The warp's tile m BN + n is tile w + kW (m BN + n): row block m, column tile w + kW n.
+template <int R, int CC, int kTerms, class A, class B>
+__device__ __forceinline__ void acc3_block(Acc3<R, CC>& acc, int prod, A a, B b, int k) {
+  static_assert((CC / 8) % kW == 0, "chunk_acc3: columns a warp");
+  constexpr int BM = R / 16, BN = CC / 8 / kW;
+  const int warp = threadIdx.x / 32, g = (threadIdx.x % 32) >> 2;
+  unsigned int ah[BM][4], al[BM][4], bh[BN][2], bl[BN][2];
+#pragma unroll
+  for (int m = 0; m < BM; ++m) frag_a(a, 16 * m + g, k, ah[m], al[m]);
+#pragma unroll
+  for (int n = 0; n < BN; ++n) frag_b(b, k, 8 * (warp + kW * n) + g, bh[n], bl[n]);
+#pragma unroll
+  for (int m = 0; m < BM; ++m)
+#pragma unroll
+    for (int n = 0; n < BN; ++n) mma_terms<kTerms>(acc.v[m * BN + n][prod], ah[m], al[m], bh[n], bl[n]);
+}
+#endif
+
 template <int R, int CC, int X, int kTerms = MMA_TERMS, class A0, class B0, class A1, class B1, class A2, class B2>
 __device__ __forceinline__ void chunk_acc3(Acc3<R, CC>& acc, A0 a0, B0 b0, A1 a1, B1 b1, A2 a2, B2 b2) {
   static_assert(X % 16 == 0, "chunk_acc3: tile shape");
   constexpr int TN = CC / 8;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+#if MMA_BLOCK
+  (void)warp, (void)g, (void)TN;
+#pragma unroll
+  for (int x0 = 0; x0 < X; x0 += 16) {
+    acc3_block<R, CC, kTerms>(acc, 0, a0, b0, x0 + 2 * t);
+    acc3_block<R, CC, kTerms>(acc, 1, a1, b1, x0 + 2 * t);
+    acc3_block<R, CC, kTerms>(acc, 2, a2, b2, x0 + 2 * t);
+  }
+#else
 #pragma unroll
   for (int j = 0; j < Acc3<R, CC>::kTiles; ++j) {
     const int tile = warp + j * kW, r0 = (tile / TN) * 16 + g, c0 = (tile % TN) * 8;
@@ -26,6 +56,7 @@ __device__ __forceinline__ void chunk_acc3(Acc3<R, CC>& acc, A0 a0, B0 b0, A1 a1
       mma_k16<kTerms>(acc.v[j][2], a2, b2, r0, c0 + g, x0 + 2 * t);
     }
   }
+#endif
 }
 
 // ---- kda_bwd_chunk_slices, SLICE_LOOP 1 ----
