@@ -61,6 +61,9 @@
 //          and builds each A and B fragment once per k step for the block (the SLICE_LOOP share
 //          products: 2 x 4 tiles a product); 0, each tile builds its own. Every element gets the
 //          same products in the same order: the same bits either way
+//   FINISH_REGISTERS  1 (applies with CHUNK 32, ignored otherwise): the finish's walk over the
+//          chunk's token pairs keeps its key channel's k, G and running sums in registers, unrolled
+//          over the 32 tokens (the same operations in the same order); 0: in shared memory
 #define KDA_BWD_CHUNKED 1
 #ifndef CHUNK
 #define CHUNK 64
@@ -95,6 +98,11 @@
 #ifndef MMA_BLOCK
 #define MMA_BLOCK 0
 #endif
+#ifndef FINISH_REGISTERS
+#define FINISH_REGISTERS 0
+#endif
+// FINISH_REGISTERS where it applies: the walk unrolled over 32 tokens.
+#define KDA_BWD_FINISH_REGISTERS (FINISH_REGISTERS && CHUNK == 32)
 // kda_bwd.cu's recurrence knobs, unused here.
 #define CKPT 32
 #define SUB 2
@@ -130,6 +138,7 @@ static_assert(CHAIN_PREFETCH == 0 || CHAIN_PREFETCH == 1, "CHAIN_PREFETCH: 0 or 
 static_assert(FINISH_IN_SLICES == 0 || FINISH_IN_SLICES == 1, "FINISH_IN_SLICES: 0 or 1");
 static_assert(PREPARE_PAIRS == 0 || PREPARE_PAIRS == 1, "PREPARE_PAIRS: 0 or 1");
 static_assert(MMA_BLOCK == 0 || MMA_BLOCK == 1, "MMA_BLOCK: 0 or 1");
+static_assert(FINISH_REGISTERS == 0 || FINISH_REGISTERS == 1, "FINISH_REGISTERS: 0 or 1");
 
 struct ChunkArgs {
   const __nv_bfloat16* __restrict__ q;
@@ -851,6 +860,47 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
       return s;
     };
     float aq_next = shares(ch.count - 1, i), da_next = shares(ch.count - 1, 2 * kK + i);
+#if KDA_BWD_FINISH_REGISTERS
+    // Column i's k, G and the running dk and V sums in registers: the walk is unrolled over the
+    // chunk's tokens so every index is a constant, the same operations in the same order as below.
+    float kc[kC], gc[kC], akc[kC], agc[kC];
+#pragma unroll
+    for (int t = 0; t < kC; ++t) {
+      kc[t] = gc[t] = akc[t] = agc[t] = 0.f;
+      if (t < ch.count) {
+        kc[t] = ks[t * kDp + i];
+        gc[t] = gs[t * kDp + i];
+        akc[t] = ak[t * kDp + i];
+      }
+    }
+#pragma unroll
+    for (int t = kC - 1; t >= 0; --t) {
+      if (t >= ch.count) continue;
+      const float qi = qs[t * kDp + i], ki = kc[t], gi = gc[t], bi = bs[t];
+      float aq = aq_next, da = da_next;
+      if (t > 0) {
+        aq_next = shares(t - 1, i);
+        da_next = shares(t - 1, 2 * kK + i);
+      }
+      float akk = akc[t], r = 0.f;
+#pragma unroll
+      for (int j = 0; j < t; ++j) {
+        const float e = exp_r(gi - gc[j]), kj = kc[j] * e;
+        const float m = dm[t * kCp + j], l = bi * dl[t * kCp + j];
+        aq = fmaf(m, kj, aq);
+        akk = fmaf(l, kj, akk);
+        const float w = fmaf(l, ki, m * qi);
+        akc[j] = fmaf(w, e, akc[j]);
+        const float v = fmaf(w, kj, agc[j]);
+        agc[j] = v;
+        r += v;
+      }
+      const float md = dm[t * kCp + t];
+      qs[t * kDp + i] = fmaf(md, ki, aq);
+      ak[t * kDp + i] = fmaf(md, qi, akk);
+      ag[t * kDp + i] = da + r;
+    }
+#else
     for (int t = ch.count - 1; t >= 0; --t) {
       const float qi = qs[t * kDp + i], ki = ks[t * kDp + i], gi = gs[t * kDp + i], bi = bs[t];
       float aq = aq_next, da = da_next;
@@ -875,6 +925,7 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
       ak[t * kDp + i] = fmaf(md, qi, akk);
       ag[t * kDp + i] = da + r;
     }
+#endif
   }
   __syncthreads();
   // Back through the pre-processing as kda_bwd_finish does, a token a warp and channels lane + 32 c

@@ -72,13 +72,15 @@ KdaBwdOp::Geometry chunked_geometry(const Knobs& k) {
       if (*v != 0 && *v != 1) fail("PREPARE_PAIRS must be 0 or 1, got " + std::to_string(*v));
     } else if (name == "MMA_BLOCK") {
       if (*v != 0 && *v != 1) fail("MMA_BLOCK must be 0 or 1, got " + std::to_string(*v));
+    } else if (name == "FINISH_REGISTERS") {
+      if (*v != 0 && *v != 1) fail("FINISH_REGISTERS must be 0 or 1, got " + std::to_string(*v));
     } else if (name == "FINISH_IN_SLICES") {
       if (*v != 0 && *v != 1) fail("FINISH_IN_SLICES must be 0 or 1, got " + std::to_string(*v));
       g.finish_in_slices = *v == 1;
     } else
       fail("unknown knob '" + name +
            "' for the chunked seed (knobs: CHUNK, BV, MMA, MMA_TERMS, SLICE_LOOP, CHAIN_PREFETCH, FINISH_IN_SLICES, "
-           "PREPARE_PAIRS, MMA_BLOCK)");
+           "PREPARE_PAIRS, MMA_BLOCK, FINISH_REGISTERS)");
   }
   if (g.mma_terms == 1 && !g.mma) fail("MMA_TERMS=1 needs MMA 1 (with MMA 0 the products are fp32 on CUDA cores)");
   if (g.chunk != 32 && g.chunk != 64) fail("CHUNK must be 32 or 64, got " + std::to_string(g.chunk));
@@ -138,7 +140,8 @@ Knobs KdaBwdOp::chunked_knob_defaults() {
           {"CHAIN_PREFETCH", std::int64_t{0}},
           {"FINISH_IN_SLICES", std::int64_t{0}},
           {"PREPARE_PAIRS", std::int64_t{0}},
-          {"MMA_BLOCK", std::int64_t{0}}};
+          {"MMA_BLOCK", std::int64_t{0}},
+          {"FINISH_REGISTERS", std::int64_t{0}}};
 }
 
 std::vector<Knobs> KdaBwdOp::chunked_covering_knobs() {
@@ -153,7 +156,13 @@ std::vector<Knobs> KdaBwdOp::chunked_covering_knobs() {
           {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"CHAIN_PREFETCH", std::int64_t{1}}},
           {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"FINISH_IN_SLICES", std::int64_t{1}}},
           {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"PREPARE_PAIRS", std::int64_t{1}}},
-          {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"MMA_BLOCK", std::int64_t{1}}}};
+          {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"MMA_BLOCK", std::int64_t{1}}},
+          {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"FINISH_REGISTERS", std::int64_t{1}}},
+          {{"CHUNK", std::int64_t{32}},
+           {"BV", std::int64_t{32}},
+           {"MMA", std::int64_t{1}},
+           {"FINISH_IN_SLICES", std::int64_t{1}},
+           {"FINISH_REGISTERS", std::int64_t{1}}}};
 }
 
 KdaBwdOp::ChunkedLayout KdaBwdOp::chunked_layout(const KdaDims& d, std::int64_t chunk, std::int64_t bv,

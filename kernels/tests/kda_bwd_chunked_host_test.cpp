@@ -253,6 +253,22 @@ using namespace ::kda_host;
 }  // namespace chunk16
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
+// C17: C9 (the defaults) with FINISH_REGISTERS 1 and MMA_BLOCK 1, softplus gate.
+#define KDA_GATE_SOFTPLUS 1
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 32
+#define MMA 1
+#define SLICE_LOOP 1
+#define MMA_BLOCK 1
+#define FINISH_REGISTERS 1
+namespace chunk17 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk17
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
+
 #pragma GCC diagnostic pop
 
 namespace {
@@ -447,7 +463,7 @@ Knobs knobs(I chunk, I bv, I mma = 0, I terms = 3) {
 Knobs slice_loop(I bv) {
   return {{"CHUNK", I{32}}, {"BV", bv},           {"MMA", I{1}},
           {"MMA_TERMS", I{3}}, {"SLICE_LOOP", I{1}}, {"CHAIN_PREFETCH", I{0}}, {"FINISH_IN_SLICES", I{0}},
-          {"PREPARE_PAIRS", I{0}}, {"MMA_BLOCK", I{0}}};
+          {"PREPARE_PAIRS", I{0}}, {"MMA_BLOCK", I{0}}, {"FINISH_REGISTERS", I{0}}};
 }
 
 TEST(KdaBwdChunkedOnHost, SliceLoop0LowerBoundGateBothStates) {
@@ -551,6 +567,26 @@ TEST(KdaBwdChunkedOnHost, MmaBlockGivesTheSameBits) {
   };
   same_bits(with, without);
   same_bits(with0, without0);
+}
+// FINISH_REGISTERS 1 walks the same pairs with the same operations in the same order as 0: every
+// output the same bit for bit as C12 (softplus gate, partial chunks, packed sequences).
+TEST(KdaBwdChunkedOnHost, FinishRegistersGivesTheSameBits) {
+  Knobs regs = slice_loop(32);
+  regs["MMA_BLOCK"] = I{1};
+  regs["FINISH_REGISTERS"] = I{1};
+  const auto with = KDA_BWD_CHUNKED_CONFIG(chunk17, options("softplus", true, true), regs);
+  const auto without = KDA_BWD_CHUNKED_CONFIG(chunk12, options("softplus", true, true), slice_loop(32));
+  for (const auto& sh : {shape(1, 70, 2, 1), shape(1, 241, 1, 7), shape(2, 33, 1, 2)}) {
+    std::vector<HostTensor> a, b;
+    std::string fault;
+    const auto errors = run(with, sh, Distribution::Normal, 17, &fault, false, &a);
+    ASSERT_EQ(fault, "");
+    for (const auto& [name, e] : errors) EXPECT_TRUE(e.passed) << name << ": " << e.reason;
+    run(without, sh, Distribution::Normal, 17, &fault, false, &b);
+    ASSERT_EQ(fault, "");
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs";
+  }
 }
 TEST(KdaBwdChunkedOnHost, Chunk64LowerBoundGateBothStates) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk0, options("lower_bound", true, true), knobs(64, 32)));

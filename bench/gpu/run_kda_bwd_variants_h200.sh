@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine from the repository root: builds of the chunked KDA backward seed at the
+# given knobs, timed side by side (bench/kda/bwd_bench.py, one process, same inputs, CUDA events,
+# each kernel alone too) and each checked against fp64 - the lean call for knob A/B tests, without
+# FLA, exports or the gate (bench/gpu/run_kda_bwd_h200.sh does those).
+# Usage: bench/gpu/run_kda_bwd_variants_h200.sh "LABEL=KNOBS ..." [SCENARIOS...]
+#   The first LABEL is the baseline (ratios are baseline time / variant time); KNOBS go over the
+#   chunked seed's defaults. SCENARIOS: bwd_bench --shapes (default 1).
+# Env: KDA_BWD_PER_KERNEL (samples of each kernel alone, default 3), KDA_BWD_BENCH_S (default 240),
+#   KDA_BWD_GATE_KNOBS (also gate the chunked seed at these knobs: `ptxevo eval`, timed against
+#   its defaults), KDA_BWD_GATE_S (default 240).
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+[ $# -ge 1 ] || { echo "usage: $0 \"LABEL=KNOBS ...\" [SCENARIOS...]" >&2; exit 2; }
+specs="$1"; shift
+out="${OUT:-/tmp/ptxevo-out}"
+work=/tmp/kda-bwd-variants
+rm -rf "$work" && mkdir -p "$work" "$out"
+export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+ldd .gpu/ptxevo 2>/dev/null | grep -q "libmpi.*not found" && export LD_LIBRARY_PATH="$PWD/.gpu/lib/mpi:$LD_LIBRARY_PATH"
+export PTXEVO_CACHE_DIR=/tmp/ptxevo-cache PYTHONUNBUFFERED=1
+commit="$(cat .gpu/commit.txt 2>/dev/null || echo unknown)"
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $commit"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu --format=csv
+  /usr/local/cuda/bin/nvcc --version | tail -2
+  python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
+} > "$out/env.txt" 2>&1
+cat "$out/env.txt"
+python3 bench/kda/derive_spec.py kernels/kda/kda_bwd.spec kda_bwd_chunked_seed "$work/chunked.spec" > "$work/derive.txt" 2>&1 ||
+  { cat "$work/derive.txt"; exit 1; }
+args=()
+for v in $specs; do
+  label="${v%%=*}"
+  ( .gpu/ptxevo build "$work/chunked.spec" --knobs "${v#*=}" --out "$work/$label" > "$out/build_$label.txt" 2>&1 ||
+      { echo "$label (${v#*=}) build failed:"; tail -3 "$out/build_$label.txt"; } ) &
+  if [ ${#args[@]} -eq 0 ]; then args=(--backward "$label=$work/$label"); else args+=(--also "$label=$work/$label"); fi
+done
+wait
+for v in $specs; do
+  label="${v%%=*}"
+  [ -f "$work/$label/kernel.cubin" ] && echo "$label (${v#*=}): $(grep -cE 'registers' "$out/build_$label.txt") kernels," \
+    "$(grep -E 'spill stores' "$out/build_$label.txt" | grep -vc ' 0 B spill stores') spilling"
+done
+timeout "${KDA_BWD_BENCH_S:-240}" python3 bench/kda/bwd_bench.py "${args[@]}" --no-fla \
+  --per-kernel "${KDA_BWD_PER_KERNEL:-3}" --out "$out/bwd_bench" --commit "$commit" --shapes "${@:-1}" \
+  > "$out/bwd_bench.log" 2>&1
+echo "bwd_bench rc=$?"
+if [ -n "${KDA_BWD_GATE_KNOBS:-}" ]; then
+  timeout "${KDA_BWD_GATE_S:-240}" .gpu/ptxevo eval "$work/chunked.spec" --knobs "$KDA_BWD_GATE_KNOBS" \
+    --json-out "$out/gate.json" > "$out/gate.txt" 2>&1
+  echo "gate rc=$?"; tail -n 12 "$out/gate.txt"
+fi
+if [ -f "$out/bwd_bench/results.md" ]; then cat "$out/bwd_bench/results.md"; else tail -n 30 "$out/bwd_bench.log"; fi
