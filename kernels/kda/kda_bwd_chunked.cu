@@ -61,6 +61,9 @@
 //          and builds each A and B fragment once per k step for the block (the SLICE_LOOP share
 //          products: 2 x 4 tiles a product); 0, each tile builds its own. Every element gets the
 //          same products in the same order: the same bits either way
+//   CHAIN_THREADS  threads of the chunk-serial kernels' CTAs, 128 or 256 (applies with MMA 1 and
+//          without CHAIN_PREFETCH, 128 otherwise): with 256 each warp of a step has half the tiles
+//          and staging to do, and three CTAs an SM hold 24 warps instead of 12
 //   FINISH_REGISTERS  1 (applies with CHUNK 32, ignored otherwise): the finish's walk over the
 //          chunk's token pairs keeps its key channel's k, G and running sums in registers, unrolled
 //          over the 32 tokens (the same operations in the same order); 0: in shared memory
@@ -98,6 +101,12 @@
 #ifndef MMA_BLOCK
 #define MMA_BLOCK 0
 #endif
+#ifndef CHAIN_THREADS
+#define CHAIN_THREADS 128
+#endif
+// CHAIN_THREADS where it applies: tensor-core products, without CHAIN_PREFETCH (its words are a
+// whole column's).
+#define KDA_BWD_CHAIN_THREADS (MMA && !KDA_BWD_CHAIN_PREFETCH ? CHAIN_THREADS : 128)
 #ifndef FINISH_REGISTERS
 #define FINISH_REGISTERS 0
 #endif
@@ -120,7 +129,9 @@ enum : int {
   kShares = KDA_BWD_SLICE_LOOP ? 1 : kSlices,  // shares of the token gradients the slices kernel writes
   kW = kWarps,
   kC = CHUNK,
-  kT = kD,        // threads of every chunked CTA
+  kT = kD,        // threads of every chunked CTA but the chunk-serial ones
+  kTc = KDA_BWD_CHAIN_THREADS,  // threads of kda_bwd_chunk_states and _dstates CTAs
+  kWc = kTc / 32,
   kDp = kK + 1,   // row strides of shared arrays (+1: a column read by consecutive threads of
   kBp = kB + 1,  // one warp, or one row by threads of several rows, spreads over the banks)
   kCp = kC + 1,
@@ -139,6 +150,7 @@ static_assert(FINISH_IN_SLICES == 0 || FINISH_IN_SLICES == 1, "FINISH_IN_SLICES:
 static_assert(PREPARE_PAIRS == 0 || PREPARE_PAIRS == 1, "PREPARE_PAIRS: 0 or 1");
 static_assert(MMA_BLOCK == 0 || MMA_BLOCK == 1, "MMA_BLOCK: 0 or 1");
 static_assert(FINISH_REGISTERS == 0 || FINISH_REGISTERS == 1, "FINISH_REGISTERS: 0 or 1");
+static_assert(CHAIN_THREADS == 128 || CHAIN_THREADS == 256, "CHAIN_THREADS: 128 or 256");
 
 struct ChunkArgs {
   const __nv_bfloat16* __restrict__ q;
@@ -236,15 +248,18 @@ __device__ __forceinline__ long long token_heads(const ChunkArgs& p) {
 
 // The chunk's decayed keys and queries from the token records, rows past the chunk's end zero:
 // Kr = k e^(Gtot - G), with kd Kd = k e^G, with qd Qd = scale q e^G; egt [2][kK]: e^Gtot, Gtot.
-// Thread i, column i.
+// Thread i, column i % 128, tokens i / 128 + NT / 128 n (NT threads).
+template <int NT = kT>
 __device__ __forceinline__ void decayed(const ChunkArgs& p, const Chunk& ch, int h, float* kd, float* kr, float* qd,
                                         float* egt) {
-  const int i = threadIdx.x;
+  const int i = NT == kK ? threadIdx.x : threadIdx.x % kK, t0 = NT == kK ? 0 : threadIdx.x / kK;
   const float gtot = record(p, ch.t0 + ch.count - 1, h)[2 * kK + i];
-  egt[i] = exp_r(gtot);
-  egt[kK + i] = gtot;
+  if (t0 == 0) {
+    egt[i] = exp_r(gtot);
+    egt[kK + i] = gtot;
+  }
 #pragma unroll 8
-  for (int t = 0; t < kC; ++t) {
+  for (int t = t0; t < kC; t += NT / kK) {
     float k = 0.f, q = 0.f, eg = 0.f, er = 0.f;
     if (t < ch.count) {
       const float* rec = record(p, ch.t0 + t, h);
@@ -261,11 +276,12 @@ __device__ __forceinline__ void decayed(const ChunkArgs& p, const Chunk& ch, int
 }
 
 // Kd = k e^G alone, rows past the chunk's end zero (the same values as decayed's). Thread i,
-// column i.
+// column i % 128, tokens i / 128 + NT / 128 n.
+template <int NT = kT>
 __device__ __forceinline__ void decayed_keys(const ChunkArgs& p, const Chunk& ch, int h, float* kd) {
-  const int i = threadIdx.x;
+  const int i = NT == kK ? threadIdx.x : threadIdx.x % kK;
 #pragma unroll 8
-  for (int t = 0; t < kC; ++t) {
+  for (int t = NT == kK ? 0 : threadIdx.x / kK; t < kC; t += NT / kK) {
     float v = 0.f;
     if (t < ch.count) {
       const float* rec = record(p, ch.t0 + t, h);
@@ -275,35 +291,40 @@ __device__ __forceinline__ void decayed_keys(const ChunkArgs& p, const Chunk& ch
   }
 }
 
-// Beta's sigmoid per token (0 past the end) and X (or also M) of the chunk, from the prepare.
+// Beta's sigmoid per token (0 past the end) and X (or also M) of the chunk, from the prepare (NT
+// threads).
+template <int NT = kT>
 __device__ __forceinline__ void chunk_mats(const ChunkArgs& p, const Chunk& ch, int h, float* b, float* x, float* m) {
   const float* src = mats(p, h, ch.slot);
 #pragma unroll 8
-  for (int n = 0; n < kC * kC / kT; ++n) {  // fixed trip count, unrolled: loads in flight together
-    const int e = threadIdx.x + n * kT;
+  for (int n = 0; n < kC * kC / NT; ++n) {  // fixed trip count, unrolled: loads in flight together
+    const int e = threadIdx.x + n * NT;
     x[(e / kC) * kCp + e % kC] = src[e];
     if (m) m[(e / kC) * kCp + e % kC] = src[kC * kC + e];
   }
-  for (int t = threadIdx.x; t < kC; t += kT) b[t] = t < ch.count ? record(p, ch.t0 + t, h)[3 * kK] : 0.f;
+  for (int t = threadIdx.x; t < kC; t += NT) b[t] = t < ch.count ? record(p, ch.t0 + t, h)[3 * kK] : 0.f;
 }
 
 // A state slice from shared memory [kK][kBp] to its workspace place [kK][kB], consecutive threads
 // on consecutive words (a row a thread would spread each store instruction over 32 lines). It reads
-// other threads' rows: a barrier orders their writes before it.
+// other threads' rows: a barrier orders their writes before it. NT threads.
+template <int NT = kT>
 __device__ __forceinline__ void store_slice(float* dst, const float* src) {
 #pragma unroll 8
-  for (int n = 0; n < kK * kB / kT; ++n) {
-    const int e = threadIdx.x + n * kT;
+  for (int n = 0; n < kK * kB / NT; ++n) {
+    const int e = threadIdx.x + n * NT;
     dst[e] = src[(e / kB) * kBp + e % kB];
   }
 }
 
-// Rows [0, count) of a [kC][BV] slice of a bf16 [T_total][H][128] tensor, the others zero.
+// Rows [0, count) of a [kC][BV] slice of a bf16 [T_total][H][128] tensor, the others zero (NT
+// threads).
+template <int NT = kT>
 __device__ __forceinline__ void load_rows(const ChunkArgs& p, const __nv_bfloat16* src, const Chunk& ch, int h, int z,
                                           float* dst) {
 #pragma unroll 8
-  for (int n = 0; n < kC * kB / kT; ++n) {
-    const int e = threadIdx.x + n * kT, t = e / kB, j = e % kB;
+  for (int n = 0; n < kC * kB / NT; ++n) {
+    const int e = threadIdx.x + n * NT, t = e / kB, j = e % kB;
     dst[t * kBp + j] = t < ch.count ? load_bf16(src + ((ch.t0 + t) * p.H + h) * kK + z * kB + j) : 0.f;
   }
 }
@@ -432,6 +453,7 @@ __device__ __forceinline__ void chunk_prepare_body(const ChunkArgs& p, float* sm
 // Shared: S [kK][kBp]; Kd, Kr [kC][kDp]; V, Y, U [kC][kBp]; X [kC][kCp]; b [kC]; e^Gtot [kK].
 __device__ __forceinline__ void chunk_states_body(const ChunkArgs& p, float* sm) {
   const int n = blockIdx.x, h = blockIdx.y, z = blockIdx.z, i = threadIdx.x;
+  constexpr int NT = kTc, NW = kWc;
   float* S = sm;
   float* kd = S + kK * kBp;
   float* kr = kd + kC * kDp;
@@ -441,8 +463,9 @@ __device__ __forceinline__ void chunk_states_body(const ChunkArgs& p, float* sm)
   float* xs = us + kC * kBp;
   float* bs = xs + kC * kCp;
   float* egt = bs + kC;
-  const long long state = (((long long)n * p.H + h) * kK + z * kB) * kK + i;  // [n][h][col][row i]
-  for (int j = 0; j < kB; ++j) S[i * kBp + j] = HAS_INITIAL_STATE ? p.initial_state[state + (long long)j * kK] : 0.f;
+  const long long state = (((long long)n * p.H + h) * kK + z * kB) * kK;  // [n][h][col][row]
+  for (int e = i; e < kK * kB; e += NT)  // row e % kK, column e / kK: consecutive threads, consecutive rows
+    S[(e % kK) * kBp + e / kK] = HAS_INITIAL_STATE ? p.initial_state[state + e] : 0.f;
   __syncthreads();
   long long bos, eos;
   sequence(p, n, bos, eos);
@@ -453,29 +476,29 @@ __device__ __forceinline__ void chunk_states_body(const ChunkArgs& p, float* sm)
 #endif
   for (long long c = 0; c < chunks; ++c) {
     const Chunk ch = chunk_at(p, n, c);
-    store_slice(state_slice(p, 0, h, ch.slot, z), S);
+    store_slice<NT>(state_slice(p, 0, h, ch.slot, z), S);
 #if KDA_BWD_CHAIN_PREFETCH
     stage_decayed(p, ch, h, w, kd, kr, nullptr, egt);
     if (c + 1 < chunks) load_chain_words(p, chunk_at(p, n, c + 1), h, w);
 #else
-    decayed(p, ch, h, kd, kr, nullptr, egt);
+    decayed<NT>(p, ch, h, kd, kr, nullptr, egt);
 #endif
-    chunk_mats(p, ch, h, bs, xs, nullptr);
-    load_rows(p, p.v, ch, h, z, vs);
+    chunk_mats<NT>(p, ch, h, bs, xs, nullptr);
+    load_rows<NT>(p, p.v, ch, h, z, vs);
     __syncthreads();
-    chunk_mm<kC, kB, kK>([&](int r, int x) { return kd[r * kDp + x]; }, [&](int x, int c2) { return S[x * kBp + c2]; },
+    chunk_mm<kC, kB, kK, MMA_TERMS, NW>([&](int r, int x) { return kd[r * kDp + x]; }, [&](int x, int c2) { return S[x * kBp + c2]; },
                           [&](int r, int c2, float acc) { ys[r * kBp + c2] = vs[r * kBp + c2] - acc; });
     __syncthreads();
-    for (int e = i; e < ch.count * kB; e += kT) {
+    for (int e = i; e < ch.count * kB; e += NT) {
       const int t = e / kB, j = e % kB;
       p.ws[p.y_off + ((ch.t0 + t) * p.H + h) * kK + z * kB + j] = ys[t * kBp + j];
     }
-    chunk_mm<kC, kB, kC>([&](int r, int x) { return xs[r * kCp + x]; },
-                          [&](int x, int c2) { return bs[x] * ys[x * kBp + c2]; },
-                          [&](int r, int c2, float acc) { us[r * kBp + c2] = acc; });
+    chunk_mm<kC, kB, kC, MMA_TERMS, NW>([&](int r, int x) { return xs[r * kCp + x]; },
+                                        [&](int x, int c2) { return bs[x] * ys[x * kBp + c2]; },
+                                        [&](int r, int c2, float acc) { us[r * kBp + c2] = acc; });
     __syncthreads();
     // Each thread reads and writes only its own elements of S here.
-    chunk_mm<kK, kB, kC>([&](int r, int x) { return kr[x * kDp + r]; }, [&](int x, int c2) { return us[x * kBp + c2]; },
+    chunk_mm<kK, kB, kC, MMA_TERMS, NW>([&](int r, int x) { return kr[x * kDp + r]; }, [&](int x, int c2) { return us[x * kBp + c2]; },
                           [&](int r, int c2, float acc) { S[r * kBp + c2] = fmaf(egt[r], S[r * kBp + c2], acc); });
     __syncthreads();
   }
@@ -490,6 +513,7 @@ __device__ __forceinline__ void chunk_states_body(const ChunkArgs& p, float* sm)
 // let three CTAs share an SM (at CHUNK 32, BV 32), so H = 96 x 4 chains run in one wave.
 __device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm) {
   const int n = blockIdx.x, h = blockIdx.y, z = blockIdx.z, i = threadIdx.x;
+  constexpr int NT = kTc, NW = kWc;
   float* dS = sm;
   float* qd = dS + kK * kBp;
   float* kr = qd + kC * kDp;
@@ -501,8 +525,8 @@ __device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm
   float* ms = xs + kC * kCp;
   float* bs = ms + kC * kCp;
   float* egt = bs + kC;
-  const long long state = (((long long)n * p.H + h) * kK + z * kB) * kK + i;
-  for (int j = 0; j < kB; ++j) dS[i * kBp + j] = HAS_FINAL_STATE ? p.d_final_state[state + (long long)j * kK] : 0.f;
+  const long long state = (((long long)n * p.H + h) * kK + z * kB) * kK;  // [n][h][col][row]
+  for (int e = i; e < kK * kB; e += NT) dS[(e % kK) * kBp + e / kK] = HAS_FINAL_STATE ? p.d_final_state[state + e] : 0.f;
   __syncthreads();
   long long bos, eos;
   sequence(p, n, bos, eos);
@@ -513,16 +537,16 @@ __device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm
 #endif
   for (long long c = chunks - 1; c >= 0; --c) {
     const Chunk ch = chunk_at(p, n, c);
-    store_slice(state_slice(p, p.dstate_off, h, ch.slot, z), dS);
+    store_slice<NT>(state_slice(p, p.dstate_off, h, ch.slot, z), dS);
 #if KDA_BWD_CHAIN_PREFETCH
     stage_decayed(p, ch, h, w, nullptr, kr, qd, egt);
 #else
-    decayed(p, ch, h, nullptr, kr, qd, egt);
+    decayed<NT>(p, ch, h, nullptr, kr, qd, egt);
 #endif
-    chunk_mats(p, ch, h, bs, xs, ms);
-    load_rows(p, p.d_out, ch, h, z, dO);
+    chunk_mats<NT>(p, ch, h, bs, xs, ms);
+    load_rows<NT>(p, p.d_out, ch, h, z, dO);
     __syncthreads();
-    chunk_mm<kC, kB, kC + kK>(
+    chunk_mm<kC, kB, kC + kK, MMA_TERMS, NW>(
         [&](int r, int x) { return x < kC ? ms[x * kCp + r] : kr[r * kDp + x - kC]; },
         [&](int x, int c2) { return x < kC ? dO[x * kBp + c2] : dS[(x - kC) * kBp + c2]; },
         [&](int r, int c2, float acc) { du[r * kBp + c2] = acc; });
@@ -531,19 +555,20 @@ __device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm
     stage_decayed_keys(ch, w, kd);  // over Kr, read last by dU's product; dY's does not read it
     if (c > 0) load_chain_words(p, chunk_at(p, n, c - 1), h, w);  // after: w held Kd's words
 #else
-    decayed_keys(p, ch, h, kd);  // over Kr, read last by dU's product; dY's does not read it
+    decayed_keys<NT>(p, ch, h, kd);  // over Kr, read last by dU's product; dY's does not read it
 #endif
-    chunk_mm<kC, kB, kC>([&](int r, int x) { return xs[x * kCp + r]; }, [&](int x, int c2) { return du[x * kBp + c2]; },
-                          [&](int r, int c2, float acc) { dy[r * kBp + c2] = bs[r] * acc; });
+    chunk_mm<kC, kB, kC, MMA_TERMS, NW>([&](int r, int x) { return xs[x * kCp + r]; },
+                                        [&](int x, int c2) { return du[x * kBp + c2]; },
+                                        [&](int r, int c2, float acc) { dy[r * kBp + c2] = bs[r] * acc; });
     __syncthreads();
-    chunk_mm<kK, kB, 2 * kC>(
+    chunk_mm<kK, kB, 2 * kC, MMA_TERMS, NW>(
         [&](int r, int x) { return x < kC ? qd[x * kDp + r] : -kd[(x - kC) * kDp + r]; },
         [&](int x, int c2) { return x < kC ? dO[x * kBp + c2] : dy[(x - kC) * kBp + c2]; },
         [&](int r, int c2, float acc) { dS[r * kBp + c2] = fmaf(egt[r], dS[r * kBp + c2], acc); });
     __syncthreads();
   }
 #if HAS_INITIAL_STATE
-  for (int j = 0; j < kB; ++j) p.d_initial_state[state + (long long)j * kK] = dS[i * kBp + j];
+  for (int e = i; e < kK * kB; e += NT) p.d_initial_state[state + e] = dS[(e % kK) * kBp + e / kK];
 #endif
 }
 
@@ -1027,11 +1052,12 @@ static_assert(kPrepareSmem <= kSmemLimit && kStatesSmem <= kSmemLimit && kDstate
                   smem);                                                                                              \
   }
 KDA_BWD_CHUNK_ENTRY(kda_bwd_chunk_prepare, chunk_prepare_body)
-#if KDA_BWD_CHAIN_PREFETCH || (MMA && MMA_BLOCK)
+#if KDA_BWD_CHAIN_PREFETCH || (MMA && MMA_BLOCK) || KDA_BWD_CHAIN_THREADS != 128
 // Three CTAs an SM (their shared memory allows it), so the 384 chains of H = 96 x four slices run
-// in one wave: the prefetched words and the blocks' fragments must fit 168 registers a thread.
-KDA_BWD_CHUNK_ENTRY_BOUNDS(kda_bwd_chunk_states, chunk_states_body, __launch_bounds__(kda_bwd::kT, 3))
-KDA_BWD_CHUNK_ENTRY_BOUNDS(kda_bwd_chunk_dstates, chunk_dstates_body, __launch_bounds__(kda_bwd::kT, 3))
+// in one wave: the prefetched words and the blocks' fragments must fit 168 registers a thread (85
+// with 256 threads).
+KDA_BWD_CHUNK_ENTRY_BOUNDS(kda_bwd_chunk_states, chunk_states_body, __launch_bounds__(kda_bwd::kTc, 3))
+KDA_BWD_CHUNK_ENTRY_BOUNDS(kda_bwd_chunk_dstates, chunk_dstates_body, __launch_bounds__(kda_bwd::kTc, 3))
 #else
 KDA_BWD_CHUNK_ENTRY(kda_bwd_chunk_states, chunk_states_body)
 KDA_BWD_CHUNK_ENTRY(kda_bwd_chunk_dstates, chunk_dstates_body)

@@ -174,6 +174,7 @@ struct ptxevo_kda_bwd_plan_t {
   // is 5; with FINISH_IN_SLICES the slices kernel does its work), kda_bwd_reduce
   unsigned grid[6][3];
   unsigned shared_bytes[5];  // the five chunked kernels'
+  unsigned threads[5];       // the five chunked kernels' CTA sizes
   long long slots, dstate_offset, prep_offset, y_offset, mat_offset, share_offset, sums_offset, workspace_words;
 };
 // Shares: of the token gradients, one per slices CTA of a (chunk, head): 128 / BV, or 1 with
@@ -205,9 +206,10 @@ extern "C" const char* ptxevo_kda_bwd_plan(long long B, long long T, long long H
   const unsigned sh = (unsigned)ptxevo_kda_bwd_shares;
   const unsigned g[6][3] = {{S, h, 1u}, {(unsigned)N, h, z}, {(unsigned)N, h, z}, {S, h * sh, 1u}, {S, h, 1u}, {h, 1u, 1u}};
   const unsigned smem[5] = {@SMEM_PREPARE@u, @SMEM_STATES@u, @SMEM_DSTATES@u, @SMEM_SLICES@u, @SMEM_FINISH@u};
+  const unsigned threads[5] = {128u, @CHAIN_THREADS@u, @CHAIN_THREADS@u, 128u, 128u};
   for (int i = 0; i < 6; ++i)
     for (int j = 0; j < 3; ++j) p->grid[i][j] = g[i][j];
-  for (int i = 0; i < 5; ++i) p->shared_bytes[i] = smem[i];
+  for (int i = 0; i < 5; ++i) p->shared_bytes[i] = smem[i], p->threads[i] = threads[i];
   return 0;
 }
 
@@ -225,7 +227,7 @@ constexpr const char* kKdaBwdChunkedHostLaunches = R"cpp(
     cudaError_t e = cudaFuncSetAttribute((const void*)kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)p.shared_bytes[i]);
     if (e == cudaSuccess) {
-      kernels[i]<<<dim3(p.grid[i][0], p.grid[i][1], p.grid[i][2]), 128, p.shared_bytes[i], stream>>>(
+      kernels[i]<<<dim3(p.grid[i][0], p.grid[i][1], p.grid[i][2]), p.threads[i], p.shared_bytes[i], stream>>>(
           (const bf16*)q, (const bf16*)k, (const bf16*)v, (const bf16*)g, (const bf16*)beta, A_log, dt_bias,
           cu_seqlens, initial_state, (const bf16*)d_out, d_final_state, dq, dk, dv, dg, dbeta, d_initial_state, ws, T,
           (int)H, (int)N, p.slots, scale, lower_bound, p.dstate_offset, p.prep_offset, p.y_offset, p.mat_offset,
@@ -549,6 +551,7 @@ std::optional<evaluator::HostExport> KdaBwdOp::host_export(const OpConfig& cfg, 
                                                         {"SHARES", std::to_string(g.slice_loop ? 1 : kHeadDim / g.bv)},
                                                         {"KERNELS", std::to_string(entries.size() - 1)},
                                                         {"CHUNK", std::to_string(g.chunk)},
+                                                        {"CHAIN_THREADS", std::to_string(g.chain_threads)},
                                                         {"SMEM_PREPARE", smem(kChunkPrepareEntry)},
                                                         {"SMEM_STATES", smem(kChunkStatesEntry)},
                                                         {"SMEM_DSTATES", smem(kChunkDstatesEntry)},

@@ -52,6 +52,7 @@ namespace {
 KdaBwdOp::Geometry chunked_geometry(const Knobs& k) {
   KdaBwdOp::Geometry g;
   g.bv = 32;
+  bool chain_prefetch = false;
   for (const auto& [name, value] : k) {
     const auto* v = std::get_if<std::int64_t>(&value);
     if (!v) fail("knob " + name + " must be an integer");
@@ -68,6 +69,10 @@ KdaBwdOp::Geometry chunked_geometry(const Knobs& k) {
       g.slice_loop = *v == 1;
     } else if (name == "CHAIN_PREFETCH") {
       if (*v != 0 && *v != 1) fail("CHAIN_PREFETCH must be 0 or 1, got " + std::to_string(*v));
+      chain_prefetch = *v == 1;
+    } else if (name == "CHAIN_THREADS") {
+      if (*v != 128 && *v != 256) fail("CHAIN_THREADS must be 128 or 256, got " + std::to_string(*v));
+      g.chain_threads = *v;
     } else if (name == "PREPARE_PAIRS") {
       if (*v != 0 && *v != 1) fail("PREPARE_PAIRS must be 0 or 1, got " + std::to_string(*v));
     } else if (name == "MMA_BLOCK") {
@@ -80,12 +85,13 @@ KdaBwdOp::Geometry chunked_geometry(const Knobs& k) {
     } else
       fail("unknown knob '" + name +
            "' for the chunked seed (knobs: CHUNK, BV, MMA, MMA_TERMS, SLICE_LOOP, CHAIN_PREFETCH, FINISH_IN_SLICES, "
-           "PREPARE_PAIRS, MMA_BLOCK, FINISH_REGISTERS)");
+           "PREPARE_PAIRS, MMA_BLOCK, FINISH_REGISTERS, CHAIN_THREADS)");
   }
   if (g.mma_terms == 1 && !g.mma) fail("MMA_TERMS=1 needs MMA 1 (with MMA 0 the products are fp32 on CUDA cores)");
   if (g.chunk != 32 && g.chunk != 64) fail("CHUNK must be 32 or 64, got " + std::to_string(g.chunk));
   g.slice_loop = g.slice_loop && g.mma && g.chunk == 32;  // ignored elsewhere (kda_bwd_chunked.cu)
   g.finish_in_slices = g.finish_in_slices && g.slice_loop;
+  if (!g.mma || (chain_prefetch && g.chunk == 32)) g.chain_threads = 128;  // as kda_bwd_chunked.cu applies it
   if (g.bv != 16 && g.bv != 32 && g.bv != 64) fail("BV must be 16, 32 or 64 with CHUNK, got " + std::to_string(g.bv));
   if (g.chunk * g.bv > 2048)
     fail("CHUNK * BV must be at most 2048 (kda_bwd_chunk_slices' shared memory), got " + std::to_string(g.chunk * g.bv));
@@ -141,7 +147,8 @@ Knobs KdaBwdOp::chunked_knob_defaults() {
           {"FINISH_IN_SLICES", std::int64_t{0}},
           {"PREPARE_PAIRS", std::int64_t{0}},
           {"MMA_BLOCK", std::int64_t{0}},
-          {"FINISH_REGISTERS", std::int64_t{0}}};
+          {"FINISH_REGISTERS", std::int64_t{0}},
+          {"CHAIN_THREADS", std::int64_t{128}}};
 }
 
 std::vector<Knobs> KdaBwdOp::chunked_covering_knobs() {
@@ -162,7 +169,13 @@ std::vector<Knobs> KdaBwdOp::chunked_covering_knobs() {
            {"BV", std::int64_t{32}},
            {"MMA", std::int64_t{1}},
            {"FINISH_IN_SLICES", std::int64_t{1}},
-           {"FINISH_REGISTERS", std::int64_t{1}}}};
+           {"FINISH_REGISTERS", std::int64_t{1}}},
+          {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"CHAIN_THREADS", std::int64_t{256}}},
+          {{"CHUNK", std::int64_t{32}},
+           {"BV", std::int64_t{16}},
+           {"MMA", std::int64_t{1}},
+           {"MMA_BLOCK", std::int64_t{1}},
+           {"CHAIN_THREADS", std::int64_t{256}}}};
 }
 
 KdaBwdOp::ChunkedLayout KdaBwdOp::chunked_layout(const KdaDims& d, std::int64_t chunk, std::int64_t bv,
@@ -328,7 +341,8 @@ evaluator::LaunchPlan KdaBwdOp::chunked_plan(const KdaDims& d, const Config& c, 
     evaluator::KernelLaunch k;
     k.entry = entry;
     k.grid = grid;
-    k.block = {static_cast<std::uint32_t>(D), 1, 1};
+    const bool chain = std::string(entry) == kChunkStatesEntry || std::string(entry) == kChunkDstatesEntry;
+    k.block = {static_cast<std::uint32_t>(chain ? g.chain_threads : D), 1, 1};
     k.shared_bytes = chunked_shared_bytes(entry, g.chunk, g.bv, g.slice_loop, g.finish_in_slices);
     k.args = args;
     p.kernels.push_back(std::move(k));

@@ -52,6 +52,7 @@ class KdaBwdOp : public evaluator::Op {
     std::int64_t mma_terms = 3;  // MMA_TERMS (chunked seed, MMA 1): bf16 terms per product, 3 or 1
     bool slice_loop = false;     // SLICE_LOOP (chunked seed, MMA 1, CHUNK 32): one slices CTA per (chunk, head)
     bool finish_in_slices = false;  // FINISH_IN_SLICES (with SLICE_LOOP): the finish runs in the slices CTAs
+    std::int64_t chain_threads = 128;  // CHAIN_THREADS (MMA 1, no CHAIN_PREFETCH): threads of the chunk-serial CTAs
   };
   // Throws std::invalid_argument for unknown knobs or values the template cannot build.
   static Geometry geometry(const evaluator::Knobs& k);

@@ -269,6 +269,22 @@ using namespace ::kda_host;
 }  // namespace chunk17
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
+// C18: C9 (the defaults) with CHAIN_THREADS 256 (eight warps a chunk-serial CTA) and MMA_BLOCK 1.
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 32
+#define MMA 1
+#define SLICE_LOOP 1
+#define MMA_BLOCK 1
+#define CHAIN_THREADS 256
+namespace chunk18 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk18
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
+
 #pragma GCC diagnostic pop
 
 namespace {
@@ -463,7 +479,7 @@ Knobs knobs(I chunk, I bv, I mma = 0, I terms = 3) {
 Knobs slice_loop(I bv) {
   return {{"CHUNK", I{32}}, {"BV", bv},           {"MMA", I{1}},
           {"MMA_TERMS", I{3}}, {"SLICE_LOOP", I{1}}, {"CHAIN_PREFETCH", I{0}}, {"FINISH_IN_SLICES", I{0}},
-          {"PREPARE_PAIRS", I{0}}, {"MMA_BLOCK", I{0}}, {"FINISH_REGISTERS", I{0}}};
+          {"PREPARE_PAIRS", I{0}}, {"MMA_BLOCK", I{0}}, {"FINISH_REGISTERS", I{0}}, {"CHAIN_THREADS", I{128}}};
 }
 
 TEST(KdaBwdChunkedOnHost, SliceLoop0LowerBoundGateBothStates) {
@@ -583,6 +599,31 @@ TEST(KdaBwdChunkedOnHost, FinishRegistersGivesTheSameBits) {
     ASSERT_EQ(fault, "");
     for (const auto& [name, e] : errors) EXPECT_TRUE(e.passed) << name << ": " << e.reason;
     run(without, sh, Distribution::Normal, 17, &fault, false, &b);
+    ASSERT_EQ(fault, "");
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs";
+  }
+}
+// CHAIN_THREADS 256 gives each chunk-serial warp fewer tiles and staging rows, every element the
+// same operations: a plan with 256-thread chain CTAs and every output the same bit for bit.
+TEST(KdaBwdChunkedOnHost, ChainThreadsGivesTheSameBits) {
+  Knobs wide = slice_loop(32);
+  wide["MMA_BLOCK"] = I{1};
+  wide["CHAIN_THREADS"] = I{256};
+  const auto with = KDA_BWD_CHUNKED_CONFIG(chunk18, options("lower_bound", true, true), wide);
+  const auto without = KDA_BWD_CHUNKED_CONFIG(chunk9, options("lower_bound", true, true), slice_loop(32));
+  const auto plan = KdaBwdOp().launch_plan(shape(1, 241, 1, 7), with.options, wide);
+  for (const auto& k : plan.kernels) {
+    const bool chain = k.entry == KdaBwdOp::kChunkStatesEntry || k.entry == KdaBwdOp::kChunkDstatesEntry;
+    EXPECT_EQ(k.block.x, chain ? 256u : 128u) << k.entry;
+  }
+  for (const auto& sh : {shape(1, 70, 2, 1), shape(1, 241, 1, 7), shape(2, 33, 1, 2)}) {
+    std::vector<HostTensor> a, b;
+    std::string fault;
+    const auto errors = run(with, sh, Distribution::Normal, 18, &fault, false, &a);
+    ASSERT_EQ(fault, "");
+    for (const auto& [name, e] : errors) EXPECT_TRUE(e.passed) << name << ": " << e.reason;
+    run(without, sh, Distribution::Normal, 18, &fault, false, &b);
     ASSERT_EQ(fault, "");
     ASSERT_EQ(a.size(), b.size());
     for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs";

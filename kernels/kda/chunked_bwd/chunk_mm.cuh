@@ -69,27 +69,27 @@ __device__ __forceinline__ void mma_k16(float* d, A a, B b, int r0, int cg, int 
 // fragments and kBlockCols B fragments for kBlockRows x kBlockCols tiles instead of one of each
 // per tile: the chunk-serial kernels' operand loads and bf16 splits are what they spend their
 // shared-memory pipe on.
-template <int R, int CC>
+template <int R, int CC, int NW = kW>
 struct MmaBlock {
-  static constexpr int kTilesPerWarp = (R / 16) * (CC / 8) / kW;
+  static constexpr int kTilesPerWarp = (R / 16) * (CC / 8) / NW;
   static constexpr int kCols = (CC / 8) % 4 == 0 && kTilesPerWarp >= 4 ? 4 : (CC / 8) % 2 == 0 && kTilesPerWarp >= 2 ? 2 : 1;
   static constexpr int kRows = (R / 16) % 2 == 0 && kTilesPerWarp / kCols >= 2 ? 2 : 1;
 };
 
 // out(r, c) = sum over x < X of a(r, x) b(x, c) for r < R, c < CC, handed to f(r, c, value), on
-// tensor cores: each warp takes 16 x 8 output tiles in turn (MMA_BLOCK 1: blocks of them, see
+// tensor cores by the CTA's NW warps: each warp takes 16 x 8 output tiles in turn (MMA_BLOCK 1: blocks of them, see
 // MmaBlock) and walks x 16 at a time, building its fragments from the accessors (PTX ISA
 // m16n8k16 layouts: lane 4 g + t holds A rows g, g + 8, columns 2 t, 2 t + 1, 2 t + 8, 2 t + 9; B
 // rows 2 t, 2 t + 1, 2 t + 8, 2 t + 9 of column g; D rows g, g + 8, columns 2 t, 2 t + 1). Every
 // output element gets the same products in the same order either way.
-template <int R, int CC, int X, int kTerms = MMA_TERMS, class A, class B, class F>
+template <int R, int CC, int X, int kTerms = MMA_TERMS, int NW = kW, class A, class B, class F>
 __device__ __forceinline__ void chunk_mm(A a, B b, F f) {
   static_assert(R % 16 == 0 && CC % 8 == 0 && X % 16 == 0, "chunk_mm: tile shape");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
 #if MMA_BLOCK
-  constexpr int BM = MmaBlock<R, CC>::kRows, BN = MmaBlock<R, CC>::kCols, NB = CC / 8 / BN;
+  constexpr int BM = MmaBlock<R, CC, NW>::kRows, BN = MmaBlock<R, CC, NW>::kCols, NB = CC / 8 / BN;
   constexpr int blocks = (R / 16 / BM) * NB;
-  for (int blk = warp; blk < blocks; blk += kW) {
+  for (int blk = warp; blk < blocks; blk += NW) {
     const int r0 = (blk / NB) * BM * 16 + g, c0 = (blk % NB) * BN * 8;
     float d[BM][BN][4];
 #pragma unroll
@@ -124,7 +124,7 @@ __device__ __forceinline__ void chunk_mm(A a, B b, F f) {
   }
 #else
   constexpr int TN = CC / 8, tiles = (R / 16) * TN;
-  for (int tile = warp; tile < tiles; tile += kW) {
+  for (int tile = warp; tile < tiles; tile += NW) {
     const int r0 = (tile / TN) * 16 + g, c0 = (tile % TN) * 8;
     float d[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll 2
@@ -164,8 +164,9 @@ __device__ __forceinline__ void chunk_mm3(A0 a0, B0 b0, A1 a1, B1 b1, A2 a2, B2 
 // out(r, c) = sum over x < X of a(r, x) b(x, c) for r < R, c < CC, handed to f(r, c, value): each
 // thread a tile of rows rt + RT i and columns ct + CT j, so a warp reads one a(r, x) (a broadcast)
 // and consecutive b(x, c).
-template <int R, int CC, int X, int kTerms = MMA_TERMS, class A, class B, class F>
+template <int R, int CC, int X, int kTerms = MMA_TERMS, int NW = kW, class A, class B, class F>
 __device__ __forceinline__ void chunk_mm(A a, B b, F f) {
+  static_assert(NW == kW, "chunk_mm: CUDA cores with the CTA's 128 threads only");
   constexpr int CT = CC < 32 ? CC : 32, RT = kT / CT, TR = R / RT, TC = CC / CT;
   static_assert(CT * RT == kT && TR * RT == R && TC * CT == CC, "chunk_mm: tile shape");
   const int ct = threadIdx.x % CT, rt = threadIdx.x / CT;
