@@ -285,6 +285,23 @@ using namespace ::kda_host;
 }  // namespace chunk18
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
+// C19: C9 (the defaults) with CHAIN_PREFETCH 1, MMA_BLOCK 1 and PREPARE_PAIRS 1.
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 32
+#define MMA 1
+#define SLICE_LOOP 1
+#define CHAIN_PREFETCH 1
+#define MMA_BLOCK 1
+#define PREPARE_PAIRS 1
+namespace chunk19 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk19
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
+
 #pragma GCC diagnostic pop
 
 namespace {
@@ -627,6 +644,31 @@ TEST(KdaBwdChunkedOnHost, ChainThreadsGivesTheSameBits) {
     ASSERT_EQ(fault, "");
     ASSERT_EQ(a.size(), b.size());
     for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs";
+  }
+}
+// The gate's short shapes under every input distribution: CHAIN_PREFETCH with MMA_BLOCK and
+// PREPARE_PAIRS gives the defaults' bits.
+TEST(KdaBwdChunkedOnHost, ChainPrefetchMmaBlockPairsOnShortShapesGiveTheSameBits) {
+  Knobs knobs19 = slice_loop(32);
+  knobs19["CHAIN_PREFETCH"] = I{1};
+  knobs19["MMA_BLOCK"] = I{1};
+  knobs19["PREPARE_PAIRS"] = I{1};
+  const auto with = KDA_BWD_CHUNKED_CONFIG(chunk19, options("lower_bound", true, true), knobs19);
+  const auto without = KDA_BWD_CHUNKED_CONFIG(chunk9, options("lower_bound", true, true), slice_loop(32));
+  for (const auto dist : ptxevo::evaluator::all_distributions()) {
+    for (const auto& sh : {shape(1, 33, 1, 1), shape(1, 17, 4, 1)}) {
+      std::vector<HostTensor> a, b;
+      std::string fault;
+      const auto errors = run(with, sh, dist, 3, &fault, false, &a);
+      ASSERT_EQ(fault, "");
+      for (const auto& [name, e] : errors)
+        EXPECT_TRUE(e.passed) << name << " " << ptxevo::evaluator::to_string(dist) << ": " << e.reason;
+      run(without, sh, dist, 3, &fault, false, &b);
+      ASSERT_EQ(fault, "");
+      ASSERT_EQ(a.size(), b.size());
+      for (std::size_t i = 0; i < a.size(); ++i)
+        EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs, " << ptxevo::evaluator::to_string(dist);
+    }
   }
 }
 TEST(KdaBwdChunkedOnHost, Chunk64LowerBoundGateBothStates) {
