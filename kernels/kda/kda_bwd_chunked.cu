@@ -561,7 +561,8 @@ __device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm
                                         [&](int x, int c2) { return du[x * kBp + c2]; },
                                         [&](int r, int c2, float acc) { dy[r * kBp + c2] = bs[r] * acc; });
     __syncthreads();
-    chunk_mm<kK, kB, 2 * kC, MMA_TERMS, NW>(
+    // With the prefetched words in registers, single tiles (blocks spilled under 168 registers).
+    chunk_mm<kK, kB, 2 * kC, MMA_TERMS, NW, KDA_BWD_CHAIN_PREFETCH ? 0 : 2>(
         [&](int r, int x) { return x < kC ? qd[x * kDp + r] : -kd[(x - kC) * kDp + r]; },
         [&](int x, int c2) { return x < kC ? dO[x * kBp + c2] : dy[(x - kC) * kBp + c2]; },
         [&](int r, int c2, float acc) { dS[r * kBp + c2] = fmaf(egt[r], dS[r * kBp + c2], acc); });

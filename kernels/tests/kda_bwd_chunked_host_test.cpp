@@ -135,8 +135,8 @@ using namespace ::kda_host;
 }  // namespace chunk8
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
-// C9: the chunked seed's defaults (CHUNK 32, BV 32, MMA 1, SLICE_LOOP 1: a slices CTA per chunk and
-// head over the four value slices), lower-bound gate, both states.
+// C9: SLICE_LOOP (CHUNK 32, BV 32, MMA 1, SLICE_LOOP 1: a slices CTA per chunk and
+// head over the four value slices) without the later knobs, lower-bound gate, both states.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -194,7 +194,7 @@ using namespace ::kda_host;
 }  // namespace chunk12
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
-// C13: C9 (the defaults) with FINISH_IN_SLICES 1 (the finish in the slices CTAs, no finish
+// C13: C9 (SLICE_LOOP) with FINISH_IN_SLICES 1 (the finish in the slices CTAs, no finish
 // kernel) and PREPARE_PAIRS 1 (the prepare's sums over the lower triangle only).
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
@@ -224,7 +224,7 @@ using namespace ::kda_host;
 }  // namespace chunk14
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
-// C15: C9 (the defaults) with MMA_BLOCK 1 (fragments built once for a block of tiles).
+// C15: C9 (SLICE_LOOP) with MMA_BLOCK 1 (fragments built once for a block of tiles).
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -253,7 +253,7 @@ using namespace ::kda_host;
 }  // namespace chunk16
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
-// C17: C9 (the defaults) with FINISH_REGISTERS 1 and MMA_BLOCK 1, softplus gate.
+// C17: C9 (SLICE_LOOP) with FINISH_REGISTERS 1 and MMA_BLOCK 1, softplus gate.
 #define KDA_GATE_SOFTPLUS 1
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -269,7 +269,7 @@ using namespace ::kda_host;
 }  // namespace chunk17
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
-// C18: C9 (the defaults) with CHAIN_THREADS 256 (eight warps a chunk-serial CTA) and MMA_BLOCK 1.
+// C18: C9 (SLICE_LOOP) with CHAIN_THREADS 256 (eight warps a chunk-serial CTA) and MMA_BLOCK 1.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -285,7 +285,7 @@ using namespace ::kda_host;
 }  // namespace chunk18
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
-// C19: C9 (the defaults) with CHAIN_PREFETCH 1, MMA_BLOCK 1 and PREPARE_PAIRS 1.
+// C19: the spec's defaults, C9 with CHAIN_PREFETCH 1, MMA_BLOCK 1 and PREPARE_PAIRS 1.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -508,10 +508,17 @@ TEST(KdaBwdChunkedOnHost, OneBf16TermPerProductStaysWithinTheGatesTolerance) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk8, options("lower_bound", true, true), knobs(32, 32, 1, 1)), kShapes, 1e-2);
 }
 // SLICE_LOOP 1: the slices kernel sums the value slices' shares in registers, one share a token.
+TEST(KdaBwdChunkedOnHost, SliceLoopLowerBoundGateBothStates) {
+  check(KDA_BWD_CHUNKED_CONFIG(chunk9, options("lower_bound", true, true), slice_loop(32)));
+}
+// The spec's defaults: C19 (SLICE_LOOP with CHAIN_PREFETCH, MMA_BLOCK and PREPARE_PAIRS).
 TEST(KdaBwdChunkedOnHost, DefaultsLowerBoundGateBothStates) {
-  const Knobs defaults = slice_loop(32);
+  Knobs defaults = slice_loop(32);
+  defaults["CHAIN_PREFETCH"] = I{1};
+  defaults["MMA_BLOCK"] = I{1};
+  defaults["PREPARE_PAIRS"] = I{1};
   EXPECT_EQ(defaults, KdaBwdOp::chunked_knob_defaults());
-  check(KDA_BWD_CHUNKED_CONFIG(chunk9, options("lower_bound", true, true), defaults));
+  check(KDA_BWD_CHUNKED_CONFIG(chunk19, options("lower_bound", true, true), defaults));
 }
 TEST(KdaBwdChunkedOnHost, SliceLoopEightSlicesSoftplusFinalStateOnly) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk10, options("softplus", false, true), slice_loop(16)));

@@ -69,60 +69,18 @@ __device__ __forceinline__ void mma_k16(float* d, A a, B b, int r0, int cg, int 
 // fragments and kBlockCols B fragments for kBlockRows x kBlockCols tiles instead of one of each
 // per tile: the chunk-serial kernels' operand loads and bf16 splits are what they spend their
 // shared-memory pipe on.
-template <int R, int CC, int NW = kW>
+// kMaxRows 1 halves a block's accumulators where registers are short.
+template <int R, int CC, int NW = kW, int kMaxRows = 2>
 struct MmaBlock {
   static constexpr int kTilesPerWarp = (R / 16) * (CC / 8) / NW;
   static constexpr int kCols = (CC / 8) % 4 == 0 && kTilesPerWarp >= 4 ? 4 : (CC / 8) % 2 == 0 && kTilesPerWarp >= 2 ? 2 : 1;
-  static constexpr int kRows = (R / 16) % 2 == 0 && kTilesPerWarp / kCols >= 2 ? 2 : 1;
+  static constexpr int kRows = kMaxRows >= 2 && (R / 16) % 2 == 0 && kTilesPerWarp / kCols >= 2 ? 2 : 1;
 };
 
-// out(r, c) = sum over x < X of a(r, x) b(x, c) for r < R, c < CC, handed to f(r, c, value), on
-// tensor cores by the CTA's NW warps: each warp takes 16 x 8 output tiles in turn (MMA_BLOCK 1: blocks of them, see
-// MmaBlock) and walks x 16 at a time, building its fragments from the accessors (PTX ISA
-// m16n8k16 layouts: lane 4 g + t holds A rows g, g + 8, columns 2 t, 2 t + 1, 2 t + 8, 2 t + 9; B
-// rows 2 t, 2 t + 1, 2 t + 8, 2 t + 9 of column g; D rows g, g + 8, columns 2 t, 2 t + 1). Every
-// output element gets the same products in the same order either way.
-template <int R, int CC, int X, int kTerms = MMA_TERMS, int NW = kW, class A, class B, class F>
-__device__ __forceinline__ void chunk_mm(A a, B b, F f) {
-  static_assert(R % 16 == 0 && CC % 8 == 0 && X % 16 == 0, "chunk_mm: tile shape");
+// chunk_mm's tiles one at a time: each builds its own fragments.
+template <int R, int CC, int X, int kTerms, int NW, class A, class B, class F>
+__device__ __forceinline__ void chunk_mm_tiles(A a, B b, F f) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-#if MMA_BLOCK
-  constexpr int BM = MmaBlock<R, CC, NW>::kRows, BN = MmaBlock<R, CC, NW>::kCols, NB = CC / 8 / BN;
-  constexpr int blocks = (R / 16 / BM) * NB;
-  for (int blk = warp; blk < blocks; blk += NW) {
-    const int r0 = (blk / NB) * BM * 16 + g, c0 = (blk % NB) * BN * 8;
-    float d[BM][BN][4];
-#pragma unroll
-    for (int m = 0; m < BM; ++m)
-#pragma unroll
-      for (int n = 0; n < BN; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) d[m][n][e] = 0.f;
-#pragma unroll 1
-    for (int x0 = 0; x0 < X; x0 += 16) {
-      const int k = x0 + 2 * t;
-      unsigned int ah[BM][4], al[BM][4], bh[BN][2], bl[BN][2];
-#pragma unroll
-      for (int m = 0; m < BM; ++m) frag_a(a, r0 + 16 * m, k, ah[m], al[m]);
-#pragma unroll
-      for (int n = 0; n < BN; ++n) frag_b(b, k, c0 + 8 * n + g, bh[n], bl[n]);
-#pragma unroll
-      for (int m = 0; m < BM; ++m)
-#pragma unroll
-        for (int n = 0; n < BN; ++n) mma_terms<kTerms>(d[m][n], ah[m], al[m], bh[n], bl[n]);
-    }
-#pragma unroll
-    for (int m = 0; m < BM; ++m)
-#pragma unroll
-      for (int n = 0; n < BN; ++n) {
-        const int r = r0 + 16 * m, c = c0 + 8 * n + 2 * t;
-        f(r, c, d[m][n][0]);
-        f(r, c + 1, d[m][n][1]);
-        f(r + 8, c, d[m][n][2]);
-        f(r + 8, c + 1, d[m][n][3]);
-      }
-  }
-#else
   constexpr int TN = CC / 8, tiles = (R / 16) * TN;
   for (int tile = warp; tile < tiles; tile += NW) {
     const int r0 = (tile / TN) * 16 + g, c0 = (tile % TN) * 8;
@@ -134,7 +92,59 @@ __device__ __forceinline__ void chunk_mm(A a, B b, F f) {
     f(r0 + 8, c0 + 2 * t, d[2]);
     f(r0 + 8, c0 + 2 * t + 1, d[3]);
   }
-#endif
+}
+
+// out(r, c) = sum over x < X of a(r, x) b(x, c) for r < R, c < CC, handed to f(r, c, value), on
+// tensor cores by the CTA's NW warps: each warp takes 16 x 8 output tiles in turn (MMA_BLOCK 1:
+// blocks of them, see MmaBlock; kMaxRows 0 keeps a product on single tiles where registers are
+// short) and walks x 16 at a time, building its fragments from the accessors (PTX ISA m16n8k16
+// layouts: lane 4 g + t holds A rows g, g + 8, columns 2 t, 2 t + 1, 2 t + 8, 2 t + 9; B rows 2 t,
+// 2 t + 1, 2 t + 8, 2 t + 9 of column g; D rows g, g + 8, columns 2 t, 2 t + 1). Every output
+// element gets the same products in the same order either way.
+template <int R, int CC, int X, int kTerms = MMA_TERMS, int NW = kW, int kMaxRows = 2, class A, class B, class F>
+__device__ __forceinline__ void chunk_mm(A a, B b, F f) {
+  static_assert(R % 16 == 0 && CC % 8 == 0 && X % 16 == 0, "chunk_mm: tile shape");
+  if constexpr (!MMA_BLOCK || kMaxRows == 0) {
+    chunk_mm_tiles<R, CC, X, kTerms, NW>(a, b, f);
+  } else {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    using Block = MmaBlock<R, CC, NW, kMaxRows>;
+    constexpr int BM = Block::kRows, BN = Block::kCols, NB = CC / 8 / BN;
+    constexpr int blocks = (R / 16 / BM) * NB;
+    for (int blk = warp; blk < blocks; blk += NW) {
+      const int r0 = (blk / NB) * BM * 16 + g, c0 = (blk % NB) * BN * 8;
+      float d[BM][BN][4];
+#pragma unroll
+      for (int m = 0; m < BM; ++m)
+#pragma unroll
+        for (int n = 0; n < BN; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) d[m][n][e] = 0.f;
+#pragma unroll 1
+      for (int x0 = 0; x0 < X; x0 += 16) {
+        const int k = x0 + 2 * t;
+        unsigned int ah[BM][4], al[BM][4], bh[BN][2], bl[BN][2];
+#pragma unroll
+        for (int m = 0; m < BM; ++m) frag_a(a, r0 + 16 * m, k, ah[m], al[m]);
+#pragma unroll
+        for (int n = 0; n < BN; ++n) frag_b(b, k, c0 + 8 * n + g, bh[n], bl[n]);
+#pragma unroll
+        for (int m = 0; m < BM; ++m)
+#pragma unroll
+          for (int n = 0; n < BN; ++n) mma_terms<kTerms>(d[m][n], ah[m], al[m], bh[n], bl[n]);
+      }
+#pragma unroll
+      for (int m = 0; m < BM; ++m)
+#pragma unroll
+        for (int n = 0; n < BN; ++n) {
+          const int r = r0 + 16 * m, c = c0 + 8 * n + 2 * t;
+          f(r, c, d[m][n][0]);
+          f(r, c + 1, d[m][n][1]);
+          f(r + 8, c, d[m][n][2]);
+          f(r + 8, c + 1, d[m][n][3]);
+        }
+    }
+  }
 }
 
 // Three products of one shape in one pass, out_j(r, c) = sum over x < X of a_j(r, x) b_j(x, c),
@@ -164,7 +174,7 @@ __device__ __forceinline__ void chunk_mm3(A0 a0, B0 b0, A1 a1, B1 b1, A2 a2, B2 
 // out(r, c) = sum over x < X of a(r, x) b(x, c) for r < R, c < CC, handed to f(r, c, value): each
 // thread a tile of rows rt + RT i and columns ct + CT j, so a warp reads one a(r, x) (a broadcast)
 // and consecutive b(x, c).
-template <int R, int CC, int X, int kTerms = MMA_TERMS, int NW = kW, class A, class B, class F>
+template <int R, int CC, int X, int kTerms = MMA_TERMS, int NW = kW, int kMaxRows = 2, class A, class B, class F>
 __device__ __forceinline__ void chunk_mm(A a, B b, F f) {
   static_assert(NW == kW, "chunk_mm: CUDA cores with the CTA's 128 threads only");
   constexpr int CT = CC < 32 ? CC : 32, RT = kT / CT, TR = R / RT, TC = CC / CT;
