@@ -499,6 +499,26 @@ Knobs slice_loop(I bv) {
           {"PREPARE_PAIRS", I{0}}, {"MMA_BLOCK", I{0}}, {"FINISH_REGISTERS", I{0}}, {"CHAIN_THREADS", I{128}}};
 }
 
+// Runs `with` and `base` on the same inputs of each shape: `with` within the gate's tolerances, and
+// every output the same bit for bit as `base`'s.
+template <typename With, typename Base>
+void expect_same_bits(const With& with, const Base& base, std::initializer_list<Shape> shapes, Distribution dist,
+                      std::uint64_t seed) {
+  for (const auto& sh : shapes) {
+    std::vector<HostTensor> a, b;
+    std::string fault;
+    const auto errors = run(with, sh, dist, seed, &fault, false, &a);
+    ASSERT_EQ(fault, "");
+    for (const auto& [name, e] : errors)
+      EXPECT_TRUE(e.passed) << name << " " << ptxevo::evaluator::to_string(dist) << ": " << e.reason;
+    run(base, sh, dist, seed, &fault, false, &b);
+    ASSERT_EQ(fault, "");
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs, " << ptxevo::evaluator::to_string(dist);
+  }
+}
+
 TEST(KdaBwdChunkedOnHost, SliceLoop0LowerBoundGateBothStates) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk7, options("lower_bound", true, true), knobs(32, 32, 1)));
 }
@@ -531,16 +551,7 @@ TEST(KdaBwdChunkedOnHost, ChainPrefetchGivesTheSameBits) {
   const auto with = KDA_BWD_CHUNKED_CONFIG(chunk11, options("softplus", true, true), prefetch);
   const auto without = KDA_BWD_CHUNKED_CONFIG(chunk12, options("softplus", true, true), slice_loop(32));
   check(with);
-  for (const auto& sh : {shape(1, 70, 2, 1), shape(1, 241, 1, 7)}) {
-    std::vector<HostTensor> a, b;
-    std::string fault;
-    run(with, sh, Distribution::Normal, 11, &fault, false, &a);
-    ASSERT_EQ(fault, "");
-    run(without, sh, Distribution::Normal, 11, &fault, false, &b);
-    ASSERT_EQ(fault, "");
-    ASSERT_EQ(a.size(), b.size());
-    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs";
-  }
+  expect_same_bits(with, without, {shape(1, 70, 2, 1), shape(1, 241, 1, 7)}, Distribution::Normal, 11);
 }
 // FINISH_IN_SLICES 1 runs the same finish on the same share, PREPARE_PAIRS 1 the same sums on
 // other lanes: a plan without kda_bwd_chunk_finish, and every output the same bit for bit as the
@@ -554,32 +565,14 @@ TEST(KdaBwdChunkedOnHost, FinishInSlicesAndPreparePairsGiveTheSameBits) {
   const auto plan = KdaBwdOp().launch_plan(shape(1, 241, 1, 7), with.options, fused);
   ASSERT_EQ(plan.kernels.size(), 5u);
   for (const auto& k : plan.kernels) EXPECT_NE(k.entry, KdaBwdOp::kChunkFinishEntry);
-  for (const auto& sh : {shape(1, 70, 2, 1), shape(1, 241, 1, 7), shape(2, 33, 1, 2)}) {
-    std::vector<HostTensor> a, b;
-    std::string fault;
-    const auto errors = run(with, sh, Distribution::Normal, 13, &fault, false, &a);
-    ASSERT_EQ(fault, "");
-    for (const auto& [name, e] : errors) EXPECT_TRUE(e.passed) << name << ": " << e.reason;
-    run(without, sh, Distribution::Normal, 13, &fault, false, &b);
-    ASSERT_EQ(fault, "");
-    ASSERT_EQ(a.size(), b.size());
-    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs";
-  }
+  expect_same_bits(with, without, {shape(1, 70, 2, 1), shape(1, 241, 1, 7), shape(2, 33, 1, 2)}, Distribution::Normal, 13);
 }
 TEST(KdaBwdChunkedOnHost, PreparePairsAtChunk64GivesTheSameBits) {
   Knobs pairs = knobs(64, 32);
   pairs["PREPARE_PAIRS"] = I{1};
   const auto with = KDA_BWD_CHUNKED_CONFIG(chunk14, options("lower_bound", true, true), pairs);
   const auto without = KDA_BWD_CHUNKED_CONFIG(chunk0, options("lower_bound", true, true), knobs(64, 32));
-  for (const auto& sh : {shape(1, 130, 1, 1), shape(1, 241, 1, 7)}) {
-    std::vector<HostTensor> a, b;
-    std::string fault;
-    run(with, sh, Distribution::Normal, 14, &fault, false, &a);
-    ASSERT_EQ(fault, "");
-    run(without, sh, Distribution::Normal, 14, &fault, false, &b);
-    ASSERT_EQ(fault, "");
-    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs";
-  }
+  expect_same_bits(with, without, {shape(1, 130, 1, 1), shape(1, 241, 1, 7)}, Distribution::Normal, 14);
 }
 // MMA_BLOCK 1 gives every output element the same products in the same order as 0: every output
 // the same bit for bit, with the SLICE_LOOP share products (chunk_acc3) and without (chunk_mm).
@@ -592,21 +585,8 @@ TEST(KdaBwdChunkedOnHost, MmaBlockGivesTheSameBits) {
   const auto without = KDA_BWD_CHUNKED_CONFIG(chunk9, options("lower_bound", true, true), slice_loop(32));
   const auto with0 = KDA_BWD_CHUNKED_CONFIG(chunk16, options("lower_bound", true, true), blocked0);
   const auto without0 = KDA_BWD_CHUNKED_CONFIG(chunk7, options("lower_bound", true, true), knobs(32, 32, 1));
-  const auto same_bits = [](const auto& blocked_config, const auto& base_config) {
-    for (const auto& sh : {shape(1, 70, 2, 1), shape(1, 241, 1, 7)}) {
-      std::vector<HostTensor> a, b;
-      std::string fault;
-      const auto errors = run(blocked_config, sh, Distribution::Normal, 15, &fault, false, &a);
-      ASSERT_EQ(fault, "");
-      for (const auto& [name, e] : errors) EXPECT_TRUE(e.passed) << name << ": " << e.reason;
-      run(base_config, sh, Distribution::Normal, 15, &fault, false, &b);
-      ASSERT_EQ(fault, "");
-      ASSERT_EQ(a.size(), b.size());
-      for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs";
-    }
-  };
-  same_bits(with, without);
-  same_bits(with0, without0);
+  expect_same_bits(with, without, {shape(1, 70, 2, 1), shape(1, 241, 1, 7)}, Distribution::Normal, 15);
+  expect_same_bits(with0, without0, {shape(1, 70, 2, 1), shape(1, 241, 1, 7)}, Distribution::Normal, 15);
 }
 // FINISH_REGISTERS 1 walks the same pairs with the same operations in the same order as 0: every
 // output the same bit for bit as C12 (softplus gate, partial chunks, packed sequences).
@@ -616,17 +596,7 @@ TEST(KdaBwdChunkedOnHost, FinishRegistersGivesTheSameBits) {
   regs["FINISH_REGISTERS"] = I{1};
   const auto with = KDA_BWD_CHUNKED_CONFIG(chunk17, options("softplus", true, true), regs);
   const auto without = KDA_BWD_CHUNKED_CONFIG(chunk12, options("softplus", true, true), slice_loop(32));
-  for (const auto& sh : {shape(1, 70, 2, 1), shape(1, 241, 1, 7), shape(2, 33, 1, 2)}) {
-    std::vector<HostTensor> a, b;
-    std::string fault;
-    const auto errors = run(with, sh, Distribution::Normal, 17, &fault, false, &a);
-    ASSERT_EQ(fault, "");
-    for (const auto& [name, e] : errors) EXPECT_TRUE(e.passed) << name << ": " << e.reason;
-    run(without, sh, Distribution::Normal, 17, &fault, false, &b);
-    ASSERT_EQ(fault, "");
-    ASSERT_EQ(a.size(), b.size());
-    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs";
-  }
+  expect_same_bits(with, without, {shape(1, 70, 2, 1), shape(1, 241, 1, 7), shape(2, 33, 1, 2)}, Distribution::Normal, 17);
 }
 // CHAIN_THREADS 256 gives each chunk-serial warp fewer tiles and staging rows, every element the
 // same operations: a plan with 256-thread chain CTAs and every output the same bit for bit.
@@ -641,17 +611,7 @@ TEST(KdaBwdChunkedOnHost, ChainThreadsGivesTheSameBits) {
     const bool chain = k.entry == KdaBwdOp::kChunkStatesEntry || k.entry == KdaBwdOp::kChunkDstatesEntry;
     EXPECT_EQ(k.block.x, chain ? 256u : 128u) << k.entry;
   }
-  for (const auto& sh : {shape(1, 70, 2, 1), shape(1, 241, 1, 7), shape(2, 33, 1, 2)}) {
-    std::vector<HostTensor> a, b;
-    std::string fault;
-    const auto errors = run(with, sh, Distribution::Normal, 18, &fault, false, &a);
-    ASSERT_EQ(fault, "");
-    for (const auto& [name, e] : errors) EXPECT_TRUE(e.passed) << name << ": " << e.reason;
-    run(without, sh, Distribution::Normal, 18, &fault, false, &b);
-    ASSERT_EQ(fault, "");
-    ASSERT_EQ(a.size(), b.size());
-    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs";
-  }
+  expect_same_bits(with, without, {shape(1, 70, 2, 1), shape(1, 241, 1, 7), shape(2, 33, 1, 2)}, Distribution::Normal, 18);
 }
 // The gate's short shapes under every input distribution: CHAIN_PREFETCH with MMA_BLOCK and
 // PREPARE_PAIRS gives the defaults' bits.
@@ -662,21 +622,8 @@ TEST(KdaBwdChunkedOnHost, ChainPrefetchMmaBlockPairsOnShortShapesGiveTheSameBits
   knobs19["PREPARE_PAIRS"] = I{1};
   const auto with = KDA_BWD_CHUNKED_CONFIG(chunk19, options("lower_bound", true, true), knobs19);
   const auto without = KDA_BWD_CHUNKED_CONFIG(chunk9, options("lower_bound", true, true), slice_loop(32));
-  for (const auto dist : ptxevo::evaluator::all_distributions()) {
-    for (const auto& sh : {shape(1, 33, 1, 1), shape(1, 17, 4, 1)}) {
-      std::vector<HostTensor> a, b;
-      std::string fault;
-      const auto errors = run(with, sh, dist, 3, &fault, false, &a);
-      ASSERT_EQ(fault, "");
-      for (const auto& [name, e] : errors)
-        EXPECT_TRUE(e.passed) << name << " " << ptxevo::evaluator::to_string(dist) << ": " << e.reason;
-      run(without, sh, dist, 3, &fault, false, &b);
-      ASSERT_EQ(fault, "");
-      ASSERT_EQ(a.size(), b.size());
-      for (std::size_t i = 0; i < a.size(); ++i)
-        EXPECT_TRUE(a[i].data == b[i].data) << a[i].name << " differs, " << ptxevo::evaluator::to_string(dist);
-    }
-  }
+  for (const auto dist : ptxevo::evaluator::all_distributions())
+    expect_same_bits(with, without, {shape(1, 33, 1, 1), shape(1, 17, 4, 1)}, dist, 3);
 }
 TEST(KdaBwdChunkedOnHost, Chunk64LowerBoundGateBothStates) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk0, options("lower_bound", true, true), knobs(64, 32)));

@@ -64,12 +64,11 @@ __device__ __forceinline__ void mma_k16(float* d, A a, B b, int r0, int cg, int 
   mma_terms<kTerms>(d, ah, al, bh, bl);
 }
 
-// MMA_BLOCK 1: the 16 x 8 tiles a warp takes at once, kBlockRows x kBlockCols of them (at most
-// 2 x 4, no more than the warp's share of the R x CC output), so each k step builds kBlockRows A
-// fragments and kBlockCols B fragments for kBlockRows x kBlockCols tiles instead of one of each
-// per tile: the chunk-serial kernels' operand loads and bf16 splits are what they spend their
-// shared-memory pipe on.
-// kMaxRows 1 halves a block's accumulators where registers are short.
+// MMA_BLOCK 1: the 16 x 8 tiles a warp of NW takes at once, kRows x kCols of them (at most 2 x 4,
+// no more than the warp's share of the R x CC output; kRows 1 with kMaxRows 1), so each k step
+// builds kRows A fragments and kCols B fragments for kRows x kCols tiles instead of one of each
+// per tile: operand loads and bf16 splits are what the chunked kernels spend their shared-memory
+// pipe on.
 template <int R, int CC, int NW = kW, int kMaxRows = 2>
 struct MmaBlock {
   static constexpr int kTilesPerWarp = (R / 16) * (CC / 8) / NW;
