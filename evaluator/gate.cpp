@@ -124,10 +124,12 @@ double dtype_underflow(DType t) {
 }
 
 // Below this magnitude a kernel's answer is allowed to be zero: what rounds to zero in the output
-// dtype, or what lies below fp32's normal range, where fp32 arithmetic compiled to flush
-// subnormals (ftz, the norm for GPU kernels) gives zero (H200: KDA's final state at T = 1 with a
-// beta logit of -100 is ~1e-42, an fp32 subnormal, and the kernel writes 0).
-double zero_answer_bound(DType t) { return std::max(dtype_underflow(t), 0x1p-126); }
+// dtype, or what fp32 arithmetic compiled to flush subnormals (ftz, the norm for GPU kernels) can
+// rightly give as zero: 2^24 times fp32's smallest normal, the most that a sum of 2^24 terms each
+// flushed, or a flushed factor times one below 2^24, amounts to. KDA's backward on large-uniform
+// inputs: a beta logit of -95 (beta ~5e-42, flushed) leaves dk ~1e-38 at T = 1; a saturated gate
+// leaves dA_log a sum of 2112 flushed terms, 1.3e-37; the kernels write 0.
+double zero_answer_bound(DType t) { return std::max(dtype_underflow(t), 0x1p-102); }
 
 // Quiet NaNs with payloads no arithmetic produces (GPUs return canonical NaNs), so a written NaN
 // is never mistaken for poison; for integers, byte patterns unlikely as results.

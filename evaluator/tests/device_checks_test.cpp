@@ -103,6 +103,21 @@ TEST(DeviceChecks, JudgeMatchesHostRulesOnSyntheticFigures) {
   subnormal_wrong.out_min = -1e-20;
   subnormal_wrong.out_max = 1e-20;
   EXPECT_FALSE(judge_output("final_state", DType::F32, 100, subnormal_wrong, {1e-2, 1e-1}).passed);
+  // Built from flushed terms or factors: KDA's backward on large-uniform inputs at the gate's seeds
+  // 1796632158636762973 (T = 1: a beta logit of -95, dk up to 1.46e-38) and 1796630035976832492
+  // (T = 33, H = 1: dA_log -1.31e-37, a sum of 2112 terms near 1e-40). An fp32 kernel with ftz
+  // writes zeros there; the same magnitudes written as 1e-20 stay wrong.
+  for (const double r : {1.46e-38, 1.31e-37}) {
+    OutputStats flushed = tiny;
+    flushed.ref_min = -r;
+    flushed.ref_max = r;
+    flushed.max_r = r;
+    flushed.sum_r2 = flushed.sum_d2 = 100 * r * r;
+    flushed.max_d = r;
+    EXPECT_TRUE(judge_output("dk", DType::F32, 100, flushed, {1e-2, 1e-1}).passed) << r;
+    flushed.out_max = 1e-20;
+    EXPECT_FALSE(judge_output("dk", DType::F32, 100, flushed, {1e-2, 1e-1}).passed) << r;
+  }
   OutputStats fp16_small = small_ok;  // 1e-30 rounds to zero in fp16 already
   fp16_small.ref_min = -1e-6;         // but 1e-6 is an fp16 subnormal: a zero output stays wrong
   fp16_small.ref_max = 1e-6;
