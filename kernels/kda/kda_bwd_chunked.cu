@@ -50,8 +50,9 @@
 //          a quarter of the words (BV 32)
 //   CHAIN_PREFETCH  1 (applies with CHUNK 32, ignored otherwise): kda_bwd_chunk_states and
 //          _dstates load the next chunk's record words (k, G) into registers while this chunk's
-//          products run (chunked_bwd/chain_prefetch.cuh); 0: each step loads its own after the
-//          barrier that starts it
+//          products run (chunked_bwd/chain_prefetch.cuh); 2: as 1, but _dstates loads them after
+//          its last product (in flight across the step's last barrier), whose tiles then go in
+//          blocks without spilling; 0: each step loads its own after the barrier that starts it
 //   FINISH_IN_SLICES  1 (applies with SLICE_LOOP, ignored otherwise): the slices CTA of a (chunk,
 //          head) runs the finish's body right after writing the chunk's share (read back from L2 by
 //          the same CTA), and kda_bwd_chunk_finish is neither built nor launched
@@ -67,6 +68,9 @@
 //   FINISH_REGISTERS  1 (applies with CHUNK 32, ignored otherwise): the finish's walk over the
 //          chunk's token pairs keeps its key channel's k, G and running sums in registers, unrolled
 //          over the 32 tokens (the same operations in the same order); 0: in shared memory
+//   FINISH_ROW_PAIRS  1 (without FINISH_REGISTERS): the finish's walk takes two rows (tokens) at a
+//          time, so a column's words and running sums are read and written once for both (the same
+//          operations in the same order); 0: a row at a time
 #define KDA_BWD_CHUNKED 1
 #ifndef CHUNK
 #define CHUNK 64
@@ -89,7 +93,7 @@
 #define CHAIN_PREFETCH 0
 #endif
 // CHAIN_PREFETCH where it applies: a chunk's words in registers at CHUNK 32 only.
-#define KDA_BWD_CHAIN_PREFETCH (CHAIN_PREFETCH && CHUNK == 32)
+#define KDA_BWD_CHAIN_PREFETCH (CHUNK == 32 ? CHAIN_PREFETCH : 0)
 #ifndef FINISH_IN_SLICES
 #define FINISH_IN_SLICES 0
 #endif
@@ -112,6 +116,11 @@
 #endif
 // FINISH_REGISTERS where it applies: the walk unrolled over 32 tokens.
 #define KDA_BWD_FINISH_REGISTERS (FINISH_REGISTERS && CHUNK == 32)
+#ifndef FINISH_ROW_PAIRS
+#define FINISH_ROW_PAIRS 0
+#endif
+// FINISH_ROW_PAIRS where it applies: the walk in shared memory (not FINISH_REGISTERS').
+#define KDA_BWD_FINISH_ROW_PAIRS (FINISH_ROW_PAIRS && !KDA_BWD_FINISH_REGISTERS)
 // kda_bwd.cu's recurrence knobs, unused here.
 #define CKPT 32
 #define SUB 2
@@ -145,11 +154,12 @@ static_assert(kC * kB <= 2048, "CHUNK * BV: at most 2048 (kda_bwd_chunk_slices' 
 static_assert(MMA == 0 || MMA == 1, "MMA: 0 or 1");
 static_assert(MMA_TERMS == 3 || (MMA == 1 && MMA_TERMS == 1), "MMA_TERMS: 3, or 1 with MMA 1");
 static_assert(SLICE_LOOP == 0 || SLICE_LOOP == 1, "SLICE_LOOP: 0 or 1");
-static_assert(CHAIN_PREFETCH == 0 || CHAIN_PREFETCH == 1, "CHAIN_PREFETCH: 0 or 1");
+static_assert(CHAIN_PREFETCH >= 0 && CHAIN_PREFETCH <= 2, "CHAIN_PREFETCH: 0, 1 or 2");
 static_assert(FINISH_IN_SLICES == 0 || FINISH_IN_SLICES == 1, "FINISH_IN_SLICES: 0 or 1");
 static_assert(PREPARE_PAIRS == 0 || PREPARE_PAIRS == 1, "PREPARE_PAIRS: 0 or 1");
 static_assert(MMA_BLOCK == 0 || MMA_BLOCK == 1, "MMA_BLOCK: 0 or 1");
 static_assert(FINISH_REGISTERS == 0 || FINISH_REGISTERS == 1, "FINISH_REGISTERS: 0 or 1");
+static_assert(FINISH_ROW_PAIRS == 0 || FINISH_ROW_PAIRS == 1, "FINISH_ROW_PAIRS: 0 or 1");
 static_assert(CHAIN_THREADS == 128 || CHAIN_THREADS == 256, "CHAIN_THREADS: 128 or 256");
 
 struct ChunkArgs {
@@ -553,7 +563,9 @@ __device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm
     __syncthreads();
 #if KDA_BWD_CHAIN_PREFETCH
     stage_decayed_keys(ch, w, kd);  // over Kr, read last by dU's product; dY's does not read it
+#if KDA_BWD_CHAIN_PREFETCH == 1
     if (c > 0) load_chain_words(p, chunk_at(p, n, c - 1), h, w);  // after: w held Kd's words
+#endif
 #else
     decayed_keys<NT>(p, ch, h, kd);  // over Kr, read last by dU's product; dY's does not read it
 #endif
@@ -562,10 +574,13 @@ __device__ __forceinline__ void chunk_dstates_body(const ChunkArgs& p, float* sm
                                         [&](int r, int c2, float acc) { dy[r * kBp + c2] = bs[r] * acc; });
     __syncthreads();
     // With the prefetched words in registers, single tiles (blocks spilled under 168 registers).
-    chunk_mm<kK, kB, 2 * kC, MMA_TERMS, NW, KDA_BWD_CHAIN_PREFETCH ? 0 : 2>(
+    chunk_mm<kK, kB, 2 * kC, MMA_TERMS, NW, KDA_BWD_CHAIN_PREFETCH == 1 ? 0 : 2>(
         [&](int r, int x) { return x < kC ? qd[x * kDp + r] : -kd[(x - kC) * kDp + r]; },
         [&](int x, int c2) { return x < kC ? dO[x * kBp + c2] : dy[(x - kC) * kBp + c2]; },
         [&](int r, int c2, float acc) { dS[r * kBp + c2] = fmaf(egt[r], dS[r * kBp + c2], acc); });
+#if KDA_BWD_CHAIN_PREFETCH == 2
+    if (c > 0) load_chain_words(p, chunk_at(p, n, c - 1), h, w);  // in flight across the barrier
+#endif
     __syncthreads();
   }
 #if HAS_INITIAL_STATE

@@ -68,8 +68,8 @@ KdaBwdOp::Geometry chunked_geometry(const Knobs& k) {
       if (*v != 0 && *v != 1) fail("SLICE_LOOP must be 0 or 1, got " + std::to_string(*v));
       g.slice_loop = *v == 1;
     } else if (name == "CHAIN_PREFETCH") {
-      if (*v != 0 && *v != 1) fail("CHAIN_PREFETCH must be 0 or 1, got " + std::to_string(*v));
-      chain_prefetch = *v == 1;
+      if (*v < 0 || *v > 2) fail("CHAIN_PREFETCH must be 0, 1 or 2, got " + std::to_string(*v));
+      chain_prefetch = *v != 0;
     } else if (name == "CHAIN_THREADS") {
       if (*v != 128 && *v != 256) fail("CHAIN_THREADS must be 128 or 256, got " + std::to_string(*v));
       g.chain_threads = *v;
@@ -79,13 +79,15 @@ KdaBwdOp::Geometry chunked_geometry(const Knobs& k) {
       if (*v != 0 && *v != 1) fail("MMA_BLOCK must be 0 or 1, got " + std::to_string(*v));
     } else if (name == "FINISH_REGISTERS") {
       if (*v != 0 && *v != 1) fail("FINISH_REGISTERS must be 0 or 1, got " + std::to_string(*v));
+    } else if (name == "FINISH_ROW_PAIRS") {
+      if (*v != 0 && *v != 1) fail("FINISH_ROW_PAIRS must be 0 or 1, got " + std::to_string(*v));
     } else if (name == "FINISH_IN_SLICES") {
       if (*v != 0 && *v != 1) fail("FINISH_IN_SLICES must be 0 or 1, got " + std::to_string(*v));
       g.finish_in_slices = *v == 1;
     } else
       fail("unknown knob '" + name +
            "' for the chunked seed (knobs: CHUNK, BV, MMA, MMA_TERMS, SLICE_LOOP, CHAIN_PREFETCH, FINISH_IN_SLICES, "
-           "PREPARE_PAIRS, MMA_BLOCK, FINISH_REGISTERS, CHAIN_THREADS)");
+           "PREPARE_PAIRS, MMA_BLOCK, FINISH_REGISTERS, FINISH_ROW_PAIRS, CHAIN_THREADS)");
   }
   if (g.mma_terms == 1 && !g.mma) fail("MMA_TERMS=1 needs MMA 1 (with MMA 0 the products are fp32 on CUDA cores)");
   if (g.chunk != 32 && g.chunk != 64) fail("CHUNK must be 32 or 64, got " + std::to_string(g.chunk));
@@ -150,6 +152,7 @@ Knobs KdaBwdOp::chunked_knob_defaults() {
           {"PREPARE_PAIRS", std::int64_t{1}},
           {"MMA_BLOCK", std::int64_t{1}},
           {"FINISH_REGISTERS", std::int64_t{0}},
+          {"FINISH_ROW_PAIRS", std::int64_t{0}},
           {"CHAIN_THREADS", std::int64_t{128}}};
 }
 
@@ -173,6 +176,13 @@ std::vector<Knobs> KdaBwdOp::chunked_covering_knobs() {
            {"FINISH_IN_SLICES", std::int64_t{1}},
            {"FINISH_REGISTERS", std::int64_t{1}}},
           {{"CHUNK", std::int64_t{32}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{1}}, {"CHAIN_THREADS", std::int64_t{256}}},
+          {{"CHUNK", std::int64_t{32}},
+           {"BV", std::int64_t{32}},
+           {"MMA", std::int64_t{1}},
+           {"MMA_BLOCK", std::int64_t{1}},
+           {"CHAIN_PREFETCH", std::int64_t{2}},
+           {"FINISH_ROW_PAIRS", std::int64_t{1}}},
+          {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{0}}, {"FINISH_ROW_PAIRS", std::int64_t{1}}},
           {{"CHUNK", std::int64_t{32}},
            {"BV", std::int64_t{16}},
            {"MMA", std::int64_t{1}},

@@ -302,6 +302,24 @@ using namespace ::kda_host;
 }  // namespace chunk19
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
+// C20: C19 (the defaults) with CHAIN_PREFETCH 2 and FINISH_ROW_PAIRS 1.
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 32
+#define MMA 1
+#define SLICE_LOOP 1
+#define CHAIN_PREFETCH 2
+#define MMA_BLOCK 1
+#define PREPARE_PAIRS 1
+#define FINISH_ROW_PAIRS 1
+namespace chunk20 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk20
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
+
 #pragma GCC diagnostic pop
 
 namespace {
@@ -496,7 +514,8 @@ Knobs knobs(I chunk, I bv, I mma = 0, I terms = 3) {
 Knobs slice_loop(I bv) {
   return {{"CHUNK", I{32}}, {"BV", bv},           {"MMA", I{1}},
           {"MMA_TERMS", I{3}}, {"SLICE_LOOP", I{1}}, {"CHAIN_PREFETCH", I{0}}, {"FINISH_IN_SLICES", I{0}},
-          {"PREPARE_PAIRS", I{0}}, {"MMA_BLOCK", I{0}}, {"FINISH_REGISTERS", I{0}}, {"CHAIN_THREADS", I{128}}};
+          {"PREPARE_PAIRS", I{0}}, {"MMA_BLOCK", I{0}}, {"FINISH_REGISTERS", I{0}}, {"FINISH_ROW_PAIRS", I{0}},
+          {"CHAIN_THREADS", I{128}}};
 }
 
 // Runs `with` and `base` on the same inputs of each shape: `with` within the gate's tolerances, and
@@ -624,6 +643,21 @@ TEST(KdaBwdChunkedOnHost, ChainPrefetchMmaBlockPairsOnShortShapesGiveTheSameBits
   const auto without = KDA_BWD_CHUNKED_CONFIG(chunk9, options("lower_bound", true, true), slice_loop(32));
   for (const auto dist : ptxevo::evaluator::all_distributions())
     expect_same_bits(with, without, {shape(1, 33, 1, 1), shape(1, 17, 4, 1)}, dist, 3);
+}
+// CHAIN_PREFETCH 2 loads dstates' next words later and blocks its last product; FINISH_ROW_PAIRS
+// walks two rows at a time: every output the same bit for bit as the defaults' (odd and even
+// chunk lengths, packed sequences, every input distribution on the gate's short shapes).
+TEST(KdaBwdChunkedOnHost, LatePrefetchAndFinishRowPairsGiveTheSameBits) {
+  Knobs knobs20 = KdaBwdOp::chunked_knob_defaults();
+  knobs20["CHAIN_PREFETCH"] = I{2};
+  knobs20["FINISH_ROW_PAIRS"] = I{1};
+  const auto with = KDA_BWD_CHUNKED_CONFIG(chunk20, options("lower_bound", true, true), knobs20);
+  const auto base =
+      KDA_BWD_CHUNKED_CONFIG(chunk19, options("lower_bound", true, true), KdaBwdOp::chunked_knob_defaults());
+  expect_same_bits(with, base, {shape(1, 70, 2, 1), shape(1, 241, 1, 7), shape(2, 33, 1, 2), shape(1, 40, 1, 4)},
+                   Distribution::Normal, 20);
+  for (const auto dist : ptxevo::evaluator::all_distributions())
+    expect_same_bits(with, base, {shape(1, 1, 1, 1), shape(1, 33, 1, 1), shape(1, 17, 4, 1)}, dist, 21);
 }
 TEST(KdaBwdChunkedOnHost, Chunk64LowerBoundGateBothStates) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk0, options("lower_bound", true, true), knobs(64, 32)));

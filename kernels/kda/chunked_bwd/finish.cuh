@@ -122,6 +122,66 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
       ak[t * kDp + i] = fmaf(md, qi, akk);
       ag[t * kDp + i] = da + r;
     }
+#elif KDA_BWD_FINISH_ROW_PAIRS
+    // Rows u = t and s = t - 1 together: column j's k, G and running sums are read and written once
+    // for both rows. Every sum gets the same terms in the same order as the walk below: u's term
+    // of pair (u, s) updates column s before s's own terms start, and is added to u's sums after
+    // u's other pairs, as the row-at-a-time walk adds it last.
+    int t = ch.count - 1;
+    for (; t >= 1; t -= 2) {
+      const int u = t, s = t - 1;
+      const float qu = qs[u * kDp + i], ku = ks[u * kDp + i], gu = gs[u * kDp + i], bu = bs[u];
+      const float qv = qs[s * kDp + i], kv = ks[s * kDp + i], gv = gs[s * kDp + i], bv = bs[s];
+      float aqu = aq_next, dau = da_next;
+      float aqs = shares(s, i), das = shares(s, 2 * kK + i);
+      if (s > 0) {
+        aq_next = shares(s - 1, i);
+        da_next = shares(s - 1, 2 * kK + i);
+      }
+      // Pair (u, s), u's side.
+      const float e_us = exp_r(gu - gv), kj_us = kv * e_us;
+      const float m_us = dm[u * kCp + s], l_us = bu * dl[u * kCp + s];
+      const float w_us = fmaf(l_us, ku, m_us * qu);
+      float aks = fmaf(w_us, e_us, ak[s * kDp + i]);
+      const float v_us = fmaf(w_us, kj_us, ag[s * kDp + i]);
+      float aku = ak[u * kDp + i], ru = 0.f, rs = 0.f;
+      for (int j = 0; j < s; ++j) {
+        const float gj = gs[j * kDp + i], kj0 = ks[j * kDp + i];
+        const float eu = exp_r(gu - gj), kju = kj0 * eu;
+        const float mu = dm[u * kCp + j], lu = bu * dl[u * kCp + j];
+        aqu = fmaf(mu, kju, aqu);
+        aku = fmaf(lu, kju, aku);
+        const float wu = fmaf(lu, ku, mu * qu);
+        const float akj = fmaf(wu, eu, ak[j * kDp + i]);
+        const float vu = fmaf(wu, kju, ag[j * kDp + i]);
+        ru += vu;
+        const float es = exp_r(gv - gj), kjs = kj0 * es;
+        const float ms = dm[s * kCp + j], ls = bv * dl[s * kCp + j];
+        aqs = fmaf(ms, kjs, aqs);
+        aks = fmaf(ls, kjs, aks);
+        const float ws = fmaf(ls, kv, ms * qv);
+        ak[j * kDp + i] = fmaf(ws, es, akj);
+        const float vs = fmaf(ws, kjs, vu);
+        ag[j * kDp + i] = vs;
+        rs += vs;
+      }
+      aqu = fmaf(m_us, kj_us, aqu);
+      aku = fmaf(l_us, kj_us, aku);
+      ru += v_us;
+      const float mdu = dm[u * kCp + u], mds = dm[s * kCp + s];
+      qs[u * kDp + i] = fmaf(mdu, ku, aqu);
+      ak[u * kDp + i] = fmaf(mdu, qu, aku);
+      ag[u * kDp + i] = dau + ru;
+      qs[s * kDp + i] = fmaf(mds, kv, aqs);
+      ak[s * kDp + i] = fmaf(mds, qv, aks);
+      ag[s * kDp + i] = das + rs;
+    }
+    if (t == 0) {  // an odd count's first token: no pairs
+      const float q0 = qs[i], r = 0.f, md = dm[0];
+      qs[i] = fmaf(md, ks[i], aq_next);
+      ak[i] = fmaf(md, q0, ak[i]);
+      ag[i] = da_next + r;
+    }
 #else
     for (int t = ch.count - 1; t >= 0; --t) {
       const float qi = qs[t * kDp + i], ki = ks[t * kDp + i], gi = gs[t * kDp + i], bi = bs[t];
