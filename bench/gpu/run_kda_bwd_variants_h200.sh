@@ -5,7 +5,8 @@
 # exports (bench/gpu/run_kda_bwd_h200.sh does those); FLA and the gate on request.
 # Usage: bench/gpu/run_kda_bwd_variants_h200.sh "LABEL=KNOBS ..." [SCENARIOS...]
 #   The first LABEL is the baseline (ratios are baseline time / variant time); KNOBS go over the
-#   chunked seed's defaults. SCENARIOS: bwd_bench --shapes (default 1).
+#   chunked seed's defaults, or KNOBS = @DIR names a build made elsewhere (bench/gpu/build_parent.sh
+#   .gpu/parent/LABEL: an earlier commit's templates). SCENARIOS: bwd_bench --shapes (default 1).
 # Env: KDA_BWD_PER_KERNEL (samples of each kernel alone, default 3), KDA_BWD_BENCH_S (default 240),
 #   KDA_BWD_GATE_KNOBS (also gate the chunked seed at these knobs: `ptxevo eval`, timed against
 #   its defaults), KDA_BWD_GATE_S (default 240), KDA_BWD_FLA=1 (FLA's chunk_kda backward beside
@@ -34,15 +35,21 @@ python3 bench/kda/derive_spec.py kernels/kda/kda_bwd.spec kda_bwd_chunked_seed "
   { cat "$work/derive.txt"; exit 1; }
 args=()
 for v in $specs; do
-  label="${v%%=*}"
-  ( .gpu/ptxevo build "$work/chunked.spec" --knobs "${v#*=}" --out "$work/$label" > "$out/build_$label.txt" 2>&1 ||
-      { echo "$label (${v#*=}) build failed:"; tail -3 "$out/build_$label.txt"; } ) &
-  if [ ${#args[@]} -eq 0 ]; then args=(--backward "$label=$work/$label"); else args+=(--also "$label=$work/$label"); fi
+  label="${v%%=*}" dir="$work/${v%%=*}"
+  if [ "${v#*=}" != "${v#*=@}" ]; then
+    dir="${v#*=@}"  # a build made elsewhere (bench/gpu/build_parent.sh: an earlier commit's templates)
+    grep -h "registers" "$dir/build.log" > "$out/build_$label.txt" 2>/dev/null
+  else
+    ( .gpu/ptxevo build "$work/chunked.spec" --knobs "${v#*=}" --out "$dir" > "$out/build_$label.txt" 2>&1 ||
+        { echo "$label (${v#*=}) build failed:"; tail -3 "$out/build_$label.txt"; } ) &
+  fi
+  if [ ${#args[@]} -eq 0 ]; then args=(--backward "$label=$dir"); else args+=(--also "$label=$dir"); fi
 done
 wait
 for v in $specs; do
   label="${v%%=*}"
-  [ -f "$work/$label/kernel.cubin" ] && echo "$label (${v#*=}): $(grep -cE 'registers' "$out/build_$label.txt") kernels," \
+  dir="$work/$label"; [ "${v#*=}" != "${v#*=@}" ] && dir="${v#*=@}"
+  [ -f "$dir/kernel.cubin" ] && echo "$label (${v#*=}): $(grep -cE 'registers' "$out/build_$label.txt") kernels," \
     "$(grep -E 'spill stores' "$out/build_$label.txt" | grep -vc ' 0 B spill stores') spilling"
 done
 fla=(--no-fla)

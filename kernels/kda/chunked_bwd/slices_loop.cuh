@@ -30,9 +30,37 @@ __device__ __forceinline__ void acc3_block(Acc3<R, CC>& acc, int prod, A a, B b,
 #pragma unroll
     for (int n = 0; n < BN; ++n) mma_terms<kTerms>(acc.v[m * BN + n][prod], ah[m], al[m], bh[n], bl[n]);
 }
+// Products 0 and 1 over one B operand: its fragments built once, each product's A fragments in
+// turn (the registers of one A set), every accumulator's terms as acc3_block's.
+template <int R, int CC, int kTerms, class A, int BN>
+__device__ __forceinline__ void acc3_block_a(Acc3<R, CC>& acc, int prod, A a, int k, const unsigned int (&bh)[BN][2],
+                                             const unsigned int (&bl)[BN][2]) {
+  constexpr int BM = R / 16;
+  const int g = (threadIdx.x % 32) >> 2;
+  unsigned int ah[BM][4], al[BM][4];
+#pragma unroll
+  for (int m = 0; m < BM; ++m) frag_a(a, 16 * m + g, k, ah[m], al[m]);
+#pragma unroll
+  for (int m = 0; m < BM; ++m)
+#pragma unroll
+    for (int n = 0; n < BN; ++n) mma_terms<kTerms>(acc.v[m * BN + n][prod], ah[m], al[m], bh[n], bl[n]);
+}
+template <int R, int CC, int kTerms, class A0, class A1, class B>
+__device__ __forceinline__ void acc3_block_shared_b(Acc3<R, CC>& acc, A0 a0, A1 a1, B b, int k) {
+  static_assert((CC / 8) % kW == 0, "chunk_acc3: columns a warp");
+  constexpr int BN = CC / 8 / kW;
+  const int warp = threadIdx.x / 32, g = (threadIdx.x % 32) >> 2;
+  unsigned int bh[BN][2], bl[BN][2];
+#pragma unroll
+  for (int n = 0; n < BN; ++n) frag_b(b, k, 8 * (warp + kW * n) + g, bh[n], bl[n]);
+  acc3_block_a<R, CC, kTerms>(acc, 0, a0, k, bh, bl);
+  acc3_block_a<R, CC, kTerms>(acc, 1, a1, k, bh, bl);
+}
 #endif
 
-template <int R, int CC, int X, int kTerms = MMA_TERMS, class A0, class B0, class A1, class B1, class A2, class B2>
+// kSameB01: b0 and b1 are the same operand (MMA_BLOCK 1 then builds its fragments once for both).
+template <int R, int CC, int X, bool kSameB01 = false, int kTerms = MMA_TERMS, class A0, class B0, class A1, class B1,
+          class A2, class B2>
 __device__ __forceinline__ void chunk_acc3(Acc3<R, CC>& acc, A0 a0, B0 b0, A1 a1, B1 b1, A2 a2, B2 b2) {
   static_assert(X % 16 == 0, "chunk_acc3: tile shape");
   constexpr int TN = CC / 8;
@@ -41,8 +69,12 @@ __device__ __forceinline__ void chunk_acc3(Acc3<R, CC>& acc, A0 a0, B0 b0, A1 a1
   (void)warp, (void)g, (void)TN;
 #pragma unroll
   for (int x0 = 0; x0 < X; x0 += 16) {
-    acc3_block<R, CC, kTerms>(acc, 0, a0, b0, x0 + 2 * t);
-    acc3_block<R, CC, kTerms>(acc, 1, a1, b1, x0 + 2 * t);
+    if constexpr (kSameB01) {
+      acc3_block_shared_b<R, CC, kTerms>(acc, a0, a1, b0, x0 + 2 * t);
+    } else {
+      acc3_block<R, CC, kTerms>(acc, 0, a0, b0, x0 + 2 * t);
+      acc3_block<R, CC, kTerms>(acc, 1, a1, b1, x0 + 2 * t);
+    }
     acc3_block<R, CC, kTerms>(acc, 2, a2, b2, x0 + 2 * t);
   }
 #else
@@ -98,7 +130,7 @@ __device__ __forceinline__ void chunk_slices_body(const ChunkArgs& p, float* sm)
       const int t = e / kB, j = e % kB;
       p.dv[((ch.t0 + t) * p.H + h) * kK + z * kB + j] = L.bs[t] * L.dw[t * kBp + j];
     }
-    chunk_acc3<kC, kK, kB>(
+    chunk_acc3<kC, kK, kB, true>(  // products 0 and 1 both take S0^T
         acc, [&](int r, int x) { return L.dO[r * kBp + x]; }, [&](int x, int c2) { return L.s0[c2 * kBp + x]; },
         [&](int r, int x) { return -L.bs[r] * L.dw[r * kBp + x]; }, [&](int x, int c2) { return L.s0[c2 * kBp + x]; },
         [&](int r, int x) { return L.us[r * kBp + x]; }, [&](int x, int c2) { return L.dS[c2 * kBp + x]; });
