@@ -68,9 +68,9 @@
 //   FINISH_REGISTERS  1 (applies with CHUNK 32, ignored otherwise): the finish's walk over the
 //          chunk's token pairs keeps its key channel's k, G and running sums in registers, unrolled
 //          over the 32 tokens (the same operations in the same order); 0: in shared memory
-//   FINISH_ROW_PAIRS  1 (without FINISH_REGISTERS): the finish's walk takes two rows (tokens) at a
-//          time, so a column's words and running sums are read and written once for both (the same
-//          operations in the same order); 0: a row at a time
+//   FINISH_ROWS  1, 2 or 4 (above 1 without FINISH_REGISTERS): the finish's walk takes that many
+//          rows (tokens) at a time, so a column's words and running sums are read and written once
+//          for all of them (the same operations in the same order; chunked_bwd/finish.cuh)
 #define KDA_BWD_CHUNKED 1
 #ifndef CHUNK
 #define CHUNK 64
@@ -116,11 +116,11 @@
 #endif
 // FINISH_REGISTERS where it applies: the walk unrolled over 32 tokens.
 #define KDA_BWD_FINISH_REGISTERS (FINISH_REGISTERS && CHUNK == 32)
-#ifndef FINISH_ROW_PAIRS
-#define FINISH_ROW_PAIRS 0
+#ifndef FINISH_ROWS
+#define FINISH_ROWS 1
 #endif
-// FINISH_ROW_PAIRS where it applies: the walk in shared memory (not FINISH_REGISTERS').
-#define KDA_BWD_FINISH_ROW_PAIRS (FINISH_ROW_PAIRS && !KDA_BWD_FINISH_REGISTERS)
+// FINISH_ROWS where it applies: the walk in shared memory (not FINISH_REGISTERS').
+#define KDA_BWD_FINISH_ROWS (KDA_BWD_FINISH_REGISTERS ? 1 : FINISH_ROWS)
 // kda_bwd.cu's recurrence knobs, unused here.
 #define CKPT 32
 #define SUB 2
@@ -159,7 +159,7 @@ static_assert(FINISH_IN_SLICES == 0 || FINISH_IN_SLICES == 1, "FINISH_IN_SLICES:
 static_assert(PREPARE_PAIRS == 0 || PREPARE_PAIRS == 1, "PREPARE_PAIRS: 0 or 1");
 static_assert(MMA_BLOCK == 0 || MMA_BLOCK == 1, "MMA_BLOCK: 0 or 1");
 static_assert(FINISH_REGISTERS == 0 || FINISH_REGISTERS == 1, "FINISH_REGISTERS: 0 or 1");
-static_assert(FINISH_ROW_PAIRS == 0 || FINISH_ROW_PAIRS == 1, "FINISH_ROW_PAIRS: 0 or 1");
+static_assert(FINISH_ROWS == 1 || FINISH_ROWS == 2 || FINISH_ROWS == 4, "FINISH_ROWS: 1, 2 or 4");
 static_assert(CHAIN_THREADS == 128 || CHAIN_THREADS == 256, "CHAIN_THREADS: 128 or 256");
 
 struct ChunkArgs {

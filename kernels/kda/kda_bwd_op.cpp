@@ -79,15 +79,15 @@ KdaBwdOp::Geometry chunked_geometry(const Knobs& k) {
       if (*v != 0 && *v != 1) fail("MMA_BLOCK must be 0 or 1, got " + std::to_string(*v));
     } else if (name == "FINISH_REGISTERS") {
       if (*v != 0 && *v != 1) fail("FINISH_REGISTERS must be 0 or 1, got " + std::to_string(*v));
-    } else if (name == "FINISH_ROW_PAIRS") {
-      if (*v != 0 && *v != 1) fail("FINISH_ROW_PAIRS must be 0 or 1, got " + std::to_string(*v));
+    } else if (name == "FINISH_ROWS") {
+      if (*v != 1 && *v != 2 && *v != 4) fail("FINISH_ROWS must be 1, 2 or 4, got " + std::to_string(*v));
     } else if (name == "FINISH_IN_SLICES") {
       if (*v != 0 && *v != 1) fail("FINISH_IN_SLICES must be 0 or 1, got " + std::to_string(*v));
       g.finish_in_slices = *v == 1;
     } else
       fail("unknown knob '" + name +
            "' for the chunked seed (knobs: CHUNK, BV, MMA, MMA_TERMS, SLICE_LOOP, CHAIN_PREFETCH, FINISH_IN_SLICES, "
-           "PREPARE_PAIRS, MMA_BLOCK, FINISH_REGISTERS, FINISH_ROW_PAIRS, CHAIN_THREADS)");
+           "PREPARE_PAIRS, MMA_BLOCK, FINISH_REGISTERS, FINISH_ROWS, CHAIN_THREADS)");
   }
   if (g.mma_terms == 1 && !g.mma) fail("MMA_TERMS=1 needs MMA 1 (with MMA 0 the products are fp32 on CUDA cores)");
   if (g.chunk != 32 && g.chunk != 64) fail("CHUNK must be 32 or 64, got " + std::to_string(g.chunk));
@@ -152,7 +152,7 @@ Knobs KdaBwdOp::chunked_knob_defaults() {
           {"PREPARE_PAIRS", std::int64_t{1}},
           {"MMA_BLOCK", std::int64_t{1}},
           {"FINISH_REGISTERS", std::int64_t{0}},
-          {"FINISH_ROW_PAIRS", std::int64_t{0}},
+          {"FINISH_ROWS", std::int64_t{1}},
           {"CHAIN_THREADS", std::int64_t{128}}};
 }
 
@@ -181,8 +181,8 @@ std::vector<Knobs> KdaBwdOp::chunked_covering_knobs() {
            {"MMA", std::int64_t{1}},
            {"MMA_BLOCK", std::int64_t{1}},
            {"CHAIN_PREFETCH", std::int64_t{2}},
-           {"FINISH_ROW_PAIRS", std::int64_t{1}}},
-          {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{0}}, {"FINISH_ROW_PAIRS", std::int64_t{1}}},
+           {"FINISH_ROWS", std::int64_t{2}}},
+          {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{0}}, {"FINISH_ROWS", std::int64_t{4}}},
           {{"CHUNK", std::int64_t{32}},
            {"BV", std::int64_t{16}},
            {"MMA", std::int64_t{1}},

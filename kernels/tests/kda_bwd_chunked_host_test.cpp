@@ -302,7 +302,7 @@ using namespace ::kda_host;
 }  // namespace chunk19
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
-// C20: C19 (the defaults) with CHAIN_PREFETCH 2 and FINISH_ROW_PAIRS 1.
+// C20: C19 (the defaults) with CHAIN_PREFETCH 2 and FINISH_ROWS 2.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -313,11 +313,26 @@ using namespace ::kda_host;
 #define CHAIN_PREFETCH 2
 #define MMA_BLOCK 1
 #define PREPARE_PAIRS 1
-#define FINISH_ROW_PAIRS 1
+#define FINISH_ROWS 2
 namespace chunk20 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd_chunked.cu"
 }  // namespace chunk20
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
+
+// C21: C12 (softplus gate, SLICE_LOOP) with FINISH_ROWS 4.
+#define KDA_GATE_SOFTPLUS 1
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 32
+#define MMA 1
+#define SLICE_LOOP 1
+#define FINISH_ROWS 4
+namespace chunk21 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk21
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
 #pragma GCC diagnostic pop
@@ -514,7 +529,7 @@ Knobs knobs(I chunk, I bv, I mma = 0, I terms = 3) {
 Knobs slice_loop(I bv) {
   return {{"CHUNK", I{32}}, {"BV", bv},           {"MMA", I{1}},
           {"MMA_TERMS", I{3}}, {"SLICE_LOOP", I{1}}, {"CHAIN_PREFETCH", I{0}}, {"FINISH_IN_SLICES", I{0}},
-          {"PREPARE_PAIRS", I{0}}, {"MMA_BLOCK", I{0}}, {"FINISH_REGISTERS", I{0}}, {"FINISH_ROW_PAIRS", I{0}},
+          {"PREPARE_PAIRS", I{0}}, {"MMA_BLOCK", I{0}}, {"FINISH_REGISTERS", I{0}}, {"FINISH_ROWS", I{1}},
           {"CHAIN_THREADS", I{128}}};
 }
 
@@ -644,13 +659,13 @@ TEST(KdaBwdChunkedOnHost, ChainPrefetchMmaBlockPairsOnShortShapesGiveTheSameBits
   for (const auto dist : ptxevo::evaluator::all_distributions())
     expect_same_bits(with, without, {shape(1, 33, 1, 1), shape(1, 17, 4, 1)}, dist, 3);
 }
-// CHAIN_PREFETCH 2 loads dstates' next words later and blocks its last product; FINISH_ROW_PAIRS
+// CHAIN_PREFETCH 2 loads dstates' next words later and blocks its last product; FINISH_ROWS 2
 // walks two rows at a time: every output the same bit for bit as the defaults' (odd and even
 // chunk lengths, packed sequences, every input distribution on the gate's short shapes).
 TEST(KdaBwdChunkedOnHost, LatePrefetchAndFinishRowPairsGiveTheSameBits) {
   Knobs knobs20 = KdaBwdOp::chunked_knob_defaults();
   knobs20["CHAIN_PREFETCH"] = I{2};
-  knobs20["FINISH_ROW_PAIRS"] = I{1};
+  knobs20["FINISH_ROWS"] = I{2};
   const auto with = KDA_BWD_CHUNKED_CONFIG(chunk20, options("lower_bound", true, true), knobs20);
   const auto base =
       KDA_BWD_CHUNKED_CONFIG(chunk19, options("lower_bound", true, true), KdaBwdOp::chunked_knob_defaults());
@@ -658,6 +673,20 @@ TEST(KdaBwdChunkedOnHost, LatePrefetchAndFinishRowPairsGiveTheSameBits) {
                    Distribution::Normal, 20);
   for (const auto dist : ptxevo::evaluator::all_distributions())
     expect_same_bits(with, base, {shape(1, 1, 1, 1), shape(1, 33, 1, 1), shape(1, 17, 4, 1)}, dist, 21);
+}
+// FINISH_ROWS 4: four rows at a time, the first count % 4 one at a time; the same bits as one
+// row at a time (chunk lengths 1 to 32 of every residue mod 4, packed sequences, every input
+// distribution on the gate's short shapes).
+TEST(KdaBwdChunkedOnHost, FinishFourRowsGivesTheSameBits) {
+  Knobs rows4 = slice_loop(32);
+  rows4["FINISH_ROWS"] = I{4};
+  const auto with = KDA_BWD_CHUNKED_CONFIG(chunk21, options("softplus", true, true), rows4);
+  const auto base = KDA_BWD_CHUNKED_CONFIG(chunk12, options("softplus", true, true), slice_loop(32));
+  expect_same_bits(with, base, {shape(1, 70, 2, 1), shape(1, 241, 1, 7), shape(2, 33, 1, 2), shape(1, 40, 1, 4)},
+                   Distribution::Normal, 22);
+  for (const auto dist : ptxevo::evaluator::all_distributions())
+    expect_same_bits(with, base, {shape(1, 1, 1, 1), shape(1, 34, 1, 1), shape(1, 17, 4, 1), shape(1, 115, 4, 3)}, dist,
+                     23);
 }
 TEST(KdaBwdChunkedOnHost, Chunk64LowerBoundGateBothStates) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk0, options("lower_bound", true, true), knobs(64, 32)));

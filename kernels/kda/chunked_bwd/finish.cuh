@@ -14,6 +14,92 @@
 // would: that cancellation lost the small gradients of saturated gates.
 // Shared: q, k, G, dk, V [kC][kDp]; dM, dL, P [kC][kCp]; b, dbeta's shares [kC]; the reduction's
 // scratch.
+// FINISH_ROWS > 1: the finish's pair walk over R rows u_a = t - a (a < R) at a time, so column j's
+// k, G and running sums are read and written once for R rows. Every sum gets the same terms in the
+// same order as the walk a row at a time: column u_b's updates by rows u_a of the group (a < b)
+// come first, in row order, before row u_b's own terms start from them; each row adds its terms
+// over the columns below the group (j ascending) and then those of the group's rows below it.
+struct FinishWalk {
+  float *qs, *ks, *gs, *ak, *ag;
+  const float *dm, *dl, *bs;
+  int i;
+  template <int R, class Shares>
+  __device__ __forceinline__ void rows(int t, Shares shares, float& aq_next, float& da_next) const {
+    float q[R], k[R], g[R], b[R], aq[R], da[R], akk[R], r[R];
+#pragma unroll
+    for (int a = 0; a < R; ++a) {
+      const int u = t - a;
+      q[a] = qs[u * kDp + i];
+      k[a] = ks[u * kDp + i];
+      g[a] = gs[u * kDp + i];
+      b[a] = bs[u];
+      aq[a] = a == 0 ? aq_next : shares(u, i);
+      da[a] = a == 0 ? da_next : shares(u, 2 * kK + i);
+      r[a] = 0.f;
+    }
+    if (t - R >= 0) {
+      aq_next = shares(t - R, i);
+      da_next = shares(t - R, 2 * kK + i);
+    }
+    // The group's own pairs (u_a, u_b), b > a: their terms on column u_b now, on row u_a's sums
+    // after its other pairs.
+    constexpr int P = R * (R - 1) / 2 > 0 ? R * (R - 1) / 2 : 1;
+    float pm[P], pl[P], pkj[P], pv[P];
+    akk[0] = ak[t * kDp + i];
+#pragma unroll
+    for (int bb = 1; bb < R; ++bb) {
+      const int ub = t - bb;
+      float col_k = ak[ub * kDp + i], col_v = ag[ub * kDp + i];
+#pragma unroll
+      for (int a = 0; a < bb; ++a) {
+        const int x = bb * (bb - 1) / 2 + a;
+        const float e = exp_r(g[a] - g[bb]), kj = k[bb] * e;
+        const float m = dm[(t - a) * kCp + ub], l = b[a] * dl[(t - a) * kCp + ub];
+        const float w = fmaf(l, k[a], m * q[a]);
+        col_k = fmaf(w, e, col_k);
+        col_v = fmaf(w, kj, col_v);
+        pm[x] = m;
+        pl[x] = l;
+        pkj[x] = kj;
+        pv[x] = col_v;
+      }
+      akk[bb] = col_k;
+    }
+    for (int j = 0; j <= t - R; ++j) {
+      const float gj = gs[j * kDp + i], kj0 = ks[j * kDp + i];
+      float col_k = ak[j * kDp + i], col_v = ag[j * kDp + i];
+#pragma unroll
+      for (int a = 0; a < R; ++a) {
+        const float e = exp_r(g[a] - gj), kj = kj0 * e;
+        const float m = dm[(t - a) * kCp + j], l = b[a] * dl[(t - a) * kCp + j];
+        aq[a] = fmaf(m, kj, aq[a]);
+        akk[a] = fmaf(l, kj, akk[a]);
+        const float w = fmaf(l, k[a], m * q[a]);  // dp k_i + dm q_i
+        col_k = fmaf(w, e, col_k);
+        col_v = fmaf(w, kj, col_v);  // V_j, now over rows >= u_a
+        r[a] += col_v;
+      }
+      ak[j * kDp + i] = col_k;
+      ag[j * kDp + i] = col_v;
+    }
+#pragma unroll
+    for (int a = 0; a < R; ++a) {
+#pragma unroll
+      for (int bb = R - 1; bb > a; --bb) {  // columns u_b ascending
+        const int x = bb * (bb - 1) / 2 + a;
+        aq[a] = fmaf(pm[x], pkj[x], aq[a]);
+        akk[a] = fmaf(pl[x], pkj[x], akk[a]);
+        r[a] += pv[x];
+      }
+      const int u = t - a;
+      const float md = dm[u * kCp + u];  // the diagonal of M (e^0 = 1; its G terms cancel)
+      qs[u * kDp + i] = fmaf(md, k[a], aq[a]);
+      ak[u * kDp + i] = fmaf(md, q[a], akk[a]);
+      ag[u * kDp + i] = da[a] + r[a];
+    }
+  }
+};
+
 __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm) {
   const int h = blockIdx.y, i = threadIdx.x;
   const Chunk ch = chunk_in_slot(p, blockIdx.x);
@@ -122,66 +208,12 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
       ak[t * kDp + i] = fmaf(md, qi, akk);
       ag[t * kDp + i] = da + r;
     }
-#elif KDA_BWD_FINISH_ROW_PAIRS
-    // Rows u = t and s = t - 1 together: column j's k, G and running sums are read and written once
-    // for both rows. Every sum gets the same terms in the same order as the walk below: u's term
-    // of pair (u, s) updates column s before s's own terms start, and is added to u's sums after
-    // u's other pairs, as the row-at-a-time walk adds it last.
+#elif KDA_BWD_FINISH_ROWS > 1
+    // kRows rows (tokens) t, t - 1, ... at a time, then the first count % kRows one at a time.
+    FinishWalk wk{qs, ks, gs, ak, ag, dm, dl, bs, i};
     int t = ch.count - 1;
-    for (; t >= 1; t -= 2) {
-      const int u = t, s = t - 1;
-      const float qu = qs[u * kDp + i], ku = ks[u * kDp + i], gu = gs[u * kDp + i], bu = bs[u];
-      const float qv = qs[s * kDp + i], kv = ks[s * kDp + i], gv = gs[s * kDp + i], bv = bs[s];
-      float aqu = aq_next, dau = da_next;
-      float aqs = shares(s, i), das = shares(s, 2 * kK + i);
-      if (s > 0) {
-        aq_next = shares(s - 1, i);
-        da_next = shares(s - 1, 2 * kK + i);
-      }
-      // Pair (u, s), u's side.
-      const float e_us = exp_r(gu - gv), kj_us = kv * e_us;
-      const float m_us = dm[u * kCp + s], l_us = bu * dl[u * kCp + s];
-      const float w_us = fmaf(l_us, ku, m_us * qu);
-      float aks = fmaf(w_us, e_us, ak[s * kDp + i]);
-      const float v_us = fmaf(w_us, kj_us, ag[s * kDp + i]);
-      float aku = ak[u * kDp + i], ru = 0.f, rs = 0.f;
-      for (int j = 0; j < s; ++j) {
-        const float gj = gs[j * kDp + i], kj0 = ks[j * kDp + i];
-        const float eu = exp_r(gu - gj), kju = kj0 * eu;
-        const float mu = dm[u * kCp + j], lu = bu * dl[u * kCp + j];
-        aqu = fmaf(mu, kju, aqu);
-        aku = fmaf(lu, kju, aku);
-        const float wu = fmaf(lu, ku, mu * qu);
-        const float akj = fmaf(wu, eu, ak[j * kDp + i]);
-        const float vu = fmaf(wu, kju, ag[j * kDp + i]);
-        ru += vu;
-        const float es = exp_r(gv - gj), kjs = kj0 * es;
-        const float ms = dm[s * kCp + j], ls = bv * dl[s * kCp + j];
-        aqs = fmaf(ms, kjs, aqs);
-        aks = fmaf(ls, kjs, aks);
-        const float ws = fmaf(ls, kv, ms * qv);
-        ak[j * kDp + i] = fmaf(ws, es, akj);
-        const float vs = fmaf(ws, kjs, vu);
-        ag[j * kDp + i] = vs;
-        rs += vs;
-      }
-      aqu = fmaf(m_us, kj_us, aqu);
-      aku = fmaf(l_us, kj_us, aku);
-      ru += v_us;
-      const float mdu = dm[u * kCp + u], mds = dm[s * kCp + s];
-      qs[u * kDp + i] = fmaf(mdu, ku, aqu);
-      ak[u * kDp + i] = fmaf(mdu, qu, aku);
-      ag[u * kDp + i] = dau + ru;
-      qs[s * kDp + i] = fmaf(mds, kv, aqs);
-      ak[s * kDp + i] = fmaf(mds, qv, aks);
-      ag[s * kDp + i] = das + rs;
-    }
-    if (t == 0) {  // an odd count's first token: no pairs
-      const float q0 = qs[i], r = 0.f, md = dm[0];
-      qs[i] = fmaf(md, ks[i], aq_next);
-      ak[i] = fmaf(md, q0, ak[i]);
-      ag[i] = da_next + r;
-    }
+    for (; t >= KDA_BWD_FINISH_ROWS - 1; t -= KDA_BWD_FINISH_ROWS) wk.rows<KDA_BWD_FINISH_ROWS>(t, shares, aq_next, da_next);
+    for (; t >= 0; --t) wk.rows<1>(t, shares, aq_next, da_next);
 #else
     for (int t = ch.count - 1; t >= 0; --t) {
       const float qi = qs[t * kDp + i], ki = ks[t * kDp + i], gi = gs[t * kDp + i], bi = bs[t];
