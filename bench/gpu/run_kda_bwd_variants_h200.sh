@@ -36,7 +36,7 @@ python3 bench/kda/derive_spec.py kernels/kda/kda_bwd.spec kda_bwd_chunked_seed "
 args=()
 for v in $specs; do
   label="${v%%=*}" dir="$work/${v%%=*}"
-  if [ "${v#*=}" != "${v#*=@}" ]; then
+  if [[ "${v#*=}" == @* ]]; then
     dir="${v#*=@}"  # a build made elsewhere (bench/gpu/build_parent.sh: an earlier commit's templates)
     grep -h "registers" "$dir/build.log" > "$out/build_$label.txt" 2>/dev/null
   else
@@ -48,7 +48,7 @@ done
 wait
 for v in $specs; do
   label="${v%%=*}"
-  dir="$work/$label"; [ "${v#*=}" != "${v#*=@}" ] && dir="${v#*=@}"
+  dir="$work/$label"; [[ "${v#*=}" == @* ]] && dir="${v#*=@}"
   [ -f "$dir/kernel.cubin" ] && echo "$label (${v#*=}): $(grep -cE 'registers' "$out/build_$label.txt") kernels," \
     "$(grep -E 'spill stores' "$out/build_$label.txt" | grep -vc ' 0 B spill stores') spilling"
 done

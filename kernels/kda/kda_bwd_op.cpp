@@ -140,19 +140,20 @@ std::vector<Knobs> KdaBwdOp::covering_knobs() {
 // CHUNK 32 on tensor cores: on an H100 (bench/results/2026-12-06-h100-kda-bwd-chunked-4389bc2)
 // 1.9-2.0x faster than CHUNK 64, BV 32 on CUDA cores in all six scenarios. CHAIN_PREFETCH,
 // PREPARE_PAIRS and MMA_BLOCK: 1.34-1.42x those before them (H100,
-// bench/results/2026-12-07-h100-kda-bwd-knobs-934e68b).
+// bench/results/2026-12-07-h100-kda-bwd-knobs-934e68b); CHAIN_PREFETCH 2 and FINISH_ROWS 4 1.11-1.13x
+// over the six scenarios (H100, bench/results/2026-12-07-h100-kda-bwd-finish-rows-ed81819).
 Knobs KdaBwdOp::chunked_knob_defaults() {
   return {{"CHUNK", std::int64_t{32}},
           {"BV", std::int64_t{32}},
           {"MMA", std::int64_t{1}},
           {"MMA_TERMS", std::int64_t{3}},
           {"SLICE_LOOP", std::int64_t{1}},
-          {"CHAIN_PREFETCH", std::int64_t{1}},
+          {"CHAIN_PREFETCH", std::int64_t{2}},
           {"FINISH_IN_SLICES", std::int64_t{0}},
           {"PREPARE_PAIRS", std::int64_t{1}},
           {"MMA_BLOCK", std::int64_t{1}},
           {"FINISH_REGISTERS", std::int64_t{0}},
-          {"FINISH_ROWS", std::int64_t{1}},
+          {"FINISH_ROWS", std::int64_t{4}},
           {"CHAIN_THREADS", std::int64_t{128}}};
 }
 

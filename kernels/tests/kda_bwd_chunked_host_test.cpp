@@ -302,7 +302,7 @@ using namespace ::kda_host;
 }  // namespace chunk19
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
-// C20: C19 (the defaults) with CHAIN_PREFETCH 2 and FINISH_ROWS 2.
+// C20: the spec's defaults, C19 with CHAIN_PREFETCH 2 and FINISH_ROWS 4.
 #define KDA_GATE_SOFTPLUS 0
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -313,14 +313,14 @@ using namespace ::kda_host;
 #define CHAIN_PREFETCH 2
 #define MMA_BLOCK 1
 #define PREPARE_PAIRS 1
-#define FINISH_ROWS 2
+#define FINISH_ROWS 4
 namespace chunk20 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd_chunked.cu"
 }  // namespace chunk20
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
-// C21: C12 (softplus gate, SLICE_LOOP) with FINISH_ROWS 4.
+// C21: C12 (softplus gate, SLICE_LOOP) with FINISH_ROWS 2.
 #define KDA_GATE_SOFTPLUS 1
 #define HAS_INITIAL_STATE 1
 #define HAS_FINAL_STATE 1
@@ -328,7 +328,7 @@ using namespace ::kda_host;
 #define BV 32
 #define MMA 1
 #define SLICE_LOOP 1
-#define FINISH_ROWS 4
+#define FINISH_ROWS 2
 namespace chunk21 {
 using namespace ::kda_host;
 #include "kernels/kda/kda_bwd_chunked.cu"
@@ -565,14 +565,16 @@ TEST(KdaBwdChunkedOnHost, OneBf16TermPerProductStaysWithinTheGatesTolerance) {
 TEST(KdaBwdChunkedOnHost, SliceLoopLowerBoundGateBothStates) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk9, options("lower_bound", true, true), slice_loop(32)));
 }
-// The spec's defaults: C19 (SLICE_LOOP with CHAIN_PREFETCH, MMA_BLOCK and PREPARE_PAIRS).
+// The spec's defaults: C20 (SLICE_LOOP with CHAIN_PREFETCH 2, MMA_BLOCK, PREPARE_PAIRS and
+// FINISH_ROWS 4).
 TEST(KdaBwdChunkedOnHost, DefaultsLowerBoundGateBothStates) {
   Knobs defaults = slice_loop(32);
-  defaults["CHAIN_PREFETCH"] = I{1};
+  defaults["CHAIN_PREFETCH"] = I{2};
   defaults["MMA_BLOCK"] = I{1};
   defaults["PREPARE_PAIRS"] = I{1};
+  defaults["FINISH_ROWS"] = I{4};
   EXPECT_EQ(defaults, KdaBwdOp::chunked_knob_defaults());
-  check(KDA_BWD_CHUNKED_CONFIG(chunk19, options("lower_bound", true, true), defaults));
+  check(KDA_BWD_CHUNKED_CONFIG(chunk20, options("lower_bound", true, true), defaults));
 }
 TEST(KdaBwdChunkedOnHost, SliceLoopEightSlicesSoftplusFinalStateOnly) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk10, options("softplus", false, true), slice_loop(16)));
@@ -659,28 +661,29 @@ TEST(KdaBwdChunkedOnHost, ChainPrefetchMmaBlockPairsOnShortShapesGiveTheSameBits
   for (const auto dist : ptxevo::evaluator::all_distributions())
     expect_same_bits(with, without, {shape(1, 33, 1, 1), shape(1, 17, 4, 1)}, dist, 3);
 }
-// CHAIN_PREFETCH 2 loads dstates' next words later and blocks its last product; FINISH_ROWS 2
-// walks two rows at a time: every output the same bit for bit as the defaults' (odd and even
-// chunk lengths, packed sequences, every input distribution on the gate's short shapes).
-TEST(KdaBwdChunkedOnHost, LatePrefetchAndFinishRowPairsGiveTheSameBits) {
-  Knobs knobs20 = KdaBwdOp::chunked_knob_defaults();
-  knobs20["CHAIN_PREFETCH"] = I{2};
-  knobs20["FINISH_ROWS"] = I{2};
-  const auto with = KDA_BWD_CHUNKED_CONFIG(chunk20, options("lower_bound", true, true), knobs20);
-  const auto base =
-      KDA_BWD_CHUNKED_CONFIG(chunk19, options("lower_bound", true, true), KdaBwdOp::chunked_knob_defaults());
+// CHAIN_PREFETCH 2 loads dstates' next words later and blocks its last product; FINISH_ROWS 4
+// walks four rows at a time, the first count % 4 one at a time: every output the same bit for bit
+// as C19's, the previous defaults (chunk lengths of every residue mod 4, packed sequences, every
+// input distribution on the gate's short shapes).
+TEST(KdaBwdChunkedOnHost, LatePrefetchAndFinishFourRowsGiveTheSameBits) {
+  Knobs knobs19 = KdaBwdOp::chunked_knob_defaults();
+  knobs19["CHAIN_PREFETCH"] = I{1};
+  knobs19["FINISH_ROWS"] = I{1};
+  const auto with =
+      KDA_BWD_CHUNKED_CONFIG(chunk20, options("lower_bound", true, true), KdaBwdOp::chunked_knob_defaults());
+  const auto base = KDA_BWD_CHUNKED_CONFIG(chunk19, options("lower_bound", true, true), knobs19);
   expect_same_bits(with, base, {shape(1, 70, 2, 1), shape(1, 241, 1, 7), shape(2, 33, 1, 2), shape(1, 40, 1, 4)},
                    Distribution::Normal, 20);
   for (const auto dist : ptxevo::evaluator::all_distributions())
-    expect_same_bits(with, base, {shape(1, 1, 1, 1), shape(1, 33, 1, 1), shape(1, 17, 4, 1)}, dist, 21);
+    expect_same_bits(with, base, {shape(1, 1, 1, 1), shape(1, 34, 1, 1), shape(1, 17, 4, 1), shape(1, 115, 4, 3)}, dist,
+                     21);
 }
-// FINISH_ROWS 4: four rows at a time, the first count % 4 one at a time; the same bits as one
-// row at a time (chunk lengths 1 to 32 of every residue mod 4, packed sequences, every input
-// distribution on the gate's short shapes).
-TEST(KdaBwdChunkedOnHost, FinishFourRowsGivesTheSameBits) {
-  Knobs rows4 = slice_loop(32);
-  rows4["FINISH_ROWS"] = I{4};
-  const auto with = KDA_BWD_CHUNKED_CONFIG(chunk21, options("softplus", true, true), rows4);
+// FINISH_ROWS 2 under the softplus gate: the same bits as one row at a time (odd and even chunk
+// lengths, packed sequences, every input distribution on the gate's short shapes).
+TEST(KdaBwdChunkedOnHost, FinishTwoRowsGivesTheSameBits) {
+  Knobs rows2 = slice_loop(32);
+  rows2["FINISH_ROWS"] = I{2};
+  const auto with = KDA_BWD_CHUNKED_CONFIG(chunk21, options("softplus", true, true), rows2);
   const auto base = KDA_BWD_CHUNKED_CONFIG(chunk12, options("softplus", true, true), slice_loop(32));
   expect_same_bits(with, base, {shape(1, 70, 2, 1), shape(1, 241, 1, 7), shape(2, 33, 1, 2), shape(1, 40, 1, 4)},
                    Distribution::Normal, 22);

@@ -385,10 +385,9 @@ TEST(KdaBwdBuild, ChunkedSeedBuildsUnderEveryOptionSetAndCoveringKnobs) {
           // Each option set with one of the assignments, each assignment under several option sets.
           if ((built++ % 5) != (initial * 2 + final + (gate[0] == 's')) % 5) continue;
           const OpConfig cfg = options(gate, initial, final);
-          SCOPED_TRACE(std::string(gate) + (initial ? " +in" : "") + (final ? " +out" : "") + " CHUNK " +
-                       std::to_string(std::get<I>(knobs.at("CHUNK"))) + " BV " +
-                       std::to_string(std::get<I>(knobs.at("BV"))) + " MMA " +
-                       std::to_string(std::get<I>(knobs.at("MMA"))));
+          std::string named;
+          for (const auto& [name, value] : knobs) named += " " + name + " " + std::to_string(std::get<I>(value));
+          SCOPED_TRACE(std::string(gate) + (initial ? " +in" : "") + (final ? " +out" : "") + named);
           ptxevo::evaluator::BuildRequest r;
           r.name = "kda_bwd_chunked";
           r.source = text->text;
