@@ -1,19 +1,6 @@
 // A part of kernels/kda/kda_bwd_chunked.cu, expanded into it where it is included (inside
 // namespace kda_bwd, after the slices kernel's bodies); not a header of its own.
 
-// ---- kda_bwd_chunk_finish ----
-// Chunk (n, c) of head h: the slices' shares summed in slice order, then (thread d, key channel d)
-// the terms through P_ij = sum_d k_id k_jd e^(G_id - G_jd) and M_ij = scale sum_d q_id k_jd
-// e^(G_id - G_jd), from the last token to the first, so each token's gradients are complete when
-// it is reached; each token then goes back through the pre-processing (docs/kda.md 7.2) as in
-// kda_bwd_finish. Writes the chunk's sums of the ddt_bias and dA_log terms (zeros for a chunk past
-// its sequence's end).
-// A pair (i, j < i)'s term T_ij depends on a_m for j < m <= i: da_m gets R_m = sum over i >= m,
-// j < m of T_ij, summed as the column sums V_j = sum_{i >= m} T_ij (kept where dG was) over j < m.
-// No term is added and taken away again, as a reverse cumulative sum of +T_ij at i and -T_ij at j
-// would: that cancellation lost the small gradients of saturated gates.
-// Shared: q, k, G, dk, V [kC][kDp]; dM, dL, P [kC][kCp]; b, dbeta's shares [kC]; the reduction's
-// scratch.
 // FINISH_ROWS > 1: the finish's pair walk over R rows u_a = t - a (a < R) at a time, so column j's
 // k, G and running sums are read and written once for R rows. Every sum gets the same terms in the
 // same order as the walk a row at a time: column u_b's updates by rows u_a of the group (a < b)
@@ -100,6 +87,19 @@ struct FinishWalk {
   }
 };
 
+// ---- kda_bwd_chunk_finish ----
+// Chunk (n, c) of head h: the slices' shares summed in slice order, then (thread d, key channel d)
+// the terms through P_ij = sum_d k_id k_jd e^(G_id - G_jd) and M_ij = scale sum_d q_id k_jd
+// e^(G_id - G_jd), from the last token to the first, so each token's gradients are complete when
+// it is reached; each token then goes back through the pre-processing (docs/kda.md 7.2) as in
+// kda_bwd_finish. Writes the chunk's sums of the ddt_bias and dA_log terms (zeros for a chunk past
+// its sequence's end).
+// A pair (i, j < i)'s term T_ij depends on a_m for j < m <= i: da_m gets R_m = sum over i >= m,
+// j < m of T_ij, summed as the column sums V_j = sum_{i >= m} T_ij (kept where dG was) over j < m.
+// No term is added and taken away again, as a reverse cumulative sum of +T_ij at i and -T_ij at j
+// would: that cancellation lost the small gradients of saturated gates.
+// Shared: q, k, G, dk, V [kC][kDp]; dM, dL, P [kC][kCp]; b, dbeta's shares [kC]; the reduction's
+// scratch.
 __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm) {
   const int h = blockIdx.y, i = threadIdx.x;
   const Chunk ch = chunk_in_slot(p, blockIdx.x);
@@ -209,10 +209,12 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
       ag[t * kDp + i] = da + r;
     }
 #elif KDA_BWD_FINISH_ROWS > 1
-    // kRows rows (tokens) t, t - 1, ... at a time, then the first count % kRows one at a time.
-    FinishWalk wk{qs, ks, gs, ak, ag, dm, dl, bs, i};
+    // FINISH_ROWS rows (tokens) t, t - 1, ... at a time, then the first count % FINISH_ROWS one at
+    // a time.
+    constexpr int kRows = KDA_BWD_FINISH_ROWS;
+    const FinishWalk wk{qs, ks, gs, ak, ag, dm, dl, bs, i};
     int t = ch.count - 1;
-    for (; t >= KDA_BWD_FINISH_ROWS - 1; t -= KDA_BWD_FINISH_ROWS) wk.rows<KDA_BWD_FINISH_ROWS>(t, shares, aq_next, da_next);
+    for (; t >= kRows - 1; t -= kRows) wk.rows<kRows>(t, shares, aq_next, da_next);
     for (; t >= 0; --t) wk.rows<1>(t, shares, aq_next, da_next);
 #else
     for (int t = ch.count - 1; t >= 0; --t) {
