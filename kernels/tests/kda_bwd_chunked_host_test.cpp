@@ -553,6 +553,18 @@ void expect_same_bits(const With& with, const Base& base, std::initializer_list<
   }
 }
 
+// expect_same_bits on chunk lengths of every residue mod 4 (the finish's row groups), packed and
+// batched shapes under normal inputs (seed), and the gate's short shapes under every input
+// distribution (seed + 1).
+template <typename With, typename Base>
+void expect_same_bits_over_chunk_lengths(const With& with, const Base& base, std::uint64_t seed) {
+  expect_same_bits(with, base, {shape(1, 70, 2, 1), shape(1, 241, 1, 7), shape(2, 33, 1, 2), shape(1, 40, 1, 4)},
+                   Distribution::Normal, seed);
+  for (const auto dist : ptxevo::evaluator::all_distributions())
+    expect_same_bits(with, base, {shape(1, 1, 1, 1), shape(1, 34, 1, 1), shape(1, 17, 4, 1), shape(1, 115, 4, 3)}, dist,
+                     seed + 1);
+}
+
 TEST(KdaBwdChunkedOnHost, SliceLoop0LowerBoundGateBothStates) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk7, options("lower_bound", true, true), knobs(32, 32, 1)));
 }
@@ -672,11 +684,7 @@ TEST(KdaBwdChunkedOnHost, LatePrefetchAndFinishFourRowsGiveTheSameBits) {
   const auto with =
       KDA_BWD_CHUNKED_CONFIG(chunk20, options("lower_bound", true, true), KdaBwdOp::chunked_knob_defaults());
   const auto base = KDA_BWD_CHUNKED_CONFIG(chunk19, options("lower_bound", true, true), knobs19);
-  expect_same_bits(with, base, {shape(1, 70, 2, 1), shape(1, 241, 1, 7), shape(2, 33, 1, 2), shape(1, 40, 1, 4)},
-                   Distribution::Normal, 20);
-  for (const auto dist : ptxevo::evaluator::all_distributions())
-    expect_same_bits(with, base, {shape(1, 1, 1, 1), shape(1, 34, 1, 1), shape(1, 17, 4, 1), shape(1, 115, 4, 3)}, dist,
-                     21);
+  expect_same_bits_over_chunk_lengths(with, base, 20);
 }
 // FINISH_ROWS 2 under the softplus gate: the same bits as one row at a time (odd and even chunk
 // lengths, packed sequences, every input distribution on the gate's short shapes).
@@ -685,11 +693,7 @@ TEST(KdaBwdChunkedOnHost, FinishTwoRowsGivesTheSameBits) {
   rows2["FINISH_ROWS"] = I{2};
   const auto with = KDA_BWD_CHUNKED_CONFIG(chunk21, options("softplus", true, true), rows2);
   const auto base = KDA_BWD_CHUNKED_CONFIG(chunk12, options("softplus", true, true), slice_loop(32));
-  expect_same_bits(with, base, {shape(1, 70, 2, 1), shape(1, 241, 1, 7), shape(2, 33, 1, 2), shape(1, 40, 1, 4)},
-                   Distribution::Normal, 22);
-  for (const auto dist : ptxevo::evaluator::all_distributions())
-    expect_same_bits(with, base, {shape(1, 1, 1, 1), shape(1, 34, 1, 1), shape(1, 17, 4, 1), shape(1, 115, 4, 3)}, dist,
-                     23);
+  expect_same_bits_over_chunk_lengths(with, base, 22);
 }
 TEST(KdaBwdChunkedOnHost, Chunk64LowerBoundGateBothStates) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk0, options("lower_bound", true, true), knobs(64, 32)));
