@@ -119,7 +119,8 @@ void expect_launcher_plan_matches(const std::string& spec, const std::string& kn
   const std::vector<std::pair<long long, long long>> shapes = {
       {1, 1},      {3, 7},      {5, 1000},   {7, 4097},    {64, 4096},    {33, 8192},         {1000, 256},
       {32768, 256}, {8192, 262144}, {16384, 131072}, {3, 131071}, {129, 12288}, {2, 65536}, {6, 40000},
-      {1LL << 27, 8}, {(1LL << 31) + 5, 64}};
+      {1LL << 27, 8}, {(1LL << 31) + 5, 64}, {512, 4096}, {528, 4096}, {263, 8192}, {264, 8192}, {128, 8192},
+      {16384, 7168}};
   std::string main_cu = "#include \"" + fs::path(o.files.at(0)).filename().string() + "\"\n#include <cstdio>\nint main() {\n";
   main_cu += "  const long long s[][2] = {";
   for (const auto& [m, n] : shapes) main_cu += "{" + std::to_string(m) + "LL, " + std::to_string(n) + "LL}, ";
@@ -181,6 +182,9 @@ TEST(ExportNvcc, LauncherPlanMatchesTheOpsLaunchPlanOnTheLatencyPaths) {
   expect_launcher_plan_matches(decode, "WIDE_ROWS=128,ITEMS=2,PERSISTENT_CTAS=132,CLUSTER=1", "plan_wide");
   expect_launcher_plan_matches(decode, "SMALL_THREADS=256,SMALL_ITEMS=4,SMALL_MIN_BLOCKS=4,SMALL_MIN_ROWS=1,TPR=16",
                                "plan_small");
+  expect_launcher_plan_matches(
+      decode, "SMALL_THREADS=512,SMALL_ITEMS=2,SMALL_MIN_BLOCKS=4,SMALL_MIN_ROWS=1,SMALL_MIN_CTAS=264,WIDE_ROWS=128",
+      "plan_small_min_ctas");
 }
 
 // The torch module builds the kernels with device_build_commands: relocatable device code and a

@@ -56,6 +56,11 @@
 //               when the shape has at least SMALL_MIN_ROWS rows. Their tile never holds the weight
 //               (WEIGHT_EARLY is for the other entries); no rest loops, 32-bit columns and an
 //               approximate division by N keep their per-row instructions few
+//   SMALL_WEIGHT_PREFETCH 1: the small entries prefetch their weight (and bias) words into L1
+//               with x's loads (prefetch.global.L1), so the weight read after the row's reduction
+//               waits on L1 rather than L2, at no register cost (their tile has no weight slots);
+//               2: only CTAs of the first wave do (by index: 2048 / SMALL_THREADS CTAs an SM),
+//               since later CTAs find the weight in L1 and the prefetches then only cost L1 work
 //
 // Layout: a row (or a cluster slice) is a run of units: VEC-element vectors when N % VEC == 0 and
 // every base pointer is aligned for them, else single elements (the scalar path, for any N). Thread
@@ -140,6 +145,9 @@
 #endif
 #ifndef SMALL_MIN_BLOCKS
 #define SMALL_MIN_BLOCKS 0
+#endif
+#ifndef SMALL_WEIGHT_PREFETCH
+#define SMALL_WEIGHT_PREFETCH 0
 #endif
 
 #if EARLY_LAUNCH && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
@@ -282,6 +290,19 @@ __device__ __forceinline__ void pack(const float* y, unsigned int* w) {
 
 PTXEVO_DEFINE_LOAD(load_x, PTXEVO_LDX)
 PTXEVO_DEFINE_LOAD(load_w, "ld.global.nc")
+
+// The line holding p into L1 (no register, nothing waits on it).
+__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
+
+// Whether this CTA of a small entry prefetches its weight (SMALL_WEIGHT_PREFETCH).
+__device__ __forceinline__ bool small_weight_prefetch() {
+  if constexpr (SMALL_WEIGHT_PREFETCH == 2) {
+    unsigned int sms;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
+    return blockIdx.y == 0 && blockIdx.x < sms * (2048u / kSmallThreads);
+  }
+  return SMALL_WEIGHT_PREFETCH == 1;
+}
 
 template <int B>
 __device__ __forceinline__ void store_out(void* p, const unsigned int* w) {
@@ -588,6 +609,8 @@ __device__ __forceinline__ void tile_load(const Args& a, const Run<kTpr, kCluste
   using Idx = typename Run<kTpr, kClustered, kU, kIt, kFits>::Idx;
   const int t = threadIdx.x % kTpr;
   if constexpr (kU == kVec) {  // unit j is slot j
+    // kFits: a small entry, whose weight is read after the reduction (SMALL_WEIGHT_PREFETCH).
+    const bool prefetch_w = kFits && !kEarly && small_weight_prefetch();
 #pragma unroll
     for (int j = 0; j < kIt; ++j) {
       const Idx k = t + (Idx)j * kTpr;
@@ -603,6 +626,14 @@ __device__ __forceinline__ void tile_load(const Args& a, const Run<kTpr, kCluste
 #if HAS_BIAS
         if constexpr (kEarly) load_w<kBBytes>(tl.b[j], a.b + (run.u0 + k) * kU);
 #endif
+        if (prefetch_w) {
+#if HAS_WEIGHT
+          prefetch_l1(a.w + (run.u0 + k) * kU);
+#endif
+#if HAS_BIAS
+          prefetch_l1(a.b + (run.u0 + k) * kU);
+#endif
+        }
       }
     }
   } else {  // single elements, slot by slot: VEC loads in flight, then packed into the slot

@@ -50,6 +50,7 @@ extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_
   const long long kStageKb = @STAGE_KB@, kSpreadCtas = @SPREAD_CTAS@, kPersistentCtas = @PERSISTENT_CTAS@;
   const long long kWideRows = @WIDE_ROWS@, kWideThreads = 1024, kMinCluster = @MIN_CLUSTER@;
   const long long kSmallThreads = @SMALL_THREADS@, kSmallItems = @SMALL_ITEMS@, kSmallMinRows = @SMALL_MIN_ROWS@;
+  const long long kSmallMinCtas = @SMALL_MIN_CTAS@;
   const long long kStageElemBytes = @STAGE_ELEM_BYTES@;  // fp32 h with a residual, else sizeof(x)
   if (M < 1 || N < 1) {
     if (why) *why = "ptxevo_rmsnorm_fwd: M and N must be >= 1";
@@ -60,10 +61,11 @@ extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_
     return -1;
   }
   // Short rows (SMALL_THREADS): the small entries when SMALL_THREADS threads of SMALL_ITEMS vectors
-  // hold the row and the shape has at least SMALL_MIN_ROWS rows.
+  // hold the row, the shape has at least SMALL_MIN_ROWS rows and the plan without them would launch
+  // at least SMALL_MIN_CTAS CTAs (decided below).
   const long long p2s = ptxevo_rmsnorm_fwd_next_pow2(ptxevo_rmsnorm_fwd_ceil_div(N, kSmallItems * kVec));
   const long long tps = kTpr > p2s ? kTpr : p2s;
-  const int small = kSmallThreads > 0 && tps <= kSmallThreads && M >= kSmallMinRows;
+  const int small_fits = kSmallThreads > 0 && tps <= kSmallThreads && M >= kSmallMinRows;
   // Threads per row: the fewest (at least TPR) that hold the row in registers, at most THREADS.
   const long long need = ptxevo_rmsnorm_fwd_ceil_div(N, kItems * kVec);
   const long long p2 = ptxevo_rmsnorm_fwd_next_pow2(need);
@@ -84,8 +86,11 @@ extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_
          N / (2 * cluster) >= kThreads * kVec)
     cluster *= 2;
   // Few long rows (WIDE_ROWS): one CTA of 1024 threads per row in place of a cluster.
-  const int wide = !small && kWideRows > 0 && kThreads < kWideThreads && M <= kWideRows && (cluster > 1 || need > kThreads) &&
-                   kWideThreads * kItems * kVec >= N;
+  const int wide_fits = kWideRows > 0 && kThreads < kWideThreads && M <= kWideRows && (cluster > 1 || need > kThreads) &&
+                        kWideThreads * kItems * kVec >= N;
+  const int small =
+      small_fits && (wide_fits ? M : ptxevo_rmsnorm_fwd_ctas(M, cluster, kThreads / tpr)) >= kSmallMinCtas;
+  const int wide = !small && wide_fits;
   if (wide) {
     tpr = kWideThreads;
     cluster = 1;
@@ -439,6 +444,7 @@ std::optional<evaluator::HostExport> RmsNormFwdOp::host_export(const OpConfig& c
                                         {"SMALL_THREADS", std::to_string(g.small_threads)},
                                         {"SMALL_ITEMS", std::to_string(g.small_items)},
                                         {"SMALL_MIN_ROWS", std::to_string(g.small_min_rows)},
+                                        {"SMALL_MIN_CTAS", std::to_string(g.small_min_ctas)},
                                         {"MIN_CLUSTER", std::to_string(g.min_cluster)},
                                         {"VEC", std::to_string(g.vec)},
                                         {"THREADS", std::to_string(g.threads)},

@@ -109,7 +109,8 @@ const std::vector<std::string>& knob_names() {
                                              "CLUSTER",    "STAGE_KB",  "MIN_BLOCKS", "LOAD_HINT",
                                              "STORE_HINT", "SPREAD_CTAS", "WEIGHT_EARLY", "EARLY_LAUNCH",
                                              "PERSISTENT_CTAS", "WIDE_ROWS", "MIN_CLUSTER", "SMALL_THREADS",
-                                             "SMALL_ITEMS", "SMALL_MIN_BLOCKS", "SMALL_MIN_ROWS"};
+                                             "SMALL_ITEMS", "SMALL_MIN_BLOCKS", "SMALL_MIN_ROWS",
+                                             "SMALL_WEIGHT_PREFETCH", "SMALL_MIN_CTAS"};
   return k;
 }
 
@@ -212,7 +213,9 @@ Knobs RmsNormFwdOp::knob_defaults(DType x) {
           {"SMALL_THREADS", g.small_threads},
           {"SMALL_ITEMS", g.small_items},
           {"SMALL_MIN_BLOCKS", g.small_min_blocks},
-          {"SMALL_MIN_ROWS", g.small_min_rows}};
+          {"SMALL_MIN_ROWS", g.small_min_rows},
+          {"SMALL_WEIGHT_PREFETCH", g.small_weight_prefetch},
+          {"SMALL_MIN_CTAS", g.small_min_ctas}};
 }
 
 RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
@@ -224,7 +227,7 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
           "rmsnorm_fwd: unknown knob '" + name +
           "' (knobs: VEC, THREADS, TPR, ITEMS, CLUSTER, STAGE_KB, MIN_BLOCKS, LOAD_HINT, STORE_HINT, SPREAD_CTAS, "
           "WEIGHT_EARLY, EARLY_LAUNCH, PERSISTENT_CTAS, WIDE_ROWS, MIN_CLUSTER, SMALL_THREADS, SMALL_ITEMS, "
-          "SMALL_MIN_BLOCKS, SMALL_MIN_ROWS)");
+          "SMALL_MIN_BLOCKS, SMALL_MIN_ROWS, SMALL_WEIGHT_PREFETCH, SMALL_MIN_CTAS)");
   }
   const Knobs d = knob_defaults(c.x);
   auto get = [&](const char* n) { return evaluator::knob_int(k, n, std::get<std::int64_t>(d.at(n))); };
@@ -248,6 +251,8 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
   g.small_items = get("SMALL_ITEMS");
   g.small_min_blocks = get("SMALL_MIN_BLOCKS");
   g.small_min_rows = get("SMALL_MIN_ROWS");
+  g.small_weight_prefetch = get("SMALL_WEIGHT_PREFETCH");
+  g.small_min_ctas = get("SMALL_MIN_CTAS");
   const auto xs = static_cast<std::int64_t>(evaluator::dtype_size(c.x));
   auto fail = [](const std::string& m) { throw std::invalid_argument("rmsnorm_fwd: " + m); };
   if (!is_pow2(g.vec) || g.vec * xs > 16)
@@ -295,6 +300,11 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
          " must be in [0, 32] with SMALL_THREADS * SMALL_MIN_BLOCKS <= 2048");
   if (g.small_min_rows < 1 || g.small_min_rows > (std::int64_t{1} << 31))
     fail("SMALL_MIN_ROWS=" + std::to_string(g.small_min_rows) + " must be in [1, 2^31]");
+  if (g.small_weight_prefetch < 0 || g.small_weight_prefetch > 2)
+    fail("SMALL_WEIGHT_PREFETCH=" + std::to_string(g.small_weight_prefetch) +
+         " must be 0 (no prefetch), 1 (every small CTA) or 2 (the first wave's)");
+  if (g.small_min_ctas < 0 || g.small_min_ctas > (std::int64_t{1} << 31))
+    fail("SMALL_MIN_CTAS=" + std::to_string(g.small_min_ctas) + " must be in [0, 2^31]");
   return g;
 }
 
@@ -312,12 +322,17 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
 // hold it in registers: a CTA barrier in place of the cluster's.
 // SMALL_THREADS > 0: before all that, a row that SMALL_THREADS threads of SMALL_ITEMS vectors hold
 // takes the small entries (the smallest power-of-two thread count >= its need, at least TPR) when
-// the shape has at least SMALL_MIN_ROWS rows: many rows, many small CTAs an SM.
+// the shape has at least SMALL_MIN_ROWS rows and the plan below would launch at least
+// SMALL_MIN_CTAS CTAs: many rows, many small CTAs an SM. Below that the other entries' grid fits
+// a wave anyway, and their tile holds the weight (WEIGHT_EARLY) where the small entries' does not.
 RmsNormFwdOp::Dispatch RmsNormFwdOp::dispatch(const Config& c, const Geometry& g, std::int64_t m, std::int64_t n) {
   Dispatch d;
   if (g.small_threads > 0) {
     const std::int64_t t = std::max(g.tpr, next_pow2(ceil_div(n, g.small_items * g.vec)));
-    if (t <= g.small_threads && m >= g.small_min_rows) {
+    Geometry other = g;
+    other.small_threads = 0;
+    const Dispatch o = t <= g.small_threads && m >= g.small_min_rows ? dispatch(c, other, m, n) : Dispatch{};
+    if (!o.entry.empty() && (o.cluster > 1 ? m * o.cluster : ceil_div(m, o.rows_per_cta)) >= g.small_min_ctas) {
       d.entry = "rmsnorm_fwd_small" + std::to_string(t);
       d.tpr = t;
       d.threads = g.small_threads;

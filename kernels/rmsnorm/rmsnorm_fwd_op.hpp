@@ -46,7 +46,8 @@ class RmsNormFwdOp : public evaluator::Op {
     std::int64_t vec = 8, threads = 512, tpr = 8, items = 8, cluster = 4, stage_kb = 0, min_blocks = 2,
                  load_hint = 0, store_hint = 0, spread_ctas = 0, weight_early = 0, early_launch = 0,
                  persistent_ctas = 0, wide_rows = 0, min_cluster = 1, small_threads = 0, small_items = 1,
-                 small_min_blocks = 0, small_min_rows = 4096;
+                 small_min_blocks = 0, small_min_rows = 4096, small_weight_prefetch = 0,
+                 small_min_ctas = 0;
   };
   // Throws std::invalid_argument for unknown knobs or impossible values.
   static Geometry geometry(const Config& c, const evaluator::Knobs& k);

@@ -138,7 +138,7 @@ TEST(RmsNormFwdSpec, LoadsWithTheTargetShapesAndSeed) {
   // EARLY_LAUNCH, the small entries); the decode specs' other latency knobs are left out (off,
   // as the op's defaults have them).
   Knobs expected = RmsNormFwdOp::knob_defaults(DType::BF16);
-  for (const char* k : {"SPREAD_CTAS", "WEIGHT_EARLY", "PERSISTENT_CTAS", "WIDE_ROWS"}) {
+  for (const char* k : {"SPREAD_CTAS", "WEIGHT_EARLY", "PERSISTENT_CTAS", "WIDE_ROWS", "SMALL_WEIGHT_PREFETCH", "SMALL_MIN_CTAS"}) {
     EXPECT_EQ(expected.at(k), ptxevo::evaluator::KnobValue{std::int64_t{0}}) << k;
     expected.erase(k);
   }
@@ -351,6 +351,31 @@ TEST(RmsNormFwdBuild, WeightEarlyLoadsTheWeightBeforeTheReduction) {
   const int late = loads_before_shuffle(0);
   EXPECT_GE(late, 2);
   EXPECT_EQ(loads_before_shuffle(1), late + 4);
+}
+
+// SMALL_WEIGHT_PREFETCH (1, or 2 for the first wave's CTAs) puts one L1 prefetch of the weight per
+// tile slot into the small entries, ahead of the row's reduction, and none into the other entries
+// or without the knob.
+TEST(RmsNormFwdBuild, SmallWeightPrefetchPrefetchesBeforeTheReduction) {
+  const std::string seed = kRmsDir + "/rmsnorm_fwd.cu";
+  auto prefetches = [&](std::int64_t on, const std::string& entry_name) {
+    const Built b = build(seed, "sm_90a", {},
+                          {{"SMALL_THREADS", I{256}}, {"SMALL_ITEMS", I{4}}, {"SMALL_WEIGHT_PREFETCH", I{on}}});
+    const auto entry = b.ptx.find(".entry " + entry_name + "(");
+    if (entry == std::string::npos) return std::make_pair(-1, -1);
+    const auto end = b.ptx.find(".entry ", entry + 1);
+    const auto shuffle = b.ptx.find("shfl.sync.bfly", entry);
+    int before = 0, all = 0;
+    for (auto p = b.ptx.find("prefetch.global.L1", entry); p < end; p = b.ptx.find("prefetch.global.L1", p + 1)) {
+      ++all;
+      if (p < shuffle) ++before;
+    }
+    return std::make_pair(before, all);
+  };
+  EXPECT_EQ(prefetches(1, "rmsnorm_fwd_small256"), std::make_pair(4, 4));  // SMALL_ITEMS slots
+  EXPECT_EQ(prefetches(2, "rmsnorm_fwd_small256"), std::make_pair(4, 4));  // behind a first-wave test
+  EXPECT_EQ(prefetches(0, "rmsnorm_fwd_small256"), std::make_pair(0, 0));
+  EXPECT_EQ(prefetches(1, "rmsnorm_fwd_tpr512").second, 0);
 }
 
 TEST(RmsNormFwdBuild, SeedBuildsForKnobAndDtypeCombinations) {

@@ -402,6 +402,37 @@ TEST(RmsNormFwdOp, DispatchGivesFewLongRowsACtaOf1024Threads) {
   EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"WIDE_ROWS", I{65536}}}), std::invalid_argument);
 }
 
+// SMALL_MIN_CTAS: the small entries take a shape only when the other entries' plan would launch
+// at least that many CTAs (a cluster counts its CTAs, the wide entry one a row).
+TEST(RmsNormFwdOp, DispatchGivesSmallCtasOnlyBeyondAWaveOfTheOthers) {
+  const RmsNormFwdOp::Config cfg;
+  const Knobs k = {{"THREADS", I{512}},       {"ITEMS", I{2}},         {"SMALL_THREADS", I{512}},
+                   {"SMALL_ITEMS", I{2}},     {"SMALL_MIN_ROWS", I{1}}, {"SMALL_MIN_CTAS", I{264}},
+                   {"WIDE_ROWS", I{128}},     {"SPREAD_CTAS", I{132}}};
+  const auto g = RmsNormFwdOp::geometry(cfg, k);
+  struct Case {
+    std::int64_t m, n;
+    const char* entry;
+  };
+  const Case cases[] = {
+      {512, 4096, "rmsnorm_fwd_tpr256"},      // 256 CTAs of two rows: below 264
+      {528, 4096, "rmsnorm_fwd_small256"},    // 264 CTAs
+      {4096, 4096, "rmsnorm_fwd_small256"},
+      {263, 8192, "rmsnorm_fwd_tpr512"},      // one row a CTA: 263
+      {264, 8192, "rmsnorm_fwd_small512"},
+      {128, 8192, "rmsnorm_fwd_wide"},        // the wide entry's 128 CTAs
+      {16384, 7168, "rmsnorm_fwd_small512"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("M=" + std::to_string(c.m) + " N=" + std::to_string(c.n));
+    EXPECT_EQ(RmsNormFwdOp::dispatch(cfg, g, c.m, c.n).entry, c.entry);
+  }
+  // 0: every shape the small tile holds (as before the knob).
+  const auto all = RmsNormFwdOp::geometry(cfg, {{"SMALL_THREADS", I{512}}, {"SMALL_ITEMS", I{2}}, {"SMALL_MIN_ROWS", I{1}}});
+  EXPECT_EQ(RmsNormFwdOp::dispatch(cfg, all, 512, 4096).entry, "rmsnorm_fwd_small256");
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"SMALL_MIN_CTAS", I{-1}}}), std::invalid_argument);
+}
+
 // SMALL_THREADS: shapes of at least SMALL_MIN_ROWS rows whose row SMALL_THREADS threads of
 // SMALL_ITEMS vectors hold take the small entries (CTAs of SMALL_THREADS, T >= TPR); others keep
 // the plan they had, and the small entries are never persistent.
@@ -450,6 +481,9 @@ TEST(RmsNormFwdOp, DispatchGivesManyShortRowsSmallCtas) {
   EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"SMALL_THREADS", I{256}}, {"SMALL_MIN_BLOCKS", I{16}}}),
                std::invalid_argument);
   EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"SMALL_MIN_ROWS", I{0}}}), std::invalid_argument);
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"SMALL_WEIGHT_PREFETCH", I{3}}}), std::invalid_argument);
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"SMALL_WEIGHT_PREFETCH", I{-1}}}), std::invalid_argument);
+  EXPECT_EQ(RmsNormFwdOp::geometry(cfg, {{"SMALL_WEIGHT_PREFETCH", I{1}}}).small_weight_prefetch, 1);
   EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"LOAD_HINT", I{5}}}), std::invalid_argument);
 }
 
