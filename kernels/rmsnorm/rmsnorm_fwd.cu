@@ -59,8 +59,9 @@
 //   SMALL_WEIGHT_PREFETCH 1: the small entries prefetch their weight (and bias) words into L1
 //               with x's loads (prefetch.global.L1), so the weight read after the row's reduction
 //               waits on L1 rather than L2, at no register cost (their tile has no weight slots);
-//               2: only CTAs of the first wave do (by index: 2048 / SMALL_THREADS CTAs an SM),
-//               since later CTAs find the weight in L1 and the prefetches then only cost L1 work
+//               2: only in grids of at most two waves (2048 / SMALL_THREADS CTAs an SM), where
+//               most CTAs start with the weight outside L1; in longer grids the prefetches cost
+//               more L1 work than they save
 //
 // Layout: a row (or a cluster slice) is a run of units: VEC-element vectors when N % VEC == 0 and
 // every base pointer is aligned for them, else single elements (the scalar path, for any N). Thread
@@ -299,7 +300,7 @@ __device__ __forceinline__ bool small_weight_prefetch() {
   if constexpr (SMALL_WEIGHT_PREFETCH == 2) {
     unsigned int sms;
     asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
-    return blockIdx.y == 0 && blockIdx.x < sms * (2048u / kSmallThreads);
+    return gridDim.y == 1 && gridDim.x <= 2 * sms * (2048u / kSmallThreads);
   }
   return SMALL_WEIGHT_PREFETCH == 1;
 }

@@ -302,7 +302,7 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
     fail("SMALL_MIN_ROWS=" + std::to_string(g.small_min_rows) + " must be in [1, 2^31]");
   if (g.small_weight_prefetch < 0 || g.small_weight_prefetch > 2)
     fail("SMALL_WEIGHT_PREFETCH=" + std::to_string(g.small_weight_prefetch) +
-         " must be 0 (no prefetch), 1 (every small CTA) or 2 (the first wave's)");
+         " must be 0 (no prefetch), 1 (every small CTA) or 2 (grids of at most two waves)");
   if (g.small_min_ctas < 0 || g.small_min_ctas > (std::int64_t{1} << 31))
     fail("SMALL_MIN_CTAS=" + std::to_string(g.small_min_ctas) + " must be in [0, 2^31]");
   return g;

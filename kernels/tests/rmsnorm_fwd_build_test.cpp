@@ -373,7 +373,7 @@ TEST(RmsNormFwdBuild, SmallWeightPrefetchPrefetchesBeforeTheReduction) {
     return std::make_pair(before, all);
   };
   EXPECT_EQ(prefetches(1, "rmsnorm_fwd_small256"), std::make_pair(4, 4));  // SMALL_ITEMS slots
-  EXPECT_EQ(prefetches(2, "rmsnorm_fwd_small256"), std::make_pair(4, 4));  // behind a first-wave test
+  EXPECT_EQ(prefetches(2, "rmsnorm_fwd_small256"), std::make_pair(4, 4));  // behind a grid-size test
   EXPECT_EQ(prefetches(0, "rmsnorm_fwd_small256"), std::make_pair(0, 0));
   EXPECT_EQ(prefetches(1, "rmsnorm_fwd_tpr512").second, 0);
 }
