@@ -22,7 +22,9 @@
 # SPREAD_CTAS, WEIGHT_EARLY, EARLY_LAUNCH, PERSISTENT_CTAS, WIDE_ROWS), written next to them as
 # kernels/rmsnorm/rmsnorm_fwd_all_knobs.spec on the GPU machine only. Each table has a time budget
 # within the 10-minute call; what finished is kept. Everything lands in $OUT as one archive plus a
-# summary.
+# summary. EXPORT_<table>=SPEC (decode, fwd_graph, fwd_stream: no residual) also times `ptxevo export
+# SPEC --format torch` (the spec at its defaults) as provider `export`, in the same process and
+# graphs as the build it came from (torch_bench.py --export).
 # Usage: [TABLES="decode fwd_graph residual bwd_stream fwd_stream"] bench/gpu/run_rmsnorm_expert_h200.sh
 set -uo pipefail
 tables=" ${TABLES:-decode fwd_graph residual bwd_stream fwd_stream} "
@@ -81,6 +83,15 @@ bench() {  # TABLE SECONDS LABEL=DIR... -- OPTIONS
   while [ "$1" != "--" ]; do cands+=(--candidate "$1"); shift; done; shift
   local extra_var="EXTRA_$table" c
   for c in ${!extra_var:-}; do cands+=(--candidate "$c"); done
+  local export_var="EXPORT_$table"
+  if [ -n "${!export_var:-}" ]; then
+    if timeout 180 .gpu/ptxevo export "${!export_var}" --format torch --out "$work/export_$table" \
+        > "$work/export_$table.txt" 2>&1; then
+      cands+=(--export "export=$work/export_$table")
+    else
+      echo "export of ${!export_var} failed, timed without it:" >&2; tail -5 "$work/export_$table.txt" >&2
+    fi
+  fi
   local shapes_var="SHAPES_$table" shapes=()
   [ -n "${!shapes_var:-}" ] && shapes=(--shapes ${!shapes_var})
   echo "== $table (up to $secs s)"
