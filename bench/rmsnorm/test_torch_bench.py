@@ -182,6 +182,48 @@ def run_with_fake_driver(shape):
     return calls
 
 
+class ReferenceOutputsTest(unittest.TestCase):
+    """--reference-outputs per-set: a torch provider keeps one result per input set alive."""
+
+    def run_provider(self, hold: bool, calls: int):
+        import types
+        from unittest import mock
+        fake = types.SimpleNamespace(cuda=types.SimpleNamespace(
+            current_stream=lambda: types.SimpleNamespace(cuda_stream=0)))
+        made = []
+
+        def step(i, stream):
+            made.append((i, object()))
+            return made[-1][1]
+        with mock.patch.dict(sys.modules, {"torch": fake}):
+            p = torch_bench.Provider("ref", step, 3)
+            p.hold = hold
+            p.run(calls)
+        return p, made
+
+    def test_held_results_are_the_last_per_set(self):
+        p, made = self.run_provider(True, 7)
+        self.assertEqual([i for i, _ in made], [0, 1, 2, 0, 1, 2, 0])
+        self.assertIs(p.held[0], made[6][1])
+        self.assertIs(p.held[1], made[4][1])
+        self.assertIs(p.held[2], made[5][1])
+
+    def test_reused_results_are_dropped(self):
+        p, _ = self.run_provider(False, 4)
+        self.assertEqual(p.held, [None, None, None])
+
+    def test_held_references_count_the_torch_providers(self):
+        import argparse
+        a = argparse.Namespace(reference_outputs="per-set", export_modules={"e": 1}, expert_module=object(),
+                               skip_compile=False, autograd=False)
+        self.assertEqual(torch_bench.held_references(a), 4)  # eager, export, expert, compile
+        a.skip_compile, a.expert_module = True, None
+        self.assertEqual(torch_bench.held_references(a), 2)
+        a.reference_outputs = "reused"
+        self.assertEqual(torch_bench.held_references(a), 0)
+        self.assertEqual(torch_bench.parse_args(["--candidate", "x", "--out", "o"]).reference_outputs, "per-set")
+
+
 class LaunchJsonTest(unittest.TestCase):
     def test_parses_what_ptxevo_build_writes(self):
         b = launch_json.parse_launch(launch_doc(), "seed", "/tmp/seed")

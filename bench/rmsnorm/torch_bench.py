@@ -403,12 +403,20 @@ class Provider:
         # capture stream). autograd runs backward ops on their forward's stream, so its provider
         # captures on the stream its forward ran on.
         self.capture_stream = None
+        # hold: keep each input set's last result alive, so every set writes its own outputs (as a
+        # candidate's preallocated ones) instead of the allocator handing one freed block to all.
+        self.hold = False
+        self.held: List[Any] = [None] * nsets
 
     def run(self, n: int) -> None:
         import torch
         stream = torch.cuda.current_stream().cuda_stream
         for _ in range(n):
-            self.step(self.next % self.nsets, stream)
+            i = self.next % self.nsets
+            r = self.step(i, stream)
+            if self.hold:
+                self.held[i] = None  # freed first, so the new result may take the set's old block
+                self.held[i] = r
             self.next += 1
 
     def batch(self) -> None:
@@ -467,16 +475,26 @@ def time_round_robin(providers: Sequence[Provider], samples: int, warmup: int) -
     return times
 
 
+def held_references(args: argparse.Namespace) -> int:
+    """Torch providers whose outputs stay alive per input set (--reference-outputs per-set)."""
+    if getattr(args, "reference_outputs", "per-set") != "per-set":
+        return 0
+    return (1 + len(getattr(args, "export_modules", {}) or {}) + (getattr(args, "expert_module", None) is not None)
+            + (not args.skip_compile) + bool(getattr(args, "autograd", False)))
+
+
 def time_providers(row: Dict[str, Any], cand_steps: Dict[str, Callable[[int, int], Any]],
                    torch_steps: Dict[str, Callable[[int], Any]], nsets: int, args: argparse.Namespace,
                    capture_streams: Optional[Dict[str, Any]] = None,
-                   optional: Sequence[str] = ()) -> Dict[str, List[float]]:
+                   optional: Sequence[str] = (), hold_outputs: bool = False) -> Dict[str, List[float]]:
     """Calibrates (and with --graph captures) every provider, times them round-robin and records
     their statistics in row["providers"]. A provider named in `optional` that fails to calibrate
     or capture is left out with a note in row["errors"] instead of failing the shape."""
     import torch
     providers = [Provider(label, step, nsets) for label, step in cand_steps.items()]
     providers += [Provider(name, (lambda f: lambda i, s: f(i))(f), nsets) for name, f in torch_steps.items()]
+    for p in providers[len(cand_steps):]:
+        p.hold = hold_outputs
     kept = []
     for p in providers:
         p.capture_stream = (capture_streams or {}).get(p.name)
@@ -566,7 +584,7 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
     # Eager's composite path keeps a few fp32 copies of x alive; torch.compile's output another.
     reserve = 6 * 4 * x_numel
     want = pool_sets(in_bytes + out_bytes, env["l2_bytes"], args.pool_l2_multiple)
-    fit = sets_that_fit(in_bytes + len(builds) * out_bytes, free, reserve)
+    fit = sets_that_fit(in_bytes + (len(builds) + held_references(args)) * out_bytes, free, reserve)
     nsets = min(want, fit)
     if nsets < want:
         row["errors"].append(f"pool limited by memory to {nsets} sets (wanted {want})")
@@ -626,7 +644,8 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
 
     # ---- timing
     cand_steps = {b.label: (lambda plans_b: lambda i, s: run_plan(plans_b[i], s))(plans[b.label]) for b in alive}
-    times = time_providers(row, cand_steps, providers_torch, nsets, args)
+    times = time_providers(row, cand_steps, providers_torch, nsets, args,
+                           hold_outputs=args.reference_outputs == "per-set")
 
     # ---- the timed runs' outputs must still be right (a kernel may not tell checks from timing)
     if alive:
@@ -722,7 +741,7 @@ def run_shape_bwd(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any],
     # compiled one its outputs; every candidate one scratch tensor for the whole shape.
     reserve = 24 * numel + len(builds) * scratch_bytes
     want = pool_sets(in_bytes + out_bytes, env["l2_bytes"], args.pool_l2_multiple)
-    fit = sets_that_fit(in_bytes + len(builds) * out_bytes, free, reserve)
+    fit = sets_that_fit(in_bytes + (len(builds) + held_references(args)) * out_bytes, free, reserve)
     nsets = min(want, fit)
     if nsets < want:
         row["errors"].append(f"pool limited by memory to {nsets} sets (wanted {want})")
@@ -836,7 +855,8 @@ def run_shape_bwd(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any],
 
     # ---- timing (both kernels of a candidate's plan per step; --graph captures both launches)
     cand_steps = {b.label: (lambda plans_b: lambda i, s: run_plan(plans_b[i], s))(plans[b.label]) for b in alive}
-    times = time_providers(row, cand_steps, providers_torch, nsets, args, capture_streams, optional=(AUTOGRAD,))
+    times = time_providers(row, cand_steps, providers_torch, nsets, args, capture_streams, optional=(AUTOGRAD,),
+                           hold_outputs=args.reference_outputs == "per-set")
 
     # ---- the timed runs' outputs must still be right
     if alive:
@@ -963,6 +983,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ap.add_argument("--max-shapes", type=int, default=0, help="only the first N benchmark shapes")
     ap.add_argument("--graph", action="store_true", help="time CUDA graph replays of each batch (no host gaps)")
     ap.add_argument("--skip-compile", action="store_true", help="leave torch.compile out")
+    ap.add_argument("--reference-outputs", choices=("per-set", "reused"), default="per-set",
+                    help="per-set: a torch provider's result on input set i lives until its next call on set i, "
+                         "so each set has its own output buffers, as the candidates' preallocated ones; reused: "
+                         "dropped at once, so every call (in a graph, every replay) writes the same freed block")
     ap.add_argument("--expert", metavar="DIR",
                     help="time the expert kernel too, from a checkout of Int21-AI/RMSNorm-H100 at DIR (git-ignored; "
                          "its extension builds on first use)")
@@ -988,6 +1012,12 @@ def closing_notes(opts: Dict[str, Any], args: argparse.Namespace, rows: Sequence
     notes: List[str] = []
     notes.append("speedup = other provider's ms / candidate's ms over pairs timed in the same round "
                  "(> 1: the candidate is faster); of floor = (bytes / copy bandwidth) / median")
+    if getattr(args, "reference_outputs", "per-set") == "per-set":
+        notes.append("outputs: each input set has its own output buffers for every provider (candidates: "
+                     "preallocated; torch providers: their result on a set lives until their next call on it)")
+    else:
+        notes.append("outputs: candidates write one preallocated buffer per input set; the torch providers' "
+                     "results are dropped at once, so their calls (in a graph, replays) reuse one freed block")
     if opts["op"] == "rmsnorm_bwd":
         notes.append("backward: bytes = 3*M*N*2 + 4*M + 4*N (x, dout read, dx written, rstd read, dw written); "
                      "inputs x, dout ~ N(0, 1) bf16, w ~ 1 + 0.5 N(0, 1) fp32, rstd = the real fp32 rstd of x "
