@@ -71,6 +71,11 @@
 //   FINISH_ROWS  1, 2 or 4 (above 1 without FINISH_REGISTERS): the finish's walk takes that many
 //          rows (tokens) at a time, so a column's words and running sums are read and written once
 //          for all of them (the same operations in the same order; chunked_bwd/finish.cuh)
+//   FINISH_LEAN  1: the finish keeps no q and no P in shared memory: the walk reads each token's
+//          q from its record (global memory, L2) a token ahead, its dq goes where its k was (dead
+//          once its row is walked), and the dbeta loop reads P from the workspace; at CHUNK 32
+//          74.8 KB instead of 95.5 KB, three CTAs an SM instead of two (the same values in the
+//          same order: the same bits)
 #define KDA_BWD_CHUNKED 1
 #ifndef CHUNK
 #define CHUNK 64
@@ -121,6 +126,9 @@
 #endif
 // FINISH_ROWS where it applies: the walk in shared memory (not FINISH_REGISTERS').
 #define KDA_BWD_FINISH_ROWS (KDA_BWD_FINISH_REGISTERS ? 1 : FINISH_ROWS)
+#ifndef FINISH_LEAN
+#define FINISH_LEAN 0
+#endif
 // kda_bwd.cu's recurrence knobs, unused here.
 #define CKPT 32
 #define SUB 2
@@ -160,6 +168,7 @@ static_assert(PREPARE_PAIRS == 0 || PREPARE_PAIRS == 1, "PREPARE_PAIRS: 0 or 1")
 static_assert(MMA_BLOCK == 0 || MMA_BLOCK == 1, "MMA_BLOCK: 0 or 1");
 static_assert(FINISH_REGISTERS == 0 || FINISH_REGISTERS == 1, "FINISH_REGISTERS: 0 or 1");
 static_assert(FINISH_ROWS == 1 || FINISH_ROWS == 2 || FINISH_ROWS == 4, "FINISH_ROWS: 1, 2 or 4");
+static_assert(FINISH_LEAN == 0 || FINISH_LEAN == 1, "FINISH_LEAN: 0 or 1");
 static_assert(CHAIN_THREADS == 128 || CHAIN_THREADS == 256, "CHAIN_THREADS: 128 or 256");
 
 struct ChunkArgs {
@@ -827,7 +836,7 @@ enum : int {
   kPrepareSmem = 3 * kC * kDp + 2 * kC * kCp + kC,
   kStatesSmem = kK * kBp + 2 * kC * kDp + 3 * kC * kBp + kC * kCp + kC + 2 * kK,
   kDstatesSmem = kK * kBp + 2 * kC * kDp + 3 * kC * kBp + 2 * kC * kCp + kC + 2 * kK,
-  kFinishSmem = 5 * kC * kDp + 3 * kC * kCp + 2 * kC + 4 * kW,
+  kFinishSmem = (FINISH_LEAN ? 4 : 5) * kC * kDp + (FINISH_LEAN ? 2 : 3) * kC * kCp + 2 * kC + 4 * kW,
   kSlicesOwnSmem = 2 * kK * kBp + 2 * kC * kDp + 5 * kC * kBp + 2 * kC * kCp + kC + 2 * kK +
                    (KDA_BWD_SLICE_LOOP ? 2 * kC * kCp : 0),  // + the dM, dL sums
   kSlicesSmem = KDA_BWD_FINISH_IN_SLICES && kFinishSmem > kSlicesOwnSmem ? kFinishSmem : kSlicesOwnSmem,

@@ -544,7 +544,7 @@ std::optional<evaluator::HostExport> KdaBwdOp::host_export(const OpConfig& cfg, 
       l.entries.push_back(entry);
     }
     const auto smem = [&](const char* entry) {
-      return std::to_string(chunked_shared_bytes(entry, g.chunk, g.bv, g.slice_loop, g.finish_in_slices));
+      return std::to_string(chunked_shared_bytes(entry, g.chunk, g.bv, g.slice_loop, g.finish_in_slices, g.finish_lean));
     };
     l.code = std::string(kKdaBwdHostCommon) +
              evaluator::substitute(kKdaBwdChunkedHost, {{"SLICES", std::to_string(kHeadDim / g.bv)},

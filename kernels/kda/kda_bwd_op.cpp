@@ -81,13 +81,16 @@ KdaBwdOp::Geometry chunked_geometry(const Knobs& k) {
       if (*v != 0 && *v != 1) fail("FINISH_REGISTERS must be 0 or 1, got " + std::to_string(*v));
     } else if (name == "FINISH_ROWS") {
       if (*v != 1 && *v != 2 && *v != 4) fail("FINISH_ROWS must be 1, 2 or 4, got " + std::to_string(*v));
+    } else if (name == "FINISH_LEAN") {
+      if (*v != 0 && *v != 1) fail("FINISH_LEAN must be 0 or 1, got " + std::to_string(*v));
+      g.finish_lean = *v == 1;
     } else if (name == "FINISH_IN_SLICES") {
       if (*v != 0 && *v != 1) fail("FINISH_IN_SLICES must be 0 or 1, got " + std::to_string(*v));
       g.finish_in_slices = *v == 1;
     } else
       fail("unknown knob '" + name +
            "' for the chunked seed (knobs: CHUNK, BV, MMA, MMA_TERMS, SLICE_LOOP, CHAIN_PREFETCH, FINISH_IN_SLICES, "
-           "PREPARE_PAIRS, MMA_BLOCK, FINISH_REGISTERS, FINISH_ROWS, CHAIN_THREADS)");
+           "PREPARE_PAIRS, MMA_BLOCK, FINISH_REGISTERS, FINISH_ROWS, FINISH_LEAN, CHAIN_THREADS)");
   }
   if (g.mma_terms == 1 && !g.mma) fail("MMA_TERMS=1 needs MMA 1 (with MMA 0 the products are fp32 on CUDA cores)");
   if (g.chunk != 32 && g.chunk != 64) fail("CHUNK must be 32 or 64, got " + std::to_string(g.chunk));
@@ -154,6 +157,7 @@ Knobs KdaBwdOp::chunked_knob_defaults() {
           {"MMA_BLOCK", std::int64_t{1}},
           {"FINISH_REGISTERS", std::int64_t{0}},
           {"FINISH_ROWS", std::int64_t{4}},
+          {"FINISH_LEAN", std::int64_t{0}},
           {"CHAIN_THREADS", std::int64_t{128}}};
 }
 
@@ -185,6 +189,18 @@ std::vector<Knobs> KdaBwdOp::chunked_covering_knobs() {
            {"FINISH_ROWS", std::int64_t{2}}},
           {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{0}}, {"FINISH_ROWS", std::int64_t{4}}},
           {{"CHUNK", std::int64_t{32}},
+           {"BV", std::int64_t{32}},
+           {"MMA", std::int64_t{1}},
+           {"FINISH_ROWS", std::int64_t{4}},
+           {"FINISH_LEAN", std::int64_t{1}}},
+          {{"CHUNK", std::int64_t{64}}, {"BV", std::int64_t{32}}, {"MMA", std::int64_t{0}}, {"FINISH_LEAN", std::int64_t{1}}},
+          {{"CHUNK", std::int64_t{32}},
+           {"BV", std::int64_t{32}},
+           {"MMA", std::int64_t{1}},
+           {"FINISH_IN_SLICES", std::int64_t{1}},
+           {"FINISH_REGISTERS", std::int64_t{1}},
+           {"FINISH_LEAN", std::int64_t{1}}},
+          {{"CHUNK", std::int64_t{32}},
            {"BV", std::int64_t{16}},
            {"MMA", std::int64_t{1}},
            {"MMA_BLOCK", std::int64_t{1}},
@@ -208,9 +224,10 @@ KdaBwdOp::ChunkedLayout KdaBwdOp::chunked_layout(const KdaDims& d, std::int64_t 
 }
 
 std::uint32_t KdaBwdOp::chunked_shared_bytes(const std::string& entry, std::int64_t chunk, std::int64_t bv,
-                                             bool slice_loop, bool finish_in_slices) {
+                                             bool slice_loop, bool finish_in_slices, bool finish_lean) {
   if (entry == kChunkSlicesEntry && finish_in_slices && slice_loop)
-    return std::max(chunked_shared_bytes(entry, chunk, bv, true), chunked_shared_bytes(kChunkFinishEntry, chunk, bv));
+    return std::max(chunked_shared_bytes(entry, chunk, bv, true),
+                    chunked_shared_bytes(kChunkFinishEntry, chunk, bv, false, false, finish_lean));
   const std::int64_t dp = D + 1, bp = bv + 1, cp = chunk + 1, warps = D / 32;
   std::int64_t floats = 0;
   if (entry == kChunkPrepareEntry) floats = 3 * chunk * dp + 2 * chunk * cp + chunk;
@@ -219,7 +236,8 @@ std::uint32_t KdaBwdOp::chunked_shared_bytes(const std::string& entry, std::int6
     floats = D * bp + 2 * chunk * dp + 3 * chunk * bp + 2 * chunk * cp + chunk + 2 * D;
   else if (entry == kChunkSlicesEntry)
     floats = 2 * D * bp + 2 * chunk * dp + 5 * chunk * bp + 2 * chunk * cp + chunk + 2 * D + (slice_loop ? 2 * chunk * cp : 0);
-  else if (entry == kChunkFinishEntry) floats = 5 * chunk * dp + 3 * chunk * cp + 2 * chunk + 4 * warps;
+  else if (entry == kChunkFinishEntry)  // FINISH_LEAN: no q [chunk][dp], no P [chunk][cp]
+    floats = (finish_lean ? 4 : 5) * chunk * dp + (finish_lean ? 2 : 3) * chunk * cp + 2 * chunk + 4 * warps;
   else fail("no chunked entry named '" + entry + "'");
   return static_cast<std::uint32_t>(4 * floats);
 }
@@ -356,7 +374,7 @@ evaluator::LaunchPlan KdaBwdOp::chunked_plan(const KdaDims& d, const Config& c, 
     k.grid = grid;
     const bool chain = std::string(entry) == kChunkStatesEntry || std::string(entry) == kChunkDstatesEntry;
     k.block = {static_cast<std::uint32_t>(chain ? g.chain_threads : D), 1, 1};
-    k.shared_bytes = chunked_shared_bytes(entry, g.chunk, g.bv, g.slice_loop, g.finish_in_slices);
+    k.shared_bytes = chunked_shared_bytes(entry, g.chunk, g.bv, g.slice_loop, g.finish_in_slices, g.finish_lean);
     k.args = args;
     p.kernels.push_back(std::move(k));
   }

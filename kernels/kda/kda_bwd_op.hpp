@@ -52,6 +52,7 @@ class KdaBwdOp : public evaluator::Op {
     std::int64_t mma_terms = 3;  // MMA_TERMS (chunked seed, MMA 1): bf16 terms per product, 3 or 1
     bool slice_loop = false;     // SLICE_LOOP (chunked seed, MMA 1, CHUNK 32): one slices CTA per (chunk, head)
     bool finish_in_slices = false;  // FINISH_IN_SLICES (with SLICE_LOOP): the finish runs in the slices CTAs
+    bool finish_lean = false;       // FINISH_LEAN: the finish keeps no q and no P in shared memory
     std::int64_t chain_threads = 128;  // CHAIN_THREADS (MMA 1, no CHAIN_PREFETCH): threads of the chunk-serial CTAs
   };
   // Throws std::invalid_argument for unknown knobs or values the template cannot build.
@@ -77,7 +78,8 @@ class KdaBwdOp : public evaluator::Op {
                                       bool slice_loop = false);
   // Dynamic shared memory of a chunked entry in bytes (the kernel's k*Smem enumerators).
   static std::uint32_t chunked_shared_bytes(const std::string& entry, std::int64_t chunk, std::int64_t bv,
-                                            bool slice_loop = false, bool finish_in_slices = false);
+                                            bool slice_loop = false, bool finish_in_slices = false,
+                                            bool finish_lean = false);
   // The workspace in fp32 words (kda_bwd.cu's Args::ws): the checkpoint slots of the smallest
   // CKPT (32) for every head; from share_offset, kMaxSlices value slices' shares of dq, dk, the
   // log-decay's gradient and dbeta for every token-head; from sums_offset, the ddt_bias and dA_log

@@ -335,6 +335,57 @@ using namespace ::kda_host;
 }  // namespace chunk21
 #include "kernels/tests/kda_bwd_chunked_undef.inc"
 
+// C22: the spec's defaults (C20) with FINISH_LEAN 1 (no q, no P in the finish's shared memory).
+#define KDA_GATE_SOFTPLUS 0
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 32
+#define MMA 1
+#define SLICE_LOOP 1
+#define CHAIN_PREFETCH 2
+#define MMA_BLOCK 1
+#define PREPARE_PAIRS 1
+#define FINISH_ROWS 4
+#define FINISH_LEAN 1
+namespace chunk22 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk22
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
+
+// C23: C12 (softplus gate, SLICE_LOOP, the walk a row at a time) with FINISH_LEAN 1.
+#define KDA_GATE_SOFTPLUS 1
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 32
+#define MMA 1
+#define SLICE_LOOP 1
+#define FINISH_LEAN 1
+namespace chunk23 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk23
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
+
+// C24: C17 (FINISH_REGISTERS 1, MMA_BLOCK 1, softplus gate) with FINISH_LEAN 1.
+#define KDA_GATE_SOFTPLUS 1
+#define HAS_INITIAL_STATE 1
+#define HAS_FINAL_STATE 1
+#define CHUNK 32
+#define BV 32
+#define MMA 1
+#define SLICE_LOOP 1
+#define MMA_BLOCK 1
+#define FINISH_REGISTERS 1
+#define FINISH_LEAN 1
+namespace chunk24 {
+using namespace ::kda_host;
+#include "kernels/kda/kda_bwd_chunked.cu"
+}  // namespace chunk24
+#include "kernels/tests/kda_bwd_chunked_undef.inc"
+
 #pragma GCC diagnostic pop
 
 namespace {
@@ -530,7 +581,7 @@ Knobs slice_loop(I bv) {
   return {{"CHUNK", I{32}}, {"BV", bv},           {"MMA", I{1}},
           {"MMA_TERMS", I{3}}, {"SLICE_LOOP", I{1}}, {"CHAIN_PREFETCH", I{0}}, {"FINISH_IN_SLICES", I{0}},
           {"PREPARE_PAIRS", I{0}}, {"MMA_BLOCK", I{0}}, {"FINISH_REGISTERS", I{0}}, {"FINISH_ROWS", I{1}},
-          {"CHAIN_THREADS", I{128}}};
+          {"FINISH_LEAN", I{0}},   {"CHAIN_THREADS", I{128}}};
 }
 
 // Runs `with` and `base` on the same inputs of each shape: `with` within the gate's tolerances, and
@@ -694,6 +745,35 @@ TEST(KdaBwdChunkedOnHost, FinishTwoRowsGivesTheSameBits) {
   const auto with = KDA_BWD_CHUNKED_CONFIG(chunk21, options("softplus", true, true), rows2);
   const auto base = KDA_BWD_CHUNKED_CONFIG(chunk12, options("softplus", true, true), slice_loop(32));
   expect_same_bits_over_chunk_lengths(with, base, 22);
+}
+// FINISH_LEAN 1 reads each token's q from its record, keeps dq where k was and reads P from the
+// workspace: the same values in the same order, so every output is the same bit for bit as
+// without it, on each of the finish's three walks (four rows at a time: C20's defaults over chunk
+// lengths of every residue mod 4 and every input distribution; a row at a time; in registers).
+TEST(KdaBwdChunkedOnHost, FinishLeanGivesTheSameBits) {
+  Knobs lean = KdaBwdOp::chunked_knob_defaults();
+  lean["FINISH_LEAN"] = I{1};
+  const auto with = KDA_BWD_CHUNKED_CONFIG(chunk22, options("lower_bound", true, true), lean);
+  const auto base =
+      KDA_BWD_CHUNKED_CONFIG(chunk20, options("lower_bound", true, true), KdaBwdOp::chunked_knob_defaults());
+  EXPECT_EQ(with.smem_floats.at(KdaBwdOp::kChunkFinishEntry) * 4, 74816);  // three CTAs an SM
+  EXPECT_EQ(base.smem_floats.at(KdaBwdOp::kChunkFinishEntry) * 4, 95552);
+  expect_same_bits_over_chunk_lengths(with, base, 24);
+}
+TEST(KdaBwdChunkedOnHost, FinishLeanOneRowAndInRegistersGiveTheSameBits) {
+  Knobs row = slice_loop(32);
+  row["FINISH_LEAN"] = I{1};
+  expect_same_bits(KDA_BWD_CHUNKED_CONFIG(chunk23, options("softplus", true, true), row),
+                   KDA_BWD_CHUNKED_CONFIG(chunk12, options("softplus", true, true), slice_loop(32)),
+                   {shape(1, 70, 2, 1), shape(1, 241, 1, 7), shape(2, 33, 1, 2)}, Distribution::Normal, 25);
+  Knobs regs = slice_loop(32);
+  regs["MMA_BLOCK"] = I{1};
+  regs["FINISH_REGISTERS"] = I{1};
+  Knobs regs_lean = regs;
+  regs_lean["FINISH_LEAN"] = I{1};
+  expect_same_bits(KDA_BWD_CHUNKED_CONFIG(chunk24, options("softplus", true, true), regs_lean),
+                   KDA_BWD_CHUNKED_CONFIG(chunk17, options("softplus", true, true), regs),
+                   {shape(1, 70, 2, 1), shape(1, 241, 1, 7), shape(2, 33, 1, 2)}, Distribution::Normal, 26);
 }
 TEST(KdaBwdChunkedOnHost, Chunk64LowerBoundGateBothStates) {
   check(KDA_BWD_CHUNKED_CONFIG(chunk0, options("lower_bound", true, true), knobs(64, 32)));

@@ -6,17 +6,20 @@
 // same order as the walk a row at a time: column u_b's updates by rows u_a of the group (a < b)
 // come first, in row order, before row u_b's own terms start from them; each row adds its terms
 // over the columns below the group (j ascending) and then those of the group's rows below it.
+// q_of(u): token u's q (shared memory, or with FINISH_LEAN its record, then loaded a group ahead
+// in q_next); a row's dq goes to dq (q's place, or k's with FINISH_LEAN).
 struct FinishWalk {
-  float *qs, *ks, *gs, *ak, *ag;
+  float *dq, *ks, *gs, *ak, *ag;
   const float *dm, *dl, *bs;
   int i;
-  template <int R, class Shares>
-  __device__ __forceinline__ void rows(int t, Shares shares, float& aq_next, float& da_next) const {
+  template <int R, class Shares, class Q>
+  __device__ __forceinline__ void rows(int t, Shares shares, Q q_of, float& aq_next, float& da_next,
+                                       float& q_next) const {
     float q[R], k[R], g[R], b[R], aq[R], da[R], akk[R], r[R];
 #pragma unroll
     for (int a = 0; a < R; ++a) {
       const int u = t - a;
-      q[a] = qs[u * kDp + i];
+      q[a] = FINISH_LEAN && a == 0 ? q_next : q_of(u);
       k[a] = ks[u * kDp + i];
       g[a] = gs[u * kDp + i];
       b[a] = bs[u];
@@ -27,6 +30,7 @@ struct FinishWalk {
     if (t - R >= 0) {
       aq_next = shares(t - R, i);
       da_next = shares(t - R, 2 * kK + i);
+      if constexpr (FINISH_LEAN) q_next = q_of(t - R);
     }
     // The group's own pairs (u_a, u_b), b > a: their terms on column u_b now, on row u_a's sums
     // after its other pairs.
@@ -80,7 +84,7 @@ struct FinishWalk {
       }
       const int u = t - a;
       const float md = dm[u * kCp + u];  // the diagonal of M (e^0 = 1; its G terms cancel)
-      qs[u * kDp + i] = fmaf(md, k[a], aq[a]);
+      dq[u * kDp + i] = fmaf(md, k[a], aq[a]);
       ak[u * kDp + i] = fmaf(md, q[a], akk[a]);
       ag[u * kDp + i] = da[a] + r[a];
     }
@@ -99,7 +103,8 @@ struct FinishWalk {
 // No term is added and taken away again, as a reverse cumulative sum of +T_ij at i and -T_ij at j
 // would: that cancellation lost the small gradients of saturated gates.
 // Shared: q, k, G, dk, V [kC][kDp]; dM, dL, P [kC][kCp]; b, dbeta's shares [kC]; the reduction's
-// scratch.
+// scratch. FINISH_LEAN: no q (the walk reads the records; dq goes where k was) and no P (the dbeta
+// loop reads the workspace).
 __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm) {
   const int h = blockIdx.y, i = threadIdx.x;
   const Chunk ch = chunk_in_slot(p, blockIdx.x);
@@ -110,21 +115,23 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
     return;
   }
   const long long th = token_heads(p);
-  float* qs = sm;
-  float* ks = qs + kC * kDp;
+  constexpr bool kLean = FINISH_LEAN != 0;
+  float* qs = sm;  // not with FINISH_LEAN
+  float* ks = qs + (kLean ? 0 : kC * kDp);
   float* gs = ks + kC * kDp;
   float* ak = gs + kC * kDp;
   float* ag = ak + kC * kDp;
   float* dm = ag + kC * kDp;
   float* dl = dm + kC * kCp;
-  float* ps = dl + kC * kCp;
-  float* bs = ps + kC * kCp;
+  float* ps = dl + kC * kCp;  // not with FINISH_LEAN
+  float* bs = ps + (kLean ? 0 : kC * kCp);
+  float* dqs = kLean ? ks : qs;  // a token's dq, once its row is walked
   float* dbs = bs + kC;
   float* red = dbs + kC;
 #pragma unroll 4
   for (int t = 0; t < ch.count; ++t) {
     const float* rec = record(p, ch.t0 + t, h);
-    qs[t * kDp + i] = rec[i];
+    if constexpr (!kLean) qs[t * kDp + i] = rec[i];
     ks[t * kDp + i] = rec[kK + i];
     gs[t * kDp + i] = rec[2 * kK + i];
     float k = 0.f;
@@ -145,7 +152,7 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
     }
     dm[r * kCp + c2] = p.scale * m;
     dl[r * kCp + c2] = l;
-    ps[r * kCp + c2] = src[2 * kC * kC + e];
+    if constexpr (!kLean) ps[r * kCp + c2] = src[2 * kC * kC + e];
   }
   for (int t = i; t < kC; t += kT) {
     float db = 0.f;
@@ -168,6 +175,11 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
       return s;
     };
     float aq_next = shares(ch.count - 1, i), da_next = shares(ch.count - 1, 2 * kK + i);
+    const auto q_of = [&](int t) {
+      if constexpr (kLean) return record(p, ch.t0 + t, h)[i];
+      else return qs[t * kDp + i];
+    };
+    float q_next = kLean ? q_of(ch.count - 1) : 0.f;  // FINISH_LEAN: the next row's q, loaded ahead
 #if KDA_BWD_FINISH_REGISTERS
     // Column i's k, G and the running dk and V sums in registers: the walk is unrolled over the
     // chunk's tokens so every index is a constant, the same operations in the same order as below.
@@ -184,11 +196,12 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
 #pragma unroll
     for (int t = kC - 1; t >= 0; --t) {
       if (t >= ch.count) continue;
-      const float qi = qs[t * kDp + i], ki = kc[t], gi = gc[t], bi = bs[t];
+      const float qi = kLean ? q_next : q_of(t), ki = kc[t], gi = gc[t], bi = bs[t];
       float aq = aq_next, da = da_next;
       if (t > 0) {
         aq_next = shares(t - 1, i);
         da_next = shares(t - 1, 2 * kK + i);
+        if constexpr (kLean) q_next = q_of(t - 1);
       }
       float akk = akc[t], r = 0.f;
 #pragma unroll
@@ -204,7 +217,7 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
         r += v;
       }
       const float md = dm[t * kCp + t];
-      qs[t * kDp + i] = fmaf(md, ki, aq);
+      dqs[t * kDp + i] = fmaf(md, ki, aq);
       ak[t * kDp + i] = fmaf(md, qi, akk);
       ag[t * kDp + i] = da + r;
     }
@@ -212,17 +225,18 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
     // FINISH_ROWS rows (tokens) t, t - 1, ... at a time, then the first count % FINISH_ROWS one at
     // a time.
     constexpr int kRows = KDA_BWD_FINISH_ROWS;
-    const FinishWalk wk{qs, ks, gs, ak, ag, dm, dl, bs, i};
+    const FinishWalk wk{dqs, ks, gs, ak, ag, dm, dl, bs, i};
     int t = ch.count - 1;
-    for (; t >= kRows - 1; t -= kRows) wk.rows<kRows>(t, shares, aq_next, da_next);
-    for (; t >= 0; --t) wk.rows<1>(t, shares, aq_next, da_next);
+    for (; t >= kRows - 1; t -= kRows) wk.rows<kRows>(t, shares, q_of, aq_next, da_next, q_next);
+    for (; t >= 0; --t) wk.rows<1>(t, shares, q_of, aq_next, da_next, q_next);
 #else
     for (int t = ch.count - 1; t >= 0; --t) {
-      const float qi = qs[t * kDp + i], ki = ks[t * kDp + i], gi = gs[t * kDp + i], bi = bs[t];
+      const float qi = kLean ? q_next : q_of(t), ki = ks[t * kDp + i], gi = gs[t * kDp + i], bi = bs[t];
       float aq = aq_next, da = da_next;
       if (t > 0) {
         aq_next = shares(t - 1, i);
         da_next = shares(t - 1, 2 * kK + i);
+        if constexpr (kLean) q_next = q_of(t - 1);
       }
       float akk = ak[t * kDp + i], r = 0.f;
       for (int j = 0; j < t; ++j) {
@@ -237,7 +251,7 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
         r += v;
       }
       const float md = dm[t * kCp + t];  // the diagonal of M (e^0 = 1; its G terms cancel)
-      qs[t * kDp + i] = fmaf(md, ki, aq);
+      dqs[t * kDp + i] = fmaf(md, ki, aq);
       ak[t * kDp + i] = fmaf(md, qi, akk);
       ag[t * kDp + i] = da + r;
     }
@@ -263,7 +277,7 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
       x[c] = load_bf16(p.g + e * kK + d) + p.dt_bias[h * kK + d];
       sums[0] = fmaf(q[c], q[c], sums[0]);
       sums[1] = fmaf(k[c], k[c], sums[1]);
-      sums[2] = fmaf(rec[d], qs[t * kDp + d], sums[2]);
+      sums[2] = fmaf(rec[d], dqs[t * kDp + d], sums[2]);
       sums[3] = fmaf(rec[kK + d], ak[t * kDp + d], sums[3]);
     }
 #pragma unroll
@@ -275,7 +289,7 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
     for (int c = 0; c < 4; ++c) {
       const int d = lane + 32 * c;
       const long long row = e * kK + d;
-      p.dq[row] = (qs[t * kDp + d] - rec[d] * sums[2]) * rq;  // y = x / n: dx = (dy - y (y . dy)) / n
+      p.dq[row] = (dqs[t * kDp + d] - rec[d] * sums[2]) * rq;  // y = x / n: dx = (dy - y (y . dy)) / n
       p.dk[row] = (ak[t * kDp + d] - rec[kK + d] * sums[3]) * rk;
       const float da = ag[t * kDp + d];
 #if KDA_GATE_SOFTPLUS
@@ -290,7 +304,7 @@ __device__ __forceinline__ void chunk_finish_body(const ChunkArgs& p, float* sm)
     }
     if (lane == 0) {
       float db = dbs[t];
-      for (int j = 0; j < t; ++j) db = fmaf(dl[t * kCp + j], ps[t * kCp + j], db);
+      for (int j = 0; j < t; ++j) db = fmaf(dl[t * kCp + j], kLean ? src[2 * kC * kC + t * kC + j] : ps[t * kCp + j], db);
       p.dbeta[e] = times_sigmoid_slope(db, load_bf16(p.beta + e));
     }
   }
