@@ -188,6 +188,8 @@ class ReferenceOutputsTest(unittest.TestCase):
     def run_provider(self, hold: bool, calls: int):
         import types
         from unittest import mock
+        # Provider.run asks torch only for the current stream: this stand-in lets the test run
+        # where torch is not installed.
         fake = types.SimpleNamespace(cuda=types.SimpleNamespace(
             current_stream=lambda: types.SimpleNamespace(cuda_stream=0)))
         made = []

@@ -221,13 +221,12 @@ Knobs RmsNormFwdOp::knob_defaults(DType x) {
 RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
   for (const auto& [name, v] : k) {
     bool known = false;
-    for (const auto& n : knob_names()) known = known || n == name;
-    if (!known)
-      throw std::invalid_argument(
-          "rmsnorm_fwd: unknown knob '" + name +
-          "' (knobs: VEC, THREADS, TPR, ITEMS, CLUSTER, STAGE_KB, MIN_BLOCKS, LOAD_HINT, STORE_HINT, SPREAD_CTAS, "
-          "WEIGHT_EARLY, EARLY_LAUNCH, PERSISTENT_CTAS, WIDE_ROWS, MIN_CLUSTER, SMALL_THREADS, SMALL_ITEMS, "
-          "SMALL_MIN_BLOCKS, SMALL_MIN_ROWS, SMALL_WEIGHT_PREFETCH, SMALL_MIN_CTAS)");
+    std::string all;
+    for (const auto& n : knob_names()) {
+      known = known || n == name;
+      all += (all.empty() ? "" : ", ") + n;
+    }
+    if (!known) throw std::invalid_argument("rmsnorm_fwd: unknown knob '" + name + "' (knobs: " + all + ")");
   }
   const Knobs d = knob_defaults(c.x);
   auto get = [&](const char* n) { return evaluator::knob_int(k, n, std::get<std::int64_t>(d.at(n))); };
