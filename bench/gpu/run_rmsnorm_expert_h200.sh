@@ -4,6 +4,7 @@
 # the RMSNorm seeds beside the expert kernel, torch eager and torch.compile, in one process per
 # table, same inputs, same timer, interleaved (bench/rmsnorm/torch_bench.py).
 #   decode      rmsnorm_fwd_decode.spec's inference shapes, CUDA-graph replays
+#   decode_fp16 the same shapes in fp16 (rmsnorm_fwd_decode_fp16.spec), CUDA-graph replays
 #   fwd_graph   rmsnorm_fwd.spec's goal shapes, CUDA-graph replays
 #   residual    rmsnorm_fwd_decode_residual.spec (the residual add fused), CUDA-graph replays
 #   bwd_stream  rmsnorm_bwd.spec's shapes, stream launches (the expert's backward caches a TMA
@@ -22,12 +23,13 @@
 # SPREAD_CTAS, WEIGHT_EARLY, EARLY_LAUNCH, PERSISTENT_CTAS, WIDE_ROWS), written next to them as
 # kernels/rmsnorm/rmsnorm_fwd_all_knobs.spec on the GPU machine only. Each table has a time budget
 # within the 10-minute call; what finished is kept. Everything lands in $OUT as one archive plus a
-# summary. EXPORT_<table>=SPEC (decode, fwd_graph, fwd_stream: no residual) also times `ptxevo export
+# summary. DECODE_S, DECODE_FP16_S, RESIDUAL_S, FWD_GRAPH_S, BWD_STREAM_S, FWD_STREAM_S: the tables' time
+# budgets. EXPORT_<table>=SPEC (decode, fwd_graph, fwd_stream: no residual) also times `ptxevo export
 # SPEC --format torch` (the spec at its defaults) as provider `export`, in the same process and
 # graphs as the build it came from (torch_bench.py --export).
-# Usage: [TABLES="decode fwd_graph residual bwd_stream fwd_stream"] bench/gpu/run_rmsnorm_expert_h200.sh
+# Usage: [TABLES="decode decode_fp16 fwd_graph residual bwd_stream fwd_stream"] bench/gpu/run_rmsnorm_expert_h200.sh
 set -uo pipefail
-tables=" ${TABLES:-decode fwd_graph residual bwd_stream fwd_stream} "
+tables=" ${TABLES:-decode decode_fp16 fwd_graph residual bwd_stream fwd_stream} "
 out="${OUT:-/tmp/ptxevo-out}"
 work=/tmp/rmsnorm-expert; rm -rf "$work"; mkdir -p "$work/builds" "$out"
 expert="$PWD/.gpu/anchors/RMSNorm-H100"
@@ -106,18 +108,20 @@ fwd_list="seed=$work/builds/fwd"
 [[ -n "${VARIANTS_fwd_graph:-}" && -z "${CANDIDATES_fwd_graph:-}" ]] &&
   fwd_list="$(variants fwd_graph "$all_knobs" | sed "s|^seed=$work/builds/fwd_graph|seed=$work/builds/fwd|")"
 [[ "$tables" == *" decode "* ]] && build decode kernels/rmsnorm/rmsnorm_fwd_decode.spec
+[[ "$tables" == *" decode_fp16 "* ]] && build decode_fp16 kernels/rmsnorm/rmsnorm_fwd_decode_fp16.spec
 [[ "$tables" == *" bwd_stream "* ]] && build bwd kernels/rmsnorm/rmsnorm_bwd.spec
 [[ "$tables" == *" residual "* ]] && build residual kernels/rmsnorm/rmsnorm_fwd_decode_residual.spec
-[[ "$tables" == *" decode "* ]] && bench decode 200 ${CANDIDATES_decode:-$(variants decode kernels/rmsnorm/rmsnorm_fwd_decode.spec)} -- --graph
+[[ "$tables" == *" decode "* ]] && bench decode "${DECODE_S:-200}" ${CANDIDATES_decode:-$(variants decode kernels/rmsnorm/rmsnorm_fwd_decode.spec)} -- --graph
+[[ "$tables" == *" decode_fp16 "* ]] && bench decode_fp16 "${DECODE_FP16_S:-150}" ${CANDIDATES_decode_fp16:-$(variants decode_fp16 kernels/rmsnorm/rmsnorm_fwd_decode_fp16.spec)} -- --graph
 [[ "$tables" == *" fwd_graph "* ]] && bench fwd_graph "${FWD_GRAPH_S:-180}" ${CANDIDATES_fwd_graph:-$fwd_list} -- --graph
-[[ "$tables" == *" residual "* ]] && bench residual 150 ${CANDIDATES_residual:-$(variants residual kernels/rmsnorm/rmsnorm_fwd_decode_residual.spec)} -- --graph
+[[ "$tables" == *" residual "* ]] && bench residual "${RESIDUAL_S:-150}" ${CANDIDATES_residual:-$(variants residual kernels/rmsnorm/rmsnorm_fwd_decode_residual.spec)} -- --graph
 [[ "$tables" == *" bwd_stream "* ]] && bench bwd_stream "${BWD_STREAM_S:-120}" ${CANDIDATES_bwd_stream:-$(variants bwd_stream kernels/rmsnorm/rmsnorm_bwd.spec | sed "s|^seed=$work/builds/bwd_stream|seed=$work/builds/bwd|")} --
 [[ "$tables" == *" fwd_stream "* ]] && bench fwd_stream "${FWD_STREAM_S:-150}" ${CANDIDATES_fwd_graph:-$fwd_list} --
 
 tar -C "$work" -czf "$out/rmsnorm_expert.tar.gz" --exclude='*.cubin' . 2>/dev/null
-for t in decode fwd_graph residual bwd_stream fwd_stream; do
+for t in decode decode_fp16 fwd_graph residual bwd_stream fwd_stream; do
   [ -f "$work/$t/results.md" ] && { echo "### $t"; cat "$work/$t/results.md"; echo; }
 done > "$out/summary.md"
 cp "$work/env.txt" "$out/"
-for t in decode fwd_graph residual bwd_stream fwd_stream; do [ -f "$work/$t.log" ] && tail -25 "$work/$t.log"; done
+for t in decode decode_fp16 fwd_graph residual bwd_stream fwd_stream; do [ -f "$work/$t.log" ] && tail -25 "$work/$t.log"; done
 echo "total $(( $(date +%s) - t0 )) s"
