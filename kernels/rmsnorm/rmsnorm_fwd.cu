@@ -62,6 +62,8 @@
 //               2: only in grids of at most two waves (2048 / SMALL_THREADS CTAs an SM), where
 //               most CTAs start with the weight outside L1; in longer grids the prefetches cost
 //               more L1 work than they save
+//   SMALL_STAGE 1: the small entries take their rows into shared memory by one bulk copy per CTA
+//               (sm_90+) instead of a register tile (small_staged.cuh); the plan sizes it
 //
 // Layout: a row (or a cluster slice) is a run of units: VEC-element vectors when N % VEC == 0 and
 // every base pointer is aligned for them, else single elements (the scalar path, for any N). Thread
@@ -149,6 +151,9 @@
 #endif
 #ifndef SMALL_WEIGHT_PREFETCH
 #define SMALL_WEIGHT_PREFETCH 0
+#endif
+#ifndef SMALL_STAGE
+#define SMALL_STAGE 0
 #endif
 
 #if EARLY_LAUNCH && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
@@ -870,6 +875,10 @@ __device__ __forceinline__ void rmsnorm_fwd_body(const Args& a) {
   }
 }
 
+#if SMALL_THREADS > 0 && SMALL_STAGE
+#include "small_staged.cuh"
+#endif
+
 #if PERSISTENT_CTAS > 0
 // One row group (kThreads / kTpr rows) whose register tile `tl` is loaded (vector path): the rest
 // of the first pass, the row's sum (the alternate slot array when kAlt), rstd and the output pass.
@@ -1008,10 +1017,17 @@ PTXEVO_ENTRY(rmsnorm_fwd_cluster, THREADS, true)
 #define PTXEVO_SMALL_BOUNDS __launch_bounds__(SMALL_THREADS)
 #endif
 // Never persistent: the plan takes them for grids of many CTAs.
+#if SMALL_STAGE
+#define PTXEVO_SMALL_ENTRY(NAME, T)                                                        \
+  extern "C" __global__ void PTXEVO_SMALL_BOUNDS NAME(PTXEVO_PARAMS) {                     \
+    rmsnorm_seed::rmsnorm_fwd_small_staged<T>({x, w, b, res, out, res_out, rstd, M, N, eps}); \
+  }
+#else
 #define PTXEVO_SMALL_ENTRY(NAME, T)                                                             \
   extern "C" __global__ void PTXEVO_SMALL_BOUNDS NAME(PTXEVO_PARAMS) {                          \
     rmsnorm_seed::rmsnorm_fwd_body<T, false, false, true>({x, w, b, res, out, res_out, rstd, M, N, eps}); \
   }
+#endif
 // The small entries the launch plan can name: TPR <= T <= SMALL_THREADS.
 #if TPR <= 1
 PTXEVO_SMALL_ENTRY(rmsnorm_fwd_small1, 1)

@@ -51,6 +51,7 @@ extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_
   const long long kWideRows = @WIDE_ROWS@, kWideThreads = 1024, kMinCluster = @MIN_CLUSTER@;
   const long long kSmallThreads = @SMALL_THREADS@, kSmallItems = @SMALL_ITEMS@, kSmallMinRows = @SMALL_MIN_ROWS@;
   const long long kSmallMinCtas = @SMALL_MIN_CTAS@;
+  const long long kSmallStageElemBytes = @SMALL_STAGE_ELEM_BYTES@;  // SMALL_STAGE: x (+ residual) bytes, else 0
   const long long kStageElemBytes = @STAGE_ELEM_BYTES@;  // fp32 h with a residual, else sizeof(x)
   if (M < 1 || N < 1) {
     if (why) *why = "ptxevo_rmsnorm_fwd: M and N must be >= 1";
@@ -121,6 +122,7 @@ extern "C" int ptxevo_rmsnorm_fwd_plan(long long M, long long N, ptxevo_rmsnorm_
     const long long fit = kStageKb * 1024 / (kThreads * slot);
     shared = (over < fit ? over : fit) * kThreads * slot;
   }
+  if (small) shared = rows_per_cta * N * kSmallStageElemBytes;  // SMALL_STAGE: the CTA's rows
   long long groups = cluster > 1 ? M : ptxevo_rmsnorm_fwd_ceil_div(M, rows_per_cta);
   // PERSISTENT_CTAS: the CTAs walk the row groups, so fewer CTAs than groups suffice.
   if (cluster == 1 && !wide && !small && kPersistentCtas > 0 && groups > kPersistentCtas) groups = kPersistentCtas;
@@ -445,6 +447,7 @@ std::optional<evaluator::HostExport> RmsNormFwdOp::host_export(const OpConfig& c
                                         {"SMALL_ITEMS", std::to_string(g.small_items)},
                                         {"SMALL_MIN_ROWS", std::to_string(g.small_min_rows)},
                                         {"SMALL_MIN_CTAS", std::to_string(g.small_min_ctas)},
+                                        {"SMALL_STAGE_ELEM_BYTES", std::to_string(g.small_stage == 1 ? small_stage_bytes(c, 1) : 0)},
                                         {"MIN_CLUSTER", std::to_string(g.min_cluster)},
                                         {"VEC", std::to_string(g.vec)},
                                         {"THREADS", std::to_string(g.threads)},

@@ -110,7 +110,7 @@ const std::vector<std::string>& knob_names() {
                                              "STORE_HINT", "SPREAD_CTAS", "WEIGHT_EARLY", "EARLY_LAUNCH",
                                              "PERSISTENT_CTAS", "WIDE_ROWS", "MIN_CLUSTER", "SMALL_THREADS",
                                              "SMALL_ITEMS", "SMALL_MIN_BLOCKS", "SMALL_MIN_ROWS",
-                                             "SMALL_WEIGHT_PREFETCH", "SMALL_MIN_CTAS"};
+                                             "SMALL_WEIGHT_PREFETCH", "SMALL_MIN_CTAS", "SMALL_STAGE"};
   return k;
 }
 
@@ -215,7 +215,8 @@ Knobs RmsNormFwdOp::knob_defaults(DType x) {
           {"SMALL_MIN_BLOCKS", g.small_min_blocks},
           {"SMALL_MIN_ROWS", g.small_min_rows},
           {"SMALL_WEIGHT_PREFETCH", g.small_weight_prefetch},
-          {"SMALL_MIN_CTAS", g.small_min_ctas}};
+          {"SMALL_MIN_CTAS", g.small_min_ctas},
+          {"SMALL_STAGE", g.small_stage}};
 }
 
 RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
@@ -252,6 +253,7 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
   g.small_min_rows = get("SMALL_MIN_ROWS");
   g.small_weight_prefetch = get("SMALL_WEIGHT_PREFETCH");
   g.small_min_ctas = get("SMALL_MIN_CTAS");
+  g.small_stage = get("SMALL_STAGE");
   const auto xs = static_cast<std::int64_t>(evaluator::dtype_size(c.x));
   auto fail = [](const std::string& m) { throw std::invalid_argument("rmsnorm_fwd: " + m); };
   if (!is_pow2(g.vec) || g.vec * xs > 16)
@@ -304,7 +306,20 @@ RmsNormFwdOp::Geometry RmsNormFwdOp::geometry(const Config& c, const Knobs& k) {
          " must be 0 (no prefetch), 1 (every small CTA) or 2 (grids of at most two waves)");
   if (g.small_min_ctas < 0 || g.small_min_ctas > (std::int64_t{1} << 31))
     fail("SMALL_MIN_CTAS=" + std::to_string(g.small_min_ctas) + " must be in [0, 2^31]");
+  if (g.small_stage < 0 || g.small_stage > 1)
+    fail("SMALL_STAGE=" + std::to_string(g.small_stage) + " must be 0 (register tile) or 1 (rows in shared memory)");
+  if (g.small_stage == 1 && small_stage_bytes(c, g.small_threads * g.small_items * g.vec) > kMaxStageKb * 1024)
+    fail("SMALL_STAGE=1 with SMALL_THREADS * SMALL_ITEMS * VEC = " +
+         std::to_string(g.small_threads * g.small_items * g.vec) + " elements needs " +
+         std::to_string(small_stage_bytes(c, g.small_threads * g.small_items * g.vec)) +
+         " bytes of shared memory a CTA, more than the " + std::to_string(kMaxStageKb) + " KB a CTA may have");
   return g;
+}
+
+// SMALL_STAGE: a small CTA's rows (`elems` elements of x) in shared memory, the residual's after
+// them (small_staged.cuh's layout).
+std::int64_t RmsNormFwdOp::small_stage_bytes(const Config& c, std::int64_t elems) {
+  return elems * static_cast<std::int64_t>(evaluator::dtype_size(c.x)) * (c.has_residual ? 2 : 1);
 }
 
 // A row of N elements wants need = ceil(N / (ITEMS * VEC)) threads to sit in registers. Rows that
@@ -336,6 +351,7 @@ RmsNormFwdOp::Dispatch RmsNormFwdOp::dispatch(const Config& c, const Geometry& g
       d.tpr = t;
       d.threads = g.small_threads;
       d.rows_per_cta = g.small_threads / t;
+      if (g.small_stage == 1) d.shared_bytes = small_stage_bytes(c, d.rows_per_cta * n);
       return d;
     }
   }

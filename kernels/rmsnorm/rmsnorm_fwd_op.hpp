@@ -47,10 +47,12 @@ class RmsNormFwdOp : public evaluator::Op {
                  load_hint = 0, store_hint = 0, spread_ctas = 0, weight_early = 0, early_launch = 0,
                  persistent_ctas = 0, wide_rows = 0, min_cluster = 1, small_threads = 0, small_items = 1,
                  small_min_blocks = 0, small_min_rows = 4096, small_weight_prefetch = 0,
-                 small_min_ctas = 0;
+                 small_min_ctas = 0, small_stage = 0;
   };
   // Throws std::invalid_argument for unknown knobs or impossible values.
   static Geometry geometry(const Config& c, const evaluator::Knobs& k);
+  // SMALL_STAGE 1: the shared memory that `elems` elements of x take (and the residual's with it).
+  static std::int64_t small_stage_bytes(const Config& c, std::int64_t elems);
   // Default knob values for x's dtype (VEC = 16 bytes / sizeof(x)).
   static evaluator::Knobs knob_defaults(evaluator::DType x);
 
