@@ -185,6 +185,12 @@ TEST(ExportNvcc, LauncherPlanMatchesTheOpsLaunchPlanOnTheLatencyPaths) {
   expect_launcher_plan_matches(
       decode, "SMALL_THREADS=512,SMALL_ITEMS=2,SMALL_MIN_BLOCKS=4,SMALL_MIN_ROWS=1,SMALL_MIN_CTAS=264,WIDE_ROWS=128",
       "plan_small_min_ctas");
+  // SMALL_STAGE: the small CTAs' dynamic shared memory (their rows; twice that with a residual).
+  expect_launcher_plan_matches(decode, "SMALL_THREADS=256,SMALL_ITEMS=4,SMALL_MIN_BLOCKS=8,SMALL_MIN_ROWS=1,SMALL_STAGE=1",
+                               "plan_small_stage");
+  expect_launcher_plan_matches(std::string(PTXEVO_SOURCE_DIR) + "/kernels/rmsnorm/rmsnorm_fwd_decode_residual.spec",
+                               "SMALL_THREADS=512,SMALL_MIN_BLOCKS=4,SMALL_MIN_ROWS=1,SMALL_STAGE=1",
+                               "plan_small_stage_residual");
 }
 
 // The torch module builds the kernels with device_build_commands: relocatable device code and a

@@ -138,7 +138,8 @@ TEST(RmsNormFwdSpec, LoadsWithTheTargetShapesAndSeed) {
   // EARLY_LAUNCH, the small entries); the decode specs' other latency knobs are left out (off,
   // as the op's defaults have them).
   Knobs expected = RmsNormFwdOp::knob_defaults(DType::BF16);
-  for (const char* k : {"SPREAD_CTAS", "WEIGHT_EARLY", "PERSISTENT_CTAS", "WIDE_ROWS", "SMALL_WEIGHT_PREFETCH", "SMALL_MIN_CTAS"}) {
+  for (const char* k : {"SPREAD_CTAS", "WEIGHT_EARLY", "PERSISTENT_CTAS", "WIDE_ROWS", "SMALL_WEIGHT_PREFETCH", "SMALL_MIN_CTAS",
+                      "SMALL_STAGE"}) {
     EXPECT_EQ(expected.at(k), ptxevo::evaluator::KnobValue{std::int64_t{0}}) << k;
     expected.erase(k);
   }
@@ -227,6 +228,8 @@ TEST(RmsNormFwdSpec, ConstraintsImplyAValidPlan) {
     if (seed_has_knob(seed, "SMALL_THREADS"))
       for_each_assignment(seed, check,
                           {"SMALL_THREADS", "SMALL_ITEMS", "SMALL_MIN_BLOCKS", "SMALL_MIN_ROWS", "VEC", "TPR"});
+    if (seed_has_knob(seed, "SMALL_STAGE"))
+      for_each_assignment(seed, check, {"SMALL_STAGE", "SMALL_THREADS", "SMALL_ITEMS", "SMALL_MIN_BLOCKS", "VEC"});
     EXPECT_GT(admits, 1000);
     EXPECT_LT(admits, total);
     for_each_assignment(seed, check, {"LOAD_HINT"});
@@ -376,6 +379,46 @@ TEST(RmsNormFwdBuild, SmallWeightPrefetchPrefetchesBeforeTheReduction) {
   EXPECT_EQ(prefetches(2, "rmsnorm_fwd_small256"), std::make_pair(4, 4));  // behind a grid-size test
   EXPECT_EQ(prefetches(0, "rmsnorm_fwd_small256"), std::make_pair(0, 0));
   EXPECT_EQ(prefetches(1, "rmsnorm_fwd_tpr512").second, 0);
+}
+
+// SMALL_STAGE 1: the small entries take their rows by bulk copies on an mbarrier (x's, and the
+// residual's with a residual), keep no register tile (32 registers, no spills at 8 CTAs an SM of
+// 256 threads x 4 vectors, where the tile spills), and the other entries are unchanged; sm_90+.
+TEST(RmsNormFwdBuild, SmallStageCopiesTheRowsInBulkWithoutSpills) {
+  const std::string seed = kRmsDir + "/rmsnorm_fwd.cu";
+  const Knobs staged = {{"SMALL_THREADS", I{256}}, {"SMALL_ITEMS", I{4}}, {"SMALL_MIN_BLOCKS", I{8}}, {"SMALL_STAGE", I{1}}};
+  for (const bool residual : {false, true}) {
+    SCOPED_TRACE(residual ? "residual" : "no residual");
+    OpConfig cfg;
+    if (residual) cfg = {{"has_residual", "true"}};
+    const Built b = build(seed, "sm_90a", cfg, staged);
+    ASSERT_FALSE(b.ptx.empty());
+    expect_entries(b.sass, cfg, staged, "staged");
+    const auto entry = b.ptx.find(".entry rmsnorm_fwd_small256(");
+    ASSERT_NE(entry, std::string::npos);
+    const auto end = b.ptx.find(".entry ", entry + 1);
+    int copies = 0;
+    for (auto p = b.ptx.find("cp.async.bulk.shared::cluster.global", entry); p < end;
+         p = b.ptx.find("cp.async.bulk.shared::cluster.global", p + 1))
+      ++copies;
+    EXPECT_EQ(copies, residual ? 2 : 1);
+    for (const char* ins : {"mbarrier.init.shared::cta.b64", "mbarrier.arrive.expect_tx.shared::cta.b64",
+                            "mbarrier.try_wait.parity.shared::cta.b64"}) {
+      const auto p = b.ptx.find(ins, entry);
+      EXPECT_TRUE(p < end) << ins << " missing";
+    }
+    const auto tpr = b.ptx.find(".entry rmsnorm_fwd_tpr512(");
+    ASSERT_NE(tpr, std::string::npos);
+    EXPECT_TRUE(b.ptx.find("cp.async.bulk", tpr) >= b.ptx.find(".entry ", tpr + 1)) << "a bulk copy in a tpr entry";
+    for (const auto& f : b.sass.functions)
+      if (f.is_entry && f.name == "rmsnorm_fwd_small256") {
+        EXPECT_LE(f.registers, 32);
+        EXPECT_EQ(f.spill_stores, 0) << b.sass.log;
+      }
+  }
+  // Without the knob the same small entries have no bulk copy.
+  const Built tile = build(seed, "sm_90a", {}, {{"SMALL_THREADS", I{256}}, {"SMALL_ITEMS", I{4}}});
+  EXPECT_EQ(tile.ptx.find("cp.async.bulk"), std::string::npos);
 }
 
 TEST(RmsNormFwdBuild, SeedBuildsForKnobAndDtypeCombinations) {
