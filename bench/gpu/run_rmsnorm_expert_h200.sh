@@ -27,13 +27,15 @@
 # budgets. EXPORT_<table>=SPEC (decode, fwd_graph, fwd_stream: no residual) also times `ptxevo export
 # SPEC --format torch` (the spec at its defaults) as provider `export`, in the same process and
 # graphs as the build it came from (torch_bench.py --export).
+# WITH_EXPERT=0 leaves the expert out (no extension build): knob A/B runs against the seed and torch.
 # Usage: [TABLES="decode decode_fp16 fwd_graph residual bwd_stream fwd_stream"] bench/gpu/run_rmsnorm_expert_h200.sh
 set -uo pipefail
 tables=" ${TABLES:-decode decode_fp16 fwd_graph residual bwd_stream fwd_stream} "
 out="${OUT:-/tmp/ptxevo-out}"
 work=/tmp/rmsnorm-expert; rm -rf "$work"; mkdir -p "$work/builds" "$out"
 expert="$PWD/.gpu/anchors/RMSNorm-H100"
-[ -f "$expert/rmsnorm/__init__.py" ] ||
+with_expert="${WITH_EXPERT:-1}"
+[ "$with_expert" = 0 ] || [ -f "$expert/rmsnorm/__init__.py" ] ||
   { echo "no expert checkout in .gpu/anchors: pack with PTXEVO_EXPERT_RMSNORM=<checkout> scripts/pack_gpu_bundle.sh" >&2; exit 2; }
 export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 ldd .gpu/ptxevo 2>/dev/null | grep -q "libmpi.*not found" && export LD_LIBRARY_PATH="$PWD/.gpu/lib/mpi:$LD_LIBRARY_PATH"
@@ -53,9 +55,11 @@ left() { echo $(( budget - ($(date +%s) - t0) )); }
 cat "$work/env.txt"
 
 # The expert's extension, built once before any table (torch caches it in TORCH_EXTENSIONS_DIR).
-(cd "$expert" && timeout 240 python3 -c 'import rmsnorm._extension as e; e.get_extension(); print("expert extension built")') \
-  > "$work/expert_build.log" 2>&1
-echo "expert build rc=$? after $(( $(date +%s) - t0 )) s"; tail -3 "$work/expert_build.log"
+if [ "$with_expert" != 0 ]; then
+  (cd "$expert" && timeout 240 python3 -c 'import rmsnorm._extension as e; e.get_extension(); print("expert extension built")') \
+    > "$work/expert_build.log" 2>&1
+  echo "expert build rc=$? after $(( $(date +%s) - t0 )) s"; tail -3 "$work/expert_build.log"
+fi
 
 build() {  # LABEL SPEC [KNOBS]
   timeout 120 .gpu/ptxevo build "$2" ${3:+--knobs "$3"} --out "$work/builds/$1" > "$work/builds/$1.txt" 2>&1 ||
@@ -77,6 +81,7 @@ variants() {  # TABLE SPEC
   done
   echo "$list"
 }
+expert_arg=(--expert "$expert"); [ "$with_expert" = 0 ] && expert_arg=()
 bench() {  # TABLE SECONDS LABEL=DIR... -- OPTIONS
   local table="$1" secs="$2"; shift 2
   local l; l=$(left); [ "$l" -lt 30 ] && { echo "== $table: skipped, $l s left"; return; }
@@ -97,7 +102,7 @@ bench() {  # TABLE SECONDS LABEL=DIR... -- OPTIONS
   local shapes_var="SHAPES_$table" shapes=()
   [ -n "${!shapes_var:-}" ] && shapes=(--shapes ${!shapes_var})
   echo "== $table (up to $secs s)"
-  timeout "$secs" python3 bench/rmsnorm/torch_bench.py --commit "$commit" "${cands[@]}" --expert "$expert" \
+  timeout "$secs" python3 bench/rmsnorm/torch_bench.py --commit "$commit" "${cands[@]}" ${expert_arg[@]+"${expert_arg[@]}"} \
     --out "$work/$table" "${shapes[@]}" "$@" > "$work/$table.log" 2>&1
   echo "$table rc=$?"
 }
