@@ -417,6 +417,12 @@ TEST(RmsNormFwdBuild, SmallStageCopiesTheRowsInBulkWithoutSpills) {
     const auto tpr = b.ptx.find(".entry rmsnorm_fwd_tpr512(");
     ASSERT_NE(tpr, std::string::npos);
     EXPECT_TRUE(b.ptx.find("cp.async.bulk", tpr) >= b.ptx.find(".entry ", tpr + 1)) << "a bulk copy in a tpr entry";
+    expect_clean_ptx(b.ptx, "staged");
+    // The gate's IR checks pass on the plans that take the staged entries (their dynamic shared
+    // memory included) and on one that does not.
+    for (const auto& s : {shape(4096, 4096), shape(1024, 8192), shape(16384, 7168), shape(4099, 7001), shape(8, 4096)})
+      for (const auto& v : ir_violations(b.ptx, staged, s, cfg))
+        ADD_FAILURE() << ptxevo::evaluator::shape_to_string(s) << ": " << v.rule << ": " << v.message;
     for (const auto& f : b.sass.functions)
       if (f.is_entry && f.name == "rmsnorm_fwd_small256") {
         EXPECT_LE(f.registers, 32);
