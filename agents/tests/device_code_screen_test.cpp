@@ -1,10 +1,9 @@
 // The lexical screen: one test per denied construct, and real kernels that must pass.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "agents/device_code_screen.hpp"
+#include "evaluator/template_source.hpp"
 
 namespace ptxevo::agents {
 namespace {
@@ -41,12 +40,13 @@ extern "C" __global__ void __launch_bounds__(256) scale(const float* x, float* o
 
 TEST(DeviceCodeScreen, AcceptsDeviceCode) { EXPECT_TRUE(screen_device_code(kGood).empty()) << describe(screen_device_code(kGood)); }
 
+// As ptxevo reads the seed, and as an agent sees it: its parts (#include "x.cuh" beside it) read in.
 TEST(DeviceCodeScreen, AcceptsTheRmsNormSeed) {
-  std::ifstream in(PTXEVO_RMSNORM_SEED);
-  ASSERT_TRUE(in) << PTXEVO_RMSNORM_SEED;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const auto v = screen_device_code(ss.str());
+  std::string why;
+  const auto seed = ptxevo::evaluator::read_template(PTXEVO_RMSNORM_SEED, &why);
+  ASSERT_TRUE(seed) << why;
+  EXPECT_FALSE(seed->parts.empty()) << "the seed is expected to have parts (entries.cuh)";
+  const auto v = screen_device_code(seed->text);
   EXPECT_TRUE(v.empty()) << describe(v);
 }
 
