@@ -487,6 +487,41 @@ TEST(RmsNormFwdOp, DispatchGivesManyShortRowsSmallCtas) {
   EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"LOAD_HINT", I{5}}}), std::invalid_argument);
 }
 
+// SMALL_STAGE 1: the small entries' rows (the residual's too) in dynamic shared memory, sized by
+// the plan; nothing else changes, and a CTA's rows must fit a CTA's shared memory.
+TEST(RmsNormFwdOp, DispatchGivesStagedSmallCtasTheirRows) {
+  const RmsNormFwdOp::Config cfg;
+  RmsNormFwdOp::Config res;
+  res.has_residual = true;
+  const Knobs k = {{"SMALL_THREADS", I{256}}, {"SMALL_ITEMS", I{4}}, {"SMALL_MIN_ROWS", I{1}}, {"SMALL_STAGE", I{1}}};
+  const auto g = RmsNormFwdOp::geometry(cfg, k);
+  auto staged = RmsNormFwdOp::dispatch(cfg, g, 1024, 8192);
+  EXPECT_EQ(staged.entry, "rmsnorm_fwd_small256");
+  EXPECT_EQ(staged.shared_bytes, 8192 * 2);  // one bf16 row a CTA
+  staged = RmsNormFwdOp::dispatch(cfg, g, 4096, 1024);
+  EXPECT_EQ(staged.entry, "rmsnorm_fwd_small32");
+  EXPECT_EQ(staged.shared_bytes, 8 * 1024 * 2);  // eight rows a CTA
+  EXPECT_EQ(RmsNormFwdOp::dispatch(res, RmsNormFwdOp::geometry(res, k), 1024, 8192).shared_bytes, 2 * 8192 * 2);
+  // The same plan without the knob, but for the shared memory.
+  Knobs tile = k;
+  tile["SMALL_STAGE"] = I{0};
+  const auto plain = RmsNormFwdOp::dispatch(cfg, RmsNormFwdOp::geometry(cfg, tile), 1024, 8192);
+  EXPECT_EQ(plain.entry, "rmsnorm_fwd_small256");
+  EXPECT_EQ(plain.shared_bytes, 0);
+  // Rows the small entries do not take keep their plan.
+  EXPECT_EQ(RmsNormFwdOp::dispatch(cfg, g, 1024, 16384).shared_bytes, 0);
+  const KernelLaunch& l = only_launch(RmsNormFwdOp().launch_plan(shape(1024, 8192), {}, k));
+  EXPECT_EQ(l.shared_bytes, 8192u * 2);
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"SMALL_STAGE", I{2}}}), std::invalid_argument);
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"SMALL_STAGE", I{-1}}}), std::invalid_argument);
+  // 1024 threads x 16 vectors of 8 bf16: 256 KB a CTA; with a residual 512 threads suffice.
+  EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"SMALL_THREADS", I{1024}}, {"SMALL_ITEMS", I{16}}, {"SMALL_STAGE", I{1}}}),
+               std::invalid_argument);
+  EXPECT_NO_THROW(RmsNormFwdOp::geometry(cfg, {{"SMALL_THREADS", I{512}}, {"SMALL_ITEMS", I{16}}, {"SMALL_STAGE", I{1}}}));
+  EXPECT_THROW(RmsNormFwdOp::geometry(res, {{"SMALL_THREADS", I{512}}, {"SMALL_ITEMS", I{16}}, {"SMALL_STAGE", I{1}}}),
+               std::invalid_argument);
+}
+
 TEST(RmsNormFwdOp, DispatchFollowsTheKnobs) {
   const RmsNormFwdOp::Config cfg;
   // From ITEMS 4, CLUSTER 16 (the first defaults), which the expectations below were worked out for.
