@@ -13,33 +13,7 @@
 #error "SMALL_STAGE needs cp.async.bulk and mbarrier transaction counts (sm_90 or later); use SMALL_STAGE=0"
 #endif
 
-__device__ __forceinline__ void mbar_init(unsigned int bar, unsigned int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-  // The async proxy (the bulk copy's completion) must see the initialised barrier.
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-
-__device__ __forceinline__ void mbar_expect_bytes(unsigned int bar, unsigned int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-
-// `bytes` (a multiple of 16) from global `src` (16-byte aligned) to shared `dst`, counted on `bar`.
-__device__ __forceinline__ void bulk_copy_in(unsigned int dst, const void* src, unsigned int bytes, unsigned int bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(unsigned int bar, unsigned int parity) {
-  unsigned int done;
-  do {
-    asm volatile(
-        "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
+#include "../common/mbarrier.cuh"
 
 // Vector u of a row staged at `row` (shared memory): h in fp32 (x + residual; the residual rows
 // start `res_off` bytes after x's).
@@ -89,12 +63,13 @@ __device__ __forceinline__ void rmsnorm_fwd_small_staged(const Args& a) {
     const long long rows = a.M - row0 < kRows ? a.M - row0 : kRows;  // <= 0 past the last row
     if (threadIdx.x == 0 && rows > 0) {
       const unsigned int bytes = (unsigned int)rows * row_bytes;
-      mbar_init(bar, 1);
-      mbar_expect_bytes(bar, HAS_RESIDUAL ? 2 * bytes : bytes);
+      mbar_init(bar);
+      mbar_init_fence();
+      mbar_expect_tx(bar, HAS_RESIDUAL ? 2 * bytes : bytes);
       const unsigned int dst = (unsigned int)__cvta_generic_to_shared(stage);
-      bulk_copy_in(dst, a.x + row0 * a.N, bytes, bar);
+      bulk_copy(dst, a.x + row0 * a.N, bytes, bar);
 #if HAS_RESIDUAL
-      bulk_copy_in(dst + res_off, a.res + row0 * a.N, bytes, bar);
+      bulk_copy(dst + res_off, a.res + row0 * a.N, bytes, bar);
 #endif
     }
     if (active && small_weight_prefetch()) {
