@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "evaluator/op.hpp"
 #include "kernels/rmsnorm/rmsnorm_fwd_op.hpp"
@@ -52,6 +53,13 @@ inline std::string knobs_text(const Knobs& k) {
   std::string s;
   for (const auto& [n, v] : k) s += (s.empty() ? "" : ",") + n + "=" + std::to_string(std::get<std::int64_t>(v));
   return s;
+}
+
+// The reference output called `name`.
+inline const HostTensor& ref_named(const std::vector<HostTensor>& refs, const std::string& name) {
+  for (const auto& r : refs)
+    if (r.name == name) return r;
+  throw std::runtime_error("no reference output " + name);
 }
 
 inline const OpConfig kResidualBias = {{"has_residual", "true"}, {"has_bias", "true"}};
