@@ -509,7 +509,8 @@ TEST(RmsNormFwdOp, DispatchGivesStagedSmallCtasTheirRows) {
   EXPECT_EQ(plain.shared_bytes, 0);
   // Rows the small entries do not take keep their plan.
   EXPECT_EQ(RmsNormFwdOp::dispatch(cfg, g, 1024, 16384).shared_bytes, 0);
-  const KernelLaunch& l = only_launch(RmsNormFwdOp().launch_plan(shape(1024, 8192), {}, k));
+  const auto plan = RmsNormFwdOp().launch_plan(shape(1024, 8192), {}, k);
+  const KernelLaunch& l = only_launch(plan);
   EXPECT_EQ(l.shared_bytes, 8192u * 2);
   EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"SMALL_STAGE", I{2}}}), std::invalid_argument);
   EXPECT_THROW(RmsNormFwdOp::geometry(cfg, {{"SMALL_STAGE", I{-1}}}), std::invalid_argument);

@@ -45,6 +45,8 @@ inline const KernelLaunch& only_launch(const ptxevo::evaluator::LaunchPlan& p) {
   EXPECT_EQ(p.kernels.size(), 1u);
   return p.kernels.at(0);
 }
+// A reference into a temporary plan would dangle: keep the plan in a variable.
+const KernelLaunch& only_launch(ptxevo::evaluator::LaunchPlan&& p) = delete;
 
 inline std::string arg_name(const KernelLaunch& l, std::size_t i) { return std::get<ArgTensor>(l.args.at(i)).name; }
 
