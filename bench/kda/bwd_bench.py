@@ -46,7 +46,8 @@ from bench_stats import paired_ratio, summarize  # noqa: E402
 from kda_bench_core import (HEAD_DIM, BenchError, dims_of, fla_kwargs, kda_options, scenario_label,  # noqa: E402
                             scenario_number, select_shapes, sequences, shape_of, tolerance)
 from launch_json import BuildDir, load_build_dir, parse_candidate_arg  # noqa: E402
-from torch_bench import Provider, load_exports, time_round_robin  # noqa: E402
+from providers import Provider, time_round_robin  # noqa: E402
+from torch_bench import load_exports  # noqa: E402
 
 DEVICE = "cuda"
 GRADS = ["dq", "dk", "dv", "dg", "dbeta", "dA_log", "ddt_bias", "d_initial_state"]
@@ -202,7 +203,7 @@ def fla_first_call(x: Dict[str, Any], opts: Dict[str, Any], fla_fn, fla_kw: Dict
 def kernel_times(plan, stream: int, samples: int) -> List[Dict[str, Any]]:
     """Each kernel of a plan alone, in plan order, after the whole plan has run (its inputs, the
     workspace the kernels before it wrote, are in place): where a multi-kernel backward's time goes."""
-    from torch_bench import event_ms
+    from providers import event_ms
     out = []
     for launch in plan:
         launch(stream)  # one untimed launch: the module's first-launch costs

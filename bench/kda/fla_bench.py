@@ -51,7 +51,9 @@ from kda_bench_core import (CUTLASS_MS, HEAD_DIM, TARGETS_FLA_MS, BenchError, Pr
                             scenario_number, select_shapes, sequences, shape_of, tolerance)
 from kda_report import FLA, FLA_SAFE, markdown_report, short_table  # noqa: E402
 from launch_json import BuildDir, LaunchFormatError, ShapeSpec, load_build_dir, parse_candidate_arg  # noqa: E402
-from torch_bench import ErrorAcc, Provider, calibrate, load_exports, nvidia_driver, time_round_robin  # noqa: E402
+from providers import Provider, calibrate, time_round_robin  # noqa: E402
+from rmsnorm_checks import ErrorAcc  # noqa: E402
+from torch_bench import load_exports, nvidia_driver  # noqa: E402
 
 DEVICE = "cuda"  # the tests run the torch parts on "cpu"
 

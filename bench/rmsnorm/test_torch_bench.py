@@ -28,6 +28,8 @@ import bench_report  # noqa: E402
 import bench_stats  # noqa: E402
 import cuda_ctypes  # noqa: E402
 import launch_json  # noqa: E402
+import providers  # noqa: E402
+import rmsnorm_checks  # noqa: E402
 import torch_bench  # noqa: E402
 
 try:
@@ -198,7 +200,7 @@ class ReferenceOutputsTest(unittest.TestCase):
             made.append((i, object()))
             return made[-1][1]
         with mock.patch.dict(sys.modules, {"torch": fake}):
-            p = torch_bench.Provider("ref", step, 3)
+            p = providers.Provider("ref", step, 3)
             p.hold = hold
             p.run(calls)
         return p, made
@@ -399,9 +401,9 @@ class BenchTest(unittest.TestCase):
         args = torch_bench.parse_args(["--candidate", "a=/x", "--out", "/o"])
         self.assertEqual((args.samples, args.graph, args.commit), (30, False, "unknown"))
         t = launch_json.parse_launch(launch_doc(), "s", "/s").shapes[0].tensor("out")
-        self.assertEqual(torch_bench.tolerance(t, args), (0.005, 0.01))
+        self.assertEqual(rmsnorm_checks.tolerance(t, args), (0.005, 0.01))
         args.rel_l2 = 1e-2
-        self.assertEqual(torch_bench.tolerance(t, args), (1e-2, 0.01))
+        self.assertEqual(rmsnorm_checks.tolerance(t, args), (1e-2, 0.01))
         with self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as err:
             torch_bench.parse_args(["--candidate", "a=/x", "--out", "/o", "--samples", "10"])
         self.assertIn("--samples must be at least 30", err.getvalue())
@@ -515,15 +517,15 @@ class BackwardPureTest(unittest.TestCase):
             torch_bench.rmsnorm_options(b)
 
     def test_check_blocks(self):
-        all_rows = torch_bench.check_blocks(100, 10, 0, block_elems=200)
+        all_rows = rmsnorm_checks.check_blocks(100, 10, 0, block_elems=200)
         self.assertEqual(all_rows, [(0, 20, True), (20, 40, True), (40, 60, True), (60, 80, True), (80, 100, True)])
-        some = torch_bench.check_blocks(100, 10, 30, block_elems=200)
+        some = rmsnorm_checks.check_blocks(100, 10, 30, block_elems=200)
         self.assertEqual([b[:2] for b in some], [b[:2] for b in all_rows])  # dw needs every row
         self.assertEqual([b[2] for b in some], [True, False, False, False, True])
-        self.assertEqual([b[2] for b in torch_bench.check_blocks(100, 10, 50, block_elems=200)],
+        self.assertEqual([b[2] for b in rmsnorm_checks.check_blocks(100, 10, 50, block_elems=200)],
                          [True, False, True, False, True])
-        self.assertTrue(all(b[2] for b in torch_bench.check_blocks(100, 10, 100, block_elems=200)))
-        big = torch_bench.check_blocks(8192, 262144, 4096)
+        self.assertTrue(all(b[2] for b in rmsnorm_checks.check_blocks(100, 10, 100, block_elems=200)))
+        big = rmsnorm_checks.check_blocks(8192, 262144, 4096)
         self.assertEqual((len(big), big[0][:2], big[-1][:2]), (64, (0, 128), (8064, 8192)))
         self.assertEqual(sum(b[1] - b[0] for b in big if b[2]), 4096)
 
@@ -587,7 +589,7 @@ class BackwardTorchTest(unittest.TestCase):
         self.assertFalse(torch.equal(st["x"], torch_bench.make_bwd_inputs(s, 4, 1e-6, device="cpu")["x"]))
         # the block-by-block rstd equals one pass
         x = st["x"]
-        self.assertTrue(torch.equal(torch_bench.real_rstd(x, 1e-6, block_elems=80), torch_bench.real_rstd(x, 1e-6)))
+        self.assertTrue(torch.equal(rmsnorm_checks.real_rstd(x, 1e-6, block_elems=80), rmsnorm_checks.real_rstd(x, 1e-6)))
 
     def test_eager_formula_against_fp64(self):
         torch.manual_seed(0)
@@ -595,10 +597,10 @@ class BackwardTorchTest(unittest.TestCase):
         x = torch.randn(m, n).to(torch.bfloat16)
         dout = torch.randn(m, n).to(torch.bfloat16)
         w = 1.0 + 0.5 * torch.randn(n)
-        rstd = torch_bench.real_rstd(x, 1e-6)
-        dx, dw = torch_bench.rmsnorm_bwd_torch(x, w, dout, rstd)
+        rstd = rmsnorm_checks.real_rstd(x, 1e-6)
+        dx, dw = rmsnorm_checks.rmsnorm_bwd_torch(x, w, dout, rstd)
         self.assertEqual((dx.dtype, dw.dtype, dx.shape, dw.shape), (torch.bfloat16, torch.float32, (m, n), (n,)))
-        rdx, rdw = torch_bench.rmsnorm_bwd_reference(x, w, dout, rstd)
+        rdx, rdw = rmsnorm_checks.rmsnorm_bwd_reference(x, w, dout, rstd)
         # fp64 autograd of the forward agrees with the closed form
         xd = x.double().requires_grad_(True)
         wd = w.double().requires_grad_(True)
@@ -608,21 +610,21 @@ class BackwardTorchTest(unittest.TestCase):
         self.assertLess(float((gw - rdw).norm() / gw.norm()), 1e-6)
         self.assertLess(float((dx.double() - rdx).norm() / rdx.norm()), 5e-3)
         self.assertLess(float((dw.double() - rdw).norm() / rdw.norm()), 1e-5)
-        ndx, ndw = torch_bench.rmsnorm_bwd_torch(x, None, dout, rstd)
+        ndx, ndw = rmsnorm_checks.rmsnorm_bwd_torch(x, None, dout, rstd)
         self.assertIsNone(ndw)
-        self.assertLess(float((ndx.double() - torch_bench.rmsnorm_bwd_reference(x, None, dout, rstd)[0]).norm()
+        self.assertLess(float((ndx.double() - rmsnorm_checks.rmsnorm_bwd_reference(x, None, dout, rstd)[0]).norm()
                               / ndx.double().norm()), 5e-3)
 
     def test_compare_bwd_flags_wrong_outputs(self):
         s = self.small_shape(50, 64)
         st = torch_bench.make_bwd_inputs(s, 1, 1e-6, device="cpu")
-        dx, dw = torch_bench.rmsnorm_bwd_torch(st["x"], st["w"], st["dout"], st["rstd"])
+        dx, dw = rmsnorm_checks.rmsnorm_bwd_torch(st["x"], st["w"], st["dout"], st["rstd"])
         bad_dx = dx.clone()
         bad_dx[37, 5] += 4.0
         nan_dw = dw.clone()
         nan_dw[3] = float("nan")
         args = torch_bench.parse_args(["--candidate", "a=/x", "--out", "/o", "--check-rows", "0"])
-        r = torch_bench.compare_bwd(s, st, {"good": {"dx": dx, "dw": dw}, "bad": {"dx": bad_dx, "dw": dw * 1.001},
+        r = rmsnorm_checks.compare_bwd(s, st, {"good": {"dx": dx, "dw": dw}, "bad": {"dx": bad_dx, "dw": dw * 1.001},
                                             "nan": {"dx": dx, "dw": nan_dw}}, args)
         self.assertTrue(r["good"]["dx"]["ok"] and r["good"]["dw"]["ok"], r["good"])
         self.assertEqual(r["good"]["dx"]["rows_checked"], 50)
@@ -661,7 +663,7 @@ class BackwardShapeFakeCudaTest(unittest.TestCase):
             (e0, p, shape), (e1, _, _) = plan
             launches.append((e0, e1, p["dw_partial"]))
             v = {t.name: view(p[t.name], t) for t in shape.tensors}
-            dx, dw = torch_bench.rmsnorm_bwd_torch(v["x"], v["w"], v["dout"], v["rstd"])
+            dx, dw = rmsnorm_checks.rmsnorm_bwd_torch(v["x"], v["w"], v["dout"], v["rstd"])
             v["dx"].copy_(dx)
             v["dw_partial"][:2].zero_()
             v["dw"].copy_(dw if not bad else dw + 1.0)
