@@ -12,6 +12,7 @@ PACKAGES=(
   libtbb-dev libeigen3-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
   libsqlite3-dev libcurl4-openssl-dev libssl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libboost-context-dev  # fibers for the KDA kernels run on the CPU in the tests
   openmpi-bin libopenmpi-dev  # campaigns across ranks and hosts (cluster/, docs/distributed.md)
   clang-19 llvm-19 lld-19 libclang-rt-19-dev
   chromium  # headless: renders ptxevo report's HTML in report/tests/report_render_test.cpp

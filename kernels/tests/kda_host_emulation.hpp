@@ -7,8 +7,10 @@
 // mma.sync, %dynamic_smem_size, trap) for the CPU versions below. Everything else is the
 // kernel's own code: the shared-memory layout, the fragment loads, the per-warp tile assignment,
 // the barriers, the masking of partial chunks, the indexing of q/k/v/g/beta/out and the V-first
-// states. Each CUDA thread of a CTA is a ucontext coroutine on one OS thread; __syncthreads and
-// the warp-collective primitives switch between them, so a missing barrier, a warp-divergent
+// states. Each CUDA thread of a CTA is a coroutine on one OS thread (a Boost.Context fiber;
+// ucontext under AddressSanitizer, which follows stack switches only through the swapcontext it
+// intercepts: glibc's swapcontext makes a system call per switch, which took 80% of these tests'
+// time); __syncthreads and the warp-collective primitives switch between them, so a missing barrier, a warp-divergent
 // shuffle or mma (deadlock), an out-of-bounds shared-memory layout (guard bytes), a misaligned
 // cp.async or vector access, and an unwritten output element (NaN poison) all fail here.
 // cp.async lands late (at the issuing thread's next barrier or at its wait, at random) and each
@@ -35,7 +37,19 @@
 #include <gtest/gtest.h>
 
 #include <cuda_bf16.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define KDA_HOST_UCONTEXT 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KDA_HOST_UCONTEXT 1
+#endif
+#endif
+#if KDA_HOST_UCONTEXT
 #include <ucontext.h>
+#else
+#include <boost/context/fiber.hpp>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -83,7 +97,12 @@ struct WgOp {
 };
 
 struct Thread {
+#if KDA_HOST_UCONTEXT
   ucontext_t ctx{};
+#else
+  boost::context::fiber fiber;      // this thread, suspended while the scheduler runs
+  boost::context::fiber scheduler;  // the scheduler, suspended while this thread runs
+#endif
   std::vector<WgOp> wg_pending;
   int wg_committed = 0;
   std::vector<char> stack;
@@ -108,7 +127,9 @@ struct Cta {
   int nthreads = 0;
   Dim3 bid, grid;
   std::vector<Thread> threads = std::vector<Thread>(kMaxThreads);
+#if KDA_HOST_UCONTEXT
   ucontext_t scheduler{};
+#endif
   int current = 0;
   int cta_arrived = 0;
   int warp_arrived[kMaxThreads / 32] = {};
@@ -126,6 +147,16 @@ struct Cta {
 inline Cta g_cta;
 
 inline Thread& self() { return g_cta.threads[static_cast<std::size_t>(g_cta.current)]; }
+
+// Suspends the calling thread; returns when the scheduler runs it again.
+inline void yield_to_scheduler() {
+#if KDA_HOST_UCONTEXT
+  swapcontext(&self().ctx, &g_cta.scheduler);
+#else
+  Thread& th = self();
+  th.scheduler = std::move(th.scheduler).resume();
+#endif
+}
 inline void fault(const std::string& why) {
   if (g_cta.fault.empty()) g_cta.fault = why;
 }
@@ -150,7 +181,7 @@ inline void arrive(int& count, int size, int first, int stride_end) {
     return;
   }
   self().waiting = true;
-  swapcontext(&self().ctx, &g_cta.scheduler);
+  yield_to_scheduler();
 }
 inline void syncthreads() { arrive(g_cta.cta_arrived, g_cta.nthreads, 0, g_cta.nthreads); }
 inline void syncwarp() {
@@ -165,6 +196,48 @@ inline void trampoline() {
   self().done = true;
 }
 
+#if !KDA_HOST_UCONTEXT
+// A fiber's stack is its Thread's `stack`, which outlives it: nothing to allocate or free.
+struct BorrowedStack {
+  boost::context::stack_context allocate() { throw std::logic_error("BorrowedStack allocates nothing"); }
+  void deallocate(boost::context::stack_context&) noexcept {}
+};
+#endif
+
+// Makes `th` start at trampoline() when the scheduler first runs it.
+inline void start_thread(Thread& th) {
+#if !KDA_HOST_UCONTEXT
+  th.fiber = {};  // a thread a deadlocked CTA left waiting unwinds on its stack before the stack is reused
+#endif
+  th.stack.resize(kStackBytes);
+#if KDA_HOST_UCONTEXT
+  getcontext(&th.ctx);
+  th.ctx.uc_stack.ss_sp = th.stack.data();
+  th.ctx.uc_stack.ss_size = th.stack.size();
+  th.ctx.uc_link = &g_cta.scheduler;
+  makecontext(&th.ctx, trampoline, 0);
+#else
+  boost::context::stack_context sc;
+  sc.size = th.stack.size();
+  sc.sp = th.stack.data() + th.stack.size();
+  th.fiber = boost::context::fiber(std::allocator_arg, boost::context::preallocated(sc.sp, sc.size, sc), BorrowedStack{},
+                                   [&th](boost::context::fiber&& scheduler) {
+                                     th.scheduler = std::move(scheduler);
+                                     trampoline();
+                                     return std::move(th.scheduler);
+                                   });
+#endif
+}
+
+// Runs `th` until it waits or ends.
+inline void run_thread(Thread& th) {
+#if KDA_HOST_UCONTEXT
+  swapcontext(&g_cta.scheduler, &th.ctx);
+#else
+  th.fiber = std::move(th.fiber).resume();
+#endif
+}
+
 // Runs body() once per thread of a CTA of `nthreads` threads with block index `bid`.
 inline void run_cta(int nthreads, Dim3 bid, unsigned int dyn_smem, std::function<void()> body) {
   g_cta.nthreads = nthreads;
@@ -177,7 +250,6 @@ inline void run_cta(int nthreads, Dim3 bid, unsigned int dyn_smem, std::function
   g_cta.mbars.clear();
   for (int t = 0; t < nthreads; ++t) {
     Thread& th = g_cta.threads[static_cast<std::size_t>(t)];
-    th.stack.resize(kStackBytes);
     th.tid = {static_cast<unsigned>(t), 0, 0};
     th.done = false;
     th.pending.clear();
@@ -185,11 +257,7 @@ inline void run_cta(int nthreads, Dim3 bid, unsigned int dyn_smem, std::function
     th.wg_pending.clear();
     th.wg_committed = 0;
     th.waiting = false;
-    getcontext(&th.ctx);
-    th.ctx.uc_stack.ss_sp = th.stack.data();
-    th.ctx.uc_stack.ss_size = th.stack.size();
-    th.ctx.uc_link = &g_cta.scheduler;
-    makecontext(&th.ctx, trampoline, 0);
+    start_thread(th);
   }
   // Each pass visits the threads in a fresh random order (fixed seed), so that a missing barrier
   // shows whichever warp the kernel wrongly assumes to be ahead.
@@ -214,7 +282,7 @@ inline void run_cta(int nthreads, Dim3 bid, unsigned int dyn_smem, std::function
         continue;
       }
       g_cta.current = t;
-      swapcontext(&g_cta.scheduler, &th.ctx);
+      run_thread(th);
       ran = true;
     }
     if (all_done) return;
@@ -453,7 +521,7 @@ inline void mbar_wait(SmemAddr bar, unsigned int parity) {
       fault("mbarrier wait on a phase that never completes");
       return;
     }
-    swapcontext(&self().ctx, &g_cta.scheduler);  // yield: the issuing thread may not have run yet
+    yield_to_scheduler();  // the issuing thread may not have run yet
   }
 }
 
