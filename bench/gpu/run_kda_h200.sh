@@ -23,7 +23,9 @@
 #   "chunked" is the spec's defaults, FUSED = 0, CHUNK 16, BV 64, STAGE 2, BULK 1,
 #   WY_IN_RECURRENCE 1 (v read by the recurrence), WY_TENSOR_CORES 0, STATE_HI_LO 0, MMA sync],
 #   KDA_RECURRENT [0: 1 also builds and times the recurrent seed],
-#   KDA_BENCH_ARGS (more fla_bench.py options, e.g. "--fla-safe-gate").
+#   KDA_BENCH_ARGS (more fla_bench.py options, e.g. "--fla-safe-gate"),
+#   KDA_NO_FLASHKDA [0: with .gpu/anchors/FlashKDA.tgz (scripts/pack_gpu_bundle.sh,
+#   PTXEVO_EXPERT_FLASHKDA) FlashKDA is built and timed live beside the candidates; 1 leaves it out].
 # The device command, with the carry list [".gpu", ".whl"]:
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
 #     && export PYTHONPATH=/tmp/site && bench/gpu/run_kda_h200.sh auto
@@ -156,11 +158,16 @@ else
   fla_timeout=$(( ${KDA_TOTAL_S:-510} - (SECONDS - t_start) - 5 ))
   [ -n "${KDA_FLA_TIMEOUT:-}" ] && [ "$KDA_FLA_TIMEOUT" -lt "$fla_timeout" ] && fla_timeout="$KDA_FLA_TIMEOUT"
   [ "$fla_timeout" -lt 60 ] && fla_timeout=60
+  flashkda_args=()
+  if [ "${KDA_NO_FLASHKDA:-0}" != 1 ] && [ -f .gpu/anchors/FlashKDA.tgz ]; then
+    mkdir -p /tmp/flashkda && tar -C /tmp/flashkda -xzf .gpu/anchors/FlashKDA.tgz && flashkda_args=(--flashkda /tmp/flashkda)
+  fi
+  [ ${#flashkda_args[@]} -eq 0 ] && steps+=("FlashKDA not in the bundle: no FlashKDA/ours column")
   echo "== fla_bench.py (timeout ${fla_timeout} s)"
   # The whole output goes to kda_fla.log; the console leaves out Triton's autotuning lines.
   # shellcheck disable=SC2086
   timeout -k 15 "$fla_timeout" python3 bench/kda/fla_bench.py --commit "$commit" "${cands[@]}" \
-    --out "$out/kda_fla" --budget-s $(( fla_timeout - 15 )) ${KDA_BENCH_ARGS:-} 2>&1 | tee "$out/kda_fla.log" |
+    --out "$out/kda_fla" --budget-s $(( fla_timeout - 15 )) "${flashkda_args[@]}" ${KDA_BENCH_ARGS:-} 2>&1 | tee "$out/kda_fla.log" |
     grep --line-buffered -v -E "^ *\[preflight\] (Triton autotuning for|with key as|finished after|best config selected)"
   rc=${PIPESTATUS[0]}
   steps+=("fla_bench rc=$rc (0 ok, 1 a candidate failed or an error, 3 FLA missing somewhere, 124 timed out)")
@@ -172,6 +179,6 @@ printf '  %s\n' "${steps[@]}"
 autotune_save "$out"
 echo "== gate test summary"
 grep -E "verdict|^\[ *(OK|FAILED) *\]" "$out/kda_gpu_tests.log" 2>/dev/null | tail -n 12
-echo "== KDA forward, ms (FLA/ours, CUTLASS/ours: > 1 means ours is faster)"
+echo "== KDA forward, ms (FLA/ours, FlashKDA/ours: > 1 means ours is faster)"
 cat "$out/kda_fla/summary.txt" 2>/dev/null || echo "(no fla_bench results)"
 exit 0

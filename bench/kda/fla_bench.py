@@ -28,7 +28,6 @@ import argparse
 import datetime
 import inspect
 import json
-import math
 import os
 import platform
 import queue
@@ -45,7 +44,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.join(HERE, "..", "rmsnorm"))
 
 from bench_stats import paired_ratio, pool_sets, sets_that_fit, summarize  # noqa: E402
-from kda_bench_core import (CUTLASS_MS, HEAD_DIM, TARGETS_FLA_MS, BenchError, Preflight,  # noqa: E402
+from kda_bench_core import (HEAD_DIM, BenchError, Preflight,  # noqa: E402
                             check_candidates_agree, check_shape, child_deadline, cu_seqlens, dims_of,
                             enough_time, fla_kwargs, format_event, kda_options, scenario_label,
                             scenario_number, select_shapes, sequences, shape_of, tolerance)
@@ -484,8 +483,6 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
     n = scenario_number(shape, opts)
     row: Dict[str, Any] = {"shape": key, "scenario": n, "label": scenario_label(shape), "dims": shape.dims,
                            "bytes": shape.bytes, "flops": shape.flops,
-                           "cutlass_ms": CUTLASS_MS.get(n) if n else None,
-                           "targets_fla_ms": TARGETS_FLA_MS.get(n) if n else None,
                            "providers": {}, "checks": {}, "vs_fla": {}, "ratios": {}, "failed": {}, "errors": [],
                            "fla": {}}
     for f, st in fla_state.items():
@@ -656,8 +653,7 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
     for label in [b.label for b in alive] + alive_exports:
         if label not in row["providers"]:
             continue
-        med = row["providers"][label]["median"]
-        r: Dict[str, Any] = {"cutlass_over_ours": row["cutlass_ms"] / med if row["cutlass_ms"] else None}
+        r: Dict[str, Any] = {}
         for f in row["fla"]:
             if f in row["providers"]:
                 r[("fla" if f == FLA else f) + "_over_ours"] = paired_ratio(times[f], times[label])
@@ -667,8 +663,6 @@ def run_shape(key: str, builds: Sequence[BuildDir], modules: Dict[str, Any], opt
             # the export against the first candidate (the same kernels): > 1 the export is faster
             r["candidate_over_export"] = paired_ratio(times[builds[0].label], times[label])
         row["ratios"][label] = r
-    if FLA in row["providers"] and row["targets_fla_ms"]:
-        row["fla_vs_targets"] = row["providers"][FLA]["median"] / row["targets_fla_ms"]
     del ref
     return row
 
@@ -771,13 +765,8 @@ def final_notes(rows: Sequence[Dict[str, Any]], base: Sequence[str]) -> List[str
                 notes.append(f"{r['label']}: {f} not timed: {st.get('status')} {st.get('message', '')}".rstrip())
         for e in r["errors"]:
             notes.append(f"{r['label']}: {e}")
-    vs = [r["fla_vs_targets"] for r in rows if r.get("fla_vs_targets")]
-    if vs:
-        g = math.exp(sum(math.log(v) for v in vs) / len(vs))
-        notes.append(f"our FLA medians / docs/targets.md's FLA column: geomean {g:.3f} over {len(vs)} scenarios "
-                     "(1: this run's FLA is as fast as docs/targets.md measured it)")
-    notes.append(f"{FLA}/ours = median over rounds of FLA's ms / the candidate's ms, timed in the same round; "
-                 "CUTLASS/ours = docs/targets.md's CUTLASS ms / the candidate's median (> 1: the candidate is faster)")
+    notes.append(f"{FLA}/ours and FlashKDA/ours = median over rounds of the provider's ms / the candidate's ms, "
+                 "timed in the same round (> 1: the candidate is faster); FlashKDA only where --flashkda ran it")
     return notes
 
 

@@ -1,6 +1,5 @@
 """The pure parts of fla_bench.py (no torch): the kda_fwd op's options, tensors and sequences as
-kernels/kda/kda_fwd_op.cpp lays them out, the six docs/targets.md scenarios and their reference
-numbers, the arguments of flash-linear-attention's chunk_kda, the time budget, and the line
+kernels/kda/kda_fwd_op.cpp lays them out, the six docs/targets.md scenarios, the arguments of flash-linear-attention's chunk_kda, the time budget, and the line
 protocol of the preflight process.
 """
 
@@ -13,14 +12,6 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from launch_json import BuildDir, ShapeSpec, TensorSpec
 
 HEAD_DIM = 128
-
-# Reference data: docs/targets.md, "Kimi Delta Attention forward, bf16, K = V = 128, lower-bound
-# gate -5, fp32 state in and out (ms)", measured on an H200. Keyed by scenario number
-# (1-6, the rows of that table). CUTLASS_MS is the "CUTLASS expert kernel" column (FlashKDA), the
-# target; TARGETS_FLA_MS the "Triton (flash-linear-attention chunk_kda)" column, for comparing our
-# own FLA measurement with it.
-CUTLASS_MS = {1: 1.40, 2: 1.39, 3: 1.20, 4: 1.20, 5: 1.01, 6: 0.81}
-TARGETS_FLA_MS = {1: 2.92, 2: 2.98, 3: 2.95, 4: 1.95, 5: 2.03, 6: 1.98}
 
 # The packed length sets by sequence count (kernels/kda/kda_shape.cpp, length_sets()): a shape
 # with B = 1 and N > 1 packs these N sequences, with cu_seqlens their running sums.
@@ -145,8 +136,8 @@ def scenario_number(shape: ShapeSpec, opts: Dict[str, Any]) -> Optional[int]:
 
 
 def targets_config(opts: Dict[str, Any]) -> bool:
-    """docs/targets.md's KDA numbers hold for the lower-bound gate at -5, fp32 state in and out and
-    the default scale only."""
+    """The six scenarios are defined for the lower-bound gate at -5, fp32 state in and out and the
+    default scale only (FlashKDA's configuration)."""
     return (opts["gate"] == "lower_bound" and opts["lower_bound"] == -5.0 and opts["initial_state"]
             and opts["final_state"] and opts["scale"] == float32(1.0 / math.sqrt(HEAD_DIM)))
 

@@ -48,34 +48,30 @@ def ratio_of(row: Dict[str, Any], label: str, what: str) -> Optional[float]:
 
 
 def time_table(rows: Sequence[Dict[str, Any]], labels: Sequence[str], fla_names: Sequence[str]) -> str:
-    """One line per scenario: FLA's time(s), docs/targets.md's FLA and CUTLASS times, then per candidate
-    its median [95% CI], FLA / ours (median of paired ratios: > 1 means ours is faster) and
-    CUTLASS / ours: FlashKDA run live in the same process (paired, when it was: --flashkda), else
-    docs/targets.md's time over our median (marked "docs"). The last line holds geometric means."""
+    """One line per scenario: FLA's time(s), then per candidate its median [95% CI], FLA / ours and
+    FlashKDA / ours (medians of paired ratios from the same process: > 1 means ours is faster; "—"
+    where FlashKDA did not run, --flashkda). The last line holds geometric means."""
     head = ["#", "scenario"] + [f"{f} ms [95% CI]" for f in fla_names]
-    head += ["FLA ms (docs/targets.md)", "CUTLASS ms (docs/targets.md)"]
     for l in labels:
-        head += [f"{l} ms [95% CI]", f"{l}: {FLA}/ours", f"{l}: CUTLASS/ours"]
+        head += [f"{l} ms [95% CI]", f"{l}: {FLA}/ours", f"{l}: FlashKDA/ours"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     geo: Dict[str, List[float]] = {}
     for r in rows:
         cells = [str(r.get("scenario") or ""), r.get("label", r["shape"])]
         for f in fla_names:
             cells.append(_ms_ci(r, f) if f in r.get("providers", {}) else _why_missing(r, f))
-        cells += [_ms(r.get("targets_fla_ms")), _ms(r.get("cutlass_ms"))]
         for l in labels:
             if l not in r.get("providers", {}):
                 cells += [_why_missing(r, l), "—", "—"]
                 continue
-            vs_fla, vs_live = ratio_of(r, l, "fla_over_ours"), ratio_of(r, l, "flashkda_over_ours")
-            vs_cut = vs_live if vs_live is not None else ratio_of(r, l, "cutlass_over_ours")
+            vs_fla, vs_cut = ratio_of(r, l, "fla_over_ours"), ratio_of(r, l, "flashkda_over_ours")
             for name, v in (("fla", vs_fla), ("cutlass", vs_cut)):
                 if v is not None and math.isfinite(v):
                     geo.setdefault(f"{l}/{name}", []).append(v)
-            cells += [_ms_ci(r, l), _x(vs_fla), _x(vs_cut) + ("" if vs_live is not None or vs_cut is None else " docs")]
+            cells += [_ms_ci(r, l), _x(vs_fla), _x(vs_cut)]
         lines.append("| " + " | ".join(cells) + " |")
     if rows:
-        cells = ["", "geomean"] + [""] * len(fla_names) + ["", ""]
+        cells = ["", "geomean"] + [""] * len(fla_names)
         for l in labels:
             cells.append("")
             for what in ("fla", "cutlass"):
@@ -134,8 +130,8 @@ def markdown_report(env: Dict[str, Any], rows: Sequence[Dict[str, Any]], labels:
 
 def short_table(rows: Sequence[Dict[str, Any]], labels: Sequence[str]) -> str:
     """Plain text for the end of a log: per scenario FLA's median and each candidate's median with
-    FLA/ours and CUTLASS/ours (FlashKDA live and paired when it ran, as in time_table; else
-    docs/targets.md's time, marked with a "d"); geomeans last."""
+    FLA/ours and FlashKDA/ours (live and paired, as in time_table; "—" where it did not run);
+    geomeans last."""
     lines = []
     head = f"{'#':>2} {'scenario':<32} {'FLA ms':>8}" + "".join(f" {l[:23]:>23}" for l in labels)
     lines.append(head)
@@ -149,14 +145,13 @@ def short_table(rows: Sequence[Dict[str, Any]], labels: Sequence[str]) -> str:
             if not p:
                 line += f" {_why_missing(r, l):>23}"
                 continue
-            a, live = ratio_of(r, l, "fla_over_ours"), ratio_of(r, l, "flashkda_over_ours")
-            c = live if live is not None else ratio_of(r, l, "cutlass_over_ours")
+            a, c = ratio_of(r, l, "fla_over_ours"), ratio_of(r, l, "flashkda_over_ours")
             for name, v in (("fla", a), ("cut", c)):
                 if v is not None and math.isfinite(v):
                     geo.setdefault(f"{l}/{name}", []).append(v)
-            line += f" {p['median']:7.3f} {_x(a):>6} {_x(c) + ('' if live is not None or c is None else 'd'):>7}"
+            line += f" {p['median']:7.3f} {_x(a):>6} {_x(c):>7}"
         lines.append(line)
-    line = f"{'':>2} {'geomean (FLA/ours, CUTLASS/ours)':<32} {'':>8}"
+    line = f"{'':>2} {'geomean (FLA/ours, FlashKDA/ours)':<32} {'':>8}"
     for l in labels:
         a, c = geo.get(f"{l}/fla"), geo.get(f"{l}/cut")
         line += f" {'':>7} {_x(geomean(a)) if a else '—':>6} {_x(geomean(c)) if c else '—':>7}"

@@ -25,8 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.join(HERE, "..", "rmsnorm"))
 
-from kda_bench_core import (CUTLASS_MS, kda_options, scenario_label, scenario_number,  # noqa: E402
-                            select_shapes, shape_of)
+from kda_bench_core import kda_options, scenario_label, scenario_number, select_shapes, shape_of  # noqa: E402
 from launch_json import load_build_dir, parse_candidate_arg  # noqa: E402
 
 
@@ -46,15 +45,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 def table(rows: Sequence[Dict[str, Any]]) -> str:
     """Markdown: one line per (shape, candidate), the kernels' ms in plan order, their sum and the
-    whole plan, and the CUTLASS column's ratio where the shape is a docs/targets.md scenario."""
-    lines = ["| shape | candidate | kernels (ms each, alone) | sum | plan | CUTLASS / plan |",
-             "|---|---|---|---|---|---|"]
+    whole plan (FlashKDA beside them: fla_bench.py --flashkda)."""
+    lines = ["| shape | candidate | kernels (ms each, alone) | sum | plan |", "|---|---|---|---|---|"]
     for r in rows:
         parts = ", ".join(f"{k['entry']} {k['ms']:.3f}" for k in r["kernels"])
         total = sum(k["ms"] for k in r["kernels"])
-        cut = r.get("cutlass_ms")
-        ratio = f"{cut / r['plan_ms']:.2f}x" if cut and r["plan_ms"] > 0 else "-"
-        lines.append(f"| {r['label']} | {r['candidate']} | {parts} | {total:.3f} | {r['plan_ms']:.3f} | {ratio} |")
+        lines.append(f"| {r['label']} | {r['candidate']} | {parts} | {total:.3f} | {r['plan_ms']:.3f} |")
     return "\n".join(lines)
 
 
@@ -99,7 +95,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             med = [statistics.median(times[i]) for i in range(len(steps))]
             kern = shape_of(b, key).kernels
             rows.append({"shape": key, "label": scenario_label(shape), "scenario": n, "candidate": b.label,
-                         "cutlass_ms": CUTLASS_MS.get(n) if n else None,
                          "kernels": [{"entry": k.entry, "grid": list(k.grid), "block": list(k.block),
                                       "shared_bytes": k.shared_bytes, "ms": med[i]} for i, k in enumerate(kern)],
                          "plan_ms": med[-1], "spread": {s[0]: [min(times[i]), max(times[i])] for i, s in enumerate(steps)}})

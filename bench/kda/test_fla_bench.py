@@ -137,7 +137,7 @@ class OptionsAndShapesTest(unittest.TestCase):
                 core.sequences(*bad)
             self.assertIn(msg, str(cm.exception))
 
-    def test_scenarios_and_targets(self):
+    def test_scenarios(self):
         b = build()
         o = core.kda_options(b)
         self.assertEqual([core.scenario_number(s, o) for s in b.shapes], [1, 2, 3, 4, 5, 6])
@@ -146,15 +146,6 @@ class OptionsAndShapesTest(unittest.TestCase):
                           "H=64 1300,547,2048,963,271,3063", "H=64 8x1024"])
         soft = build(doc={**kda_doc(), "config": {"gate": "softplus"}})
         self.assertIsNone(core.scenario_number(soft.shapes[0], core.kda_options(soft)))
-        # docs/targets.md: the CUTLASS kernel is faster than FLA in every scenario, and 1.5x faster
-        # than it means 0.54 to 0.93 ms
-        for n in range(1, 7):
-            self.assertLess(core.CUTLASS_MS[n], core.TARGETS_FLA_MS[n])
-        with open(os.path.join(REPO, "docs", "targets.md")) as f:
-            text = f.read()
-        for n in range(1, 7):
-            self.assertRegex(text, r"\| %d \| \d+ \| [^|]+ \| %.2f \| %.2f \|" % (
-                n, core.CUTLASS_MS[n], core.TARGETS_FLA_MS[n]))
 
     def test_check_shape(self):
         b = build()
@@ -442,10 +433,9 @@ class PreflightProcessTest(unittest.TestCase):
 
 # ---------------------------------------------------------------- the report
 
-def row(n, label, fla_ms=2.9, ours=None, failed=None, fla_status="timed"):
+def row(n, label, fla_ms=2.9, ours=None, failed=None, fla_status="timed", flashkda_ms=None):
     ours = ours or {}
-    r = {"shape": f"key{n}", "scenario": n, "label": label, "cutlass_ms": core.CUTLASS_MS.get(n),
-         "targets_fla_ms": core.TARGETS_FLA_MS.get(n), "providers": {}, "ratios": {}, "failed": failed or {},
+    r = {"shape": f"key{n}", "scenario": n, "label": label, "providers": {}, "ratios": {}, "failed": failed or {},
          "fla": {"fla": {"status": fla_status, "message": ""}}, "checks": {}, "vs_fla": {}, "errors": [],
          "reference": {"what": "fp64 recurrence, all heads"}}
     if fla_ms:
@@ -453,8 +443,9 @@ def row(n, label, fla_ms=2.9, ours=None, failed=None, fla_status="timed"):
         r["checks"]["fla"] = {"out": {"rel_l2": 4e-3, "ok": True}, "final_state": {"rel_l2": 1e-3, "ok": True}}
     for l, ms in ours.items():
         r["providers"][l] = {"median": ms, "ci_low": ms * 0.99, "ci_high": ms * 1.01}
-        r["ratios"][l] = {"cutlass_over_ours": r["cutlass_ms"] / ms,
-                          "fla_over_ours": {"ratio": fla_ms / ms, "ci_low": 1, "ci_high": 2} if fla_ms else None}
+        r["ratios"][l] = {"fla_over_ours": {"ratio": fla_ms / ms, "ci_low": 1, "ci_high": 2} if fla_ms else None}
+        if flashkda_ms:
+            r["ratios"][l]["flashkda_over_ours"] = {"ratio": flashkda_ms / ms, "ci_low": 1, "ci_high": 2}
         r["checks"][l] = {"out": {"rel_l2": 2e-3, "ok": True}, "final_state": {"rel_l2": 2e-6, "ok": True}}
         r["vs_fla"][l] = {"out": 4e-3, "final_state": 1e-3}
     return r
@@ -462,18 +453,17 @@ def row(n, label, fla_ms=2.9, ours=None, failed=None, fla_status="timed"):
 
 class ReportTest(unittest.TestCase):
     def test_tables(self):
-        rows = [row(1, "H=96 8192", 2.8, {"chunked": 1.4, "rec": 7.0}),
+        rows = [row(1, "H=96 8192", 2.8, {"chunked": 1.4, "rec": 7.0}, flashkda_ms=1.4),
                 row(2, "H=96 mixed", None, {"chunked": 1.39}, failed={"rec": "out: rel_l2 0.2"},
-                    fla_status="timeout")]
+                    fla_status="timeout", flashkda_ms=1.39)]
         rows[1]["checks"]["rec"] = {"out": {"rel_l2": 0.2, "ok": False}}
         t = kda_report.time_table(rows, ["chunked", "rec"], ["fla"])
         lines = t.strip().splitlines()
         self.assertEqual(len(lines), 5)
-        self.assertIn("| 1 | H=96 8192 | 2.800 [2.772, 2.828] | 2.920 | 1.400 | 1.400 [1.386, 1.414] | 2.00x | 1.00x docs |",
-                      lines[2])
+        self.assertIn("| 1 | H=96 8192 | 2.800 [2.772, 2.828] | 1.400 [1.386, 1.414] | 2.00x | 1.00x |", lines[2])
         self.assertIn("| timeout |", lines[3])
         self.assertIn("| failed | — | — |", lines[3])
-        # geomeans: chunked FLA/ours over the one scenario with FLA (marked with its count), CUTLASS/ours over both
+        # geomeans: chunked FLA/ours over the one scenario with FLA (marked with its count), FlashKDA/ours over both
         self.assertIn("| 2.00x (1) | 1.00x |", lines[4])
         a = kda_report.accuracy_table(rows, ["chunked", "rec"], ["fla"])
         self.assertIn("| 4.0e-03 / 1.0e-03 | 2.0e-03 / 2.0e-06 |", a)
@@ -487,19 +477,18 @@ class ReportTest(unittest.TestCase):
         self.assertIn("failed", s)
         self.assertEqual(len(s.strip().splitlines()), 4)
 
-    def test_live_flashkda_replaces_the_docs_column(self):
+    def test_flashkda_only_from_the_same_run(self):
         r = row(1, "H=96 8192", 2.8, {"chunked": 1.4})
         r["providers"]["flashkda"] = {"median": 2.1, "ci_low": 2.0, "ci_high": 2.2}
         r["ratios"]["chunked"]["flashkda_over_ours"] = {"ratio": 1.5, "ci_low": 1.4, "ci_high": 1.6}
         t = kda_report.time_table([r], ["chunked"], ["fla"])
         self.assertIn("| 2.00x | 1.50x |", t)
-        self.assertNotIn("docs", t.splitlines()[2])
-        # The log's short table takes the same live ratio (an H100 run printed the docs' H200 one).
         s = kda_report.short_table([r], ["chunked"])
         self.assertIn(" 1.50x", s.splitlines()[1])
-        self.assertNotIn("1.50xd", s)
+        # Without FlashKDA in the run there is no FlashKDA ratio: no earlier numbers stand in.
         del r["ratios"]["chunked"]["flashkda_over_ours"]
-        self.assertRegex(kda_report.short_table([r], ["chunked"]).splitlines()[1], r"\d\.\d\dxd")
+        self.assertIn("| 2.00x | — |", kda_report.time_table([r], ["chunked"], ["fla"]))
+        self.assertRegex(kda_report.short_table([r], ["chunked"]).splitlines()[1], r"2\.00x +—$")
 
     def test_empty(self):
         self.assertEqual(len(kda_report.time_table([], ["a"], ["fla"]).strip().splitlines()), 2)
@@ -802,7 +791,7 @@ class CpuEndToEndTest(unittest.TestCase):
             self.assertEqual(r["providers"]["good"]["n"], 20)
             self.assertEqual(r["fla"]["fla"]["status"], "timed")
             self.assertIn("fla_over_ours", r["ratios"]["good"])
-            self.assertIsNone(r["ratios"]["good"]["cutlass_over_ours"])  # not a docs/targets.md scenario
+            self.assertNotIn("flashkda_over_ours", r["ratios"]["good"])  # FlashKDA did not run
             self.assertGreaterEqual(r["pool_sets"], 2)
         self.assertTrue(all(kw["state_v_first"] and kw["lower_bound"] == -5.0 for kw in self.fla_calls))
         self.assertIn("## Time", md)
@@ -842,14 +831,15 @@ class CpuEndToEndTest(unittest.TestCase):
 
 
 class PhaseTimesTableTest(unittest.TestCase):
-    def test_rows_sum_and_cutlass_ratio(self):
-        md = phase_times.table([{"label": "H=96 8192", "candidate": "c", "plan_ms": 2.0, "cutlass_ms": 1.4,
+    def test_rows_and_sum(self):
+        md = phase_times.table([{"label": "H=96 8192", "candidate": "c", "plan_ms": 2.0,
                                  "kernels": [{"entry": "kda_fwd_prepare", "ms": 1.25},
                                              {"entry": "kda_fwd_recurrence", "ms": 0.75}]},
-                                {"label": "x", "candidate": "d", "plan_ms": 1.0, "cutlass_ms": None,
+                                {"label": "x", "candidate": "d", "plan_ms": 1.0,
                                  "kernels": [{"entry": "k", "ms": 1.0}]}])
-        self.assertIn("| H=96 8192 | c | kda_fwd_prepare 1.250, kda_fwd_recurrence 0.750 | 2.000 | 2.000 | 0.70x |", md)
-        self.assertIn("| x | d | k 1.000 | 1.000 | 1.000 | - |", md)
+        self.assertIn("| H=96 8192 | c | kda_fwd_prepare 1.250, kda_fwd_recurrence 0.750 | 2.000 | 2.000 |", md)
+        self.assertIn("| x | d | k 1.000 | 1.000 | 1.000 |", md)
+        self.assertNotIn("CUTLASS", md)
 
     def test_arguments(self):
         with contextlib.redirect_stderr(io.StringIO()):
