@@ -21,7 +21,7 @@ for b in "${bins[@]}"; do
 done
 # Libraries from Debian that the GPU image lacks (CUDA's own come from its toolkit there).
 for b in "${bins[@]}"; do ldd "build/$b"; done | awk '/=> \// {print $3}' | sort -u |
-  grep -E 'libtbb|libtomlplusplus|libbenchmark|libcrypto|libfmt|libspdlog' | while read -r lib; do
+  grep -E 'libtbb|libtomlplusplus|libbenchmark|libcrypto|libfmt|libspdlog|libboost' | while read -r lib; do
     cp -L "$lib" "$out/lib/"
   done
 # The commit the binaries were built from: the GPU machine's copy of the tree may carry a stale
