@@ -9,6 +9,14 @@ cd "$(dirname "$0")/.."
 CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
 export PATH="$CUDA_HOME/bin:$PATH"
 jobs="$(nproc)"
+# How long each phase took, for keeping CI under its time limit (printed at the end, and as it goes).
+phases=()
+phase_start=$SECONDS
+phase() {
+  phases+=("$(printf '%5d s  %s' $((SECONDS - phase_start)) "$1")")
+  echo "test.sh: ${phases[-1]}"
+  phase_start=$SECONDS
+}
 
 # Tests that only drive NVRTC, nvJitLink and ptxas over many knob combinations (7 minutes under
 # ASan for RMSNorm; the KDA chunked and tcgen05 sweeps; the known-bad kernels' builds), and the
@@ -45,11 +53,14 @@ release_targets=(ptxevo ptxevo_kda_tests ptxevo_kda_bwd_tests ptxevo_kda_referen
   ptxevo_mutators_corpus_tests ptxevo_structural_passes_corpus_tests ptxevo_cost_model_tests ptxevo_cli_tests)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT="$CUDA_HOME" >/dev/null
 cmake --build build --parallel "$jobs" --target "${release_targets[@]}"
+phase "release build"
 ctest --test-dir build -L unit --output-on-failure --parallel "$jobs" -R "$heavy"
+phase "release tests (heavy)"
 # The PTX corpus round trip and the passes over the corpus (label corpus) also run here: they are
 # ptxas-bound (121 s and 71 s under ASan, 84 s for all three here) and the parser stays under the
 # sanitizers through the fuzzer and the IR unit tests.
 ctest --test-dir build -L corpus --output-on-failure --parallel "$jobs"
+phase "corpus tests"
 
 # Line tables (not full debug info) are all a sanitizer report needs for file:line, and halve the
 # objects; lld links the many sanitized test executables in a fraction of ld.bfd's time. -O0 with
@@ -62,6 +73,7 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=cl
   -DPTXEVO_SANITIZE=ON -DPTXEVO_FUZZ=ON -DPTXEVO_FUZZ_SECONDS=30 -DPTXEVO_BUILD_BENCH=OFF \
   -DCUDAToolkit_ROOT="$CUDA_HOME" >/dev/null
 cmake --build build-asan --parallel "$jobs"
+phase "sanitized build"
 # Every heavy or corpus test the sanitized build has (it builds every executable; some host
 # configurations are compiled out there) must exist in the release build, or it would run nowhere.
 list_tests() { ctest --test-dir "$1" -N "${@:2}" | sed -n 's/^ *Test *#[0-9]*: //p' | sort -u; }
@@ -77,3 +89,5 @@ export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 # Everything else, sanitized.
 ctest --test-dir build-asan --output-on-failure --parallel "$jobs" -E "$heavy" -LE corpus
+phase "sanitized tests"
+printf 'test.sh: %s\n' "${phases[@]}"
