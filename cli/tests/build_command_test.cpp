@@ -4,13 +4,13 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
-#include <sstream>
 
 #include "evaluator/elf_sections.hpp"
 #include "evaluator/subprocess.hpp"
@@ -168,23 +168,15 @@ TEST(CliBuild, TakesOldKnobNamesAsAliases) {
   const std::string old_ptx = read_text(dir.path() + "/old/kernel.ptx"), ptx = read_text(dir.path() + "/current/kernel.ptx");
   EXPECT_FALSE(ptx.empty());
   // Seen once in CI (2026-12-07, not reproduced in 30 local pairs): the two builds' PTX differed
-  // (kda_fwd_seg_combine 80 registers against 78). The first differing line says where.
-  std::string first_difference;
-  {
-    std::istringstream a(old_ptx), b(ptx);
-    std::string la, lb;
-    for (int line = 1;; ++line) {
-      const bool more_a = static_cast<bool>(std::getline(a, la)), more_b = static_cast<bool>(std::getline(b, lb));
-      if (!more_a && !more_b) break;
-      if (la != lb || more_a != more_b) {
-        first_difference = "line " + std::to_string(line) + ":\n  old:     " + la + "\n  current: " + lb;
-        break;
-      }
-      la.clear();
-      lb.clear();
-    }
-  }
-  EXPECT_TRUE(old_ptx == ptx) << "the PTX differs at " << first_difference << "\nold names:\n" << old.output
+  // (kda_fwd_seg_combine 80 registers against 78). The line of the first difference says where.
+  const auto at = std::mismatch(old_ptx.begin(), old_ptx.end(), ptx.begin(), ptx.end()).first - old_ptx.begin();
+  const auto line_at = [&](const std::string& t) {
+    const auto from = t.rfind('\n', static_cast<std::size_t>(at) == 0 ? 0 : static_cast<std::size_t>(at) - 1);
+    const std::size_t start = from == std::string::npos ? 0 : from + 1;
+    return t.substr(start, t.find('\n', start) - start);
+  };
+  const std::string first_difference = "\n  old:     " + line_at(old_ptx) + "\n  current: " + line_at(ptx);
+  EXPECT_TRUE(old_ptx == ptx) << "the PTX differs at byte " << at << ":" << first_difference << "\nold names:\n" << old.output
                               << "\ncurrent names:\n" << current.output;
   const json knobs = json::parse(read_text(dir.path() + "/old/launch.json")).at("knobs");
   EXPECT_EQ(knobs.at("LM_TENSOR_CORES"), 0);

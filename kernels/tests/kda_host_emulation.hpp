@@ -10,9 +10,10 @@
 // states. Each CUDA thread of a CTA is a coroutine on one OS thread (a Boost.Context fiber;
 // ucontext under AddressSanitizer, which follows stack switches only through the swapcontext it
 // intercepts: glibc's swapcontext makes a system call per switch, which took 80% of these tests'
-// time); __syncthreads and the warp-collective primitives switch between them, so a missing barrier, a warp-divergent
-// shuffle or mma (deadlock), an out-of-bounds shared-memory layout (guard bytes), a misaligned
-// cp.async or vector access, and an unwritten output element (NaN poison) all fail here.
+// time); __syncthreads and the warp-collective primitives switch between them, so a missing
+// barrier, a warp-divergent shuffle or mma (deadlock), an out-of-bounds shared-memory layout (guard
+// bytes), a misaligned cp.async or vector access, and an unwritten output element (NaN poison) all
+// fail here.
 // cp.async lands late (at the issuing thread's next barrier or at its wait, at random) and each
 // pass of the scheduler stalls random warps, so a buffer refilled before every warp is done with
 // it, or read before its copies are waited for, fails too (checked by hand: moving the
