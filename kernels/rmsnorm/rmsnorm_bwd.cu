@@ -17,6 +17,10 @@
 //                             slice of the columns (units [r s, (r + 1) s), s = ceil(N / VEC / c))
 //                             for every row, and the CTA sums of a row are added through
 //                             distributed shared memory (one barrier.cluster per row).
+//   rmsnorm_bwd_ring_cluster_long  (LONG_THREADS > 0) the clustered ring with a tile of its own
+//                             (LONG_THREADS threads, LONG_ITEMS units a thread, LONG_MIN_BLOCKS):
+//                             the plan gives it rows of at least LONG_MIN_N elements, so long rows
+//                             and shorter ones can run different CTA shapes and slice sizes.
 //   rmsnorm_bwd_regs          (REGS_CLUSTER 1) a group = a cluster of c CTAs (c = 1 ... CLUSTER from
 //                             the launch), slices as in the ring cluster, but no ring: each thread
 //                             loads its units of x and dout straight into registers, and several
@@ -39,7 +43,8 @@
 // release costs: Nsight Compute put half of the stall cycles on it).
 //
 // Defines: XT, WT (element types), HAS_WEIGHT; knobs: THREADS, ITEMS, STAGES, CLUSTER, WREG,
-// OVERLAP_SUM, ASYNC_SUM, REGS_CLUSTER, MIN_BLOCKS (and BLOCKS, SMEM_KB, RTHREADS for the launch plan only).
+// OVERLAP_SUM, ASYNC_SUM, REGS_CLUSTER, MIN_BLOCKS, LONG_THREADS, LONG_ITEMS, LONG_MIN_BLOCKS (and
+// BLOCKS, SMEM_KB, RTHREADS, LONG_MIN_N, LONG_CBLOCKS, LONG_SMEM_KB for the launch plan only).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -79,6 +84,15 @@
 #ifndef REGS_CLUSTER
 #define REGS_CLUSTER 0
 #endif
+#ifndef LONG_THREADS
+#define LONG_THREADS 0
+#endif
+#ifndef LONG_ITEMS
+#define LONG_ITEMS 1
+#endif
+#ifndef LONG_MIN_BLOCKS
+#define LONG_MIN_BLOCKS 1
+#endif
 #define VEC (16 / (int)sizeof(XT))
 
 #if (STAGES > 0 || CLUSTER > 1 || REGS_CLUSTER) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
@@ -90,13 +104,29 @@
 #else
 #define PTXEVO_BOUNDS __launch_bounds__(THREADS)
 #endif
+#if LONG_MIN_BLOCKS > 0
+#define PTXEVO_LONG_BOUNDS __launch_bounds__(LONG_THREADS, LONG_MIN_BLOCKS)
+#else
+#define PTXEVO_LONG_BOUNDS __launch_bounds__(LONG_THREADS)
+#endif
 
 // Enumerators, not constexpr variables: NVRTC emits namespace-scope constexpr variables as .global.
-enum : int { kThreads = THREADS, kItems = ITEMS, kStages = STAGES, kWarps = THREADS / 32 };
+enum : int { kThreads = THREADS, kItems = ITEMS, kStages = STAGES };
 static_assert(kThreads % 32 == 0 && kThreads >= 32 && kThreads <= 1024, "THREADS: a multiple of 32 in [32, 1024]");
 static_assert(kItems >= 1 && kItems <= 16, "ITEMS: 1..16");
 static_assert(kStages == 0 || (kStages >= 2 && kStages <= 8), "STAGES: 0 (no ring) or 2..8");
 static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4 || CLUSTER == 8 || CLUSTER == 16, "CLUSTER: 1, 2, 4, 8, 16");
+static_assert(LONG_THREADS == 0 || (LONG_THREADS % 32 == 0 && LONG_THREADS >= 32 && LONG_THREADS <= 1024),
+              "LONG_THREADS: 0 (off) or a multiple of 32 in [32, 1024]");
+static_assert(LONG_ITEMS >= 1 && LONG_ITEMS <= 16, "LONG_ITEMS: 1..16");
+
+// A CTA's register tile: kThreads threads of kItems 16-byte units each. The ring's functions take
+// it as a parameter so the long rows' entry can have its own (LONG_THREADS, LONG_ITEMS).
+template <int T, int I>
+struct Tile {
+  enum : int { kThreads = T, kItems = I, kWarps = T / 32 };
+};
+using MainTile = Tile<THREADS, ITEMS>;
 
 __device__ __forceinline__ float to_f(float v) { return v; }
 __device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
@@ -146,13 +176,14 @@ __device__ __forceinline__ void weights(const WT* __restrict__ w, long long u, f
 #endif
 }
 
-// Sum over the CTA; every thread gets the total.
+// Sum over the CTA of Tl::kThreads threads; every thread gets the total.
+template <class Tl>
 __device__ __forceinline__ float block_sum(float v, float* red) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) red[warp] = v;
   __syncthreads();
-  float t = lane < kWarps ? red[lane] : 0.f;
+  float t = lane < Tl::kWarps ? red[lane] : 0.f;
   for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
   __syncthreads();  // red is reused by the next row
   return t;
@@ -191,7 +222,7 @@ __device__ __forceinline__ void bwd_registers(const XT* __restrict__ x, const WT
 #pragma unroll
         for (int i = 0; i < VEC; ++i) c += elem(xv[k], i) * elem(dv[k], i) * weight(w, v * VEC + i);
     }
-    const float c1 = block_sum(c, red) * rs / static_cast<float>(N);
+    const float c1 = block_sum<MainTile>(c, red) * rs / static_cast<float>(N);
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
       const long long v = threadIdx.x + static_cast<long long>(k) * THREADS;
@@ -236,7 +267,7 @@ __device__ __forceinline__ void bwd_stream(const XT* __restrict__ x, const WT* _
 #pragma unroll
       for (int i = 0; i < VEC; ++i) c += elem(xr, i) * elem(dr, i) * weight(w, v * VEC + i);
     }
-    const float c1 = block_sum(c, red) * rs / static_cast<float>(N);
+    const float c1 = block_sum<MainTile>(c, red) * rs / static_cast<float>(N);
     for (long long v = threadIdx.x; v < nv; v += THREADS) {
       const uint4 xr = load16(x + r * N + v * VEC), dr = load16(dout + r * N + v * VEC);
       uint4 o;
@@ -253,22 +284,23 @@ __device__ __forceinline__ void bwd_stream(const XT* __restrict__ x, const WT* _
   }
 }
 
-// Any N: scalar accesses.
+// Any N: scalar accesses, by a CTA of Tl::kThreads threads.
+template <class Tl>
 __device__ __forceinline__ void bwd_scalar(const XT* __restrict__ x, const WT* __restrict__ w,
                                            const XT* __restrict__ dout, const float* __restrict__ rstd,
                                            XT* __restrict__ dx, float* __restrict__ part, long long M, long long N,
                                            long long g, long long G, float* red) {
-  // Thread t owns columns t, t + THREADS, ... of the partial row, here and below: no race.
+  // Thread t owns columns t, t + kThreads, ... of the partial row, here and below: no race.
   if (HAS_WEIGHT)
-    for (long long j = threadIdx.x; j < N; j += THREADS) part[j] = 0.f;
+    for (long long j = threadIdx.x; j < N; j += Tl::kThreads) part[j] = 0.f;
   for (long long r = g; r < M; r += G) {
     const XT* xr = x + r * N;
     const XT* dr = dout + r * N;
     const float rs = rstd[r];
     float c1 = 0.f;
-    for (long long j = threadIdx.x; j < N; j += THREADS) c1 += to_f(xr[j]) * rs * to_f(dr[j]) * weight(w, j);
-    c1 = block_sum(c1, red) / static_cast<float>(N);
-    for (long long j = threadIdx.x; j < N; j += THREADS) {
+    for (long long j = threadIdx.x; j < N; j += Tl::kThreads) c1 += to_f(xr[j]) * rs * to_f(dr[j]) * weight(w, j);
+    c1 = block_sum<Tl>(c1, red) / static_cast<float>(N);
+    for (long long j = threadIdx.x; j < N; j += Tl::kThreads) {
       const float xh = to_f(xr[j]) * rs;
       const float dy = to_f(dr[j]);
       dx[r * N + j] = from_f<XT>((dy * weight(w, j) - xh * c1) * rs);
@@ -291,7 +323,7 @@ __device__ __forceinline__ void bwd_classic(const XT* __restrict__ x, const WT* 
                                             XT* __restrict__ dx, float* __restrict__ dw_partial, long long M,
                                             long long N, long long g, long long G, float* red) {
   float* part = HAS_WEIGHT ? dw_partial + g * N : nullptr;
-  if (!vectors_ok(x, w, dout, dx, dw_partial, N)) bwd_scalar(x, w, dout, rstd, dx, part, M, N, g, G, red);
+  if (!vectors_ok(x, w, dout, dx, dw_partial, N)) bwd_scalar<MainTile>(x, w, dout, rstd, dx, part, M, N, g, G, red);
   else if (N <= static_cast<long long>(THREADS) * ITEMS * VEC) bwd_registers(x, w, dout, rstd, dx, part, M, N, g, G, red);
   else bwd_stream(x, w, dout, rstd, dx, part, M, N, g, G, red);
 }
@@ -337,7 +369,7 @@ __device__ __forceinline__ void unit_weights(const WT* __restrict__ w, long long
 }
 
 // Where this thread's units of a row's slice are: unit k of the slice (its j-th, k = threadIdx.x
-// + j * THREADS) in a ring stage (x's units, then dout's), or slot j of its registers.
+// + j * kThreads) in a ring stage (x's units, then dout's), or slot j of its registers.
 struct StageUnits {
   const uint4* xs;
   const uint4* ds;
@@ -355,13 +387,13 @@ struct RegisterUnits {
 
 // This thread's share of a row's sum of x * dout * w over its units of the slice (len units);
 // wr holds the weights when WREG (else they are loaded).
-template <class Units>
+template <class Tl, class Units>
 __device__ __forceinline__ float slice_dot(const Units& units, int len, const WT* __restrict__ w, long long u0,
-                                           const float (&wr)[ITEMS][VEC]) {
+                                           const float (&wr)[Tl::kItems][VEC]) {
   float c = 0.f;
 #pragma unroll
-  for (int j = 0; j < ITEMS; ++j) {
-    const int k = threadIdx.x + j * THREADS;
+  for (int j = 0; j < Tl::kItems; ++j) {
+    const int k = threadIdx.x + j * Tl::kThreads;
     if (k < len) {
       const uint4 xv = units.x(j, k);
       const uint4 dv = units.d(j, k);
@@ -375,13 +407,13 @@ __device__ __forceinline__ float slice_dot(const Units& units, int len, const WT
 }
 
 // dx of this thread's units (row pointer dxr at the slice's first unit) and the dw partial.
-template <class Units>
+template <class Tl, class Units>
 __device__ __forceinline__ void slice_dx(const Units& units, int len, const WT* __restrict__ w, long long u0,
-                                         const float (&wr)[ITEMS][VEC], float (&acc)[ITEMS][VEC],
+                                         const float (&wr)[Tl::kItems][VEC], float (&acc)[Tl::kItems][VEC],
                                          XT* __restrict__ dxr, float rs, float c1) {
 #pragma unroll
-  for (int j = 0; j < ITEMS; ++j) {
-    const int k = threadIdx.x + j * THREADS;
+  for (int j = 0; j < Tl::kItems; ++j) {
+    const int k = threadIdx.x + j * Tl::kThreads;
     if (k < len) {
       const uint4 xv = units.x(j, k);
       const uint4 dv = units.d(j, k);
@@ -408,15 +440,17 @@ __device__ __forceinline__ void cta_sum_arrive(float c, float* red) {
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = c;
   __syncthreads();
 }
+template <class Tl>
 __device__ __forceinline__ float cta_sum_total(const float* red) {
   float total = 0.f;
 #pragma unroll
-  for (int i = 0; i < kWarps; ++i) total += red[i];
+  for (int i = 0; i < Tl::kWarps; ++i) total += red[i];
   return total;
 }
+template <class Tl>
 __device__ __forceinline__ float cta_sum(float c, float* red) {
   cta_sum_arrive(c, red);
-  return cta_sum_total(red);
+  return cta_sum_total<Tl>(red);
 }
 
 // Stores v at this CTA's shared address `local` in the CTA of cluster rank `peer`, counted as 4
@@ -438,24 +472,26 @@ __device__ __forceinline__ void dsmem_put(unsigned int local, unsigned int peer,
 }
 
 // Zeroes the dw partial and (WREG) loads the weights of this thread's units of the slice.
-__device__ __forceinline__ void start_partial(const WT* __restrict__ w, long long u0, int len, float (&acc)[ITEMS][VEC],
-                                              float (&wr)[ITEMS][VEC]) {
+template <class Tl>
+__device__ __forceinline__ void start_partial(const WT* __restrict__ w, long long u0, int len,
+                                              float (&acc)[Tl::kItems][VEC], float (&wr)[Tl::kItems][VEC]) {
 #pragma unroll
-  for (int j = 0; j < ITEMS; ++j) {
+  for (int j = 0; j < Tl::kItems; ++j) {
 #pragma unroll
     for (int i = 0; i < VEC; ++i) acc[j][i] = 0.f;
 #if HAS_WEIGHT && WREG
-    const int k = threadIdx.x + j * THREADS;
+    const int k = threadIdx.x + j * Tl::kThreads;
     if (k < len) weights(w, u0 + k, wr[j]);
 #endif
   }
 }
 
 // Writes this thread's units of the dw partial row `part` (at the slice's first unit).
-__device__ __forceinline__ void write_partial(float* __restrict__ part, int len, const float (&acc)[ITEMS][VEC]) {
+template <class Tl>
+__device__ __forceinline__ void write_partial(float* __restrict__ part, int len, const float (&acc)[Tl::kItems][VEC]) {
 #pragma unroll
-  for (int j = 0; j < ITEMS; ++j) {
-    const int k = threadIdx.x + j * THREADS;
+  for (int j = 0; j < Tl::kItems; ++j) {
+    const int k = threadIdx.x + j * Tl::kThreads;
     if (k < len)
 #pragma unroll
       for (int q = 0; q < VEC / 4; ++q)
@@ -464,7 +500,7 @@ __device__ __forceinline__ void write_partial(float* __restrict__ part, int len,
   }
 }
 
-template <bool kClustered>
+template <class Tl, bool kClustered>
 __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __restrict__ w,
                                           const XT* __restrict__ dout, const float* __restrict__ rstd,
                                           XT* __restrict__ dx, float* __restrict__ dw_partial, long long M,
@@ -484,15 +520,15 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
   const long long nu = N / VEC;                                     // units (vectors) per row
   const long long s = (nu + nranks - 1) >> shift;                   // units per slice
   const long long u0 = min(nu, static_cast<long long>(rank) * s);
-  const int len = static_cast<int>(min(nu - u0, s));  // this CTA's units: <= THREADS * ITEMS (the plan)
+  const int len = static_cast<int>(min(nu - u0, s));  // this CTA's units: <= kThreads * kItems (the plan)
   unsigned int dyn;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
   const unsigned int stage_bytes = static_cast<unsigned int>(s) * 32u;  // s units of x, s of dout
   const int stages = static_cast<int>(min(static_cast<unsigned int>(kStages), dyn / max(stage_bytes, 1u)));
-  if (!vectors_ok(x, w, dout, dx, dw_partial, N) || stages < 2 || s > static_cast<long long>(kThreads) * kItems) {
+  if (!vectors_ok(x, w, dout, dx, dw_partial, N) || stages < 2 || s > static_cast<long long>(Tl::kThreads) * Tl::kItems) {
     // Not what the plan launches for (it checks the same); correct anyway: rank 0 of each group
     // does the group's rows alone on the scalar path (few registers). No DSMEM is touched.
-    if (rank == 0) bwd_scalar(x, w, dout, rstd, dx, HAS_WEIGHT ? dw_partial + g * N : nullptr, M, N, g, G, red[0]);
+    if (rank == 0) bwd_scalar<Tl>(x, w, dout, rstd, dx, HAS_WEIGHT ? dw_partial + g * N : nullptr, M, N, g, G, red[0]);
     return;
   }
 #if CLUSTER > 1 && ASYNC_SUM
@@ -523,13 +559,13 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
   // Every CTA of the cluster has started (its shared memory may be written) after this wait.
   if constexpr (kClustered) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
 
-  float acc[ITEMS][VEC];
+  float acc[Tl::kItems][VEC];
 #if HAS_WEIGHT && WREG
-  float wr[ITEMS][VEC];
+  float wr[Tl::kItems][VEC];
 #else
-  float(&wr)[ITEMS][VEC] = acc;  // unused: slice_dot and slice_dx load the weights
+  float(&wr)[Tl::kItems][VEC] = acc;  // unused: slice_dot and slice_dx load the weights
 #endif
-  start_partial(w, u0, len, acc, wr);
+  start_partial<Tl>(w, u0, len, acc, wr);
   const float inv_n = 1.f / static_cast<float>(N);
   // Stage of row `it` (it % stages), the stage of the previous row, and the phase parity of the
   // stage's mbarrier (flips each time the ring wraps); counted, not divided (64-bit divisions
@@ -559,7 +595,7 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
     float next = 0.f;
     if (rows > 0) {
       mbar_wait(bar0, 0);
-      next = cta_sum(slice_dot(StageUnits(ring, bytes), len, w, u0, wr), red[0]);
+      next = cta_sum<Tl>(slice_dot<Tl>(StageUnits(ring, bytes), len, w, u0, wr), red[0]);
       publish(next, 0);
     }
     for (long long it = 0; it < rows; ++it) {
@@ -570,16 +606,16 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
       if (it + 1 < rows) {
         const unsigned char* xs = ring + static_cast<unsigned int>(nst) * stage_bytes;
         mbar_wait(bar0 + 8u * nst, nst == 0 ? parity ^ 1u : parity);
-        cta_sum_arrive(slice_dot(StageUnits(xs, bytes), len, w, u0, wr), red[p ^ 1]);
+        cta_sum_arrive(slice_dot<Tl>(StageUnits(xs, bytes), len, w, u0, wr), red[p ^ 1]);
         // Every thread has finished row it - 1.
         refill(it - 1, prev);
-        next = cta_sum_total(red[p ^ 1]);
+        next = cta_sum_total<Tl>(red[p ^ 1]);
       }
       asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
       float total = 0.f;
       for (unsigned int i = 0; i < nranks; ++i) total += slots[p][i];
       const unsigned char* xs = ring + static_cast<unsigned int>(st) * stage_bytes;
-      slice_dx(StageUnits(xs, bytes), len, w, u0, wr, acc, dx + row * N + u0 * VEC, rs, total * rs * inv_n);
+      slice_dx<Tl>(StageUnits(xs, bytes), len, w, u0, wr, acc, dx + row * N + u0 * VEC, rs, total * rs * inv_n);
       if (it + 1 < rows) publish(next, p ^ 1);
       prev = st;
       st = nst;
@@ -593,14 +629,14 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
       const unsigned char* xs = ring + static_cast<unsigned int>(st) * stage_bytes;
       const float rs = rstd[row];
       mbar_wait(bar0 + 8u * st, parity);
-      const float c = slice_dot(StageUnits(xs, bytes), len, w, u0, wr);
+      const float c = slice_dot<Tl>(StageUnits(xs, bytes), len, w, u0, wr);
       // CTA sum: one barrier; red is double-buffered by row parity (a row's slots are rewritten
       // two rows later, after every thread has passed the next row's barrier, hence read them).
       const int p = static_cast<int>(it & 1);
       cta_sum_arrive(c, red[p]);
       // Every thread has finished row it - 1 (pass 2 comes before this barrier).
       refill(it - 1, prev);
-      float total = cta_sum_total(red[p]);
+      float total = cta_sum_total<Tl>(red[p]);
       if constexpr (kClustered) {
         // Rank i's sum goes to slot i of every CTA; after the barrier each CTA adds the slots in
         // rank order. Slots are double-buffered by parity: a peer writes this parity again only
@@ -620,7 +656,7 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
         total = 0.f;
         for (unsigned int i = 0; i < nranks; ++i) total += slots[p][i];
       }
-      slice_dx(StageUnits(xs, bytes), len, w, u0, wr, acc, dx + row * N + u0 * VEC, rs, total * rs * inv_n);
+      slice_dx<Tl>(StageUnits(xs, bytes), len, w, u0, wr, acc, dx + row * N + u0 * VEC, rs, total * rs * inv_n);
       prev = st;
       if (++st == stages) {
         st = 0;
@@ -635,7 +671,7 @@ __device__ __forceinline__ void ring_body(const XT* __restrict__ x, const WT* __
     asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
 #endif
   // No DSMEM access follows the last row's cluster barrier, so CTAs may exit at once.
-  if (HAS_WEIGHT) write_partial(dw_partial + g * N + u0 * VEC, len, acc);
+  if (HAS_WEIGHT) write_partial<Tl>(dw_partial + g * N + u0 * VEC, len, acc);
 }
 
 #if STAGES > 0
@@ -643,7 +679,7 @@ extern "C" __global__ void PTXEVO_BOUNDS rmsnorm_bwd_ring(const XT* __restrict__
                                                           const XT* __restrict__ dout, const float* __restrict__ rstd,
                                                           XT* __restrict__ dx, float* __restrict__ dw_partial,
                                                           long long M, long long N) {
-  ring_body<false>(x, w, dout, rstd, dx, dw_partial, M, N);
+  ring_body<MainTile, false>(x, w, dout, rstd, dx, dw_partial, M, N);
 }
 
 #if CLUSTER > 1
@@ -652,8 +688,17 @@ extern "C" __global__ void PTXEVO_BOUNDS rmsnorm_bwd_ring_cluster(const XT* __re
                                                                   const float* __restrict__ rstd, XT* __restrict__ dx,
                                                                   float* __restrict__ dw_partial, long long M,
                                                                   long long N) {
-  ring_body<true>(x, w, dout, rstd, dx, dw_partial, M, N);
+  ring_body<MainTile, true>(x, w, dout, rstd, dx, dw_partial, M, N);
 }
+
+#if LONG_THREADS > 0
+// The clustered ring with the long rows' own tile (LONG_THREADS x LONG_ITEMS, LONG_MIN_BLOCKS).
+extern "C" __global__ void PTXEVO_LONG_BOUNDS rmsnorm_bwd_ring_cluster_long(
+    const XT* __restrict__ x, const WT* __restrict__ w, const XT* __restrict__ dout, const float* __restrict__ rstd,
+    XT* __restrict__ dx, float* __restrict__ dw_partial, long long M, long long N) {
+  ring_body<Tile<LONG_THREADS, LONG_ITEMS>, true>(x, w, dout, rstd, dx, dw_partial, M, N);
+}
+#endif
 #endif
 #endif  // STAGES > 0
 
@@ -682,7 +727,7 @@ extern "C" __global__ void PTXEVO_BOUNDS rmsnorm_bwd_regs(const XT* __restrict__
   const int len = static_cast<int>(min(nu - u0, s));
   if (!vectors_ok(x, w, dout, dx, dw_partial, N) || s > static_cast<long long>(kThreads) * kItems) {
     // Not what the plan launches for; correct anyway, as in ring_body: rank 0 alone, scalar.
-    if (rank == 0) bwd_scalar(x, w, dout, rstd, dx, HAS_WEIGHT ? dw_partial + g * N : nullptr, M, N, g, G, red[0]);
+    if (rank == 0) bwd_scalar<MainTile>(x, w, dout, rstd, dx, HAS_WEIGHT ? dw_partial + g * N : nullptr, M, N, g, G, red[0]);
     return;
   }
   if (nranks > 1) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
@@ -692,7 +737,7 @@ extern "C" __global__ void PTXEVO_BOUNDS rmsnorm_bwd_regs(const XT* __restrict__
 #else
   float(&wr)[ITEMS][VEC] = acc;  // unused: slice_dot and slice_dx load the weights
 #endif
-  start_partial(w, u0, len, acc, wr);
+  start_partial<MainTile>(w, u0, len, acc, wr);
   const float inv_n = 1.f / static_cast<float>(N);
   // Every CTA of the cluster has started (its shared memory may be written) after this wait.
   if (nranks > 1) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
@@ -712,18 +757,18 @@ extern "C" __global__ void PTXEVO_BOUNDS rmsnorm_bwd_regs(const XT* __restrict__
     const float rs = rstd[row];
     const RegisterUnits units{xv, dv};
     const int p = static_cast<int>(it & 1);
-    cta_sum_arrive(slice_dot(units, len, w, u0, wr), red[p]);
-    float total = cta_sum_total(red[p]);
+    cta_sum_arrive(slice_dot<MainTile>(units, len, w, u0, wr), red[p]);
+    float total = cta_sum_total<MainTile>(red[p]);
     if (nranks > 1) {  // as in ring_body: rank i's sum in slot i of every CTA, added in rank order
       if (threadIdx.x < nranks) dsmem_put(smem_addr(&slots[p][rank]), threadIdx.x, total);
       asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
       total = 0.f;
       for (unsigned int i = 0; i < nranks; ++i) total += slots[p][i];
     }
-    slice_dx(units, len, w, u0, wr, acc, dx + off, rs, total * rs * inv_n);
+    slice_dx<MainTile>(units, len, w, u0, wr, acc, dx + off, rs, total * rs * inv_n);
   }
   // No DSMEM access follows the last row's cluster barrier, so CTAs may exit at once.
-  if (HAS_WEIGHT) write_partial(dw_partial + g * N + u0 * VEC, len, acc);
+  if (HAS_WEIGHT) write_partial<MainTile>(dw_partial + g * N + u0 * VEC, len, acc);
 }
 #endif  // REGS_CLUSTER
 #endif  // STAGES > 0 || REGS_CLUSTER

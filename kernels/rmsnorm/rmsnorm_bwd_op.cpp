@@ -109,9 +109,10 @@ std::map<std::string, std::string> RmsNormBwdOp::template_defines(const OpConfig
 
 namespace {
 
-const char* const kKnobNames[] = {"THREADS",    "ITEMS",  "STAGES",  "CLUSTER",  "SMEM_KB",    "WREG",
-                                  "MIN_BLOCKS", "BLOCKS", "CBLOCKS", "RTHREADS", "OVERLAP_SUM",
-                                  "ASYNC_SUM",  "REGS_CLUSTER"};
+const char* const kKnobNames[] = {"THREADS",      "ITEMS",        "STAGES",     "CLUSTER",         "SMEM_KB",
+                                  "WREG",         "MIN_BLOCKS",   "BLOCKS",     "CBLOCKS",         "RTHREADS",
+                                  "OVERLAP_SUM",  "ASYNC_SUM",    "REGS_CLUSTER", "LONG_MIN_N",    "LONG_THREADS",
+                                  "LONG_ITEMS",   "LONG_MIN_BLOCKS", "LONG_CBLOCKS", "LONG_SMEM_KB"};
 
 std::int64_t next_pow2(std::int64_t v) {
   std::int64_t p = 1;
@@ -129,12 +130,15 @@ Knobs RmsNormBwdOp::knob_defaults() {
   // flight; clusters of up to 16 for the longest rows; 132 single CTAs, or 120 clustered CTAs:
   // on the H200 30 clusters of 4, 15 of 8 and 7 of 16 such CTAs are resident at once (measured),
   // and a group that does not fit would run its fixed rows alone after the others (CBLOCKS 128:
-  // 1.6x slower; 120 against 112: 1.06x at N = 64K and 128K).
-  return {{"THREADS", std::int64_t{512}}, {"ITEMS", std::int64_t{4}},     {"STAGES", std::int64_t{3}},
-          {"CLUSTER", std::int64_t{16}},  {"SMEM_KB", std::int64_t{200}}, {"WREG", std::int64_t{1}},
-          {"MIN_BLOCKS", std::int64_t{1}}, {"BLOCKS", std::int64_t{132}},  {"CBLOCKS", std::int64_t{120}},
-          {"RTHREADS", std::int64_t{256}}, {"OVERLAP_SUM", std::int64_t{0}},
-          {"ASYNC_SUM", std::int64_t{0}},  {"REGS_CLUSTER", std::int64_t{0}}};
+  // 1.6x slower; 120 against 112: 1.06x at N = 64K and 128K). The long rows' tile is off
+  // (LONG_THREADS 0) until a measurement picks one.
+  return {{"THREADS", std::int64_t{512}},      {"ITEMS", std::int64_t{4}},       {"STAGES", std::int64_t{3}},
+          {"CLUSTER", std::int64_t{16}},       {"SMEM_KB", std::int64_t{200}},   {"WREG", std::int64_t{1}},
+          {"MIN_BLOCKS", std::int64_t{1}},     {"BLOCKS", std::int64_t{132}},    {"CBLOCKS", std::int64_t{120}},
+          {"RTHREADS", std::int64_t{256}},     {"OVERLAP_SUM", std::int64_t{0}}, {"ASYNC_SUM", std::int64_t{0}},
+          {"REGS_CLUSTER", std::int64_t{0}},   {"LONG_MIN_N", std::int64_t{65536}}, {"LONG_THREADS", std::int64_t{0}},
+          {"LONG_ITEMS", std::int64_t{2}},     {"LONG_MIN_BLOCKS", std::int64_t{1}}, {"LONG_CBLOCKS", std::int64_t{120}},
+          {"LONG_SMEM_KB", std::int64_t{200}}};
 }
 
 namespace {
@@ -142,6 +146,9 @@ namespace {
 struct Geometry {
   std::int64_t threads, items, stages, cluster, smem_kb, wreg, min_blocks, blocks, cblocks, rthreads, overlap_sum, async_sum,
       regs_cluster;
+  // Rows of at least long_min_n elements: the clustered ring on a tile of long_threads x
+  // long_items (0 threads: off), long_cblocks CTAs, long_smem_kb of stages.
+  std::int64_t long_min_n, long_threads, long_items, long_min_blocks, long_cblocks, long_smem_kb;
 };
 
 Geometry geometry(const Knobs& k) {
@@ -151,13 +158,15 @@ Geometry geometry(const Knobs& k) {
     if (!known)
       throw std::invalid_argument("rmsnorm_bwd: unknown knob '" + name +
                                   "' (knobs: THREADS, ITEMS, STAGES, CLUSTER, SMEM_KB, WREG, MIN_BLOCKS, BLOCKS, "
-                                  "CBLOCKS, RTHREADS, OVERLAP_SUM, ASYNC_SUM, REGS_CLUSTER)");
+                                  "CBLOCKS, RTHREADS, OVERLAP_SUM, ASYNC_SUM, REGS_CLUSTER, LONG_MIN_N, LONG_THREADS, "
+                                  "LONG_ITEMS, LONG_MIN_BLOCKS, LONG_CBLOCKS, LONG_SMEM_KB)");
   }
   const Knobs d = RmsNormBwdOp::knob_defaults();
   auto get = [&](const char* n) { return knob_int(k, n, std::get<std::int64_t>(d.at(n))); };
   Geometry g{get("THREADS"), get("ITEMS"),      get("STAGES"), get("CLUSTER"), get("SMEM_KB"),
              get("WREG"),    get("MIN_BLOCKS"), get("BLOCKS"), get("CBLOCKS"), get("RTHREADS"),
-             get("OVERLAP_SUM"), get("ASYNC_SUM"), get("REGS_CLUSTER")};
+             get("OVERLAP_SUM"), get("ASYNC_SUM"), get("REGS_CLUSTER"), get("LONG_MIN_N"), get("LONG_THREADS"),
+             get("LONG_ITEMS"), get("LONG_MIN_BLOCKS"), get("LONG_CBLOCKS"), get("LONG_SMEM_KB")};
   auto fail = [](const std::string& m) { throw std::invalid_argument("rmsnorm_bwd: " + m); };
   const std::string max_rows = std::to_string(RmsNormBwdOp::kMaxPartialRows);
   if (g.threads < 32 || g.threads > 1024 || g.threads % 32 != 0)
@@ -167,10 +176,11 @@ Geometry geometry(const Knobs& k) {
     fail("STAGES=" + std::to_string(g.stages) + " must be 0 (no shared-memory ring) or 2..8");
   if (g.cluster != 1 && g.cluster != 2 && g.cluster != 4 && g.cluster != 8 && g.cluster != 16)
     fail("CLUSTER=" + std::to_string(g.cluster) + " must be 1, 2, 4, 8 or 16 (the largest cluster a row may use)");
-  if (g.smem_kb < 1 || g.smem_kb > 226)
-    fail("SMEM_KB=" + std::to_string(g.smem_kb) +
-         " must be 1..226: a CTA may have 227 KB of shared memory on sm_90a and sm_100a, and the kernel keeps "
-         "under 1 KB for its own");
+  for (const auto& [name, kb] : {std::pair{"SMEM_KB", g.smem_kb}, std::pair{"LONG_SMEM_KB", g.long_smem_kb}})
+    if (kb < 1 || kb > 226)
+      fail(std::string(name) + "=" + std::to_string(kb) +
+           " must be 1..226: a CTA may have 227 KB of shared memory on sm_90a and sm_100a, and the kernel keeps "
+           "under 1 KB for its own");
   if (g.wreg != 0 && g.wreg != 1) fail("WREG=" + std::to_string(g.wreg) + " must be 0 or 1");
   if (g.overlap_sum != 0 && g.overlap_sum != 1)
     fail("OVERLAP_SUM=" + std::to_string(g.overlap_sum) + " must be 0 or 1");
@@ -185,22 +195,67 @@ Geometry geometry(const Knobs& k) {
     fail("CBLOCKS=" + std::to_string(g.cblocks) + " must be 1.." + max_rows);
   if (g.rthreads < 32 || g.rthreads > 1024 || g.rthreads % 32 != 0)
     fail("RTHREADS=" + std::to_string(g.rthreads) + " must be a multiple of 32 in 32..1024");
+  if (g.long_min_n < 1) fail("LONG_MIN_N=" + std::to_string(g.long_min_n) + " must be at least 1");
+  if (g.long_threads != 0 && (g.long_threads < 32 || g.long_threads > 1024 || g.long_threads % 32 != 0))
+    fail("LONG_THREADS=" + std::to_string(g.long_threads) + " must be 0 (no long-row tile) or a multiple of 32 in 32..1024");
+  if (g.long_items < 1 || g.long_items > 16) fail("LONG_ITEMS=" + std::to_string(g.long_items) + " must be 1..16");
+  if (g.long_min_blocks < 0 || g.long_min_blocks > 32 || g.long_threads * g.long_min_blocks > 2048)
+    fail("LONG_MIN_BLOCKS=" + std::to_string(g.long_min_blocks) +
+         " must be in 0..32 with LONG_THREADS * LONG_MIN_BLOCKS <= 2048");
+  if (g.long_cblocks < 1 || g.long_cblocks > RmsNormBwdOp::kMaxPartialRows)
+    fail("LONG_CBLOCKS=" + std::to_string(g.long_cblocks) + " must be 1.." + max_rows);
   return g;
 }
 
 }  // namespace
 
-// The ring when STAGES > 0 and N is a whole number of 16-byte units: the smallest power-of-two
-// cluster whose CTAs hold a slice in THREADS * ITEMS units, doubled until at least two stages of
-// it fit SMEM_KB (three for a cluster with OVERLAP_SUM, whose split barrier needs them), at most
-// CLUSTER. Anything else (and STAGES = 0) runs the first template's paths. REGS_CLUSTER 1: before
-// the ring, a row whose slices a cluster of at most CLUSTER CTAs holds in THREADS * ITEMS units
-// takes rmsnorm_bwd_regs (the smallest such power-of-two cluster, no shared-memory ring).
+namespace {
+
+// The ring for rows of nu 16-byte units on CTAs of threads x items units: the smallest
+// power-of-two cluster (at least min_cluster) whose CTAs hold a slice, doubled until at least two
+// stages of it fit smem_kb (three for a cluster with OVERLAP_SUM, whose split barrier needs them),
+// at most CLUSTER. False when none fits.
+bool ring_dispatch(const Geometry& g, std::int64_t m, std::int64_t nu, std::int64_t threads, std::int64_t items,
+                   std::int64_t smem_kb, std::int64_t cblocks, std::int64_t min_cluster, RmsNormBwdOp::Dispatch* d) {
+  for (std::int64_t cl = std::max(min_cluster, next_pow2(ceil_div(nu, threads * items))); cl <= g.cluster; cl *= 2) {
+    const std::int64_t slice = ceil_div(nu, cl);
+    const std::int64_t stages = std::min(g.stages, smem_kb * 1024 / (slice * 32));
+    if (stages < (cl > 1 && g.overlap_sum ? 3 : 2)) continue;
+    d->entry = cl > 1 ? "rmsnorm_bwd_ring_cluster" : "rmsnorm_bwd_ring";
+    d->cluster = cl;
+    d->groups = std::min(m, cl > 1 ? std::max<std::int64_t>(1, cblocks / cl) : g.blocks);
+    d->slice = slice;
+    d->stages = stages;
+    d->shared_bytes = stages * slice * 32;
+    d->threads = threads;
+    d->items = items;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+// The ring when STAGES > 0 and N is a whole number of 16-byte units (ring_dispatch, on the
+// THREADS x ITEMS tile with SMEM_KB and CBLOCKS). Anything else (and STAGES = 0) runs the first
+// template's paths. REGS_CLUSTER 1: before the ring, a row whose slices a cluster of at most
+// CLUSTER CTAs holds in THREADS * ITEMS units takes rmsnorm_bwd_regs (the smallest such
+// power-of-two cluster, no shared-memory ring). LONG_THREADS > 0: before both, a row of at least
+// LONG_MIN_N elements takes rmsnorm_bwd_ring_cluster_long if the ring fits it on the long tile
+// (LONG_THREADS x LONG_ITEMS, LONG_SMEM_KB, LONG_CBLOCKS; clusters of at least 2: that entry is
+// the clustered ring only); otherwise it goes on as any other row.
 RmsNormBwdOp::Dispatch RmsNormBwdOp::dispatch(const OpConfig& cfg, const Knobs& k, std::int64_t m, std::int64_t n) {
   const Config c = parse(cfg);
   const Geometry g = geometry(k);
   const std::int64_t vec = 16 / static_cast<std::int64_t>(dtype_size(c.x));
   Dispatch d;
+  d.threads = g.threads;
+  d.items = g.items;
+  if (g.long_threads > 0 && g.stages > 0 && n >= g.long_min_n && n % vec == 0 &&
+      ring_dispatch(g, m, n / vec, g.long_threads, g.long_items, g.long_smem_kb, g.long_cblocks, 2, &d)) {
+    d.entry = "rmsnorm_bwd_ring_cluster_long";
+    return d;
+  }
   if (g.regs_cluster && n % vec == 0) {
     const std::int64_t nu = n / vec;
     const std::int64_t cl = next_pow2(ceil_div(nu, g.threads * g.items));
@@ -212,21 +267,8 @@ RmsNormBwdOp::Dispatch RmsNormBwdOp::dispatch(const OpConfig& cfg, const Knobs& 
       return d;
     }
   }
-  if (g.stages > 0 && n % vec == 0) {
-    const std::int64_t nu = n / vec;
-    for (std::int64_t cl = next_pow2(ceil_div(nu, g.threads * g.items)); cl <= g.cluster; cl *= 2) {
-      const std::int64_t slice = ceil_div(nu, cl);
-      const std::int64_t stages = std::min(g.stages, g.smem_kb * 1024 / (slice * 32));
-      if (stages < (cl > 1 && g.overlap_sum ? 3 : 2)) continue;
-      d.entry = cl > 1 ? "rmsnorm_bwd_ring_cluster" : "rmsnorm_bwd_ring";
-      d.cluster = cl;
-      d.groups = std::min(m, cl > 1 ? std::max<std::int64_t>(1, g.cblocks / cl) : g.blocks);
-      d.slice = slice;
-      d.stages = stages;
-      d.shared_bytes = stages * slice * 32;
-      return d;
-    }
-  }
+  if (g.stages > 0 && n % vec == 0 && ring_dispatch(g, m, n / vec, g.threads, g.items, g.smem_kb, g.cblocks, 1, &d))
+    return d;
   d.entry = "rmsnorm_bwd";
   d.groups = std::min(m, g.blocks);
   return d;
@@ -238,6 +280,7 @@ std::vector<std::string> RmsNormBwdOp::entries(const Knobs& k) {
   if (g.stages > 0) e.push_back("rmsnorm_bwd_ring");
   if (g.stages > 0 && g.cluster > 1) e.push_back("rmsnorm_bwd_ring_cluster");
   if (g.regs_cluster) e.push_back("rmsnorm_bwd_regs");
+  if (g.long_threads > 0 && g.stages > 0 && g.cluster > 1) e.push_back("rmsnorm_bwd_ring_cluster_long");
   return e;
 }
 
@@ -249,7 +292,7 @@ LaunchPlan RmsNormBwdOp::launch_plan(const Shape& s, const OpConfig& cfg, const 
   KernelLaunch main;
   main.entry = d.entry;
   main.grid = {static_cast<std::uint32_t>(d.groups * d.cluster), 1, 1};
-  main.block = {static_cast<std::uint32_t>(g.threads), 1, 1};
+  main.block = {static_cast<std::uint32_t>(d.threads), 1, 1};
   main.cluster = {static_cast<std::uint32_t>(d.cluster), 1, 1};
   main.shared_bytes = static_cast<std::uint32_t>(d.shared_bytes);
   main.args = {ArgTensor{"x"},  ArgTensor{c.has_weight ? "w" : ""}, ArgTensor{"dout"}, ArgTensor{"rstd"},

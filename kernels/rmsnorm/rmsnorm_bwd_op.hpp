@@ -15,12 +15,14 @@ class RmsNormBwdOp : public evaluator::Op {
 
   // What the launch plan runs for one shape (kernels/rmsnorm/README.md, backward).
   struct Dispatch {
-    std::string entry;              // rmsnorm_bwd, rmsnorm_bwd_ring(_cluster) or rmsnorm_bwd_regs
+    std::string entry;              // rmsnorm_bwd, rmsnorm_bwd_ring(_cluster(_long)) or rmsnorm_bwd_regs
     std::int64_t cluster = 1;       // CTAs per group (a cluster when > 1)
     std::int64_t groups = 1;        // row groups = dw partial rows; grid.x = groups * cluster
     std::int64_t slice = 0;         // ring: 16-byte units per CTA slice, ceil(N / VEC / cluster)
     std::int64_t stages = 0;        // ring: shared-memory stages
     std::int64_t shared_bytes = 0;  // ring: stages * slice * 32 (x and dout)
+    std::int64_t threads = 0;       // the entry's CTA (THREADS, or LONG_THREADS for the long entry)
+    std::int64_t items = 0;         // its units a thread (ITEMS or LONG_ITEMS)
   };
   // Knob defaults, the same as the spec's and the template's.
   static evaluator::Knobs knob_defaults();

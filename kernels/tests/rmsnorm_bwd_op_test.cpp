@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -288,6 +289,66 @@ TEST(RmsNormBwd, RegsClusterTakesRowsItsClusterHolds) {
   EXPECT_THROW(RmsNormBwdOp::dispatch(kBf16, with({{"REGS_CLUSTER", I{2}}}), 8, 4096), std::invalid_argument);
 }
 
+// LONG_THREADS > 0: rows of at least LONG_MIN_N elements take rmsnorm_bwd_ring_cluster_long on
+// their own tile, stage budget and CTA count; shorter rows, and long rows the long tile cannot
+// hold within CLUSTER CTAs, keep the main tile's plan.
+TEST(RmsNormBwd, LongRowsTakeTheirOwnTile) {
+  auto d = [](const Knobs& k, I m, I n) { return RmsNormBwdOp::dispatch(kBf16, with(k), m, n); };
+  // The expert kernel's shape at N = 64K: 256 threads x 2 vectors (4K-element slices), 16-CTA
+  // clusters, 48 KB of stages, four CTAs an SM.
+  const Knobs l256 = {{"LONG_THREADS", I{256}}, {"LONG_ITEMS", I{2}}, {"LONG_MIN_BLOCKS", I{4}},
+                      {"LONG_SMEM_KB", I{96}},  {"LONG_CBLOCKS", I{512}}};
+  const auto a = d(l256, 32768, 65536);
+  EXPECT_EQ(a.entry, "rmsnorm_bwd_ring_cluster_long");
+  EXPECT_EQ(a.cluster, 16);
+  EXPECT_EQ(a.slice, 512);
+  EXPECT_EQ(a.stages, 3);
+  EXPECT_EQ(a.shared_bytes, 3 * 512 * 32);
+  EXPECT_EQ(a.groups, 32);
+  EXPECT_EQ(a.threads, 256);
+  EXPECT_EQ(a.items, 2);
+  // Below LONG_MIN_N: the main tile, as without the knobs.
+  const auto s = d(l256, 32768, 16384);
+  EXPECT_EQ(s.entry, "rmsnorm_bwd_ring");
+  EXPECT_EQ(s.threads, 512);
+  EXPECT_EQ(s.items, 4);
+  EXPECT_EQ(d({}, 32768, 16384).slice, s.slice);
+  // 128K needs 32 such CTAs: past CLUSTER 16, so the main tile's ring (8 CTAs of 16K elements).
+  const auto f = d(l256, 16384, 131072);
+  EXPECT_EQ(f.entry, "rmsnorm_bwd_ring_cluster");
+  EXPECT_EQ(f.cluster, 8);
+  EXPECT_EQ(f.threads, 512);
+  // LONG_MIN_N moves the boundary; a tile holding the whole row still runs a cluster of two.
+  EXPECT_EQ(d(with({{"LONG_THREADS", I{256}}, {"LONG_ITEMS", I{2}}, {"LONG_MIN_N", I{262144}}}), 32768, 65536).entry,
+            "rmsnorm_bwd_ring_cluster");
+  const auto big = d({{"LONG_THREADS", I{512}}, {"LONG_ITEMS", I{4}}, {"LONG_MIN_N", I{4096}}}, 100, 8192);
+  EXPECT_EQ(big.entry, "rmsnorm_bwd_ring_cluster_long");
+  EXPECT_EQ(big.cluster, 2);
+  EXPECT_EQ(big.slice, 512);
+  // Off (LONG_THREADS 0), STAGES 0, or N % VEC != 0: never the long entry.
+  EXPECT_EQ(d({{"LONG_ITEMS", I{8}}}, 32768, 65536).entry, "rmsnorm_bwd_ring_cluster");
+  EXPECT_EQ(d({{"LONG_THREADS", I{256}}, {"STAGES", I{0}}}, 32768, 65536).entry, "rmsnorm_bwd");
+  EXPECT_EQ(d(l256, 100, 65537).entry, "rmsnorm_bwd");
+  // The launch: the long tile's threads, shared memory and groups; the reduce sums its groups.
+  const LaunchPlan p = RmsNormBwdOp().launch_plan(shape(32768, 65536), kBf16, with(l256));
+  EXPECT_EQ(p.kernels[0].entry, "rmsnorm_bwd_ring_cluster_long");
+  EXPECT_EQ(p.kernels[0].grid.x, 512u);
+  EXPECT_EQ(p.kernels[0].block.x, 256u);
+  EXPECT_EQ(p.kernels[0].cluster.x, 16u);
+  EXPECT_EQ(p.kernels[0].shared_bytes, 3u * 512 * 32);
+  EXPECT_EQ(std::get<I>(p.kernels[1].args[2]), 32) << "one dw partial row per group";
+  for (const auto& [knob, value] : std::vector<std::pair<const char*, I>>{{"LONG_THREADS", 100},
+                                                                           {"LONG_ITEMS", 0},
+                                                                           {"LONG_MIN_BLOCKS", 9},
+                                                                           {"LONG_CBLOCKS", 0},
+                                                                           {"LONG_SMEM_KB", 300},
+                                                                           {"LONG_MIN_N", 0}}) {
+    Knobs k = l256;
+    k[knob] = value;
+    EXPECT_THROW(RmsNormBwdOp::dispatch(kBf16, with(k), 8, 65536), std::invalid_argument) << knob;
+  }
+}
+
 TEST(RmsNormBwd, EntriesListWhatDispatchCanReturn) {
   EXPECT_EQ(RmsNormBwdOp::entries(with({})),
             (std::vector<std::string>{"rmsnorm_bwd", "rmsnorm_bwd_ring", "rmsnorm_bwd_ring_cluster"}));
@@ -295,6 +356,11 @@ TEST(RmsNormBwd, EntriesListWhatDispatchCanReturn) {
             (std::vector<std::string>{"rmsnorm_bwd", "rmsnorm_bwd_regs"}));
   EXPECT_EQ(RmsNormBwdOp::entries(with({{"CLUSTER", I{1}}})), (std::vector<std::string>{"rmsnorm_bwd", "rmsnorm_bwd_ring"}));
   EXPECT_EQ(RmsNormBwdOp::entries(with({{"STAGES", I{0}}})), (std::vector<std::string>{"rmsnorm_bwd"}));
+  EXPECT_EQ(RmsNormBwdOp::entries(with({{"LONG_THREADS", I{256}}})),
+            (std::vector<std::string>{"rmsnorm_bwd", "rmsnorm_bwd_ring", "rmsnorm_bwd_ring_cluster",
+                                      "rmsnorm_bwd_ring_cluster_long"}));
+  EXPECT_EQ(RmsNormBwdOp::entries(with({{"LONG_THREADS", I{256}}, {"CLUSTER", I{1}}})),
+            (std::vector<std::string>{"rmsnorm_bwd", "rmsnorm_bwd_ring"}));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -311,8 +377,7 @@ struct Coverage {
 
 // Returns "" or what went wrong first.
 std::string model_ring(const RmsNormBwdOp::Dispatch& d, const Knobs& k, I M, I N, I vec, Coverage& cov) {
-  const I threads = std::get<I>(k.at("THREADS")), items = std::get<I>(k.at("ITEMS")),
-          kstages = std::get<I>(k.at("STAGES"));
+  const I threads = d.threads, items = d.items, kstages = std::get<I>(k.at("STAGES"));
   const I c = d.cluster, G = d.groups;
   int shift = 0;
   while ((I{1} << shift) < c) ++shift;
@@ -438,12 +503,19 @@ TEST(RmsNormBwdModel, TheRingCoversEveryElementOnceWithMatchingParities) {
       {2, 65536, {{"OVERLAP_SUM", I{1}}}},                      // two rows per group
       {97, 65536, {{"OVERLAP_SUM", I{1}}, {"STAGES", I{4}}}},  // four stages
       {45, 65536, {{"OVERLAP_SUM", I{1}}, {"SMEM_KB", I{144}}}},  // the cluster doubles for three stages
+      // The long rows' tile: 16 CTAs of 256 x 2 (many groups), and 256 x 8 with two stages.
+      {70, 65536, {{"LONG_THREADS", I{256}}, {"LONG_ITEMS", I{2}}, {"LONG_SMEM_KB", I{96}}, {"LONG_CBLOCKS", I{512}}}},
+      {20, 262144, {{"LONG_THREADS", I{256}}, {"LONG_ITEMS", I{8}}, {"LONG_SMEM_KB", I{144}}}},
+      {33, 65528, {{"LONG_THREADS", I{512}}, {"LONG_ITEMS", I{2}}, {"LONG_MIN_N", I{32768}}, {"OVERLAP_SUM", I{1}}}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + " " + knobs_text(c.k));
     const Knobs k = with(c.k);
     const auto d = RmsNormBwdOp::dispatch(kBf16, k, c.m, c.n);
     ASSERT_NE(d.entry, "rmsnorm_bwd");
+    if (std::get<I>(k.at("LONG_THREADS")) != 0) {
+      EXPECT_EQ(d.entry, "rmsnorm_bwd_ring_cluster_long");
+    }
     Coverage cov(c.m, c.n / 8, d.groups);
     ASSERT_EQ(model_ring(d, k, c.m, c.n, 8, cov), "");
     EXPECT_EQ(check_once(cov.loaded, "load"), "");
@@ -597,12 +669,17 @@ TEST(RmsNormBwdSpec, ConstraintsImplyAValidPlan) {
         ASSERT_LE(d.groups, RmsNormBwdOp::kMaxPartialRows);
         ASSERT_LE(l.cluster.x, 16u);
         ASSERT_EQ(l.grid.x % l.cluster.x, 0u);
+        ASSERT_EQ(l.block.x, static_cast<std::uint32_t>(d.threads));
+        if (d.entry == "rmsnorm_bwd_ring_cluster_long") {
+          ASSERT_EQ(d.threads, std::get<I>(k.at("LONG_THREADS")));
+          ASSERT_GE(d.cluster, 2);
+        }
         if (d.entry == "rmsnorm_bwd_regs") {
           ASSERT_EQ(l.shared_bytes, 0u) << knobs_text(k);
           ASSERT_LE(d.slice, std::get<I>(k.at("THREADS")) * std::get<I>(k.at("ITEMS")));
         } else if (d.entry != "rmsnorm_bwd") {
           ASSERT_GE(d.stages, d.cluster > 1 && std::get<I>(k.at("OVERLAP_SUM")) == 1 ? 3 : 2) << knobs_text(k);
-          ASSERT_LE(d.slice, std::get<I>(k.at("THREADS")) * std::get<I>(k.at("ITEMS")));
+          ASSERT_LE(d.slice, d.threads * d.items);
         }
       } catch (const std::invalid_argument& e) {
         ADD_FAILURE() << "constraints admit a plan the op rejects (" << knobs_text(k) << "): " << e.what();
@@ -615,6 +692,9 @@ TEST(RmsNormBwdSpec, ConstraintsImplyAValidPlan) {
   EXPECT_LT(admits, total);
   for (const char* knob : {"BLOCKS", "CBLOCKS", "RTHREADS", "WREG"}) for_each_assignment(seed, {knob}, check);
   for_each_assignment(seed, {"REGS_CLUSTER", "THREADS", "ITEMS", "CLUSTER", "MIN_BLOCKS"}, check);
+  for_each_assignment(seed, {"LONG_THREADS", "LONG_ITEMS", "LONG_MIN_BLOCKS", "LONG_MIN_N", "LONG_SMEM_KB", "OVERLAP_SUM"},
+                      check);
+  for_each_assignment(seed, {"LONG_CBLOCKS"}, check);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -706,6 +786,32 @@ TEST(RmsNormBwdBuild, RegsClusterBuildsWithoutSpills) {
     EXPECT_TRUE(seen) << knobs_text(with(k));
   }
   build("sm_100a", kBf16, {{"REGS_CLUSTER", I{1}}});  // compiled and assembled only
+}
+
+// The long rows' entry at the expert kernel's three CTA shapes, without spills; the main tile's
+// entries keep their code (the same registers as without the long tile).
+TEST(RmsNormBwdBuild, LongTileBuildsWithoutSpills) {
+  std::map<std::string, int> main_registers;
+  for (const auto& f : build("sm_90a", kBf16, {}).functions)
+    if (f.is_entry) main_registers[f.name] = f.registers;
+  for (const Knobs& k : {Knobs{{"LONG_THREADS", I{256}}, {"LONG_ITEMS", I{2}}, {"LONG_MIN_BLOCKS", I{4}}},
+                         Knobs{{"LONG_THREADS", I{512}}, {"LONG_ITEMS", I{2}}, {"LONG_MIN_BLOCKS", I{2}}},
+                         Knobs{{"LONG_THREADS", I{256}}, {"LONG_ITEMS", I{8}}}}) {
+    const PtxasResult a = build("sm_90a", kBf16, k);
+    bool seen = false;
+    for (const auto& f : a.functions) {
+      if (!f.is_entry) continue;
+      EXPECT_EQ(f.spill_stores, 0) << knobs_text(with(k)) << " " << f.name;
+      if (f.name == "rmsnorm_bwd_ring_cluster_long") {
+        seen = true;
+        EXPECT_LE(f.registers * std::get<I>(k.at("LONG_THREADS")), 65536) << knobs_text(with(k));
+      } else {
+        EXPECT_EQ(f.registers, main_registers[f.name]) << f.name;
+      }
+    }
+    EXPECT_TRUE(seen) << knobs_text(with(k));
+  }
+  build("sm_100a", kBf16, {{"LONG_THREADS", I{256}}});  // compiled and assembled only
 }
 
 // The engine's path: prepare_evaluation builds the seed with the Builder (NVRTC, the PTX IR,
