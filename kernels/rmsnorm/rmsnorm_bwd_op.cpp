@@ -202,8 +202,10 @@ Geometry geometry(const Knobs& k) {
   if (g.long_min_blocks < 0 || g.long_min_blocks > 32 || g.long_threads * g.long_min_blocks > 2048)
     fail("LONG_MIN_BLOCKS=" + std::to_string(g.long_min_blocks) +
          " must be in 0..32 with LONG_THREADS * LONG_MIN_BLOCKS <= 2048");
-  if (g.long_cblocks < 1 || g.long_cblocks > RmsNormBwdOp::kMaxPartialRows)
-    fail("LONG_CBLOCKS=" + std::to_string(g.long_cblocks) + " must be 1.." + max_rows);
+  // CTAs, not groups: with clusters of 16 up to 16 * kMaxPartialRows (the groups are capped there).
+  if (g.long_cblocks < 1 || g.long_cblocks > 16 * RmsNormBwdOp::kMaxPartialRows)
+    fail("LONG_CBLOCKS=" + std::to_string(g.long_cblocks) + " must be 1.." +
+         std::to_string(16 * RmsNormBwdOp::kMaxPartialRows));
   return g;
 }
 
@@ -223,7 +225,8 @@ bool ring_dispatch(const Geometry& g, std::int64_t m, std::int64_t nu, std::int6
     if (stages < (cl > 1 && g.overlap_sum ? 3 : 2)) continue;
     d->entry = cl > 1 ? "rmsnorm_bwd_ring_cluster" : "rmsnorm_bwd_ring";
     d->cluster = cl;
-    d->groups = std::min(m, cl > 1 ? std::max<std::int64_t>(1, cblocks / cl) : g.blocks);
+    // Groups past those resident at once run in later waves; at most kMaxPartialRows (dw partials).
+    d->groups = std::min({m, RmsNormBwdOp::kMaxPartialRows, cl > 1 ? std::max<std::int64_t>(1, cblocks / cl) : g.blocks});
     d->slice = slice;
     d->stages = stages;
     d->shared_bytes = stages * slice * 32;

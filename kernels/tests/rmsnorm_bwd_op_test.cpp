@@ -325,6 +325,13 @@ TEST(RmsNormBwd, LongRowsTakeTheirOwnTile) {
   EXPECT_EQ(big.entry, "rmsnorm_bwd_ring_cluster_long");
   EXPECT_EQ(big.cluster, 2);
   EXPECT_EQ(big.slice, 512);
+  // Groups in waves, as the expert's 264 clusters of 16 at N = 64K; at most 1024 (the dw partials).
+  Knobs waves = l256;
+  waves["LONG_CBLOCKS"] = I{4224};
+  EXPECT_EQ(d(waves, 32768, 65536).groups, 264);
+  waves["LONG_MIN_N"] = I{8192};
+  EXPECT_EQ(d(waves, 32768, 8192).cluster, 2);
+  EXPECT_EQ(d(waves, 32768, 8192).groups, RmsNormBwdOp::kMaxPartialRows);
   // Off (LONG_THREADS 0), STAGES 0, or N % VEC != 0: never the long entry.
   EXPECT_EQ(d({{"LONG_ITEMS", I{8}}}, 32768, 65536).entry, "rmsnorm_bwd_ring_cluster");
   EXPECT_EQ(d({{"LONG_THREADS", I{256}}, {"STAGES", I{0}}}, 32768, 65536).entry, "rmsnorm_bwd");
@@ -341,6 +348,7 @@ TEST(RmsNormBwd, LongRowsTakeTheirOwnTile) {
                                                                            {"LONG_ITEMS", 0},
                                                                            {"LONG_MIN_BLOCKS", 9},
                                                                            {"LONG_CBLOCKS", 0},
+                                                                           {"LONG_CBLOCKS", 16385},
                                                                            {"LONG_SMEM_KB", 300},
                                                                            {"LONG_MIN_N", 0}}) {
     Knobs k = l256;
@@ -507,6 +515,7 @@ TEST(RmsNormBwdModel, TheRingCoversEveryElementOnceWithMatchingParities) {
       {70, 65536, {{"LONG_THREADS", I{256}}, {"LONG_ITEMS", I{2}}, {"LONG_SMEM_KB", I{96}}, {"LONG_CBLOCKS", I{512}}}},
       {20, 262144, {{"LONG_THREADS", I{256}}, {"LONG_ITEMS", I{8}}, {"LONG_SMEM_KB", I{144}}}},
       {33, 65528, {{"LONG_THREADS", I{512}}, {"LONG_ITEMS", I{2}}, {"LONG_MIN_N", I{32768}}, {"OVERLAP_SUM", I{1}}}},
+      {600, 65536, {{"LONG_THREADS", I{256}}, {"LONG_ITEMS", I{2}}, {"LONG_SMEM_KB", I{96}}, {"LONG_CBLOCKS", I{4224}}}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + " " + knobs_text(c.k));
