@@ -830,18 +830,27 @@ TEST(RmsNormBwdBuild, TheEnginePreparesTheSpecWithoutStaticFindings) {
   const Spec spec = load_bwd_spec();
   const auto registry = builtin_ops();
   Builder builder(nullptr);
-  const auto p = prepare_evaluation(spec, *registry.find(spec.op), builder, {}, {}, 1);
-  ASSERT_TRUE(p.reasons.empty()) << p.reasons.front();
-  ASSERT_TRUE(p.candidate.ok);
-  std::set<std::string> sections;
-  for (const auto& s : read_elf_sections(p.candidate.cubin)) sections.insert(s.name);
-  for (const auto& e : RmsNormBwdOp::entries(p.candidate_knobs)) EXPECT_TRUE(sections.count(".text." + e)) << e;
-  for (const auto& f : p.candidate.resources)
-    if (f.is_entry) {
-      EXPECT_EQ(f.spill_stores, 0) << f.name;
-      EXPECT_LE(f.registers, 128) << f.name;
-      std::printf("%s: %d registers (nvJitLink)\n", f.name.c_str(), f.registers);
-    }
+  // The defaults, and the long rows' tile at the expert's N = 64K shape in waves from N = 32K (the
+  // spec's 40000, 65528 and 262144 correctness rows and three benchmark rows take it).
+  for (const Knobs& k : {Knobs{}, Knobs{{"LONG_THREADS", I{256}}, {"LONG_ITEMS", I{2}}, {"LONG_MIN_BLOCKS", I{4}},
+                                        {"LONG_SMEM_KB", I{96}}, {"LONG_CBLOCKS", I{4224}}, {"LONG_MIN_N", I{32768}}}}) {
+    SCOPED_TRACE(knobs_text(k));
+    CandidateInput input;
+    input.knob_overrides = k;
+    const auto p = prepare_evaluation(spec, *registry.find(spec.op), builder, input, {}, 1);
+    ASSERT_TRUE(p.reasons.empty()) << p.reasons.front();
+    ASSERT_TRUE(p.candidate.ok);
+    std::set<std::string> sections;
+    for (const auto& s : read_elf_sections(p.candidate.cubin)) sections.insert(s.name);
+    for (const auto& e : RmsNormBwdOp::entries(p.candidate_knobs)) EXPECT_TRUE(sections.count(".text." + e)) << e;
+    EXPECT_EQ(sections.count(".text.rmsnorm_bwd_ring_cluster_long"), k.empty() ? 0u : 1u);
+    for (const auto& f : p.candidate.resources)
+      if (f.is_entry) {
+        EXPECT_EQ(f.spill_stores, 0) << f.name;
+        EXPECT_LE(f.registers, 128) << f.name;
+        std::printf("%s: %d registers (nvJitLink)\n", f.name.c_str(), f.registers);
+      }
+  }
 }
 
 }  // namespace
