@@ -13,6 +13,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "evaluator/builder.hpp"
 #include "evaluator/elf_sections.hpp"
@@ -553,8 +554,11 @@ TEST(RmsNormBwdModel, TheReduceCoversEveryColumnOnce) {
 // sums), against the fp64 reference, within the op's tolerances; c1 off by 5% fails.
 TEST(RmsNormBwdModel, TheRingArithmeticPassesTheTolerance) {
   RmsNormBwdOp op;
-  for (const auto& [m, n] : std::vector<std::pair<I, I>>{{6, 4096}, {5, 65528}, {3, 131072}}) {
-    SCOPED_TRACE(n);
+  // The defaults, and the long rows' tile (256 x 2: 4K-element slices, 16 CTAs at 64K).
+  const Knobs long_tile = {{"LONG_THREADS", I{256}}, {"LONG_ITEMS", I{2}}, {"LONG_MIN_N", I{32768}}};
+  for (const auto& [m, n, knobs] : std::vector<std::tuple<I, I, Knobs>>{
+           {6, 4096, {}}, {5, 65528, {}}, {3, 131072, {}}, {5, 65528, long_tile}, {4, 65536, long_tile}}) {
+    SCOPED_TRACE(std::to_string(n) + " " + knobs_text(knobs));
     const Shape s = shape(m, n);
     std::mt19937_64 rng(7);
     std::normal_distribution<double> nd(0.0, 1.0);
@@ -575,9 +579,10 @@ TEST(RmsNormBwdModel, TheRingArithmeticPassesTheTolerance) {
     const auto& w = in[1];
     const auto& dout = in[2];
     const auto& rstd = in[3];
-    const Knobs k = with({});
+    const Knobs k = with(knobs);
     const auto d = RmsNormBwdOp::dispatch(kBf16, k, m, n);
-    const I nu = n / 8, T = 512, items = 4, c = d.cluster, G = d.groups, sl = d.slice;
+    EXPECT_EQ(d.entry == "rmsnorm_bwd_ring_cluster_long", !knobs.empty());
+    const I nu = n / 8, T = d.threads, items = d.items, c = d.cluster, G = d.groups, sl = d.slice;
     auto run = [&](float scale) {
       HostTensor dx("dx", DType::BF16, {m, n});
       std::vector<float> dw(static_cast<std::size_t>(n), 0.f);
